@@ -1,0 +1,56 @@
+"""IMPALA on CartPole-v1 (EnvPool): the default run, about a minute on 2 CPU cores.
+
+`get_config()` is the full run; `get_config("quick")` is a seconds-long smoke run for tests.
+"""
+
+import ml_collections
+
+
+def get_config(variant=None):
+    c = ml_collections.ConfigDict()
+    c.algorithm = "impala"
+    c.env_id = "CartPole-v1"
+    c.env_kwargs = {}
+    c.seed = 0
+    c.num_actor_threads = 1
+    c.envs_per_actor = 32  # async: EnvPool returns 16 envs per recv()
+    c.async_envs = True
+    c.unroll_length = 20
+    # 16 segments x 20 steps = 320 transitions per update: on CartPole, more (smaller) updates
+    # per env step learn faster than IMPALA's Atari batch of 32 (measured: README, "CartPole").
+    c.batch_size = 16
+    c.queue_size = 2
+    c.total_env_steps = 300_000
+    c.stop_at_eval_return = 475.0  # CartPole-v1's "solved" threshold (gymnasium reward_threshold)
+    c.eval_every_updates = 25  # every 8k env steps
+    c.eval_episodes = 20
+    c.eval_mode = "greedy"
+    c.checkpoint_every_updates = 200
+    c.log_every_updates = 20
+    # Separate actor and critic MLPs: with a shared torso the value loss (returns up to ~100)
+    # swamped the policy features; 2/5 seeds reached 475 in 300k steps shared, 6/6 separate.
+    c.network = {
+        "torso": "mlp",
+        "hidden_sizes": (64, 64),
+        "activation": "tanh",
+        "shared_torso": False,
+    }
+    c.algo = {
+        "optimizer": "adam",
+        "learning_rate": 1e-3,
+        "anneal_lr": True,
+        "max_grad_norm": 0.5,
+        "discount": 0.99,
+        "entropy_cost": 0.01,
+        "baseline_cost": 0.5,
+    }
+    if variant == "quick":
+        c.total_env_steps = 20_000
+        c.stop_at_eval_return = None
+        c.eval_every_updates = 0
+        c.eval_episodes = 4
+        c.checkpoint_every_updates = 0
+        c.log_every_updates = 5
+    elif variant is not None:
+        raise ValueError(f"unknown variant {variant!r}; use ':quick' or no variant")
+    return c

@@ -1,0 +1,19 @@
+"""Algorithm registry: name -> (config class, factory). The trainer looks algorithms up here."""
+
+from __future__ import annotations
+
+from jaxrl_dist.algorithms import impala
+from jaxrl_dist.algorithms.base import Algorithm, AlgorithmEntry, LearnerState
+
+REGISTRY: dict[str, AlgorithmEntry] = {
+    "impala": AlgorithmEntry(impala.ImpalaConfig, impala.make_impala),
+}
+
+
+def get(name: str) -> AlgorithmEntry:
+    if name not in REGISTRY:
+        raise KeyError(name)
+    return REGISTRY[name]
+
+
+__all__ = ["REGISTRY", "Algorithm", "AlgorithmEntry", "LearnerState", "get"]

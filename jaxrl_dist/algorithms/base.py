@@ -1,0 +1,61 @@
+"""The algorithm interface: what the runtime and trainer need, and nothing algorithm-specific.
+
+An algorithm is a typed config plus `make(config, network_config, env_spec, num_updates)`
+returning an `Algorithm` of pure, jittable functions. The runtime jits `act` on each actor device
+and `update` on the learner mesh; it stores whatever `act` returns in `Rollout.agent_extras`
+without looking inside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+
+from jaxrl_dist.types import PyTree, Rollout
+
+
+class LearnerState(NamedTuple):
+    """Everything the learner carries between updates (checkpointed whole).
+
+    Attributes:
+      params: network parameters (published to the actors after each update).
+      opt_state: optimizer state; its step count drives learning-rate schedules.
+      rng: `[2]` uint32 PRNG key for updates that sample (minibatch shuffles, ...).
+      update_step: `[]` int32 number of updates applied.
+    """
+
+    params: PyTree
+    opt_state: PyTree
+    rng: jax.Array
+    update_step: jax.Array
+
+
+Metrics = dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """Pure functions an algorithm provides.
+
+    Attributes:
+      init: `init(key) -> LearnerState`.
+      act: `act(params, obs [B, ...], key) -> (action [B, ...], extras {name: [B, ...]})`, the
+        behaviour policy the actors run; `extras` are stored in the rollout (e.g. logits).
+      greedy_act: `greedy_act(params, obs [B, ...]) -> action [B, ...]` for evaluation.
+      update: `update(state, rollout [T+1, B]) -> (state, metrics)`; metrics are scalars.
+    """
+
+    init: Callable[[jax.Array], LearnerState]
+    act: Callable[[PyTree, jax.Array, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]
+    greedy_act: Callable[[PyTree, jax.Array], jax.Array]
+    update: Callable[[LearnerState, Rollout], tuple[LearnerState, Metrics]]
+
+
+class AlgorithmEntry(NamedTuple):
+    """A registry entry: the config class and the factory."""
+
+    config_cls: type
+    make: Callable[..., Algorithm]

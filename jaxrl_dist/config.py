@@ -1,0 +1,236 @@
+"""The typed run configuration and its validation.
+
+Config files (`configs/*.py`) build an `ml_collections.ConfigDict` with `get_config(variant)`;
+`parse_overrides` applies `--config.field=value` strings, parsing each value by the type the typed
+dataclass declares for that field; `build_config` turns the dict into frozen dataclasses whose
+`__post_init__` checks every value. Every failure is a `ConfigError` with one line that names the
+field and says how to fix it; `scripts/train.py` prints it and exits 2 before anything is written.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any
+
+from jaxrl_dist.networks import NetworkConfig
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line naming the field and the fix."""
+
+
+EVAL_MODES = ("greedy", "sampled", "both")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Everything about a run that is not the algorithm's own hyperparameters.
+
+    `algo` is the algorithm's own frozen config (its class comes from the algorithm registry, so
+    this module does not know which algorithms exist); `network` is shared by actor-critic
+    algorithms.
+    """
+
+    algorithm: str = "impala"
+    env_id: str = "CartPole-v1"
+    env_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to envpool.make
+    seed: int = 0
+    # Actors (Sebulba): each actor thread owns one EnvPool of `envs_per_actor` envs.
+    num_actor_threads: int = 1
+    envs_per_actor: int = 16
+    async_envs: bool = True  # EnvPool batch = envs_per_actor // 2, results scattered by env_id
+    env_threads_per_actor: int = 0  # EnvPool C++ threads; 0 = one per env batch slot
+    unroll_length: int = 20  # T
+    # Learner: `batch_size` segments of T transitions per update.
+    batch_size: int = 32
+    queue_size: int = 2  # rollouts in flight per actor (back-pressure bounds policy lag)
+    actor_device_ids: tuple[int, ...] = (0,)
+    learner_device_ids: tuple[int, ...] = ()  # empty = every local device
+    # Stopping.
+    total_env_steps: int = 1_000_000
+    max_wall_time_s: float = 0.0  # 0 = no limit
+    stop_at_eval_return: float | None = None  # stop once an evaluation reaches this return
+    # Evaluation on separate EnvPools with their own seeds.
+    eval_every_updates: int = 100  # 0 = only at the end
+    eval_episodes: int = 20
+    eval_mode: str = "greedy"
+    # Checkpoints, logs.
+    checkpoint_every_updates: int = 500  # 0 = only at the end
+    keep_checkpoints: int = 3
+    log_every_updates: int = 10
+    warm_start: str = ""  # a run's work dir or checkpoint dir: start from its params
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    algo: Any = None
+
+    def __post_init__(self):
+        positive = (
+            "num_actor_threads", "envs_per_actor", "unroll_length", "batch_size", "queue_size",
+            "total_env_steps", "eval_episodes", "keep_checkpoints", "log_every_updates",
+        )  # fmt: skip
+        for name in positive:
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be > 0")
+        for name in ("max_wall_time_s", "eval_every_updates", "checkpoint_every_updates"):
+            if getattr(self, name) < 0:
+                _fail(name, getattr(self, name), "must be >= 0 (0 disables it)")
+        if self.eval_mode not in EVAL_MODES:
+            _fail("eval_mode", self.eval_mode, f"must be one of {EVAL_MODES}")
+        if self.async_envs and self.envs_per_actor % 2:
+            _fail("envs_per_actor", self.envs_per_actor, "must be even when async_envs=True")
+        if self.batch_size % self.env_batch_size:
+            _fail(
+                "batch_size",
+                self.batch_size,
+                f"must be a multiple of the actor's env batch ({self.env_batch_size}: "
+                "envs_per_actor // 2 when async_envs, else envs_per_actor)",
+            )
+        if not self.actor_device_ids:
+            _fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
+
+    @property
+    def env_batch_size(self) -> int:
+        """Envs returned by one EnvPool `recv()`: the segments in one actor rollout."""
+        return self.envs_per_actor // 2 if self.async_envs else self.envs_per_actor
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.batch_size * self.unroll_length
+
+    @property
+    def num_updates(self) -> int:
+        return max(1, self.total_env_steps // self.steps_per_update)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _fail(field: str, value: Any, why: str) -> typing.NoReturn:
+    raise ConfigError(f"config.{field}={value!r} {why}; fix it with --config.{field}=...")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _parse_value(text: str, hint: Any, field: str) -> Any:
+    """Parses a command-line string into the type `hint` declares."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if text.lower() in ("none", "null", ""):
+            if type(None) in args:
+                return None
+        inner = [a for a in args if a is not type(None)]
+        return _parse_value(text, inner[0], field)
+    if hint is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"config.{field}={text!r} is not a bool; use true or false")
+    if hint in (int, float, str):
+        if hint is str:
+            return text
+        try:
+            value = ast.literal_eval(text.replace("_", "") if hint is int else text)
+        except (ValueError, SyntaxError):
+            value = text
+        if hint is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not hint:
+            raise ConfigError(
+                f"config.{field}={text!r} is not {'an int' if hint is int else 'a float'}; "
+                f"give a number, e.g. --config.{field}={'3' if hint is int else '3e-4'}"
+            )
+        return value
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ConfigError(f"config.{field}={text!r} is not a Python literal") from None
+    if origin is tuple:
+        value = tuple(value) if isinstance(value, list | tuple) else (value,)
+    return value
+
+
+def _check_type(value: Any, hint: Any, field: str) -> Any:
+    """Checks (and gently coerces int -> float, list -> tuple) a value against a type hint."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _check_type(value, inner[0], field)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if origin is tuple or hint is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"config.{field}={value!r} must be a tuple, e.g. (64, 64)")
+        elem = args[0] if args else None
+        return tuple(_check_type(v, elem, field) if elem else v for v in value)
+    expected = origin or hint
+    if expected is Any or expected is typing.Any:
+        return value
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ConfigError(
+            f"config.{field}={value!r} has type {type(value).__name__}, expected "
+            f"{getattr(expected, '__name__', expected)}; fix it with --config.{field}=..."
+        )
+    return value
+
+
+def _unknown(field: str, known: list[str]) -> ConfigError:
+    leaf = field.rsplit(".", 1)[-1]
+    close = difflib.get_close_matches(leaf, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return ConfigError(f"config.{field} is not a config field{hint}; see the config file's fields")
+
+
+def _build_dataclass(cls: type, values: dict, prefix: str) -> Any:
+    hints = _field_types(cls)
+    kwargs = {}
+    for key, value in values.items():
+        field = f"{prefix}{key}"
+        if key not in hints:
+            raise _unknown(field, list(hints))
+        kwargs[key] = _check_type(value, hints[key], field)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as e:  # sub-configs raise plain ValueError with a one-line message
+        raise ConfigError(str(e).splitlines()[0]) from None
+
+
+def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type) -> dict:
+    """Applies `{"a.b": "value"}` overrides to a nested dict, typed by the dataclass fields."""
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    group_classes = {"network": NetworkConfig, "algo": algo_config_cls}
+    top_hints = _field_types(TrainConfig)
+    for dotted, text in overrides.items():
+        parts = dotted.split(".")
+        if parts[0] == "env_kwargs" and len(parts) == 2:
+            raw.setdefault("env_kwargs", {})[parts[1]] = _parse_value(text, Any, dotted)
+            continue
+        if parts[0] in group_classes and len(parts) == 2:
+            hints = _field_types(group_classes[parts[0]])
+            if parts[1] not in hints:
+                raise _unknown(dotted, list(hints))
+            raw.setdefault(parts[0], {})[parts[1]] = _parse_value(text, hints[parts[1]], dotted)
+            continue
+        if len(parts) != 1 or parts[0] not in top_hints or parts[0] in group_classes:
+            raise _unknown(dotted, list(top_hints))
+        raw[parts[0]] = _parse_value(text, top_hints[parts[0]], dotted)
+    return raw
+
+
+def build_config(raw: dict, algo_config_cls: type) -> TrainConfig:
+    """Validates a nested dict into a `TrainConfig` (raises `ConfigError`)."""
+    raw = dict(raw)
+    network = _build_dataclass(NetworkConfig, dict(raw.pop("network", {}) or {}), "network.")
+    algo = _build_dataclass(algo_config_cls, dict(raw.pop("algo", {}) or {}), "algo.")
+    return _build_dataclass(TrainConfig, {**raw, "network": network, "algo": algo}, "")

@@ -1,0 +1,130 @@
+"""EnvPool factory (gymnasium API), spaces and per-env episode statistics."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+
+# EnvPool builds gymnasium Box spaces (float64 bounds) inside recv(); gymnasium then warns on every
+# new pool. Harmless and not ours to fix: silence exactly that message.
+warnings.filterwarnings("ignore", message=r".*precision lowered by casting to float32")
+
+
+class EnvSpec(NamedTuple):
+    """What the networks and the runtime need to know about an environment."""
+
+    obs_shape: tuple[int, ...]
+    obs_dtype: np.dtype
+    num_actions: int
+
+
+def _envpool():
+    with warnings.catch_warnings():  # gymnasium warns about float64 Box bounds on import
+        warnings.simplefilter("ignore")
+        import envpool
+
+        return envpool
+
+
+@functools.cache
+def _registered_envs() -> tuple[str, ...]:
+    return tuple(_envpool().list_all_envs())
+
+
+def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """Returns a one-line problem with `env_id`/`env_kwargs`, or None if EnvPool accepts them."""
+    envs = _registered_envs()
+    if env_id not in envs:
+        close = difflib.get_close_matches(env_id, envs, n=3, cutoff=0.5)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return f"config.env_id={env_id!r} is not an EnvPool env{hint}; see envpool.list_all_envs()"
+    fields = _envpool().make_spec(env_id).config._fields
+    for key in env_kwargs:
+        if key not in fields or key in ("num_envs", "batch_size", "seed", "num_threads"):
+            close = difflib.get_close_matches(key, fields, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            return (
+                f"config.env_kwargs.{key} is not an option of {env_id}{hint}; "
+                "num_envs, batch_size, seed and num_threads are set by the runtime"
+            )
+    spec = env_spec(env_id, env_kwargs)
+    if spec.num_actions <= 0:
+        return f"config.env_id={env_id!r} has a continuous action space; this build needs discrete"
+    return None
+
+
+def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = _envpool().make_spec(env_id, **env_kwargs)
+        obs_space = spec.observation_space
+        act_space = spec.action_space
+    num_actions = int(getattr(act_space, "n", 0))
+    return EnvSpec(tuple(obs_space.shape), np.dtype(obs_space.dtype), num_actions)
+
+
+def make_env(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_envs: int,
+    batch_size: int,
+    seed: int,
+    num_threads: int = 0,
+):
+    """An EnvPool in the gymnasium API. Env `i` is seeded with `seed + i` by EnvPool.
+
+    With `batch_size < num_envs` the pool is asynchronous: `recv()` returns the first
+    `batch_size` envs to finish, identified by `info["env_id"]`.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _envpool().make(
+            env_id,
+            env_type="gymnasium",
+            num_envs=num_envs,
+            batch_size=batch_size,
+            seed=seed,
+            num_threads=num_threads or batch_size,
+            **env_kwargs,
+        )
+
+
+def derive_seed(seed: int, *path: int) -> int:
+    """A 31-bit seed for `path` (e.g. (purpose, actor)) derived from the run seed: reproducible,
+    and distinct streams for distinct paths (never `os.urandom`)."""
+    state = np.random.SeedSequence([seed, *path]).generate_state(1)[0]
+    return int(state) & 0x7FFF_FFFF
+
+
+class EpisodeTracker:
+    """Running return and length per env; reports finished episodes.
+
+    Uses `info["reward"]` (the unclipped game reward EnvPool's Atari reports) when present, so the
+    logged return is the game score even when the learner sees clipped rewards.
+    """
+
+    def __init__(self, num_envs: int):
+        self._return = np.zeros(num_envs, np.float64)
+        self._length = np.zeros(num_envs, np.int64)
+
+    def update(
+        self,
+        env_ids: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        info: dict[str, Any],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Adds one `recv()` result; returns (returns, lengths) of the episodes it ended."""
+        raw = info.get("reward", reward)
+        first = info["elapsed_step"] == 0  # reset step: a new episode starts here
+        self._return[env_ids[first]] = 0.0
+        self._length[env_ids[first]] = 0
+        self._return[env_ids] += np.where(first, 0.0, raw)
+        self._length[env_ids] += ~first
+        done = env_ids[np.logical_or(terminated, truncated)]
+        return self._return[done].copy(), self._length[done].copy()

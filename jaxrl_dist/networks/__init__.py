@@ -1,0 +1,172 @@
+"""Actor-critic networks: a torso (MLP, Nature CNN or IMPALA ResNet) plus policy/value heads.
+
+    net = make_actor_critic(NetworkConfig(), obs_shape=(4,), num_actions=2)
+    params = net.init(key, obs)            # obs: [..., *obs_shape]
+    logits, value = net.apply(params, obs)  # [..., num_actions] float32, [...] float32
+
+Torsos: `MLPTorso` (PPO details, Huang et al. 2022), `NatureCNNTorso` (Mnih et al. 2015) and
+`ImpalaResNetTorso` (Espeholt et al. 2018). Image observations are EnvPool's uint8
+`[C, H, W]` frames; the torso converts them to NHWC in `[0, 1]`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxrl_dist.networks.heads import PolicyHead, ValueHead
+from jaxrl_dist.networks.torsos import (
+    ACTIVATIONS,
+    ImpalaResNetTorso,
+    MLPTorso,
+    NatureCNNTorso,
+)
+
+__all__ = [
+    "ActorCritic",
+    "NetworkConfig",
+    "make_actor_critic",
+    "resolve_torso",
+]
+
+TORSOS = ("auto", "mlp", "nature_cnn", "impala_resnet")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+# Nature CNN uses VALID convs: 8/4 -> 4/2 -> 3/1 needs H, W >= 36 to leave a 1x1 map.
+_NATURE_CNN_MIN_SIZE = 36
+
+
+def _not_one_of(field: str, value: object, allowed: tuple) -> ValueError:
+    return ValueError(
+        f"network.{field}={value!r} is not one of {allowed}; "
+        f"set --config.network.{field} to one of them"
+    )
+
+
+def _is_positive_int(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """Network choice, validated on construction.
+
+    Attributes:
+      torso: "auto" | "mlp" | "nature_cnn" | "impala_resnet". "auto" picks "mlp" for rank-1
+        observations and "impala_resnet" for `[C, H, W]` (uint8) frames.
+      hidden_sizes: MLP torso layer widths (ignored by the image torsos).
+      activation: "tanh" | "relu", the MLP torso's activation.
+      dtype: "float32" | "bfloat16" torso compute dtype. Params stay float32 and the heads
+        compute in float32, so outputs are float32 either way.
+      shared_torso: one torso feeds both heads (IMPALA's design). False gives the value head a
+        torso of its own, so value-loss gradients cannot disturb the policy's features
+        (separate actor and critic, as in Huang et al. 2022's PPO for vector observations).
+    """
+
+    torso: str = "auto"
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    dtype: str = "float32"
+    shared_torso: bool = True
+
+    def __post_init__(self) -> None:
+        if self.torso not in TORSOS:
+            raise _not_one_of("torso", self.torso, TORSOS)
+        if self.activation not in ACTIVATIONS:
+            raise _not_one_of("activation", self.activation, tuple(ACTIVATIONS))
+        if self.dtype not in DTYPES:
+            raise _not_one_of("dtype", self.dtype, tuple(DTYPES))
+        sizes = self.hidden_sizes
+        if (
+            not isinstance(sizes, tuple | list)
+            or not sizes
+            or not all(map(_is_positive_int, sizes))
+        ):
+            raise ValueError(
+                f"network.hidden_sizes={sizes!r} is not a non-empty tuple of positive ints; "
+                "set --config.network.hidden_sizes to e.g. (64, 64)"
+            )
+        object.__setattr__(self, "hidden_sizes", tuple(sizes))  # lists from CLI -> hashable
+
+    @property
+    def compute_dtype(self) -> jnp.dtype:
+        return DTYPES[self.dtype]
+
+
+def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
+    """The concrete torso name for `obs_shape`; raises ValueError if they do not fit."""
+    torso = config.torso
+    if torso == "auto":
+        if len(obs_shape) not in (1, 3):
+            raise ValueError(
+                f"network.torso='auto' cannot pick a torso for obs_shape={obs_shape} "
+                "(only rank 1 -> 'mlp' or [C, H, W] -> 'impala_resnet'); set --config.network.torso"
+            )
+        torso = "mlp" if len(obs_shape) == 1 else "impala_resnet"
+    if torso != "mlp" and len(obs_shape) != 3:
+        raise ValueError(
+            f"network.torso={torso!r} needs [C, H, W] image observations, got "
+            f"obs_shape={obs_shape}; set --config.network.torso='mlp'"
+        )
+    if torso == "nature_cnn" and min(obs_shape[1:]) < _NATURE_CNN_MIN_SIZE:
+        raise ValueError(
+            f"network.torso='nature_cnn' needs H, W >= {_NATURE_CNN_MIN_SIZE}, got "
+            f"obs_shape={obs_shape}; set --config.network.torso='impala_resnet'"
+        )
+    return torso
+
+
+def _make_torso(name: str, config: NetworkConfig, module_name: str = "torso") -> nn.Module:
+    dtype = config.compute_dtype
+    if name == "mlp":
+        return MLPTorso(config.hidden_sizes, config.activation, dtype, name=module_name)
+    if name == "nature_cnn":
+        return NatureCNNTorso(dtype, name=module_name)
+    return ImpalaResNetTorso(dtype=dtype, name=module_name)
+
+
+class ActorCritic(nn.Module):
+    """A torso (shared, or one per head) with policy and value heads, over any leading dims.
+
+    `__call__(obs [..., *obs_shape]) -> (logits [..., num_actions] f32, value [...] f32)`.
+    Leading dims (e.g. `[B]` or `[T, B]`) are flattened to one batch dim for the torso and
+    restored on the outputs. Build it with `make_actor_critic`, which validates the shapes.
+    """
+
+    config: NetworkConfig
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    torso_name: str
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        rank = len(self.obs_shape)
+        if tuple(obs.shape[obs.ndim - rank :]) != self.obs_shape:
+            raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {self.obs_shape}")
+        lead = obs.shape[: obs.ndim - rank]
+        flat = obs.reshape((math.prod(lead), *self.obs_shape))
+        features = _make_torso(self.torso_name, self.config)(flat)
+        value_features = features
+        if not self.config.shared_torso:
+            value_features = _make_torso(self.torso_name, self.config, "value_torso")(flat)
+        logits = PolicyHead(self.num_actions, name="policy_head")(features)
+        value = ValueHead(name="value_head")(value_features)
+        return logits.reshape((*lead, self.num_actions)), value.reshape(lead)
+
+
+def make_actor_critic(
+    config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int
+) -> nn.Module:
+    """Builds the actor-critic for `obs_shape` observations and `num_actions` discrete actions.
+
+    Params: `{"torso", "policy_head", "value_head"}` (+ `"value_torso"` if not shared), float32.
+    """
+    obs_shape = tuple(int(d) for d in obs_shape)
+    if not _is_positive_int(num_actions):
+        raise ValueError(f"num_actions={num_actions!r} must be a positive int")
+    torso_name = resolve_torso(config, obs_shape)
+    return ActorCritic(config, obs_shape, int(num_actions), torso_name)

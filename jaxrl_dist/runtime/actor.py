@@ -1,0 +1,152 @@
+"""Actor threads: one EnvPool each, batched inference on the actor's device, rollouts to a queue."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from jaxrl_dist.envs import EpisodeTracker
+from jaxrl_dist.runtime.params_store import ParamsStore
+from jaxrl_dist.runtime.segments import SegmentBuffer
+
+log = logging.getLogger(__name__)
+
+# Every blocking call wakes at least this often to check the stop flag.
+POLL_S = 0.1
+
+
+class ActorStats:
+    """Counters and per-stage timers shared by the actor threads; read and reset by the trainer."""
+
+    TIMERS = ("env_s", "inference_s", "queue_put_s")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self):
+        self.timers = dict.fromkeys(self.TIMERS, 0.0)
+        self.env_steps = 0
+        self.episode_returns: list[float] = []
+        self.episode_lengths: list[int] = []
+
+    def add(self, timers: dict[str, float], steps: int, returns, lengths) -> None:
+        with self._lock:
+            for k, v in timers.items():
+                self.timers[k] += v
+            self.env_steps += steps
+            self.episode_returns.extend(returns)
+            self.episode_lengths.extend(lengths)
+
+    def drain(self) -> dict[str, Any]:
+        with self._lock:
+            out = {
+                "timers": self.timers,
+                "env_steps": self.env_steps,
+                "episode_returns": self.episode_returns,
+                "episode_lengths": self.episode_lengths,
+            }
+            self._reset()
+        return out
+
+
+def make_act_step(act: Callable) -> Callable:
+    """Jits `act` with the key split inside, so one dispatch per env step."""
+
+    def act_step(params, obs, key):
+        key, sub = jax.random.split(key)
+        action, extras = act(params, obs, sub)
+        return key, action, extras
+
+    return jax.jit(act_step)
+
+
+class Actor(threading.Thread):
+    """Steps one EnvPool with the newest published params and queues `[T + 1, B]` rollouts.
+
+    Exceptions are logged with their traceback and kept in `self.error`; the learner checks
+    `is_alive()`/`error` on every queue wait, so a dead actor never hangs the run.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        make_env: Callable[[], Any],
+        act_step: Callable,
+        params_store: ParamsStore,
+        device: jax.Device,
+        key: jax.Array,
+        out_queue: queue.Queue,
+        stop: threading.Event,
+        stats: ActorStats,
+        unroll_length: int,
+    ):
+        super().__init__(name=f"actor-{index}", daemon=True)
+        self.index = index
+        self._make_env = make_env
+        self._act_step = act_step
+        self._params_store = params_store
+        self._device = device
+        self._key = jax.device_put(key, device)
+        self._queue = out_queue
+        self._stop_event = stop
+        self._stats = stats
+        self._unroll = unroll_length
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
+            self.error = e
+            log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
+
+    def _put(self, item) -> float:
+        start = time.perf_counter()
+        while not self._stop_event.is_set():
+            try:
+                self._queue.put(item, timeout=POLL_S)
+                break
+            except queue.Full:
+                continue
+        return time.perf_counter() - start
+
+    def _loop(self) -> None:
+        env = self._make_env()
+        num_envs = env.config["num_envs"]
+        buffer = SegmentBuffer(num_envs, self._unroll, env.config["batch_size"])
+        tracker = EpisodeTracker(num_envs)
+        timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
+        key = self._key
+        env.async_reset()
+        try:
+            while not self._stop_event.is_set():
+                t0 = time.perf_counter()
+                obs, reward, terminated, truncated, info = env.recv()
+                t1 = time.perf_counter()
+                env_ids = info["env_id"]
+                buffer.add_observation(env_ids, obs, reward, terminated, truncated)
+                returns, lengths = tracker.update(env_ids, reward, terminated, truncated, info)
+                params, version = self._params_store.get(self._device, timeout=60.0)
+                key, action, extras = self._act_step(params, obs, key)
+                action, extras = jax.device_get((action, extras))
+                t2 = time.perf_counter()
+                buffer.add_action(env_ids, action, extras, version)
+                env.send(action, env_ids)
+                t3 = time.perf_counter()
+                timers["env_s"] += (t1 - t0) + (t3 - t2)
+                timers["inference_s"] += t2 - t1
+                rollout = buffer.pop_rollout()
+                if rollout is not None:
+                    timers["queue_put_s"] += self._put(rollout)
+                self._stats.add(timers, len(env_ids), returns, lengths)
+                timers = dict.fromkeys(timers, 0.0)
+        finally:
+            env.close()

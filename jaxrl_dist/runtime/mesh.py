@@ -1,0 +1,46 @@
+"""Which devices act and which learn, and the learner mesh."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+DATA_AXIS = "data"
+
+
+class Devices(NamedTuple):
+    actor_devices: list[jax.Device]
+    learner_mesh: Mesh
+
+    @property
+    def num_learner_devices(self) -> int:
+        return self.learner_mesh.size
+
+    def replicated(self) -> NamedSharding:
+        """Params and optimizer state: a full copy on every learner device."""
+        return NamedSharding(self.learner_mesh, PartitionSpec())
+
+    def batch_sharding(self) -> NamedSharding:
+        """Rollouts `[T(+1), B, ...]`: split along the env axis B."""
+        return NamedSharding(self.learner_mesh, PartitionSpec(None, DATA_AXIS))
+
+
+def select_devices(actor_ids: tuple[int, ...], learner_ids: tuple[int, ...]) -> Devices:
+    """Builds the device split from local device ids; an empty `learner_ids` means all.
+
+    On one device, actors and learner share it. Raises ValueError naming a bad id.
+    """
+    local = jax.local_devices()
+    by_id = {i: d for i, d in enumerate(local)}
+    for field, ids in (("actor_device_ids", actor_ids), ("learner_device_ids", learner_ids)):
+        for i in ids:
+            if i not in by_id:
+                raise ValueError(
+                    f"config.{field} names device {i} but only {len(local)} local devices exist "
+                    f"(ids 0..{len(local) - 1}); fix it with --config.{field}=..."
+                )
+    learners = [by_id[i] for i in learner_ids] if learner_ids else local
+    return Devices([by_id[i] for i in actor_ids], Mesh(np.array(learners), (DATA_AXIS,)))

@@ -1,0 +1,40 @@
+"""Versioned parameters published by the learner, picked up by actors on their own devices."""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+
+from jaxrl_dist.types import PyTree
+
+
+class ParamsStore:
+    """Holds the newest params as a copy on each actor device, with the learner version.
+
+    The learner donates its state to the next update, so actors must never hold the learner's own
+    buffers: `publish` makes a device copy (`may_alias=False`) even when the actor and the
+    learner share a device.
+    """
+
+    def __init__(self, devices: list[jax.Device]):
+        self._devices = list(dict.fromkeys(devices))
+        self._latest: tuple[dict[jax.Device, PyTree], int] | None = None
+        self._published = threading.Condition()
+
+    def publish(self, params: PyTree, version: int) -> None:
+        copies = {d: jax.device_put(params, d, may_alias=False) for d in self._devices}
+        with self._published:
+            self._latest = (copies, version)  # one reference swap: readers never see a mix
+            self._published.notify_all()
+
+    def get(self, device: jax.Device, timeout: float | None = None) -> tuple[PyTree, int]:
+        """The newest (params on `device`, version); waits up to `timeout` for the first one."""
+        latest = self._latest
+        if latest is None:
+            with self._published:
+                if not self._published.wait_for(lambda: self._latest is not None, timeout):
+                    raise TimeoutError("no params were published")
+                latest = self._latest
+        copies, version = latest
+        return copies[device], version

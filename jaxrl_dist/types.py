@@ -1,0 +1,71 @@
+"""Data that crosses a boundary: actor -> learner rollouts and the learner's state.
+
+Rollouts are stored *time-step aligned*, the way EnvPool returns them: entry `i` of `obs`,
+`reward`, `terminated` and `truncated` is one `recv()` result, so the reward and end flags at
+index `i` belong to the transition that *arrived* at `obs[i]`. Transition `t` (for `t < T`) is
+
+    obs[t] --action[t]--> obs[t + 1],  r_t = reward[t + 1],
+    terminated_t = terminated[t + 1],  truncated_t = truncated[t + 1].
+
+EnvPool resets automatically: after a step that ends an episode, the next step ignores the action
+and returns the first observation of a new episode with reward 0. That transition starts at a
+final observation, so it is recognised by `terminated[t] | truncated[t]` and masked out of losses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import numpy as np
+
+PyTree = Any
+
+
+class Rollout(NamedTuple):
+    """A batch of `B` independent env segments of `T` transitions, time-major.
+
+    Attributes:
+      obs: `[T + 1, B, *obs_shape]` observations; `obs[T]` is the next segment's `obs[0]`.
+      reward: `[T + 1, B]` float32 reward received on arriving at `obs[i]`.
+      terminated: `[T + 1, B]` bool, `obs[i]` is terminal (bootstrap from zero).
+      truncated: `[T + 1, B]` bool, the episode was cut at `obs[i]` (bootstrap from its value).
+      action: `[T, B, ...]` action taken at `obs[t]`.
+      agent_extras: dict of `[T, B, ...]` arrays the algorithm's act function returned (e.g.
+        behaviour policy logits for V-trace). The runtime stores them without looking inside.
+      policy_version: `[T, B]` int32 learner version of the params that chose `action[t]`.
+    """
+
+    obs: PyTree
+    reward: Any
+    terminated: Any
+    truncated: Any
+    action: Any
+    agent_extras: dict[str, Any]
+    policy_version: Any
+
+    @property
+    def unroll_length(self) -> int:
+        return self.action.shape[0]
+
+    @property
+    def batch_size(self) -> int:
+        return self.action.shape[1]
+
+
+def assert_rollout_shapes(rollout: Rollout) -> None:
+    """Checks the `[T + 1, B]` / `[T, B]` layout where a rollout crosses into the learner."""
+    t, b = rollout.action.shape[:2]
+    chex.assert_tree_shape_prefix((rollout.obs, rollout.reward), (t + 1, b))
+    chex.assert_tree_shape_prefix((rollout.terminated, rollout.truncated), (t + 1, b))
+    chex.assert_tree_shape_prefix(
+        (rollout.action, rollout.agent_extras, rollout.policy_version), (t, b)
+    )
+
+
+def concatenate_rollouts(rollouts: list[Rollout]) -> Rollout:
+    """Joins host (NumPy) rollouts along the batch axis (axis 1)."""
+    if len(rollouts) == 1:
+        return rollouts[0]
+    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *rollouts)

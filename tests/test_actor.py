@@ -1,0 +1,49 @@
+"""An actor thread on a real async EnvPool (CartPole): rollout layout and episode boundaries."""
+
+import queue
+import threading
+
+import jax
+import numpy as np
+
+from jaxrl_dist.algorithms.impala import ImpalaConfig, make_impala
+from jaxrl_dist.envs import env_spec, make_env
+from jaxrl_dist.networks import NetworkConfig
+from jaxrl_dist.runtime import Actor, ActorStats, ParamsStore
+from jaxrl_dist.runtime.actor import make_act_step
+from jaxrl_dist.types import assert_rollout_shapes
+
+
+def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
+    spec = env_spec("CartPole-v1", {})
+    algo = make_impala(ImpalaConfig(), NetworkConfig(torso="mlp"), spec, num_updates=1)
+    device = jax.devices()[0]
+    store = ParamsStore([device])
+    store.publish(algo.init(jax.random.PRNGKey(0)).params, version=7)
+    out, stop, stats = queue.Queue(maxsize=num_rollouts), threading.Event(), ActorStats()
+    actor = Actor(
+        0, lambda: make_env("CartPole-v1", {}, num_envs, batch, seed=3),
+        make_act_step(algo.act), store, device, jax.random.PRNGKey(1), out, stop, stats, unroll,
+    )  # fmt: skip
+    actor.start()
+    rollouts = [out.get(timeout=60) for _ in range(num_rollouts)]
+    stop.set()
+    actor.join(timeout=10)
+    assert not actor.is_alive() and actor.error is None
+    return rollouts, stats.drain()
+
+
+def test_actor_rollouts_follow_envpool_autoreset():
+    rollouts, stats = _collect(num_rollouts=12)
+    saw_end = False
+    for r in rollouts:
+        assert_rollout_shapes(r)
+        assert r.obs.shape == (17, 4, 4) and r.agent_extras["logits"].shape == (16, 4, 2)
+        assert (r.policy_version == 7).all()
+        ended = r.terminated | r.truncated  # [T+1, B]
+        # CartPole pays 1 per step; the step after an episode end is EnvPool's reset step: reward 0.
+        np.testing.assert_array_equal(r.reward[1:], np.where(ended[:-1], 0.0, 1.0))
+        saw_end |= bool(ended.any())
+    assert saw_end, "a random CartPole policy ends episodes within 200 steps"
+    assert stats["env_steps"] >= 12 * 16 * 4
+    assert stats["episode_returns"] and min(stats["episode_returns"]) >= 8

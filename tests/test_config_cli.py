@@ -1,0 +1,75 @@
+"""Bad configs: one line naming the field and the fix, exit code 2, nothing written."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxrl_dist.cli import EXIT_CONFIG_ERROR, main, parse_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
+
+BAD = [
+    (["--config.no_such_field=1"], "no_such_field"),
+    (["--config.batch_sizee=8"], "did you mean batch_size"),
+    (["--config.batch_size=abc"], "batch_size"),
+    (["--config.batch_size=-16"], "batch_size"),
+    (["--config.unroll_length=0"], "unroll_length"),
+    (["--config.batch_size=20"], "multiple of the actor's env batch"),
+    (["--config.envs_per_actor=7"], "envs_per_actor"),
+    (["--config.env_id=CartPole-v9"], "did you mean"),
+    (["--config.env_kwargs.max_episode_stepz=10"], "max_episode_steps"),
+    (["--config.algo.learning_rate=-1e-3"], "algo.learning_rate"),
+    (["--config.algo.optimizer=sgd"], "algo.optimizer"),
+    (["--config.algo.learnin_rate=1e-3"], "learning_rate"),
+    (["--config.network.torso=transformer"], "network.torso"),
+    (["--config.eval_mode=best"], "eval_mode"),
+    (["--config.async_envs=maybe"], "async_envs"),
+    (["--config.algorithm=dqn"], "algorithm"),
+    (["--config.learner_device_ids=(5,)"], "learner_device_ids"),
+    (["--config.total_env_steps"], "--config.total_env_steps=VALUE"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "needle"), BAD)
+def test_bad_config_is_one_line_exit_2_nothing_written(tmp_path, capsys, overrides, needle):
+    workdir = tmp_path / "run"
+    code = main(["--config", CARTPOLE, "--workdir", str(workdir), *overrides])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_CONFIG_ERROR
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and needle in err, err
+    assert not workdir.exists()
+
+
+def test_missing_config_file(tmp_path, capsys):
+    code = main(["--config", "configs/nope.py", "--workdir", str(tmp_path / "run")])
+    assert code == EXIT_CONFIG_ERROR
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_overrides_are_typed():
+    config, args = parse_args(
+        ["--config", f"{CARTPOLE}:quick", "--workdir", "w", "--config.algo.learning_rate=3e-4",
+         "--config.batch_size=64", "--config.network.hidden_sizes=(32,32)",
+         "--config.stop_at_eval_return=none", "--config.env_kwargs.max_episode_steps=200"]
+    )  # fmt: skip
+    assert config.algo.learning_rate == 3e-4 and config.batch_size == 64
+    assert config.network.hidden_sizes == (32, 32)
+    assert config.stop_at_eval_return is None
+    assert config.env_kwargs == {"max_episode_steps": 200}
+    assert config.total_env_steps == 20_000  # from the :quick variant
+    assert args.workdir == "w"
+
+
+def test_script_exit_code_is_2(tmp_path):
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config", CARTPOLE,
+         "--workdir", str(tmp_path / "run"), "--config.batch_size=-1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "batch_size" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "run").exists()

@@ -1,0 +1,92 @@
+"""IMPALA loss on hand-built trajectories: termination, truncation and reset-step masking."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_dist.algorithms.impala import ImpalaConfig, impala_loss
+from jaxrl_dist.types import Rollout
+
+GAMMA = 0.9
+CONFIG = ImpalaConfig(discount=GAMMA, entropy_cost=0.0, baseline_cost=1.0)
+V = np.array([1.0, 2.0, 3.0, 4.0, 5.0], np.float32)  # values of obs[0..4]
+R = np.array([0.0, 0.5, 0.25, 7.0, 2.0], np.float32)  # reward on arriving at obs[i]
+
+
+def _rollout(terminated_at=None, truncated_at=None, reward=R):
+    """T=4, B=1; the episode ends at obs[2]; transition 2 (obs[2] -> obs[3]) is the reset step."""
+    term = np.zeros((5, 1), bool)
+    trunc = np.zeros((5, 1), bool)
+    if terminated_at is not None:
+        term[terminated_at] = True
+    if truncated_at is not None:
+        trunc[truncated_at] = True
+    return Rollout(
+        obs=jnp.zeros((5, 1, 1)),
+        reward=jnp.asarray(reward)[:, None],
+        terminated=jnp.asarray(term),
+        truncated=jnp.asarray(trunc),
+        action=jnp.zeros((4, 1), jnp.int32),
+        agent_extras={"logits": jnp.zeros((4, 1, 2))},  # on-policy: rho = 1
+        policy_version=jnp.zeros((4, 1), jnp.int32),
+    )
+
+
+def _loss(rollout, values=V):
+    logits = jnp.zeros((5, 1, 2))  # pi(a) = 0.5 for both actions
+    return impala_loss(logits, jnp.asarray(values)[:, None], rollout, CONFIG)[1]
+
+
+def _expected(v_targets, q):
+    """Baseline and pg losses from targets on the valid transitions 0, 1, 3."""
+    valid = [0, 1, 3]
+    errors = np.array([v_targets[t] - V[t] for t in valid])
+    adv = np.array([q[t] - V[t] for t in valid])
+    return 0.5 * np.mean(errors**2), -np.log(0.5) * np.mean(adv)
+
+
+def test_truncation_bootstraps_from_final_observation_value():
+    vs1 = R[2] + GAMMA * V[2]  # cut at the final obs: bootstrap from V(obs[2])
+    vs3 = R[4] + GAMMA * V[4]
+    vs0 = R[1] + GAMMA * vs1
+    baseline, pg = _expected({0: vs0, 1: vs1, 3: vs3}, {0: vs0, 1: vs1, 3: vs3})
+    m = _loss(_rollout(truncated_at=2))
+    np.testing.assert_allclose(m["baseline_loss"], baseline, rtol=1e-5)
+    np.testing.assert_allclose(m["pg_loss"], pg, rtol=1e-5)
+    np.testing.assert_allclose(m["valid_fraction"], 0.75)
+
+
+def test_termination_bootstraps_from_zero():
+    vs1 = R[2]
+    vs3 = R[4] + GAMMA * V[4]
+    vs0 = R[1] + GAMMA * vs1
+    baseline, pg = _expected({0: vs0, 1: vs1, 3: vs3}, {0: vs0, 1: vs1, 3: vs3})
+    m = _loss(_rollout(terminated_at=2))
+    np.testing.assert_allclose(m["baseline_loss"], baseline, rtol=1e-5)
+    np.testing.assert_allclose(m["pg_loss"], pg, rtol=1e-5)
+
+
+def test_terminated_and_truncated_together_is_a_termination():
+    both = _loss(_rollout(terminated_at=2, truncated_at=2))
+    term = _loss(_rollout(terminated_at=2))
+    np.testing.assert_allclose(both["baseline_loss"], term["baseline_loss"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("end", ["terminated_at", "truncated_at"])
+def test_reset_transition_is_masked(end):
+    """The reset step's reward (EnvPool gives 0, but any value) cannot change the loss."""
+    base = _loss(_rollout(**{end: 2}))
+    reward = R.copy()
+    reward[3] = -100.0
+    changed = _loss(_rollout(**{end: 2}, reward=reward))
+    for key in ("baseline_loss", "pg_loss"):
+        np.testing.assert_allclose(changed[key], base[key], rtol=1e-6)
+
+
+def test_without_episode_end_the_trace_runs_through():
+    """No end: the target of step 0 depends on every later reward (guards against a cut trace)."""
+    reward = R.copy()
+    reward[3] = -100.0
+    a = _loss(_rollout())
+    b = _loss(_rollout(reward=reward))
+    assert not np.isclose(a["baseline_loss"], b["baseline_loss"])

@@ -1,0 +1,59 @@
+"""SegmentBuffer: async EnvPool results scattered by env_id into consistent per-env segments."""
+
+import numpy as np
+
+from jaxrl_dist.runtime.segments import SegmentBuffer
+
+
+def _run_fake_async_pool(num_envs, batch, unroll, num_recvs, seed=0):
+    """Drives a SegmentBuffer with a fake async pool whose env j emits obs (j, step_j)."""
+    rng = np.random.default_rng(seed)
+    buffer = SegmentBuffer(num_envs, unroll, segments_per_rollout=batch)
+    steps = np.zeros(num_envs, np.int64)
+    rollouts = []
+    for _ in range(num_recvs):
+        ids = np.sort(rng.choice(num_envs, batch, replace=False))  # any envs may finish first
+        obs = np.stack([ids, steps[ids]], axis=1)
+        ended = steps[ids] % 7 == 6
+        buffer.add_observation(ids, obs, steps[ids].astype(np.float32), ended, np.zeros_like(ended))
+        action = (steps[ids] * 10 + ids).astype(np.int32)  # encodes (env, step) to check alignment
+        buffer.add_action(
+            ids, action, {"logits": obs.astype(np.float32)}, version=int(steps[ids][0])
+        )
+        steps[ids] += 1
+        while (rollout := buffer.pop_rollout()) is not None:
+            rollouts.append(rollout)
+    return rollouts
+
+
+def test_segments_are_per_env_consecutive_and_overlap_by_one():
+    unroll, batch = 5, 4
+    rollouts = _run_fake_async_pool(num_envs=8, batch=batch, unroll=unroll, num_recvs=200)
+    assert len(rollouts) > 10
+    last_obs_of_env = {}
+    for r in rollouts:
+        assert r.obs.shape == (unroll + 1, batch, 2)
+        assert r.action.shape == (unroll, batch)
+        assert r.agent_extras["logits"].shape == (unroll, batch, 2)
+        assert r.policy_version.shape == (unroll, batch)
+        for b in range(batch):
+            env, step = r.obs[:, b, 0], r.obs[:, b, 1]
+            assert (env == env[0]).all(), "a segment mixes envs"
+            np.testing.assert_array_equal(step, step[0] + np.arange(unroll + 1))
+            # action[t] was chosen at obs[t]
+            np.testing.assert_array_equal(r.action[:, b], step[:-1] * 10 + env[0])
+            np.testing.assert_array_equal(r.agent_extras["logits"][:, b], r.obs[:-1, b])
+            np.testing.assert_array_equal(r.reward[:, b], step)
+            np.testing.assert_array_equal(r.terminated[:, b], step % 7 == 6)
+            if env[0] in last_obs_of_env:  # the next segment of this env starts where it ended
+                assert last_obs_of_env[env[0]] == step[0]
+            last_obs_of_env[env[0]] = step[-1]
+
+
+def test_sync_pool_emits_whole_batches():
+    rollouts = _run_fake_async_pool(num_envs=4, batch=4, unroll=3, num_recvs=13)
+    assert (
+        len(rollouts) == 4
+    )  # 13 recvs: obs rows 0..3 fill a segment every 3 steps after the first
+    for r in rollouts:
+        assert sorted(r.obs[0, :, 0]) == [0, 1, 2, 3]
