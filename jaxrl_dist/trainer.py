@@ -7,6 +7,7 @@ calls the returned pure functions. Only the main thread updates, evaluates and s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import queue
@@ -131,6 +132,7 @@ class Trainer:
         ckpt = Checkpointer(os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints)
         learner = Learner(self.algorithm, self.devices)
         state, counters = self._initial_state(learner, ckpt)
+        initial_digest = params_digest(state.params)
         store = ParamsStore(self.devices.actor_devices)
         store.publish(state.params, counters["updates"])
         evaluator = Evaluator(
@@ -164,6 +166,8 @@ class Trainer:
             ckpt.save(counters["updates"], state, self._meta(counters))
         ckpt.wait()
         summary = self._summary(counters, ckpt)
+        summary["initial_params_sha256"] = initial_digest  # after restore: resume is checkable
+        summary["params_sha256"] = params_digest(state.params)
         with open(os.path.join(self.workdir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
         progress.message(
@@ -314,6 +318,14 @@ class Trainer:
             "latest_checkpoint_step": ckpt.latest_step(),
             "evals": evals,
         }
+
+
+def params_digest(params) -> str:
+    """SHA-256 of the params' bytes: equal digests mean bit-identical params."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(params)):
+        digest.update(np.ascontiguousarray(leaf).tobytes())
+    return digest.hexdigest()
 
 
 def _find_checkpoint_dir(path: str) -> str | None:

@@ -182,7 +182,7 @@ def make_impala(
         grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params, rollout)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         metrics["learning_rate"] = jnp.asarray(schedule(state.update_step), jnp.float32)
         return state._replace(
             params=params, opt_state=opt_state, update_step=state.update_step + 1

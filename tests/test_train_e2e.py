@@ -1,0 +1,138 @@
+"""End-to-end runs: CartPole learns; SIGTERM/SIGINT save and exit 0; --resume continues exactly."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jaxrl_dist.cli import parse_args
+from jaxrl_dist.trainer import Trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "scripts", "train.py")
+CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
+ATARI = os.path.join(ROOT, "configs", "impala_atari.py")
+
+
+def _summary(workdir):
+    with open(os.path.join(workdir, "summary.json")) as f:
+        return json.load(f)
+
+
+def _metrics(workdir):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_cartpole_learns(tmp_path):
+    """The default CartPole run, in process: greedy evaluation must pass 400 within 300k steps."""
+    config, _ = parse_args(["--config", CARTPOLE, "--workdir", "unused", "--config.seed=1"])
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert summary["env_steps"] <= 300_000
+    assert summary["best_eval_return"] >= 400, summary["evals"]
+    assert os.path.isfile(tmp_path / "run" / "summary.json")
+
+
+def _start(workdir, *overrides):
+    args = [sys.executable, TRAIN, "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
+            "--config.stop_at_eval_return=none", "--config.eval_every_updates=0",
+            "--config.eval_episodes=2", "--config.log_every_updates=5", *overrides]  # fmt: skip
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_metrics(proc, workdir, lines, timeout=180):
+    path = os.path.join(workdir, "metrics.jsonl")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        if os.path.exists(path) and sum(1 for _ in open(path)) >= lines:
+            return
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("training produced no metrics in time")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_saves_checkpoint_and_exits_zero(tmp_path, sig):
+    workdir = tmp_path / "run"
+    proc = _start(workdir, "--config.total_env_steps=100_000_000")
+    _wait_for_metrics(proc, workdir, lines=2)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    summary = _summary(workdir)
+    assert summary["stop_reason"] == sig.name
+    assert summary["latest_checkpoint_step"] == summary["updates"] >= 10
+
+
+def test_resume_continues_from_same_step_with_identical_params(tmp_path):
+    workdir = tmp_path / "run"
+    proc = _start(workdir, "--config.total_env_steps=100_000_000")
+    _wait_for_metrics(proc, workdir, lines=3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    first = _summary(workdir)
+    steps_per_update = first["env_steps"] // first["updates"]
+
+    # Resume with the same config, let it log twice more, stop it again.
+    lines = len(_metrics(workdir))
+    proc = _start(workdir, "--config.total_env_steps=100_000_000", "--resume")
+    _wait_for_metrics(proc, workdir, lines=lines + 2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    second = _summary(workdir)
+    assert second["initial_params_sha256"] == first["params_sha256"]  # bit-identical params
+    assert second["params_sha256"] != first["params_sha256"]  # and it kept learning
+    assert second["updates"] >= first["updates"] + 10
+    assert second["env_steps"] == second["updates"] * steps_per_update
+    logged = [m for m in _metrics(workdir) if "charts/updates" in m]  # training lines, not eval
+    resumed = [m for m in logged if m["env_steps"] > first["env_steps"]]
+    assert first["updates"] < min(m["charts/updates"] for m in resumed) <= first["updates"] + 5
+    # The learning-rate schedule continued where it stopped (linear decay over the run).
+    lr = {m["charts/updates"]: m["losses/learning_rate"] for m in logged}
+    u = min(m["charts/updates"] for m in resumed)
+    config, _ = parse_args(["--config", CARTPOLE, "--workdir", "x"])
+    num_updates = 100_000_000 // steps_per_update  # the first run's schedule length
+    expected = config.algo.learning_rate * (1 - (u - 1) / num_updates)
+    assert lr[u] == pytest.approx(expected, rel=1e-4)
+
+
+def test_resume_without_checkpoint_and_rerun_over_existing_run_are_refused(tmp_path, capsys):
+    from jaxrl_dist.cli import main
+
+    assert main(["--config", CARTPOLE, "--workdir", str(tmp_path / "none"), "--resume"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    os.makedirs(tmp_path / "old" / "checkpoints" / "7")
+    assert main(["--config", CARTPOLE, "--workdir", str(tmp_path / "old")]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "old" / "checkpoints") == ["7"]  # nothing overwritten
+
+
+def test_breakout_quick_runs_and_logs_sps(tmp_path):
+    workdir = tmp_path / "breakout"
+    out = subprocess.run(
+        [sys.executable, TRAIN, "--config", f"{ATARI}:quick", "--workdir", str(workdir)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    metrics = _metrics(workdir)
+    sps = [m["charts/sps"] for m in metrics if "charts/sps" in m]
+    assert sps and all(s > 0 for s in sps)
+    summary = _summary(workdir)
+    assert summary["updates"] == 12 and summary["final_eval_return"] is not None
+
+
+def test_warm_start_takes_params_but_not_counters(tmp_path):
+    quick = ["--config", f"{CARTPOLE}:quick", "--workdir", "unused"]
+    config, _ = parse_args(quick)
+    first = Trainer(config, str(tmp_path / "a"), quiet=True).run()
+    config, _ = parse_args([*quick, f"--config.warm_start={tmp_path / 'a'}"])
+    second = Trainer(config, str(tmp_path / "b"), quiet=True).run()
+    assert second["initial_params_sha256"] == first["params_sha256"]
+    assert second["updates"] == first["updates"]  # counted from zero again, same budget
