@@ -8,10 +8,12 @@ main thread calls `save`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 
@@ -59,6 +61,9 @@ class Checkpointer:
         restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return restored["meta"]
 
+    def delete(self, step: int) -> None:
+        self._manager.delete(step)
+
     def wait(self) -> None:
         self._manager.wait_until_finished()
 
@@ -78,3 +83,33 @@ def abstract_like(tree: Any) -> Any:
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None)),
         tree,
     )
+
+
+def find_checkpoint_dir(path: str) -> str | None:
+    """`path/checkpoints` (a run's work dir) or `path` itself, if it holds checkpoint steps."""
+    for candidate in (os.path.join(path, "checkpoints"), path):
+        if os.path.isdir(candidate) and any(n.isdigit() for n in os.listdir(candidate)):
+            return candidate
+    return None
+
+
+def restore_params(path: str, step: int | None = None) -> Any:
+    """The params of a run's checkpoint, as saved (host arrays), whatever its optimizer was."""
+    directory = find_checkpoint_dir(path)
+    if directory is None:
+        raise FileNotFoundError(f"no checkpoint under {path}")
+    manager = ocp.CheckpointManager(os.path.abspath(directory))
+    try:
+        step = manager.latest_step() if step is None else step
+        restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+    finally:
+        manager.close()
+    return jax.device_get(restored["state"]["params"])
+
+
+def tree_digest(tree: Any) -> str:
+    """SHA-256 of a tree's array bytes: equal digests mean bit-identical arrays."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(tree)):
+        digest.update(np.ascontiguousarray(leaf).tobytes())
+    return digest.hexdigest()

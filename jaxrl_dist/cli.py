@@ -65,7 +65,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jaxrl_dist.trainer import Trainer  # heavy imports after the cheap checks
+    from jaxrl_dist.trainer import RunError, Trainer  # heavy imports after the cheap checks
 
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -74,5 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    trainer.run()
+    try:
+        trainer.run()
+    except RunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any
@@ -74,6 +75,10 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 _fail(name, getattr(self, name), "must be > 0")
+        if not 0 <= self.seed < 2**32:
+            _fail("seed", self.seed, "must be in [0, 2**32)")
+        if self.env_threads_per_actor < 0:
+            _fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
         for name in ("max_wall_time_s", "eval_every_updates", "checkpoint_every_updates"):
             if getattr(self, name) < 0:
                 _fail(name, getattr(self, name), "must be >= 0 (0 disables it)")
@@ -102,7 +107,8 @@ class TrainConfig:
 
     @property
     def num_updates(self) -> int:
-        return max(1, self.total_env_steps // self.steps_per_update)
+        """Updates the run makes: it stops at the first update that reaches total_env_steps."""
+        return max(1, math.ceil(self.total_env_steps / self.steps_per_update))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -166,7 +172,11 @@ def _check_type(value: Any, hint: Any, field: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _check_type(value, inner[0], field)
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"config.{field}={value!r} must be a finite number")
+    if hint is float and isinstance(value, float):
+        return value
     if origin is tuple or hint is tuple:
         if not isinstance(value, list | tuple):
             raise ConfigError(f"config.{field}={value!r} must be a tuple, e.g. (64, 64)")

@@ -20,7 +20,7 @@ class MetricLogger:
     and reported by `nonfinite()`.
     """
 
-    def __init__(self, workdir: str, tensorboard: bool = True):
+    def __init__(self, workdir: str, tensorboard: bool = True, wall_time_offset: float = 0.0):
         os.makedirs(workdir, exist_ok=True)
         self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a", buffering=1)  # noqa: SIM115
         self._tb = None
@@ -28,7 +28,7 @@ class MetricLogger:
             from tensorboardX import SummaryWriter
 
             self._tb = SummaryWriter(os.path.join(workdir, "tb"), flush_secs=10)
-        self._start = time.monotonic()
+        self._start = time.monotonic() - wall_time_offset  # resumed runs continue the clock
 
     @staticmethod
     def nonfinite(metrics: dict[str, float]) -> list[str]:

@@ -6,8 +6,8 @@ calls the returned pure functions. Only the main thread updates, evaluates and s
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import hashlib
 import json
 import os
 import queue
@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxrl_dist import algorithms
 from jaxrl_dist.algorithms.base import LearnerState
-from jaxrl_dist.checkpoint import Checkpointer, abstract_like
+from jaxrl_dist.checkpoint import Checkpointer, abstract_like, restore_params, tree_digest
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.envs import check_env, derive_seed, env_spec, make_env
 from jaxrl_dist.evaluation import Evaluator
@@ -32,11 +32,15 @@ from jaxrl_dist.runtime.learner import host_metrics
 from jaxrl_dist.types import concatenate_rollouts
 
 ACTOR_SEED_PURPOSE = 1
-ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long and no live actor: give up
+ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long from live actors: give up
 
 
 class RunError(RuntimeError):
-    """A run cannot continue (an actor died, bad checkpoint, ...); the message says why."""
+    """A run cannot continue (an actor died, ...); the message says why."""
+
+
+class NonFiniteError(RunError):
+    """A non-finite loss or gradient: the state is not saved (the last checkpoint is kept)."""
 
 
 def validate_for_machine(config: TrainConfig):
@@ -60,6 +64,24 @@ def validate_for_machine(config: TrainConfig):
     return env_spec(config.env_id, config.env_kwargs), devices
 
 
+@dataclasses.dataclass
+class _Run:
+    """What one `Trainer.run` call holds while it runs."""
+
+    learner: Learner
+    store: ParamsStore
+    rollouts: queue.Queue
+    actors: list[Actor]
+    stats: ActorStats
+    evaluator: Evaluator
+    ckpt: Checkpointer
+    logger: MetricLogger
+    progress: Progress
+    counters: dict
+    clock: Any  # () -> wall seconds of the whole run, resumed runs included
+    state: LearnerState  # the newest state; the one before it was donated to the update
+
+
 class Trainer:
     """One training run in `workdir` (`checkpoints/`, `metrics.jsonl`, `tb/`, `summary.json`)."""
 
@@ -78,27 +100,34 @@ class Trainer:
             )
         if resume and not has_ckpt:
             raise ConfigError(f"--resume: no checkpoint in {ckpt_dir}; drop --resume to start anew")
-        if config.warm_start and not _find_checkpoint_dir(config.warm_start):
-            raise ConfigError(f"config.warm_start={config.warm_start!r} holds no checkpoint")
+        entry = algorithms.get(config.algorithm)
+        try:
+            self.algorithm = entry.make(config.algo, config.network, self.spec, config.num_updates)
+            init_shapes = jax.eval_shape(self.algorithm.init, jax.random.PRNGKey(0))
+        except (ValueError, TypeError) as e:
+            raise ConfigError(str(e).splitlines()[0]) from None
+        self._warm_params = None
+        if config.warm_start:
+            self._warm_params = _load_warm_start(config.warm_start, init_shapes.params)
         self._resume = resume
         self._quiet = quiet
-        entry = algorithms.get(config.algorithm)
-        self.algorithm = entry.make(config.algo, config.network, self.spec, config.num_updates)
         self._stop_requested = threading.Event()
         self._stop_reason = ""
+        self._signals = 0
 
     # ----------------------------------------------------------------------------- signals
     def request_stop(self, reason: str) -> None:
         self._stop_reason = self._stop_reason or reason
         self._stop_requested.set()
 
-    def _install_signal_handlers(self):
+    def _install_signal_handlers(self) -> dict:
         if threading.current_thread() is not threading.main_thread():
             return {}
 
         def handler(signum, frame):
-            if self._stop_requested.is_set() and signum == signal.SIGINT:
-                raise KeyboardInterrupt  # second Ctrl-C: leave at once
+            self._signals += 1
+            if self._signals > 1 and signum == signal.SIGINT:
+                raise KeyboardInterrupt  # a second Ctrl-C: leave at once
             self.request_stop(signal.Signals(signum).name)
 
         return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -111,195 +140,221 @@ class Trainer:
         if self._resume:
             state, meta = ckpt.restore(abstract_like(state))
             counters.update({k: meta[k] for k in counters if k in meta})
-        elif cfg.warm_start:
-            with Checkpointer(_find_checkpoint_dir(cfg.warm_start), create=False) as other:
-                restored, _ = other.restore(abstract_like(state))
-            state = state._replace(params=restored.params)
+            target = cfg.stop_at_eval_return
+            if target is not None and any(e["return"] >= target for e in counters["evals"]):
+                self.request_stop(f"an earlier evaluation already reached {target}")
+        elif self._warm_params is not None:
+            state = state._replace(params=learner.put_state(self._warm_params))
         return state, counters
 
-    def _meta(self, counters: dict) -> dict:
-        return {**counters, "config": _jsonable(self.config.to_dict())}
+    def _save(self, run: _Run) -> None:
+        meta = {**copy.deepcopy(run.counters), "config": _jsonable(self.config.to_dict())}
+        step = run.counters["updates"]
+        if run.ckpt.latest_step() == step:  # a periodic save at this update lacks what followed
+            run.ckpt.delete(step)
+        run.ckpt.save(step, run.state, meta)
 
     # ----------------------------------------------------------------------------- run
     def run(self) -> dict[str, Any]:
+        """Trains until a stop condition; returns the summary (also in `summary.json`)."""
         cfg = self.config
         os.makedirs(self.workdir, exist_ok=True)
         with open(os.path.join(self.workdir, "config.json"), "w") as f:
             json.dump(_jsonable(cfg.to_dict()), f, indent=2)
         previous_handlers = self._install_signal_handlers()
-        progress = Progress(cfg.total_env_steps, quiet=self._quiet)
-        logger = MetricLogger(self.workdir)
+        try:
+            return self._run()
+        finally:
+            for s, h in previous_handlers.items():
+                signal.signal(s, h)
+
+    def _run(self) -> dict[str, Any]:
+        cfg = self.config
         ckpt = Checkpointer(os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints)
         learner = Learner(self.algorithm, self.devices)
         state, counters = self._initial_state(learner, ckpt)
-        initial_digest = params_digest(state.params)
+        initial_digests = tree_digest(state.params), tree_digest(state.opt_state)
+        start, base_wall = time.monotonic(), counters["wall_time_s"]
         store = ParamsStore(self.devices.actor_devices)
         store.publish(state.params, counters["updates"])
-        evaluator = Evaluator(
-            cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, self.algorithm.greedy_act,
-            self.algorithm.act, self.devices.actor_devices[0],
-        )  # fmt: skip
+        run = _Run(
+            learner=learner,
+            store=store,
+            rollouts=queue.Queue(maxsize=cfg.queue_size * cfg.num_actor_threads),
+            actors=[],
+            stats=ActorStats(),
+            evaluator=Evaluator(
+                cfg.env_id,
+                cfg.env_kwargs,
+                cfg.eval_episodes,
+                cfg.seed,
+                self.algorithm.greedy_act,
+                self.algorithm.act,
+                self.devices.actor_devices[0],
+            ),  # fmt: skip
+            ckpt=ckpt,
+            logger=MetricLogger(self.workdir, wall_time_offset=base_wall),
+            progress=Progress(cfg.total_env_steps, quiet=self._quiet),
+            counters=counters,
+            clock=lambda: base_wall + time.monotonic() - start,
+            state=state,
+        )
+        del state  # from here on run.state is the only live state
         stop_actors = threading.Event()
-        rollouts: queue.Queue = queue.Queue(maxsize=cfg.queue_size * cfg.num_actor_threads)
-        stats = ActorStats()
-        actors = self._start_actors(store, rollouts, stop_actors, stats)
-        start = time.monotonic()
-        base_wall = counters["wall_time_s"]
-        self._elapsed = lambda: base_wall + time.monotonic() - start
+        error: RunError | None = None
         try:
-            state = self._loop(
-                state, counters, learner, store, rollouts, actors, stats, evaluator, ckpt,
-                logger, progress, start, base_wall,
-            )  # fmt: skip
+            run.actors = self._start_actors(run, stop_actors, counters["updates"])
+            self._loop(run)
+        except RunError as e:
+            error = e
+            self.request_stop(f"error: {e}")
         finally:
             stop_actors.set()
-            for actor in actors:
+            for actor in run.actors:
                 actor.join(timeout=10.0)
-            for s, h in previous_handlers.items():
-                signal.signal(s, h)
-        counters["wall_time_s"] = base_wall + time.monotonic() - start
-        if not self._stop_reason.startswith("SIG") and (
-            not counters["evals"] or counters["evals"][-1]["updates"] != counters["updates"]
-        ):
-            self._evaluate(state, counters, evaluator, logger, progress)
-        if ckpt.latest_step() != counters["updates"]:  # a periodic save may have just written it
-            ckpt.save(counters["updates"], state, self._meta(counters))
-        ckpt.wait()
-        summary = self._summary(counters, ckpt)
-        summary["initial_params_sha256"] = initial_digest  # after restore: resume is checkable
-        summary["params_sha256"] = params_digest(state.params)
-        with open(os.path.join(self.workdir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        progress.message(
-            f"done ({self._stop_reason or 'finished'}): {summary['env_steps']:,} env steps, "
-            f"{summary['updates']:,} updates in {summary['wall_time_s']:.1f}s, "
-            f"final eval return {summary['final_eval_return']}"
-        )
-        evaluator.close()
-        ckpt.close()
-        logger.close()
+        try:
+            counters["wall_time_s"] = run.clock()
+            if error is None and not self._stop_reason.startswith("SIG"):
+                last = counters["evals"][-1]["updates"] if counters["evals"] else None
+                if last != counters["updates"]:
+                    self._evaluate(run)
+            if not isinstance(error, NonFiniteError):
+                self._save(run)
+            ckpt.wait()
+            summary = self._summary(run)
+            summary["initial_params_sha256"], summary["initial_opt_state_sha256"] = initial_digests
+            if not isinstance(error, NonFiniteError):  # else run.state was donated to the update
+                summary["params_sha256"] = tree_digest(run.state.params)
+                summary["opt_state_sha256"] = tree_digest(run.state.opt_state)
+            with open(os.path.join(self.workdir, "summary.json"), "w") as f:
+                json.dump(summary, f, indent=2)
+            run.progress.message(
+                f"done ({summary['stop_reason']}): {summary['env_steps']:,} env steps, "
+                f"{summary['updates']:,} updates in {summary['wall_time_s']:.1f}s, "
+                f"final eval return {summary['final_eval_return']}"
+            )
+        finally:
+            run.evaluator.close()
+            ckpt.close()
+            run.logger.close()
+        if error is not None:
+            raise error
         return summary
 
-    def _start_actors(self, store, rollouts, stop, stats) -> list[Actor]:
+    def _start_actors(self, run: _Run, stop: threading.Event, start_update: int) -> list[Actor]:
+        """Starts the actor threads. Their env seeds and keys fold in the update count the run
+        starts from, so a resumed run does not replay the first run's episodes and samples."""
         cfg = self.config
         act_step = make_act_step(self.algorithm.act)
-        root = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), ACTOR_SEED_PURPOSE)
+        root = jax.random.PRNGKey(cfg.seed)
+        root = jax.random.fold_in(jax.random.fold_in(root, ACTOR_SEED_PURPOSE), start_update)
         actors = []
         for i in range(cfg.num_actor_threads):
             device = self.devices.actor_devices[i % len(self.devices.actor_devices)]
-            env_seed = derive_seed(cfg.seed, ACTOR_SEED_PURPOSE, i)
+            env_seed = derive_seed(cfg.seed, ACTOR_SEED_PURPOSE, start_update, i)
             make = lambda s=env_seed: make_env(  # noqa: E731
                 cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size, s,
                 cfg.env_threads_per_actor,
             )  # fmt: skip
             actor = Actor(
-                i, make, act_step, store, device, jax.random.fold_in(root, i), rollouts, stop,
-                stats, cfg.unroll_length,
+                i, make, act_step, run.store, device, jax.random.fold_in(root, i), run.rollouts,
+                stop, run.stats, cfg.unroll_length,
             )  # fmt: skip
             actor.start()
             actors.append(actor)
         return actors
 
-    def _next_batch(self, rollouts: queue.Queue, actors: list[Actor]):
+    @staticmethod
+    def _check_actors(actors: list[Actor]) -> None:
+        for actor in actors:
+            if actor.error is not None or not actor.is_alive():
+                err = actor.error
+                raise RunError(f"actor {actor.index} stopped: {err!r}") from err
+
+    def _next_batch(self, run: _Run):
         """Gets `batch_size / env_batch_size` rollouts; never waits without checking the actors."""
         need = self.config.batch_size // self.config.env_batch_size
         got, last_item = [], time.monotonic()
+        self._check_actors(run.actors)
         while len(got) < need:
             if self._stop_requested.is_set():
                 return None
             try:
-                got.append(rollouts.get(timeout=POLL_S))
+                got.append(run.rollouts.get(timeout=POLL_S))
                 last_item = time.monotonic()
             except queue.Empty:
-                dead = [a for a in actors if a.error is not None or not a.is_alive()]
-                if dead:
-                    err = dead[0].error
-                    raise RunError(f"actor {dead[0].index} stopped: {err!r}") from err
+                self._check_actors(run.actors)
                 if time.monotonic() - last_item > ACTOR_DEAD_TIMEOUT_S:
                     msg = f"no rollout for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
                     raise RunError(msg) from None
         return concatenate_rollouts(got)
 
-    def _loop(self, state, counters, learner, store, rollouts, actors, stats, evaluator, ckpt,
-              logger, progress, start, base_wall):  # fmt: skip
-        cfg = self.config
-        timers = {"queue_get_s": 0.0, "transfer_s": 0.0, "update_s": 0.0}
-        lags: list[float] = []
-        last_log_time, last_log_steps = time.monotonic(), counters["env_steps"]
+    def _loop(self, run: _Run) -> None:
+        cfg, counters = self.config, run.counters
+        window = _LogWindow(counters["env_steps"])
         while True:
             if counters["env_steps"] >= cfg.total_env_steps:
                 self.request_stop("total_env_steps reached")
-            elapsed = base_wall + time.monotonic() - start
-            if cfg.max_wall_time_s and elapsed >= cfg.max_wall_time_s:
+            if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
             if self._stop_requested.is_set():
-                return state
+                return
             t0 = time.perf_counter()
-            batch = self._next_batch(rollouts, actors)
+            batch = self._next_batch(run)
             if batch is None:
-                return state
+                return
             t1 = time.perf_counter()
-            lags.append(counters["updates"] - float(np.mean(batch.policy_version)))
-            device_batch = learner.put_batch(batch)
+            window.lags.append(counters["updates"] - float(np.mean(batch.policy_version)))
+            device_batch = run.learner.put_batch(batch)
             t2 = time.perf_counter()
-            state, metrics = learner.update(state, device_batch)
+            new_state, metrics = run.learner.update(run.state, device_batch)
             metrics = host_metrics(metrics)
             t3 = time.perf_counter()
-            store.publish(state.params, counters["updates"] + 1)
-            timers["queue_get_s"] += t1 - t0
-            timers["transfer_s"] += t2 - t1
-            timers["update_s"] += t3 - t2
+            bad = MetricLogger.nonfinite(metrics)
+            if bad:  # keep the last good checkpoint; run.state was donated, nothing to save
+                raise NonFiniteError(
+                    f"non-finite {', '.join(bad)} at update {counters['updates'] + 1}; "
+                    "the last checkpoint is kept"
+                )
+            run.state = new_state
+            run.store.publish(new_state.params, counters["updates"] + 1)
+            window.add_timers(queue_get_s=t1 - t0, transfer_s=t2 - t1, update_s=t3 - t2)
             counters["updates"] += 1
             counters["env_steps"] += cfg.steps_per_update
             updates = counters["updates"]
             if cfg.eval_every_updates and updates % cfg.eval_every_updates == 0:
-                self._evaluate(state, counters, evaluator, logger, progress)
+                self._evaluate(run)
             if updates % cfg.log_every_updates == 0:
-                now = time.monotonic()
-                actor = stats.drain()
-                interval = now - last_log_time
-                record = {f"losses/{k}": v for k, v in metrics.items()}
-                record["charts/sps"] = (counters["env_steps"] - last_log_steps) / interval
-                record["charts/actor_sps"] = actor["env_steps"] / interval
-                record["charts/updates"] = updates
-                if actor["episode_returns"]:
-                    record["charts/episode_return"] = float(np.mean(actor["episode_returns"]))
-                    record["charts/episode_length"] = float(np.mean(actor["episode_lengths"]))
-                record["stats/policy_lag"] = float(np.mean(lags))
-                record["stats/queue_size"] = rollouts.qsize()
-                for k, v in {**actor["timers"], **timers}.items():
-                    record[f"timers/{k}"] = v / interval  # seconds per second (per thread sum)
-                logger.write(counters["env_steps"], record)
-                progress.line(counters["env_steps"], record)
-                last_log_time, last_log_steps, lags = now, counters["env_steps"], []
-                timers = dict.fromkeys(timers, 0.0)
+                record = window.record(run, metrics)
+                run.logger.write(counters["env_steps"], record)
+                run.progress.line(counters["env_steps"], record)
             if cfg.checkpoint_every_updates and updates % cfg.checkpoint_every_updates == 0:
-                counters["wall_time_s"] = base_wall + time.monotonic() - start
-                ckpt.save(updates, state, self._meta(counters))
+                counters["wall_time_s"] = run.clock()
+                self._save(run)
 
-    def _evaluate(self, state, counters, evaluator, logger, progress) -> None:
-        cfg = self.config
+    def _evaluate(self, run: _Run) -> None:
+        cfg, counters = self.config, run.counters
         record = {}
         modes = ("greedy", "sampled") if cfg.eval_mode == "both" else (cfg.eval_mode,)
         for mode in modes:
-            result = evaluator.run(state.params, greedy=(mode == "greedy"))
-            for k, v in result.items():
-                record[f"eval/{mode}_{k}"] = v
+            result = run.evaluator.run(run.state.params, greedy=(mode == "greedy"))
+            record.update({f"eval/{mode}_{k}": v for k, v in result.items()})
         main = modes[0]
         record["eval/return"] = record[f"eval/{main}_return"]
         record["eval/return_std"] = record[f"eval/{main}_return_std"]
         counters["evals"].append(
             {"env_steps": counters["env_steps"], "updates": counters["updates"],
-             "wall_time_s": round(self._elapsed(), 3), "return": record["eval/return"],
+             "wall_time_s": round(run.clock(), 3), "return": record["eval/return"],
              "mode": main}
         )  # fmt: skip
-        logger.write(counters["env_steps"], record)
-        progress.line(counters["env_steps"], record)
+        run.logger.write(counters["env_steps"], record)
+        run.progress.line(counters["env_steps"], record)
         target = cfg.stop_at_eval_return
         if target is not None and record["eval/return"] >= target:
             self.request_stop(f"eval return {record['eval/return']:.1f} >= {target}")
 
-    def _summary(self, counters: dict, ckpt: Checkpointer) -> dict[str, Any]:
+    def _summary(self, run: _Run) -> dict[str, Any]:
+        counters = run.counters
         evals = counters["evals"]
         target = self.config.stop_at_eval_return
         reached = [e for e in evals if target is not None and e["return"] >= target]
@@ -314,25 +369,60 @@ class Trainer:
             "env_steps_to_target": reached[0]["env_steps"] if reached else None,
             "wall_time_s_to_target": reached[0]["wall_time_s"] if reached else None,
             "stop_reason": self._stop_reason or "finished",
-            "checkpoint_dir": ckpt.directory,
-            "latest_checkpoint_step": ckpt.latest_step(),
+            "checkpoint_dir": run.ckpt.directory,
+            "latest_checkpoint_step": run.ckpt.latest_step(),
             "evals": evals,
         }
 
 
-def params_digest(params) -> str:
-    """SHA-256 of the params' bytes: equal digests mean bit-identical params."""
-    digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(jax.device_get(params)):
-        digest.update(np.ascontiguousarray(leaf).tobytes())
-    return digest.hexdigest()
+class _LogWindow:
+    """Accumulates learner timers and policy lags between log lines; builds the log record."""
+
+    def __init__(self, env_steps: int):
+        self._reset(env_steps)
+
+    def _reset(self, env_steps: int) -> None:
+        self.timers = {"queue_get_s": 0.0, "transfer_s": 0.0, "update_s": 0.0}
+        self.lags: list[float] = []
+        self._time, self._steps = time.monotonic(), env_steps
+
+    def add_timers(self, **seconds: float) -> None:
+        for k, v in seconds.items():
+            self.timers[k] += v
+
+    def record(self, run: _Run, metrics: dict[str, float]) -> dict[str, float]:
+        now, env_steps = time.monotonic(), run.counters["env_steps"]
+        interval = now - self._time
+        actor = run.stats.drain()
+        record = {f"losses/{k}": v for k, v in metrics.items()}
+        record["charts/sps"] = (env_steps - self._steps) / interval
+        record["charts/actor_sps"] = actor["env_steps"] / interval
+        record["charts/updates"] = run.counters["updates"]
+        if actor["episode_returns"]:
+            record["charts/episode_return"] = float(np.mean(actor["episode_returns"]))
+            record["charts/episode_length"] = float(np.mean(actor["episode_lengths"]))
+        record["stats/policy_lag"] = float(np.mean(self.lags))
+        record["stats/queue_size"] = run.rollouts.qsize()
+        for k, v in {**actor["timers"], **self.timers}.items():
+            record[f"timers/{k}"] = v / interval  # seconds per second (summed over threads)
+        self._reset(env_steps)
+        return record
 
 
-def _find_checkpoint_dir(path: str) -> str | None:
-    for candidate in (os.path.join(path, "checkpoints"), path):
-        if os.path.isdir(candidate) and any(n.isdigit() for n in os.listdir(candidate)):
-            return candidate
-    return None
+def _load_warm_start(path: str, params_shapes: Any) -> Any:
+    """Params of another run (its work dir or checkpoint dir); ConfigError if they do not fit."""
+    try:
+        params = restore_params(path)
+    except FileNotFoundError:
+        raise ConfigError(f"config.warm_start={path!r} holds no checkpoint") from None
+    want = jax.tree.map(lambda x: (x.shape, str(x.dtype)), params_shapes)
+    have = jax.tree.map(lambda x: (x.shape, str(x.dtype)), params)
+    if want != have:
+        raise ConfigError(
+            f"config.warm_start={path!r}: its params do not match this config's network "
+            "(different torso, sizes or env); warm-start from a run with the same network"
+        )
+    return params
 
 
 def _jsonable(value: Any) -> Any:

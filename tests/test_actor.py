@@ -20,13 +20,15 @@ def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
     device = jax.devices()[0]
     store = ParamsStore([device])
     store.publish(algo.init(jax.random.PRNGKey(0)).params, version=7)
-    out, stop, stats = queue.Queue(maxsize=num_rollouts), threading.Event(), ActorStats()
+    out, stop, stats = queue.Queue(maxsize=1), threading.Event(), ActorStats()
     actor = Actor(
         0, lambda: make_env("CartPole-v1", {}, num_envs, batch, seed=3),
         make_act_step(algo.act), store, device, jax.random.PRNGKey(1), out, stop, stats, unroll,
     )  # fmt: skip
     actor.start()
-    rollouts = [out.get(timeout=60) for _ in range(num_rollouts)]
+    rollouts = [out.get(timeout=60) for _ in range(num_rollouts // 2)]
+    store.publish(algo.init(jax.random.PRNGKey(2)).params, version=8)  # the learner moved on
+    rollouts += [out.get(timeout=60) for _ in range(num_rollouts - num_rollouts // 2)]
     stop.set()
     actor.join(timeout=10)
     assert not actor.is_alive() and actor.error is None
@@ -39,11 +41,13 @@ def test_actor_rollouts_follow_envpool_autoreset():
     for r in rollouts:
         assert_rollout_shapes(r)
         assert r.obs.shape == (17, 4, 4) and r.agent_extras["logits"].shape == (16, 4, 2)
-        assert (r.policy_version == 7).all()
+        assert np.isin(r.policy_version, (7, 8)).all()
+        assert (np.diff(r.policy_version, axis=0) >= 0).all()  # versions never go back in time
         ended = r.terminated | r.truncated  # [T+1, B]
         # CartPole pays 1 per step; the step after an episode end is EnvPool's reset step: reward 0.
         np.testing.assert_array_equal(r.reward[1:], np.where(ended[:-1], 0.0, 1.0))
         saw_end |= bool(ended.any())
     assert saw_end, "a random CartPole policy ends episodes within 200 steps"
+    assert (rollouts[-1].policy_version == 8).all()  # newer params were picked up
     assert stats["env_steps"] >= 12 * 16 * 4
     assert stats["episode_returns"] and min(stats["episode_returns"]) >= 8

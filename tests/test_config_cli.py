@@ -30,6 +30,14 @@ BAD = [
     (["--config.algorithm=dqn"], "algorithm"),
     (["--config.learner_device_ids=(5,)"], "learner_device_ids"),
     (["--config.total_env_steps"], "--config.total_env_steps=VALUE"),
+    (["--config.network.torso=nature_cnn"], "network.torso"),  # fits no vector observation
+    (["--config.env_kwargs.max_episode_steps='abc'"], "max_episode_steps"),
+    (["--config.env_kwargs.max_episode_steps=-5"], "max_episode_steps"),
+    (["--config.seed=-1"], "config.seed"),
+    (["--config.algo.rmsprop_decay=5.0"], "rmsprop_decay"),
+    (["--config.algo.learning_rate=1e999"], "finite"),
+    (["--config.env_threads_per_actor=-3"], "env_threads_per_actor"),
+    (["--config.warm_start=/nonexistent/run"], "warm_start"),
 ]
 
 

@@ -1,5 +1,6 @@
 """IMPALA loss on hand-built trajectories: termination, truncation and reset-step masking."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -90,3 +91,42 @@ def test_without_episode_end_the_trace_runs_through():
     a = _loss(_rollout())
     b = _loss(_rollout(reward=reward))
     assert not np.isclose(a["baseline_loss"], b["baseline_loss"])
+
+
+def test_off_policy_rho_is_clipped_in_targets_and_advantages():
+    """Behaviour mu(a)=0.75, target pi(a)=0.5: rho = c = 2/3 (below the clip), hand-computed."""
+    rho = 2.0 / 3.0
+    mu_logits = jnp.log(jnp.array([0.75, 0.25]))
+    rollout = _rollout()._replace(agent_extras={"logits": jnp.broadcast_to(mu_logits, (4, 1, 2))})
+    m = _loss(rollout)
+    vs = {4: V[4]}  # bootstrap
+    for t in (3, 2, 1, 0):
+        delta = rho * (R[t + 1] + GAMMA * V[t + 1] - V[t])
+        vs[t] = V[t] + delta + GAMMA * rho * (vs[t + 1] - V[t + 1])
+    errors = np.array([vs[t] - V[t] for t in range(4)])
+    adv = np.array([rho * (R[t + 1] + GAMMA * vs[t + 1] - V[t]) for t in range(4)])
+    np.testing.assert_allclose(m["baseline_loss"], 0.5 * np.mean(errors**2), rtol=1e-5)
+    np.testing.assert_allclose(m["pg_loss"], -np.log(0.5) * np.mean(adv), rtol=1e-5)
+    np.testing.assert_allclose(m["rho_mean"], rho, rtol=1e-5)
+
+
+def test_gradients_flow_only_where_they_should():
+    """pg loss: no gradient into values (advantage stopped); baseline: none into the policy;
+    the reset transition's logits get no gradient from any term (entropy included)."""
+    config = ImpalaConfig(discount=GAMMA, entropy_cost=0.1)
+    rollout = _rollout(truncated_at=2)
+    logits = jnp.asarray(np.random.default_rng(0).normal(size=(5, 1, 2)), jnp.float32)
+    values = jnp.asarray(V)[:, None]
+
+    def term(name, lg, vl):
+        return impala_loss(lg, vl, rollout, config)[1][name]
+
+    d_pg_dv = jax.grad(lambda v: term("pg_loss", logits, v))(values)
+    d_base_dl = jax.grad(lambda lg: term("baseline_loss", lg, values))(logits)
+    d_loss_dl = jax.grad(lambda lg: impala_loss(lg, values, rollout, config)[0])(logits)
+    np.testing.assert_array_equal(d_pg_dv, 0.0)
+    np.testing.assert_array_equal(d_base_dl, 0.0)
+    np.testing.assert_array_equal(d_loss_dl[2], 0.0)  # the reset transition obs[2] -> obs[3]
+    assert np.abs(np.asarray(d_loss_dl)[[0, 1, 3]]).min() > 0  # valid transitions do learn
+    d_base_dv = jax.grad(lambda v: term("baseline_loss", logits, v))(values)
+    assert d_base_dv[2, 0] == 0.0  # V(final obs) is only a (stopped) bootstrap target

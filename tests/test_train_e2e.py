@@ -88,8 +88,9 @@ def test_resume_continues_from_same_step_with_identical_params(tmp_path):
     assert proc.returncode == 0, err[-3000:]
     second = _summary(workdir)
     assert second["initial_params_sha256"] == first["params_sha256"]  # bit-identical params
+    assert second["initial_opt_state_sha256"] == first["opt_state_sha256"]  # and optimizer
     assert second["params_sha256"] != first["params_sha256"]  # and it kept learning
-    assert second["updates"] >= first["updates"] + 10
+    assert second["updates"] >= first["updates"] + 6  # two log lines, every 5 updates
     assert second["env_steps"] == second["updates"] * steps_per_update
     logged = [m for m in _metrics(workdir) if "charts/updates" in m]  # training lines, not eval
     resumed = [m for m in logged if m["env_steps"] > first["env_steps"]]
@@ -136,3 +137,34 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
     second = Trainer(config, str(tmp_path / "b"), quiet=True).run()
     assert second["initial_params_sha256"] == first["params_sha256"]
     assert second["updates"] == first["updates"]  # counted from zero again, same budget
+
+
+def test_dead_actor_stops_the_run_with_a_checkpoint(tmp_path, monkeypatch):
+    """An actor whose env raises ends the run with RunError (no hang), a checkpoint, a summary."""
+    import jaxrl_dist.trainer as trainer_module
+    from jaxrl_dist.trainer import RunError
+
+    real_make_env = trainer_module.make_env
+
+    class Failing:
+        def __init__(self, env):
+            self._env, self._calls = env, 0
+
+        def recv(self):
+            self._calls += 1
+            if self._calls > 300:
+                raise RuntimeError("injected env failure")
+            return self._env.recv()
+
+        def __getattr__(self, name):
+            return getattr(self._env, name)
+
+    monkeypatch.setattr(trainer_module, "make_env", lambda *a, **k: Failing(real_make_env(*a, **k)))
+    config, _ = parse_args(["--config", f"{CARTPOLE}:quick", "--workdir", "unused"])
+    start = time.monotonic()
+    with pytest.raises(RunError, match="injected env failure"):
+        Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert time.monotonic() - start < 60
+    summary = _summary(tmp_path / "run")
+    assert summary["stop_reason"].startswith("error: actor 0 stopped")
+    assert summary["latest_checkpoint_step"] == summary["updates"] > 0

@@ -62,6 +62,8 @@ class ImpalaConfig:
             bad("discount", "must be in [0, 1]")
         if not 0.0 <= self.lambda_ <= 1.0:
             bad("lambda_", "must be in [0, 1]")
+        if not 0.0 <= self.rmsprop_decay < 1.0:
+            bad("rmsprop_decay", "must be in [0, 1)")
         for field in ("clip_rho_threshold", "clip_pg_rho_threshold"):
             if getattr(self, field) <= 0:
                 bad(field, "must be > 0")

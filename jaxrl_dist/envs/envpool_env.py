@@ -51,7 +51,14 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
                 f"config.env_kwargs.{key} is not an option of {env_id}{hint}; "
                 "num_envs, batch_size, seed and num_threads are set by the runtime"
             )
-    spec = env_spec(env_id, env_kwargs)
+    steps = env_kwargs.get("max_episode_steps")
+    if steps is not None and (not isinstance(steps, int) or steps <= 0):
+        return f"config.env_kwargs.max_episode_steps={steps!r} must be a positive int"
+    try:
+        spec = env_spec(env_id, env_kwargs)
+    except (TypeError, ValueError, RuntimeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"config.env_kwargs={env_kwargs!r} rejected by EnvPool for {env_id}: {first}"
     if spec.num_actions <= 0:
         return f"config.env_id={env_id!r} has a continuous action space; this build needs discrete"
     return None
