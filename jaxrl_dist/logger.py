@@ -82,3 +82,43 @@ class Progress:
     def message(self, text: str) -> None:
         if not self._quiet:
             self._console.print(text)
+
+
+class LogWindow:
+    """Accumulates learner timers and policy lags between log lines; builds the log record."""
+
+    def __init__(self, env_steps: int):
+        self._reset(env_steps)
+
+    def _reset(self, env_steps: int) -> None:
+        self.timers = {"queue_get_s": 0.0, "transfer_s": 0.0, "update_s": 0.0}
+        self.lags: list[float] = []
+        self._time, self._steps = time.monotonic(), env_steps
+
+    def add_timers(self, **seconds: float) -> None:
+        for k, v in seconds.items():
+            self.timers[k] += v
+
+    def record(
+        self, metrics: dict[str, float], counters: dict, actor: dict, queue_size: int
+    ) -> dict[str, float]:
+        """One log line from the update's metrics, the run counters and the drained actor stats."""
+        now, env_steps = time.monotonic(), counters["env_steps"]
+        interval = now - self._time
+        record = {f"losses/{k}": v for k, v in metrics.items()}
+        record["charts/sps"] = (env_steps - self._steps) / interval
+        record["charts/actor_sps"] = actor["env_steps"] / interval
+        record["charts/updates"] = counters["updates"]
+        if actor["episode_returns"]:
+            record["charts/episode_return"] = _mean(actor["episode_returns"])
+            record["charts/episode_length"] = _mean(actor["episode_lengths"])
+        record["stats/policy_lag"] = _mean(self.lags)
+        record["stats/queue_size"] = queue_size
+        for k, v in {**actor["timers"], **self.timers}.items():
+            record[f"timers/{k}"] = v / interval  # seconds per second (summed over threads)
+        self._reset(env_steps)
+        return record
+
+
+def _mean(xs) -> float:
+    return float(sum(xs) / len(xs)) if len(xs) else 0.0

@@ -25,7 +25,7 @@ from jaxrl_dist.checkpoint import Checkpointer, abstract_like, restore_params, t
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.envs import check_env, derive_seed, env_spec, make_env
 from jaxrl_dist.evaluation import Evaluator
-from jaxrl_dist.logger import MetricLogger, Progress
+from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
 from jaxrl_dist.runtime import Actor, ActorStats, Learner, ParamsStore, select_devices
 from jaxrl_dist.runtime.actor import POLL_S, make_act_step
 from jaxrl_dist.runtime.learner import host_metrics
@@ -291,7 +291,7 @@ class Trainer:
 
     def _loop(self, run: _Run) -> None:
         cfg, counters = self.config, run.counters
-        window = _LogWindow(counters["env_steps"])
+        window = LogWindow(counters["env_steps"])
         while True:
             if counters["env_steps"] >= cfg.total_env_steps:
                 self.request_stop("total_env_steps reached")
@@ -325,7 +325,8 @@ class Trainer:
             if cfg.eval_every_updates and updates % cfg.eval_every_updates == 0:
                 self._evaluate(run)
             if updates % cfg.log_every_updates == 0:
-                record = window.record(run, metrics)
+                actor = run.stats.drain()
+                record = window.record(metrics, counters, actor, run.rollouts.qsize())
                 run.logger.write(counters["env_steps"], record)
                 run.progress.line(counters["env_steps"], record)
             if cfg.checkpoint_every_updates and updates % cfg.checkpoint_every_updates == 0:
@@ -373,40 +374,6 @@ class Trainer:
             "latest_checkpoint_step": run.ckpt.latest_step(),
             "evals": evals,
         }
-
-
-class _LogWindow:
-    """Accumulates learner timers and policy lags between log lines; builds the log record."""
-
-    def __init__(self, env_steps: int):
-        self._reset(env_steps)
-
-    def _reset(self, env_steps: int) -> None:
-        self.timers = {"queue_get_s": 0.0, "transfer_s": 0.0, "update_s": 0.0}
-        self.lags: list[float] = []
-        self._time, self._steps = time.monotonic(), env_steps
-
-    def add_timers(self, **seconds: float) -> None:
-        for k, v in seconds.items():
-            self.timers[k] += v
-
-    def record(self, run: _Run, metrics: dict[str, float]) -> dict[str, float]:
-        now, env_steps = time.monotonic(), run.counters["env_steps"]
-        interval = now - self._time
-        actor = run.stats.drain()
-        record = {f"losses/{k}": v for k, v in metrics.items()}
-        record["charts/sps"] = (env_steps - self._steps) / interval
-        record["charts/actor_sps"] = actor["env_steps"] / interval
-        record["charts/updates"] = run.counters["updates"]
-        if actor["episode_returns"]:
-            record["charts/episode_return"] = float(np.mean(actor["episode_returns"]))
-            record["charts/episode_length"] = float(np.mean(actor["episode_lengths"]))
-        record["stats/policy_lag"] = float(np.mean(self.lags))
-        record["stats/queue_size"] = run.rollouts.qsize()
-        for k, v in {**actor["timers"], **self.timers}.items():
-            record[f"timers/{k}"] = v / interval  # seconds per second (summed over threads)
-        self._reset(env_steps)
-        return record
 
 
 def _load_warm_start(path: str, params_shapes: Any) -> Any:
