@@ -101,6 +101,9 @@ class Trainer:
         if resume and not has_ckpt:
             raise ConfigError(f"--resume: no checkpoint in {ckpt_dir}; drop --resume to start anew")
         entry = algorithms.get(config.algorithm)
+        problem = entry.check(config.algo, config)
+        if problem:
+            raise ConfigError(problem)
         try:
             self.algorithm = entry.make(config.algo, config.network, self.spec, config.num_updates)
             init_shapes = jax.eval_shape(self.algorithm.init, jax.random.PRNGKey(0))

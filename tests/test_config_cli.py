@@ -52,6 +52,15 @@ def test_bad_config_is_one_line_exit_2_nothing_written(tmp_path, capsys, overrid
     assert not workdir.exists()
 
 
+def test_ppo_minibatches_must_divide_the_batch(tmp_path, capsys):
+    ppo = os.path.join(ROOT, "configs", "ppo_cartpole.py")
+    code = main(
+        ["--config", ppo, "--workdir", str(tmp_path / "r"), "--config.algo.num_minibatches=3"]
+    )
+    assert code == EXIT_CONFIG_ERROR and "num_minibatches" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
 def test_missing_config_file(tmp_path, capsys):
     code = main(["--config", "configs/nope.py", "--workdir", str(tmp_path / "run")])
     assert code == EXIT_CONFIG_ERROR

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from jaxrl_dist.algorithms import impala
+from jaxrl_dist.algorithms import impala, ppo
 from jaxrl_dist.algorithms.base import Algorithm, AlgorithmEntry, LearnerState
 
 REGISTRY: dict[str, AlgorithmEntry] = {
     "impala": AlgorithmEntry(impala.ImpalaConfig, impala.make_impala),
+    "ppo": AlgorithmEntry(ppo.PPOConfig, ppo.make_ppo, ppo.check_ppo),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 
@@ -54,8 +54,14 @@ class Algorithm:
     update: Callable[[LearnerState, Rollout], tuple[LearnerState, Metrics]]
 
 
+def _no_check(algo_config: Any, train_config: Any) -> str | None:
+    return None
+
+
 class AlgorithmEntry(NamedTuple):
-    """A registry entry: the config class and the factory."""
+    """A registry entry: the config class, the factory, and a check of the algorithm's config
+    against the run's (one-line problem or None), run before anything is written."""
 
     config_cls: type
     make: Callable[..., Algorithm]
+    check: Callable[[Any, Any], str | None] = _no_check

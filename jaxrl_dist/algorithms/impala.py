@@ -19,6 +19,13 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl_dist.algorithms.base import Algorithm, LearnerState
+from jaxrl_dist.algorithms.common import (
+    categorical_entropy,
+    categorical_log_prob,
+    linear_or_constant,
+    masked_mean,
+    transitions,
+)
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, make_actor_critic
 from jaxrl_dist.ops import vtrace_td_error_and_advantage
@@ -88,23 +95,11 @@ def impala_loss(
     """
     chex.assert_rank([logits, values], [3, 2])
     chex.assert_equal_shape_prefix([logits, values, rollout.reward], 2)
-    behaviour_logits = rollout.agent_extras["logits"]
-    action = rollout.action
-    terminated_t = rollout.terminated[1:]
-    truncated_t = jnp.logical_and(rollout.truncated[1:], ~terminated_t)
-    ended_tm1 = jnp.logical_or(rollout.terminated[:-1], rollout.truncated[:-1])
-    mask = (~ended_tm1).astype(jnp.float32)  # reset transitions carry no learning signal
-
+    # Truncation bootstraps from V(final obs), termination from 0; reset transitions are masked.
+    r_t, discount_t, mask = transitions(rollout, values, config.discount)
     v_tm1, v_t = values[:-1], values[1:]
-    discount_t = config.discount * (1.0 - jnp.logical_or(terminated_t, truncated_t))
-    # Truncation: bootstrap from the final observation's value and cut the trace there, by folding
-    # gamma * V(s_final) into the reward and setting the discount to zero.
-    r_t = rollout.reward[1:] + config.discount * truncated_t * jax.lax.stop_gradient(v_t)
-
-    log_pi = jax.nn.log_softmax(logits[:-1])
-    log_mu = jax.nn.log_softmax(behaviour_logits)
-    log_pi_a = jnp.take_along_axis(log_pi, action[..., None], axis=-1)[..., 0]
-    log_mu_a = jnp.take_along_axis(log_mu, action[..., None], axis=-1)[..., 0]
+    log_pi_a = categorical_log_prob(logits[:-1], rollout.action)
+    log_mu_a = categorical_log_prob(rollout.agent_extras["logits"], rollout.action)
     rho_tm1 = jnp.exp(jax.lax.stop_gradient(log_pi_a) - log_mu_a)
 
     vtrace = vtrace_td_error_and_advantage(
@@ -117,28 +112,23 @@ def impala_loss(
         clip_rho_threshold=config.clip_rho_threshold,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
     )
-    count = jnp.maximum(mask.sum(), 1.0)
-    pg_loss = -jnp.sum(log_pi_a * jax.lax.stop_gradient(vtrace.pg_advantage) * mask) / count
-    baseline_loss = 0.5 * jnp.sum(jnp.square(vtrace.errors) * mask) / count
-    entropy = -jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
-    entropy = jnp.sum(entropy * mask) / count
+    pg_loss = -masked_mean(log_pi_a * jax.lax.stop_gradient(vtrace.pg_advantage), mask)
+    baseline_loss = 0.5 * masked_mean(jnp.square(vtrace.errors), mask)
+    entropy = masked_mean(categorical_entropy(logits[:-1]), mask)
     loss = pg_loss + config.baseline_cost * baseline_loss - config.entropy_cost * entropy
     metrics = {
         "loss": loss,
         "pg_loss": pg_loss,
         "baseline_loss": baseline_loss,
         "entropy": entropy,
-        "rho_mean": jnp.sum(rho_tm1 * mask) / count,
-        "value_mean": jnp.sum(v_tm1 * mask) / count,
+        "rho_mean": masked_mean(rho_tm1, mask),
+        "value_mean": masked_mean(v_tm1, mask),
         "valid_fraction": mask.mean(),
     }
     return loss, metrics
 
 
-def make_optimizer(config: ImpalaConfig, num_updates: int) -> optax.GradientTransformation:
-    lr = config.learning_rate
-    if config.anneal_lr:
-        lr = optax.linear_schedule(config.learning_rate, 0.0, max(1, num_updates))
+def make_optimizer(config: ImpalaConfig, lr: optax.Schedule) -> optax.GradientTransformation:
     if config.optimizer == "rmsprop":
         opt = optax.rmsprop(lr, decay=config.rmsprop_decay, eps=config.rmsprop_eps)
     else:
@@ -152,12 +142,8 @@ def make_impala(
 ) -> Algorithm:
     """Builds IMPALA's pure functions for a discrete-action environment."""
     network = make_actor_critic(network_config, env_spec.obs_shape, env_spec.num_actions)
-    optimizer = make_optimizer(config, num_updates)
-    schedule = (
-        optax.linear_schedule(config.learning_rate, 0.0, max(1, num_updates))
-        if config.anneal_lr
-        else (lambda _: config.learning_rate)
-    )
+    schedule = linear_or_constant(config.learning_rate, config.anneal_lr, num_updates)
+    optimizer = make_optimizer(config, schedule)
 
     def init(key: jax.Array) -> LearnerState:
         dummy_obs = jnp.zeros((1, *env_spec.obs_shape), env_spec.obs_dtype)

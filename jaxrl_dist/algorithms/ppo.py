@@ -1,0 +1,228 @@
+"""PPO, asynchronous (Sebulba style): clipped surrogate on rollouts from actor threads.
+
+Schulman et al. 2017 ("Proximal Policy Optimization Algorithms"), with the implementation details
+of Huang et al. 2022 ("The 37 Implementation Details of PPO"): GAE (Schulman et al. 2016),
+per-minibatch advantage normalisation, optional value clipping, entropy bonus, global gradient
+clipping, learning rate annealed linearly over every optimizer step.
+
+One `update(state, rollout)` runs `num_epochs` passes over `num_minibatches` minibatches of the
+`[T + 1, B]` rollout inside one jitted `lax.scan`; minibatches split the env axis B, so every
+minibatch keeps whole segments. The importance ratio is taken against the behaviour policy that
+acted (its logits travel in the rollout), so rollouts a few updates stale are still clipped
+correctly; `advantage_estimator="vtrace"` also corrects the advantages and value targets for
+that staleness with V-trace (Espeholt et al. 2018), as APPO does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl_dist.algorithms.base import Algorithm, LearnerState
+from jaxrl_dist.algorithms.common import (
+    categorical_entropy,
+    categorical_log_prob,
+    linear_or_constant,
+    masked_mean,
+    transitions,
+)
+from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.networks import NetworkConfig, make_actor_critic
+from jaxrl_dist.ops import truncated_generalized_advantage_estimation, vtrace_td_error_and_advantage
+from jaxrl_dist.types import Rollout, assert_rollout_shapes
+
+ESTIMATORS = ("gae", "vtrace")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters; defaults follow Huang et al. 2022's Atari/CartPole settings."""
+
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    adam_eps: float = 1e-5
+    max_grad_norm: float = 0.5  # 0 disables clipping
+    num_epochs: int = 4
+    num_minibatches: int = 4  # must divide config.batch_size (envs per update)
+    discount: float = 0.99
+    gae_lambda: float = 0.95
+    advantage_estimator: str = "gae"  # "gae" | "vtrace" (corrects stale rollouts, as APPO)
+    clip_eps: float = 0.1
+    clip_value: bool = True
+    value_cost: float = 0.5
+    entropy_cost: float = 0.01
+    normalize_advantages: bool = True
+
+    def __post_init__(self):
+        def bad(field, why):
+            raise ValueError(
+                f"config.algo.{field}={getattr(self, field)!r} {why}; "
+                f"fix it with --config.algo.{field}=..."
+            )
+
+        for field in ("learning_rate", "clip_eps"):
+            if getattr(self, field) <= 0:
+                bad(field, "must be > 0")
+        for field in ("num_epochs", "num_minibatches"):
+            if getattr(self, field) < 1:
+                bad(field, "must be >= 1")
+        for field in ("discount", "gae_lambda"):
+            if not 0.0 <= getattr(self, field) <= 1.0:
+                bad(field, "must be in [0, 1]")
+        for field in ("max_grad_norm", "value_cost", "entropy_cost", "adam_eps"):
+            if getattr(self, field) < 0:
+                bad(field, "must be >= 0")
+        if self.advantage_estimator not in ESTIMATORS:
+            bad("advantage_estimator", f"must be one of {ESTIMATORS}")
+
+
+def check_ppo(config: PPOConfig, train_config) -> str | None:
+    """Minibatches split the learner batch's envs: num_minibatches must divide batch_size."""
+    if train_config.batch_size % config.num_minibatches:
+        return (
+            f"config.algo.num_minibatches={config.num_minibatches} does not divide "
+            f"config.batch_size={train_config.batch_size}; make batch_size a multiple of it"
+        )
+    return None
+
+
+def advantages_and_targets(
+    values: jax.Array, logits: jax.Array, rollout: Rollout, config: PPOConfig
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Advantages `[T, B]`, value targets `[T, B]` and the transition mask `[T, B]`.
+
+    `values` `[T + 1, B]` and `logits` `[T + 1, B, A]` are the learner's, before this update.
+    """
+    r_t, discount_t, mask = transitions(rollout, values, config.discount)
+    if config.advantage_estimator == "gae":
+        adv = truncated_generalized_advantage_estimation(r_t, discount_t, config.gae_lambda, values)
+        return adv, adv + values[:-1], mask
+    log_pi = categorical_log_prob(logits[:-1], rollout.action)
+    log_mu = categorical_log_prob(rollout.agent_extras["logits"], rollout.action)
+    vtrace = vtrace_td_error_and_advantage(
+        values[:-1], values[1:], r_t, discount_t, jnp.exp(log_pi - log_mu), config.gae_lambda
+    )
+    return vtrace.pg_advantage, vtrace.errors + values[:-1], mask
+
+
+def ppo_loss(
+    logits: jax.Array, values: jax.Array, batch: dict[str, jax.Array], config: PPOConfig
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Clipped-surrogate PPO loss on a minibatch of transitions.
+
+    Args:
+      logits: `[T, b, A]` the current params' logits at the transitions' observations.
+      values: `[T, b]` the current params' values there.
+      batch: `action`, `behaviour_logits`, `advantage`, `target`, `old_value`, `mask`, `[T, b]`.
+      config: coefficients.
+    """
+    mask = batch["mask"]
+    adv = batch["advantage"]
+    if config.normalize_advantages:
+        mean = masked_mean(adv, mask)
+        std = jnp.sqrt(masked_mean(jnp.square(adv - mean), mask))
+        adv = (adv - mean) / (std + 1e-8)
+    log_pi = categorical_log_prob(logits, batch["action"])
+    log_mu = categorical_log_prob(batch["behaviour_logits"], batch["action"])
+    log_ratio = log_pi - log_mu
+    ratio = jnp.exp(log_ratio)
+    clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+    pg_loss = -masked_mean(jnp.minimum(ratio * adv, clipped * adv), mask)
+    value_loss = jnp.square(values - batch["target"])
+    if config.clip_value:
+        old = batch["old_value"]
+        v_clipped = old + jnp.clip(values - old, -config.clip_eps, config.clip_eps)
+        value_loss = jnp.maximum(value_loss, jnp.square(v_clipped - batch["target"]))
+    value_loss = 0.5 * masked_mean(value_loss, mask)
+    entropy = masked_mean(categorical_entropy(logits), mask)
+    loss = pg_loss + config.value_cost * value_loss - config.entropy_cost * entropy
+    return loss, {
+        "loss": loss,
+        "pg_loss": pg_loss,
+        "value_loss": value_loss,
+        "entropy": entropy,
+        "approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),  # Schulman's k3 estimator
+        "clip_fraction": masked_mean((jnp.abs(ratio - 1.0) > config.clip_eps).astype(float), mask),
+    }
+
+
+def make_ppo(
+    config: PPOConfig, network_config: NetworkConfig, env_spec: EnvSpec, num_updates: int
+) -> Algorithm:
+    """Builds PPO's pure functions for a discrete-action environment."""
+    network = make_actor_critic(network_config, env_spec.obs_shape, env_spec.num_actions)
+    steps_per_update = config.num_epochs * config.num_minibatches
+    schedule = linear_or_constant(
+        config.learning_rate, config.anneal_lr, num_updates * steps_per_update
+    )
+    clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
+    optimizer = optax.chain(*clip, optax.adam(schedule, eps=config.adam_eps))
+
+    def init(key: jax.Array) -> LearnerState:
+        params = network.init(key, jnp.zeros((1, *env_spec.obs_shape), env_spec.obs_dtype))
+        return LearnerState(
+            params, optimizer.init(params), jax.random.fold_in(key, 1), jnp.zeros((), jnp.int32)
+        )
+
+    def act(params, obs, key):
+        logits, _ = network.apply(params, obs)
+        return jax.random.categorical(key, logits).astype(jnp.int32), {"logits": logits}
+
+    def greedy_act(params, obs):
+        return jnp.argmax(network.apply(params, obs)[0], axis=-1).astype(jnp.int32)
+
+    def minibatch_loss(params, mb):
+        logits, values = network.apply(params, mb["obs"])
+        return ppo_loss(logits, values, mb, config)
+
+    def sgd_step(carry, mb):
+        params, opt_state = carry
+        grads, metrics = jax.grad(minibatch_loss, has_aux=True)(params, mb)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        metrics["grad_norm"] = optax.tree.norm(grads)
+        return (optax.apply_updates(params, updates), opt_state), metrics
+
+    def update(state: LearnerState, rollout: Rollout):
+        assert_rollout_shapes(rollout)
+        logits, values = network.apply(state.params, rollout.obs)
+        adv, target, mask = advantages_and_targets(values, logits, rollout, config)
+        data = {
+            "obs": rollout.obs[:-1], "action": rollout.action, "advantage": adv,
+            "behaviour_logits": rollout.agent_extras["logits"], "target": target,
+            "old_value": values[:-1], "mask": mask,
+        }  # fmt: skip
+        data = jax.tree.map(jax.lax.stop_gradient, data)
+        rng, key = jax.random.split(state.rng)
+        num_envs = rollout.batch_size
+        mb_envs = num_envs // config.num_minibatches
+
+        def epoch_minibatches(key):  # [M, T, B/M, ...]: whole segments per minibatch
+            order = jax.random.permutation(key, num_envs)
+            return jax.tree.map(
+                lambda x: jnp.swapaxes(
+                    x[:, order].reshape(x.shape[0], config.num_minibatches, mb_envs, *x.shape[2:]),
+                    0,
+                    1,
+                ),
+                data,
+            )
+
+        keys = jax.random.split(key, config.num_epochs)
+        minibatches = jax.vmap(epoch_minibatches)(keys)  # [E, M, T, B/M, ...]
+        minibatches = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatches)
+        (params, opt_state), metrics = jax.lax.scan(
+            sgd_step, (state.params, state.opt_state), minibatches
+        )
+        metrics = jax.tree.map(jnp.mean, metrics)
+        metrics["learning_rate"] = jnp.asarray(
+            schedule(state.update_step * steps_per_update), jnp.float32
+        )
+        metrics["advantage_mean"] = masked_mean(adv, mask)
+        metrics["value_mean"] = masked_mean(values[:-1], mask)
+        new_state = LearnerState(params, opt_state, rng, state.update_step + 1)
+        return new_state, metrics
+
+    return Algorithm(init=init, act=act, greedy_act=greedy_act, update=update)

@@ -1,0 +1,94 @@
+"""PPO: the clipped surrogate, value clipping, masks, estimators, and a CartPole learning run."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist.algorithms.ppo import PPOConfig, advantages_and_targets, ppo_loss
+from jaxrl_dist.cli import parse_args
+from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.types import Rollout
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _batch(adv, ratio, mask=None, target=0.0, old_value=0.0):
+    """One-step minibatch [1, n] with behaviour pi(a)=0.5 over 2 actions."""
+    n = len(adv)
+    return {
+        "action": jnp.zeros((1, n), jnp.int32),
+        "behaviour_logits": jnp.zeros((1, n, 2)),
+        "advantage": jnp.asarray(adv, jnp.float32)[None],
+        "target": jnp.full((1, n), target, jnp.float32),
+        "old_value": jnp.full((1, n), old_value, jnp.float32),
+        "mask": jnp.ones((1, n)) if mask is None else jnp.asarray(mask, jnp.float32)[None],
+    }, ratio
+
+
+def _logits_for_ratio(ratio):
+    """Logits over 2 actions giving pi(0) = 0.5 * ratio."""
+    p = 0.5 * np.asarray(ratio, np.float32)
+    return jnp.log(jnp.stack([p, 1 - p], axis=-1))[None]
+
+
+def test_clipped_surrogate_matches_hand_computation():
+    config = PPOConfig(clip_eps=0.2, normalize_advantages=False, entropy_cost=0.0, value_cost=0.0)
+    ratio = np.array([0.5, 1.1, 1.5, 1.5, 0.7])
+    adv = np.array([1.0, 1.0, 1.0, -1.0, -1.0])
+    batch, _ = _batch(adv, ratio)
+    _, m = ppo_loss(_logits_for_ratio(ratio), jnp.zeros((1, 5)), batch, config)
+    expected = np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv)
+    np.testing.assert_allclose(m["pg_loss"], -expected.mean(), rtol=1e-5)
+    np.testing.assert_allclose(m["clip_fraction"], 4 / 5)  # 0.5, 1.5, 1.5, 0.7 are outside
+
+
+def test_clipped_ratio_gets_no_gradient_and_masked_steps_count_nothing():
+    config = PPOConfig(clip_eps=0.2, normalize_advantages=False, entropy_cost=0.0, value_cost=0.0)
+    ratio = np.array([1.5, 1.0])
+    batch, _ = _batch([1.0, 1.0], ratio, mask=[1.0, 0.0])
+    grads = jax.grad(lambda lg: ppo_loss(lg, jnp.zeros((1, 2)), batch, config)[0])(
+        _logits_for_ratio(ratio)
+    )
+    np.testing.assert_array_equal(grads, 0.0)  # step 0 clipped (A > 0, ratio > 1.2); step 1 masked
+
+
+def test_value_clipping_takes_the_pessimistic_loss():
+    config = PPOConfig(clip_eps=0.2, entropy_cost=0.0, normalize_advantages=False)
+    batch, _ = _batch([0.0], [1.0], target=1.0, old_value=0.0)
+    _, m = ppo_loss(_logits_for_ratio([1.0]), jnp.array([[0.9]]), batch, config)
+    # unclipped error 0.1; clipped value 0.2 -> error 0.8; the larger one counts
+    np.testing.assert_allclose(m["value_loss"], 0.5 * 0.8**2, rtol=1e-5)
+
+
+def test_vtrace_targets_equal_gae_targets_on_policy():
+    """With behaviour == learner policy (rho = 1), V-trace's value targets are GAE's."""
+    rng = np.random.default_rng(0)
+    t, b = 7, 3
+    logits = jnp.asarray(rng.normal(size=(t + 1, b, 2)), jnp.float32)
+    ended = rng.random((t + 1, b)) < 0.2
+    rollout = Rollout(
+        obs=jnp.zeros((t + 1, b, 1)),
+        reward=jnp.asarray(rng.normal(size=(t + 1, b)), jnp.float32),
+        terminated=jnp.asarray(ended & (rng.random((t + 1, b)) < 0.5)),
+        truncated=jnp.asarray(ended),
+        action=jnp.asarray(rng.integers(0, 2, size=(t, b)), jnp.int32),
+        agent_extras={"logits": logits[:-1]},
+        policy_version=jnp.zeros((t, b), jnp.int32),
+    )
+    values = jnp.asarray(rng.normal(size=(t + 1, b)), jnp.float32)
+    gae = advantages_and_targets(values, logits, rollout, PPOConfig(gae_lambda=0.9))
+    vtr = advantages_and_targets(
+        values, logits, rollout, PPOConfig(gae_lambda=0.9, advantage_estimator="vtrace")
+    )
+    np.testing.assert_allclose(gae[1], vtr[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(gae[2], vtr[2])
+
+
+def test_ppo_learns_cartpole(tmp_path):
+    config_file = os.path.join(ROOT, "configs", "ppo_cartpole.py")
+    config, _ = parse_args(["--config", config_file, "--workdir", "unused", "--config.seed=2"])
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert summary["env_steps"] <= 300_000
+    assert summary["best_eval_return"] >= 400, summary["evals"]
