@@ -6,12 +6,12 @@ over-counted (taking the first N episodes to finish across envs would bias the m
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
+from jaxrl_dist.algorithms.base import Algorithm
 from jaxrl_dist.envs import derive_seed, make_env
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
@@ -26,8 +26,7 @@ class Evaluator:
         env_kwargs: dict[str, Any],
         num_episodes: int,
         seed: int,
-        greedy_act: Callable,
-        act: Callable,
+        algorithm: Algorithm,
         device: jax.Device,
     ):
         self._env = make_env(
@@ -35,8 +34,9 @@ class Evaluator:
         )
         self._num = num_episodes
         self._device = device
-        self._greedy = jax.jit(greedy_act)
-        self._sample = jax.jit(lambda p, o, k: act(p, o, k)[0])
+        to_env = algorithm.env_action
+        self._greedy = jax.jit(lambda p, o: to_env(algorithm.greedy_act(p, o)))
+        self._sample = jax.jit(lambda p, o, k: to_env(algorithm.act(p, o, k)[0]))
         self._key = jax.device_put(
             jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
         )

@@ -191,8 +191,7 @@ class Trainer:
                 cfg.env_kwargs,
                 cfg.eval_episodes,
                 cfg.seed,
-                self.algorithm.greedy_act,
-                self.algorithm.act,
+                self.algorithm,
                 self.devices.actor_devices[0],
             ),  # fmt: skip
             ckpt=ckpt,
@@ -248,7 +247,7 @@ class Trainer:
         """Starts the actor threads. Their env seeds and keys fold in the update count the run
         starts from, so a resumed run does not replay the first run's episodes and samples."""
         cfg = self.config
-        act_step = make_act_step(self.algorithm.act)
+        act_step = make_act_step(self.algorithm.act, self.algorithm.env_action)
         root = jax.random.PRNGKey(cfg.seed)
         root = jax.random.fold_in(jax.random.fold_in(root, ACTOR_SEED_PURPOSE), start_update)
         actors = []
@@ -385,14 +384,25 @@ def _load_warm_start(path: str, params_shapes: Any) -> Any:
         params = restore_params(path)
     except FileNotFoundError:
         raise ConfigError(f"config.warm_start={path!r} holds no checkpoint") from None
-    want = jax.tree.map(lambda x: (x.shape, str(x.dtype)), params_shapes)
-    have = jax.tree.map(lambda x: (x.shape, str(x.dtype)), params)
-    if want != have:
+    # Orbax restores NamedTuples as dicts: match leaves by their key paths, not tree structure.
+    want, treedef = jax.tree_util.tree_flatten_with_path(params_shapes)
+    have = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+    leaves = [have.get(_path_str(p)) for p, _ in want]
+    fits = len(have) == len(want) and all(
+        x is not None and (x.shape, x.dtype) == (w.shape, w.dtype)
+        for x, (_, w) in zip(leaves, want, strict=True)
+    )
+    if not fits:
         raise ConfigError(
             f"config.warm_start={path!r}: its params do not match this config's network "
             "(different torso, sizes or env); warm-start from a run with the same network"
         )
-    return params
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _path_str(path) -> str:
+    keys = (getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))) for k in path)
+    return "/".join(str(k) for k in keys)
 
 
 def _jsonable(value: Any) -> Any:

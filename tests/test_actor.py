@@ -21,9 +21,10 @@ def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
     store = ParamsStore([device])
     store.publish(algo.init(jax.random.PRNGKey(0)).params, version=7)
     out, stop, stats = queue.Queue(maxsize=1), threading.Event(), ActorStats()
+    act_step = make_act_step(algo.act, algo.env_action)
     actor = Actor(
-        0, lambda: make_env("CartPole-v1", {}, num_envs, batch, seed=3),
-        make_act_step(algo.act), store, device, jax.random.PRNGKey(1), out, stop, stats, unroll,
+        0, lambda: make_env("CartPole-v1", {}, num_envs, batch, seed=3), act_step, store,
+        device, jax.random.PRNGKey(1), out, stop, stats, unroll,
     )  # fmt: skip
     actor.start()
     rollouts = [out.get(timeout=60) for _ in range(num_rollouts // 2)]
@@ -40,7 +41,7 @@ def test_actor_rollouts_follow_envpool_autoreset():
     saw_end = False
     for r in rollouts:
         assert_rollout_shapes(r)
-        assert r.obs.shape == (17, 4, 4) and r.agent_extras["logits"].shape == (16, 4, 2)
+        assert r.obs.shape == (17, 4, 4) and r.agent_extras["log_prob"].shape == (16, 4)
         assert np.isin(r.policy_version, (7, 8)).all()
         assert (np.diff(r.policy_version, axis=0) >= 0).all()  # versions never go back in time
         ended = r.terminated | r.truncated  # [T+1, B]

@@ -28,7 +28,7 @@ def _rollout(terminated_at=None, truncated_at=None, reward=R):
         terminated=jnp.asarray(term),
         truncated=jnp.asarray(trunc),
         action=jnp.zeros((4, 1), jnp.int32),
-        agent_extras={"logits": jnp.zeros((4, 1, 2))},  # on-policy: rho = 1
+        agent_extras={"log_prob": jnp.full((4, 1), np.log(0.5))},  # on-policy: rho = 1
         policy_version=jnp.zeros((4, 1), jnp.int32),
     )
 
@@ -96,8 +96,7 @@ def test_without_episode_end_the_trace_runs_through():
 def test_off_policy_rho_is_clipped_in_targets_and_advantages():
     """Behaviour mu(a)=0.75, target pi(a)=0.5: rho = c = 2/3 (below the clip), hand-computed."""
     rho = 2.0 / 3.0
-    mu_logits = jnp.log(jnp.array([0.75, 0.25]))
-    rollout = _rollout()._replace(agent_extras={"logits": jnp.broadcast_to(mu_logits, (4, 1, 2))})
+    rollout = _rollout()._replace(agent_extras={"log_prob": jnp.full((4, 1), np.log(0.75))})
     m = _loss(rollout)
     vs = {4: V[4]}  # bootstrap
     for t in (3, 2, 1, 0):

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_dist.algorithms.distributions import Categorical
 from jaxrl_dist.algorithms.ppo import PPOConfig, advantages_and_targets, ppo_loss
 from jaxrl_dist.cli import parse_args
 from jaxrl_dist.trainer import Trainer
@@ -19,7 +20,7 @@ def _batch(adv, ratio, mask=None, target=0.0, old_value=0.0):
     n = len(adv)
     return {
         "action": jnp.zeros((1, n), jnp.int32),
-        "behaviour_logits": jnp.zeros((1, n, 2)),
+        "behaviour_log_prob": jnp.full((1, n), np.log(0.5)),
         "advantage": jnp.asarray(adv, jnp.float32)[None],
         "target": jnp.full((1, n), target, jnp.float32),
         "old_value": jnp.full((1, n), old_value, jnp.float32),
@@ -74,13 +75,15 @@ def test_vtrace_targets_equal_gae_targets_on_policy():
         terminated=jnp.asarray(ended & (rng.random((t + 1, b)) < 0.5)),
         truncated=jnp.asarray(ended),
         action=jnp.asarray(rng.integers(0, 2, size=(t, b)), jnp.int32),
-        agent_extras={"logits": logits[:-1]},
+        agent_extras={"log_prob": None},
         policy_version=jnp.zeros((t, b), jnp.int32),
     )
+    log_pi = Categorical().log_prob(logits[:-1], rollout.action)
+    rollout = rollout._replace(agent_extras={"log_prob": log_pi})  # behaviour == learner
     values = jnp.asarray(rng.normal(size=(t + 1, b)), jnp.float32)
-    gae = advantages_and_targets(values, logits, rollout, PPOConfig(gae_lambda=0.9))
+    gae = advantages_and_targets(values, log_pi, rollout, PPOConfig(gae_lambda=0.9))
     vtr = advantages_and_targets(
-        values, logits, rollout, PPOConfig(gae_lambda=0.9, advantage_estimator="vtrace")
+        values, log_pi, rollout, PPOConfig(gae_lambda=0.9, advantage_estimator="vtrace")
     )
     np.testing.assert_allclose(gae[1], vtr[1], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(gae[2], vtr[2])

@@ -8,16 +8,18 @@ import sys
 HERE = os.path.dirname(__file__)
 
 
-def test_four_device_update_equals_one_device_update():
+def test_four_device_updates_equal_one_device_updates():
     env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu"}
     out = subprocess.run(
         [sys.executable, os.path.join(HERE, "sharded_update_check.py")],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    # The batch really is split over the 4 devices along B.
-    assert any("'data'" in s and "None" in s for s in result["shardings"]), result["shardings"]
-    assert result["max_param_diff"] < 1e-5, result
-    for name, diff in result["metric_diffs"].items():
-        assert diff < 1e-4, (name, diff)
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(results) == {"impala", "ppo", "ppo_continuous_obs_norm", "impala_continuous"}
+    for case, result in results.items():
+        # The batch really is split over the 4 devices along B.
+        assert any("'data': 4" in s and "P(None, 'data')" in s for s in result["shardings"]), case
+        assert result["max_param_diff"] < 1e-5, (case, result)
+        for name, diff in result["metric_diffs"].items():
+            assert diff < 1e-4, (case, name, diff)

@@ -46,12 +46,16 @@ class Algorithm:
         behaviour policy the actors run; `extras` are stored in the rollout (e.g. logits).
       greedy_act: `greedy_act(params, obs [B, ...]) -> action [B, ...]` for evaluation.
       update: `update(state, rollout [T+1, B]) -> (state, metrics)`; metrics are scalars.
+      env_action: `env_action(action [B, ...]) -> [B, ...]`, what is sent to the environment for
+        an action the policy chose (e.g. a Gaussian sample squashed or clipped to the bounds);
+        the rollout stores the policy's action. Identity by default.
     """
 
     init: Callable[[jax.Array], LearnerState]
     act: Callable[[PyTree, jax.Array, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]
     greedy_act: Callable[[PyTree, jax.Array], jax.Array]
     update: Callable[[LearnerState, Rollout], tuple[LearnerState, Metrics]]
+    env_action: Callable[[jax.Array], jax.Array] = lambda action: action
 
 
 def _no_check(algo_config: Any, train_config: Any) -> str | None:

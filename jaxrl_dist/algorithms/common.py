@@ -1,13 +1,25 @@
-"""Pieces every actor-critic loss shares: episode boundaries and categorical policies."""
+"""Pieces every actor-critic algorithm shares: episode boundaries, the policy model (network,
+action distribution, observation normalisation), masked means and schedules."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl_dist.algorithms.base import LearnerState
+from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
+from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.networks import NetworkConfig, make_actor_critic
+from jaxrl_dist.ops.running_stats import (
+    RunningStats,
+    init_running_stats,
+    normalize,
+    update_running_stats,
+)
 from jaxrl_dist.types import Rollout
 
 
@@ -26,25 +38,18 @@ class Transitions(NamedTuple):
     mask: jax.Array
 
 
-def transitions(rollout: Rollout, values: jax.Array, discount: float) -> Transitions:
-    """Rewards, discounts and masks of `rollout`'s `T` transitions given `values` `[T + 1, B]`."""
+def transitions(
+    rollout: Rollout, values: jax.Array, discount: float, reward_scale: float = 1.0
+) -> Transitions:
+    """Rewards (times `reward_scale`), discounts and masks of `rollout`'s `T` transitions given
+    `values` `[T + 1, B]` (which are in the scaled units)."""
     terminated_t = rollout.terminated[1:]
     truncated_t = jnp.logical_and(rollout.truncated[1:], ~terminated_t)
     ended_tm1 = jnp.logical_or(rollout.terminated[:-1], rollout.truncated[:-1])
     discount_t = discount * (1.0 - jnp.logical_or(terminated_t, truncated_t))
-    r_t = rollout.reward[1:] + discount * truncated_t * jax.lax.stop_gradient(values[1:])
+    r_t = reward_scale * rollout.reward[1:]
+    r_t = r_t + discount * truncated_t * jax.lax.stop_gradient(values[1:])
     return Transitions(r_t, discount_t, (~ended_tm1).astype(jnp.float32))
-
-
-def categorical_log_prob(logits: jax.Array, action: jax.Array) -> jax.Array:
-    """log pi(action) for logits `[..., A]` and integer actions `[...]`."""
-    log_pi = jax.nn.log_softmax(logits)
-    return jnp.take_along_axis(log_pi, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
-
-
-def categorical_entropy(logits: jax.Array) -> jax.Array:
-    log_pi = jax.nn.log_softmax(logits)
-    return -jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
 
 
 def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
@@ -59,3 +64,92 @@ def linear_or_constant(value: float, anneal: bool, steps: int) -> optax.Schedule
         if anneal
         else optax.constant_schedule(value)
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyModel:
+    """Network + action distribution + optional observation normalisation, shared by algorithms.
+
+    Params are `{"net": network params, "obs_norm": RunningStats}`; only `"net"` is trained by
+    gradient; `"obs_norm"` is updated from the observations of each learner batch, travels to
+    the actors with the params and is checkpointed with them.
+    """
+
+    network: Any
+    dist: Categorical | Gaussian
+    env_spec: EnvSpec
+    normalize_obs: bool
+
+    def init(self, key: jax.Array) -> dict:
+        dtype = self.env_spec.obs_dtype
+        obs = jnp.zeros((1, *self.env_spec.obs_shape), jnp.float32 if dtype == "float64" else dtype)
+        stats = init_running_stats(self.env_spec.obs_shape)
+        return {"net": self.network.init(key, self._prepare(stats, obs)), "obs_norm": stats}
+
+    def _prepare(self, stats: RunningStats, obs: jax.Array) -> jax.Array:
+        if self.normalize_obs:
+            return normalize(stats, obs.astype(jnp.float32))
+        if jnp.issubdtype(obs.dtype, jnp.floating):
+            return obs.astype(jnp.float32)  # e.g. MuJoCo's float64 observations
+        return obs  # image frames stay uint8: the torso scales them
+
+    def apply(self, params: dict, obs: jax.Array) -> tuple[Any, jax.Array]:
+        """`obs [..., *obs_shape]` -> (dist params `[...]`, value `[...]`)."""
+        return self.network.apply(params["net"], self._prepare(params["obs_norm"], obs))
+
+    def update_obs_stats(self, params: dict, obs: jax.Array) -> dict:
+        """New params with the running statistics updated by `obs` `[T + 1, B, *obs_shape]`."""
+        if not self.normalize_obs:
+            return params
+        stats = update_running_stats(params["obs_norm"], obs[:-1].astype(jnp.float32))
+        return {**params, "obs_norm": stats}
+
+    def env_action(self, action: jax.Array) -> jax.Array:
+        low = jnp.asarray(self.env_spec.action_low, jnp.float32)
+        high = jnp.asarray(self.env_spec.action_high, jnp.float32)
+        return self.dist.env_action(action, low, high)
+
+
+def make_policy_model(network_config: NetworkConfig, env_spec: EnvSpec) -> PolicyModel:
+    """The actor-critic for `env_spec`'s action space (Categorical or diagonal Gaussian)."""
+    if env_spec.continuous:
+        network = make_actor_critic(
+            network_config, env_spec.obs_shape, env_spec.action_dim, continuous=True
+        )
+        dist = Gaussian(tanh_squash=network_config.tanh_squash)
+    else:
+        network = make_actor_critic(network_config, env_spec.obs_shape, env_spec.num_actions)
+        dist = Categorical()
+    return PolicyModel(network, dist, env_spec, network_config.normalize_obs)
+
+
+def actor_functions(model: PolicyModel):
+    """`act` (samples; stores the behaviour log-prob for importance ratios) and `greedy_act`."""
+
+    def act(params, obs, key):
+        policy, _ = model.apply(params, obs)
+        action = model.dist.sample(policy, key)
+        return action, {"log_prob": model.dist.log_prob(policy, action)}
+
+    def greedy_act(params, obs):
+        return model.dist.mode(model.apply(params, obs)[0])
+
+    return act, greedy_act
+
+
+def init_learner_state(
+    model: PolicyModel, optimizer: optax.GradientTransformation, key: jax.Array
+) -> LearnerState:
+    """Fresh params, optimizer state over the trained `"net"` part, an RNG key, update 0."""
+    params = model.init(key)
+    return LearnerState(
+        params, optimizer.init(params["net"]), jax.random.fold_in(key, 1), jnp.zeros((), jnp.int32)
+    )
+
+
+def gradient_step(
+    optimizer: optax.GradientTransformation, params: dict, opt_state: Any, net_grads: Any
+) -> tuple[dict, Any]:
+    """Applies `net_grads` to `params["net"]`; the rest of the params is left as it is."""
+    updates, opt_state = optimizer.update(net_grads, opt_state, params["net"])
+    return {**params, "net": optax.apply_updates(params["net"], updates)}, opt_state

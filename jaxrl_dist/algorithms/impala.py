@@ -12,6 +12,7 @@ follows an episode end is masked out of every loss term.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import chex
 import jax
@@ -20,14 +21,17 @@ import optax
 
 from jaxrl_dist.algorithms.base import Algorithm, LearnerState
 from jaxrl_dist.algorithms.common import (
-    categorical_entropy,
-    categorical_log_prob,
+    actor_functions,
+    gradient_step,
+    init_learner_state,
     linear_or_constant,
+    make_policy_model,
     masked_mean,
     transitions,
 )
+from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, make_actor_critic
+from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.ops import vtrace_td_error_and_advantage
 from jaxrl_dist.types import Rollout, assert_rollout_shapes
 
@@ -53,6 +57,7 @@ class ImpalaConfig:
     clip_pg_rho_threshold: float = 1.0
     baseline_cost: float = 0.5
     entropy_cost: float = 0.01
+    reward_scale: float = 1.0  # rewards are multiplied by this for learning (values in those units)
 
     def __post_init__(self):
         def bad(field, why):
@@ -69,6 +74,8 @@ class ImpalaConfig:
             bad("discount", "must be in [0, 1]")
         if not 0.0 <= self.lambda_ <= 1.0:
             bad("lambda_", "must be in [0, 1]")
+        if self.reward_scale <= 0:
+            bad("reward_scale", "must be > 0")
         if not 0.0 <= self.rmsprop_decay < 1.0:
             bad("rmsprop_decay", "must be in [0, 1)")
         for field in ("clip_rho_threshold", "clip_pg_rho_threshold"):
@@ -80,27 +87,34 @@ class ImpalaConfig:
 
 
 def impala_loss(
-    logits: jax.Array, values: jax.Array, rollout: Rollout, config: ImpalaConfig
+    policy: Any,
+    values: jax.Array,
+    rollout: Rollout,
+    config: ImpalaConfig,
+    dist: Categorical | Gaussian = Categorical(),
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The IMPALA loss on a batch of segments.
 
     Args:
-      logits: `[T + 1, B, A]` policy logits of the learner's params on `rollout.obs`.
+      policy: `[T + 1, B, ...]` the learner's distribution params on `rollout.obs` (logits
+        `[T + 1, B, A]`, or a Gaussian's `{"mean", "log_std"}`).
       values: `[T + 1, B]` state values on `rollout.obs`.
-      rollout: `[T + 1, B]` rollout; `agent_extras["logits"]` holds behaviour logits `[T, B, A]`.
+      rollout: `[T + 1, B]` rollout; `agent_extras["log_prob"]` `[T, B]` holds the behaviour
+        policy's log-probability of each action taken.
       config: the loss coefficients.
+      dist: the action distribution `policy` parameterises.
 
     Returns:
       (scalar loss, metrics). Every term is averaged over the valid (non-reset) transitions.
     """
-    chex.assert_rank([logits, values], [3, 2])
-    chex.assert_equal_shape_prefix([logits, values, rollout.reward], 2)
+    chex.assert_rank(values, 2)
+    chex.assert_equal_shape([values[:-1], rollout.agent_extras["log_prob"]])
     # Truncation bootstraps from V(final obs), termination from 0; reset transitions are masked.
-    r_t, discount_t, mask = transitions(rollout, values, config.discount)
+    r_t, discount_t, mask = transitions(rollout, values, config.discount, config.reward_scale)
     v_tm1, v_t = values[:-1], values[1:]
-    log_pi_a = categorical_log_prob(logits[:-1], rollout.action)
-    log_mu_a = categorical_log_prob(rollout.agent_extras["logits"], rollout.action)
-    rho_tm1 = jnp.exp(jax.lax.stop_gradient(log_pi_a) - log_mu_a)
+    policy_t = jax.tree.map(lambda x: x[:-1], policy)
+    log_pi_a = dist.log_prob(policy_t, rollout.action)
+    rho_tm1 = jnp.exp(jax.lax.stop_gradient(log_pi_a) - rollout.agent_extras["log_prob"])
 
     vtrace = vtrace_td_error_and_advantage(
         v_tm1,
@@ -114,7 +128,7 @@ def impala_loss(
     )
     pg_loss = -masked_mean(log_pi_a * jax.lax.stop_gradient(vtrace.pg_advantage), mask)
     baseline_loss = 0.5 * masked_mean(jnp.square(vtrace.errors), mask)
-    entropy = masked_mean(categorical_entropy(logits[:-1]), mask)
+    entropy = masked_mean(dist.entropy(policy_t), mask)
     loss = pg_loss + config.baseline_cost * baseline_loss - config.entropy_cost * entropy
     metrics = {
         "loss": loss,
@@ -140,40 +154,31 @@ def make_optimizer(config: ImpalaConfig, lr: optax.Schedule) -> optax.GradientTr
 def make_impala(
     config: ImpalaConfig, network_config: NetworkConfig, env_spec: EnvSpec, num_updates: int
 ) -> Algorithm:
-    """Builds IMPALA's pure functions for a discrete-action environment."""
-    network = make_actor_critic(network_config, env_spec.obs_shape, env_spec.num_actions)
+    """Builds IMPALA's pure functions (discrete or continuous actions)."""
+    model = make_policy_model(network_config, env_spec)
     schedule = linear_or_constant(config.learning_rate, config.anneal_lr, num_updates)
     optimizer = make_optimizer(config, schedule)
+    act, greedy_act = actor_functions(model)
 
-    def init(key: jax.Array) -> LearnerState:
-        dummy_obs = jnp.zeros((1, *env_spec.obs_shape), env_spec.obs_dtype)
-        params = network.init(key, dummy_obs)
-        return LearnerState(
-            params, optimizer.init(params), jax.random.fold_in(key, 1), jnp.zeros((), jnp.int32)
-        )
-
-    def act(params, obs, key):
-        logits, _ = network.apply(params, obs)
-        action = jax.random.categorical(key, logits).astype(jnp.int32)
-        return action, {"logits": logits}
-
-    def greedy_act(params, obs):
-        logits, _ = network.apply(params, obs)
-        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-
-    def loss_fn(params, rollout):
-        logits, values = network.apply(params, rollout.obs)
-        return impala_loss(logits, values, rollout, config)
+    def loss_fn(net, params, rollout):
+        policy, values = model.apply({**params, "net": net}, rollout.obs)
+        return impala_loss(policy, values, rollout, config, model.dist)
 
     def update(state: LearnerState, rollout: Rollout):
         assert_rollout_shapes(rollout)
-        grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params, rollout)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
+        params = model.update_obs_stats(state.params, rollout.obs)
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(params["net"], params, rollout)
+        params, opt_state = gradient_step(optimizer, params, state.opt_state, grads)
         metrics["grad_norm"] = optax.tree.norm(grads)
         metrics["learning_rate"] = jnp.asarray(schedule(state.update_step), jnp.float32)
         return state._replace(
             params=params, opt_state=opt_state, update_step=state.update_step + 1
         ), metrics
 
-    return Algorithm(init=init, act=act, greedy_act=greedy_act, update=update)
+    return Algorithm(
+        init=lambda key: init_learner_state(model, optimizer, key),
+        act=act,
+        greedy_act=greedy_act,
+        update=update,
+        env_action=model.env_action,
+    )

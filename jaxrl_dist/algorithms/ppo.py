@@ -16,6 +16,7 @@ that staleness with V-trace (Espeholt et al. 2018), as APPO does.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -23,14 +24,17 @@ import optax
 
 from jaxrl_dist.algorithms.base import Algorithm, LearnerState
 from jaxrl_dist.algorithms.common import (
-    categorical_entropy,
-    categorical_log_prob,
+    actor_functions,
+    gradient_step,
+    init_learner_state,
     linear_or_constant,
+    make_policy_model,
     masked_mean,
     transitions,
 )
+from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, make_actor_critic
+from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.ops import truncated_generalized_advantage_estimation, vtrace_td_error_and_advantage
 from jaxrl_dist.types import Rollout, assert_rollout_shapes
 
@@ -55,6 +59,7 @@ class PPOConfig:
     value_cost: float = 0.5
     entropy_cost: float = 0.01
     normalize_advantages: bool = True
+    reward_scale: float = 1.0  # rewards are multiplied by this for learning (values in those units)
 
     def __post_init__(self):
         def bad(field, why):
@@ -72,6 +77,8 @@ class PPOConfig:
         for field in ("discount", "gae_lambda"):
             if not 0.0 <= getattr(self, field) <= 1.0:
                 bad(field, "must be in [0, 1]")
+        if self.reward_scale <= 0:
+            bad("reward_scale", "must be > 0")
         for field in ("max_grad_norm", "value_cost", "entropy_cost", "adam_eps"):
             if getattr(self, field) < 0:
                 bad(field, "must be >= 0")
@@ -90,34 +97,40 @@ def check_ppo(config: PPOConfig, train_config) -> str | None:
 
 
 def advantages_and_targets(
-    values: jax.Array, logits: jax.Array, rollout: Rollout, config: PPOConfig
+    values: jax.Array, log_pi: jax.Array, rollout: Rollout, config: PPOConfig
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Advantages `[T, B]`, value targets `[T, B]` and the transition mask `[T, B]`.
 
-    `values` `[T + 1, B]` and `logits` `[T + 1, B, A]` are the learner's, before this update.
+    `values` `[T + 1, B]` and `log_pi` `[T, B]` (log-probabilities of the actions taken) are the
+    learner's, before this update; V-trace compares `log_pi` with the behaviour log-probs.
     """
-    r_t, discount_t, mask = transitions(rollout, values, config.discount)
+    r_t, discount_t, mask = transitions(rollout, values, config.discount, config.reward_scale)
     if config.advantage_estimator == "gae":
         adv = truncated_generalized_advantage_estimation(r_t, discount_t, config.gae_lambda, values)
         return adv, adv + values[:-1], mask
-    log_pi = categorical_log_prob(logits[:-1], rollout.action)
-    log_mu = categorical_log_prob(rollout.agent_extras["logits"], rollout.action)
+    rho = jnp.exp(log_pi - rollout.agent_extras["log_prob"])
     vtrace = vtrace_td_error_and_advantage(
-        values[:-1], values[1:], r_t, discount_t, jnp.exp(log_pi - log_mu), config.gae_lambda
+        values[:-1], values[1:], r_t, discount_t, rho, config.gae_lambda
     )
     return vtrace.pg_advantage, vtrace.errors + values[:-1], mask
 
 
 def ppo_loss(
-    logits: jax.Array, values: jax.Array, batch: dict[str, jax.Array], config: PPOConfig
+    policy: Any,
+    values: jax.Array,
+    batch: dict[str, jax.Array],
+    config: PPOConfig,
+    dist: Categorical | Gaussian = Categorical(),
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Clipped-surrogate PPO loss on a minibatch of transitions.
 
     Args:
-      logits: `[T, b, A]` the current params' logits at the transitions' observations.
+      policy: `[T, b, ...]` the current params' distribution params at the transitions' obs.
       values: `[T, b]` the current params' values there.
-      batch: `action`, `behaviour_logits`, `advantage`, `target`, `old_value`, `mask`, `[T, b]`.
+      batch: `action`, `behaviour_log_prob`, `advantage`, `target`, `old_value`, `mask`,
+        each `[T, b]` (actions `[T, b, ...]`).
       config: coefficients.
+      dist: the action distribution `policy` parameterises.
     """
     mask = batch["mask"]
     adv = batch["advantage"]
@@ -125,9 +138,7 @@ def ppo_loss(
         mean = masked_mean(adv, mask)
         std = jnp.sqrt(masked_mean(jnp.square(adv - mean), mask))
         adv = (adv - mean) / (std + 1e-8)
-    log_pi = categorical_log_prob(logits, batch["action"])
-    log_mu = categorical_log_prob(batch["behaviour_logits"], batch["action"])
-    log_ratio = log_pi - log_mu
+    log_ratio = dist.log_prob(policy, batch["action"]) - batch["behaviour_log_prob"]
     ratio = jnp.exp(log_ratio)
     clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
     pg_loss = -masked_mean(jnp.minimum(ratio * adv, clipped * adv), mask)
@@ -137,7 +148,7 @@ def ppo_loss(
         v_clipped = old + jnp.clip(values - old, -config.clip_eps, config.clip_eps)
         value_loss = jnp.maximum(value_loss, jnp.square(v_clipped - batch["target"]))
     value_loss = 0.5 * masked_mean(value_loss, mask)
-    entropy = masked_mean(categorical_entropy(logits), mask)
+    entropy = masked_mean(dist.entropy(policy), mask)
     loss = pg_loss + config.value_cost * value_loss - config.entropy_cost * entropy
     return loss, {
         "loss": loss,
@@ -152,69 +163,43 @@ def ppo_loss(
 def make_ppo(
     config: PPOConfig, network_config: NetworkConfig, env_spec: EnvSpec, num_updates: int
 ) -> Algorithm:
-    """Builds PPO's pure functions for a discrete-action environment."""
-    network = make_actor_critic(network_config, env_spec.obs_shape, env_spec.num_actions)
+    """Builds PPO's pure functions (discrete or continuous actions)."""
+    model = make_policy_model(network_config, env_spec)
     steps_per_update = config.num_epochs * config.num_minibatches
     schedule = linear_or_constant(
         config.learning_rate, config.anneal_lr, num_updates * steps_per_update
     )
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
     optimizer = optax.chain(*clip, optax.adam(schedule, eps=config.adam_eps))
+    act, greedy_act = actor_functions(model)
 
-    def init(key: jax.Array) -> LearnerState:
-        params = network.init(key, jnp.zeros((1, *env_spec.obs_shape), env_spec.obs_dtype))
-        return LearnerState(
-            params, optimizer.init(params), jax.random.fold_in(key, 1), jnp.zeros((), jnp.int32)
-        )
-
-    def act(params, obs, key):
-        logits, _ = network.apply(params, obs)
-        return jax.random.categorical(key, logits).astype(jnp.int32), {"logits": logits}
-
-    def greedy_act(params, obs):
-        return jnp.argmax(network.apply(params, obs)[0], axis=-1).astype(jnp.int32)
-
-    def minibatch_loss(params, mb):
-        logits, values = network.apply(params, mb["obs"])
-        return ppo_loss(logits, values, mb, config)
+    def minibatch_loss(net, params, mb):
+        policy, values = model.apply({**params, "net": net}, mb["obs"])
+        return ppo_loss(policy, values, mb, config, model.dist)
 
     def sgd_step(carry, mb):
         params, opt_state = carry
-        grads, metrics = jax.grad(minibatch_loss, has_aux=True)(params, mb)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
+        grads, metrics = jax.grad(minibatch_loss, has_aux=True)(params["net"], params, mb)
+        params, opt_state = gradient_step(optimizer, params, opt_state, grads)
         metrics["grad_norm"] = optax.tree.norm(grads)
-        return (optax.apply_updates(params, updates), opt_state), metrics
+        return (params, opt_state), metrics
 
     def update(state: LearnerState, rollout: Rollout):
         assert_rollout_shapes(rollout)
-        logits, values = network.apply(state.params, rollout.obs)
-        adv, target, mask = advantages_and_targets(values, logits, rollout, config)
+        params = model.update_obs_stats(state.params, rollout.obs)
+        policy, values = model.apply(params, rollout.obs)
+        log_pi = model.dist.log_prob(jax.tree.map(lambda x: x[:-1], policy), rollout.action)
+        adv, target, mask = advantages_and_targets(values, log_pi, rollout, config)
         data = {
             "obs": rollout.obs[:-1], "action": rollout.action, "advantage": adv,
-            "behaviour_logits": rollout.agent_extras["logits"], "target": target,
+            "behaviour_log_prob": rollout.agent_extras["log_prob"], "target": target,
             "old_value": values[:-1], "mask": mask,
         }  # fmt: skip
         data = jax.tree.map(jax.lax.stop_gradient, data)
         rng, key = jax.random.split(state.rng)
-        num_envs = rollout.batch_size
-        mb_envs = num_envs // config.num_minibatches
-
-        def epoch_minibatches(key):  # [M, T, B/M, ...]: whole segments per minibatch
-            order = jax.random.permutation(key, num_envs)
-            return jax.tree.map(
-                lambda x: jnp.swapaxes(
-                    x[:, order].reshape(x.shape[0], config.num_minibatches, mb_envs, *x.shape[2:]),
-                    0,
-                    1,
-                ),
-                data,
-            )
-
-        keys = jax.random.split(key, config.num_epochs)
-        minibatches = jax.vmap(epoch_minibatches)(keys)  # [E, M, T, B/M, ...]
-        minibatches = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatches)
+        minibatches = _shuffled_minibatches(data, key, config.num_epochs, config.num_minibatches)
         (params, opt_state), metrics = jax.lax.scan(
-            sgd_step, (state.params, state.opt_state), minibatches
+            sgd_step, (params, state.opt_state), minibatches
         )
         metrics = jax.tree.map(jnp.mean, metrics)
         metrics["learning_rate"] = jnp.asarray(
@@ -222,7 +207,30 @@ def make_ppo(
         )
         metrics["advantage_mean"] = masked_mean(adv, mask)
         metrics["value_mean"] = masked_mean(values[:-1], mask)
-        new_state = LearnerState(params, opt_state, rng, state.update_step + 1)
-        return new_state, metrics
+        return LearnerState(params, opt_state, rng, state.update_step + 1), metrics
 
-    return Algorithm(init=init, act=act, greedy_act=greedy_act, update=update)
+    return Algorithm(
+        init=lambda key: init_learner_state(model, optimizer, key),
+        act=act,
+        greedy_act=greedy_act,
+        update=update,
+        env_action=model.env_action,
+    )
+
+
+def _shuffled_minibatches(data: dict, key: jax.Array, num_epochs: int, num_minibatches: int):
+    """`[T, B, ...]` arrays -> `[num_epochs * num_minibatches, T, B / num_minibatches, ...]`:
+    each epoch a fresh permutation of the envs, so minibatches keep whole segments."""
+    num_envs = data["mask"].shape[1]
+
+    def one_epoch(key):
+        order = jax.random.permutation(key, num_envs)
+        split = (
+            lambda x: jnp.swapaxes(  # noqa: E731
+                x[:, order].reshape(x.shape[0], num_minibatches, -1, *x.shape[2:]), 0, 1
+            )
+        )
+        return jax.tree.map(split, data)
+
+    epochs = jax.vmap(one_epoch)(jax.random.split(key, num_epochs))  # [E, M, T, B/M, ...]
+    return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), epochs)

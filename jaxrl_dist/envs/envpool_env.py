@@ -15,11 +15,22 @@ warnings.filterwarnings("ignore", message=r".*precision lowered by casting to fl
 
 
 class EnvSpec(NamedTuple):
-    """What the networks and the runtime need to know about an environment."""
+    """What the networks and the runtime need to know about an environment.
+
+    Discrete actions: `num_actions > 0`, `action_dim == 0`. Continuous (a Box of rank 1):
+    `num_actions == 0`, `action_dim` dimensions within `[action_low, action_high]`.
+    """
 
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
     num_actions: int
+    action_dim: int = 0
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+
+    @property
+    def continuous(self) -> bool:
+        return self.action_dim > 0
 
 
 def _envpool():
@@ -59,8 +70,8 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     except (TypeError, ValueError, RuntimeError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         return f"config.env_kwargs={env_kwargs!r} rejected by EnvPool for {env_id}: {first}"
-    if spec.num_actions <= 0:
-        return f"config.env_id={env_id!r} has a continuous action space; this build needs discrete"
+    if spec.num_actions <= 0 and spec.action_dim <= 0:
+        return f"config.env_id={env_id!r}: only Discrete and rank-1 Box action spaces are supported"
     return None
 
 
@@ -71,7 +82,13 @@ def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
         obs_space = spec.observation_space
         act_space = spec.action_space
     num_actions = int(getattr(act_space, "n", 0))
-    return EnvSpec(tuple(obs_space.shape), np.dtype(obs_space.dtype), num_actions)
+    if num_actions or len(act_space.shape) != 1:
+        return EnvSpec(tuple(obs_space.shape), np.dtype(obs_space.dtype), num_actions)
+    low = tuple(float(x) for x in np.broadcast_to(act_space.low, act_space.shape))
+    high = tuple(float(x) for x in np.broadcast_to(act_space.high, act_space.shape))
+    return EnvSpec(
+        tuple(obs_space.shape), np.dtype(obs_space.dtype), 0, act_space.shape[0], low, high
+    )
 
 
 def make_env(

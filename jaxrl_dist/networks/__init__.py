@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_dist.networks.heads import PolicyHead, ValueHead
+from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
 from jaxrl_dist.networks.torsos import (
     ACTIVATIONS,
     ImpalaResNetTorso,
@@ -65,6 +65,13 @@ class NetworkConfig:
       shared_torso: one torso feeds both heads (IMPALA's design). False gives the value head a
         torso of its own, so value-loss gradients cannot disturb the policy's features
         (separate actor and critic, as in Huang et al. 2022's PPO for vector observations).
+      state_dependent_std: continuous actions: log-std from the features instead of one learned
+        vector.
+      log_std_init: continuous actions: the initial log-std.
+      tanh_squash: continuous actions: the env action is tanh of the Gaussian sample, mapped to
+        the action bounds (else the sample is clipped to them).
+      normalize_obs: normalise observations by running mean/variance kept with the params (and
+        so checkpointed), updated by the learner from each batch.
     """
 
     torso: str = "auto"
@@ -72,6 +79,10 @@ class NetworkConfig:
     activation: str = "tanh"
     dtype: str = "float32"
     shared_torso: bool = True
+    state_dependent_std: bool = False
+    log_std_init: float = 0.0
+    tanh_squash: bool = False
+    normalize_obs: bool = False
 
     def __post_init__(self) -> None:
         if self.torso not in TORSOS:
@@ -132,7 +143,9 @@ def _make_torso(name: str, config: NetworkConfig, module_name: str = "torso") ->
 class ActorCritic(nn.Module):
     """A torso (shared, or one per head) with policy and value heads, over any leading dims.
 
-    `__call__(obs [..., *obs_shape]) -> (logits [..., num_actions] f32, value [...] f32)`.
+    `__call__(obs [..., *obs_shape]) -> (policy [...], value [...] f32)`: `policy` is logits
+    `[..., num_actions]` for discrete actions, or `{"mean", "log_std"}` `[..., action_dim]` when
+    `continuous` (then `num_actions` is the action dimension).
     Leading dims (e.g. `[B]` or `[T, B]`) are flattened to one batch dim for the torso and
     restored on the outputs. Build it with `make_actor_critic`, which validates the shapes.
     """
@@ -141,6 +154,7 @@ class ActorCritic(nn.Module):
     obs_shape: tuple[int, ...]
     num_actions: int
     torso_name: str
+    continuous: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -153,15 +167,23 @@ class ActorCritic(nn.Module):
         value_features = features
         if not self.config.shared_torso:
             value_features = _make_torso(self.torso_name, self.config, "value_torso")(flat)
-        logits = PolicyHead(self.num_actions, name="policy_head")(features)
+        if self.continuous:
+            policy = GaussianHead(
+                self.num_actions, self.config.state_dependent_std, self.config.log_std_init,
+                name="policy_head",
+            )(features)  # fmt: skip
+        else:
+            policy = PolicyHead(self.num_actions, name="policy_head")(features)
         value = ValueHead(name="value_head")(value_features)
-        return logits.reshape((*lead, self.num_actions)), value.reshape(lead)
+        policy = jax.tree.map(lambda x: x.reshape((*lead, self.num_actions)), policy)
+        return policy, value.reshape(lead)
 
 
 def make_actor_critic(
-    config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int
+    config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, continuous: bool = False
 ) -> nn.Module:
-    """Builds the actor-critic for `obs_shape` observations and `num_actions` discrete actions.
+    """Builds the actor-critic for `obs_shape` observations and `num_actions` discrete actions
+    (or, with `continuous`, a Gaussian policy over `num_actions` action dimensions).
 
     Params: `{"torso", "policy_head", "value_head"}` (+ `"value_torso"` if not shared), float32.
     """
@@ -169,4 +191,4 @@ def make_actor_critic(
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
     torso_name = resolve_torso(config, obs_shape)
-    return ActorCritic(config, obs_shape, int(num_actions), torso_name)
+    return ActorCritic(config, obs_shape, int(num_actions), torso_name, continuous)

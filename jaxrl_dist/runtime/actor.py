@@ -57,13 +57,16 @@ class ActorStats:
         return out
 
 
-def make_act_step(act: Callable) -> Callable:
-    """Jits `act` with the key split inside, so one dispatch per env step."""
+def make_act_step(act: Callable, env_action: Callable) -> Callable:
+    """Jits `act` with the key split and the env action inside: one dispatch per env step.
+
+    `act_step(params, obs, key) -> (key, action, env_action, extras)`.
+    """
 
     def act_step(params, obs, key):
         key, sub = jax.random.split(key)
         action, extras = act(params, obs, sub)
-        return key, action, extras
+        return key, action, env_action(action), extras
 
     return jax.jit(act_step)
 
@@ -135,11 +138,11 @@ class Actor(threading.Thread):
                 buffer.add_observation(env_ids, obs, reward, terminated, truncated)
                 returns, lengths = tracker.update(env_ids, reward, terminated, truncated, info)
                 params, version = self._params_store.get(self._device, timeout=60.0)
-                key, action, extras = self._act_step(params, obs, key)
-                action, extras = jax.device_get((action, extras))
+                key, action, env_action, extras = self._act_step(params, obs, key)
+                action, env_action, extras = jax.device_get((action, env_action, extras))
                 t2 = time.perf_counter()
                 buffer.add_action(env_ids, action, extras, version)
-                env.send(action, env_ids)
+                env.send(env_action, env_ids)
                 t3 = time.perf_counter()
                 timers["env_s"] += (t1 - t0) + (t3 - t2)
                 timers["inference_s"] += t2 - t1
