@@ -49,6 +49,7 @@ class TrainConfig:
     # Learner: `batch_size` segments of T transitions per update.
     batch_size: int = 32
     queue_size: int = 2  # rollouts in flight per actor (back-pressure bounds policy lag)
+    max_policy_lag: int = 0  # drop rollouts acted more than this many updates ago; 0 = keep all
     actor_device_ids: tuple[int, ...] = (0,)
     learner_device_ids: tuple[int, ...] = ()  # empty = every local device
     # Stopping.
@@ -77,6 +78,8 @@ class TrainConfig:
                 _fail(name, getattr(self, name), "must be > 0")
         if not 0 <= self.seed < 2**32:
             _fail("seed", self.seed, "must be in [0, 2**32)")
+        if self.max_policy_lag < 0:
+            _fail("max_policy_lag", self.max_policy_lag, "must be >= 0 (0 keeps every rollout)")
         if self.env_threads_per_actor < 0:
             _fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
         for name in ("max_wall_time_s", "eval_every_updates", "checkpoint_every_updates"):

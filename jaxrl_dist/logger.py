@@ -114,6 +114,7 @@ class LogWindow:
             record["charts/episode_length"] = _mean(actor["episode_lengths"])
         record["stats/policy_lag"] = _mean(self.lags)
         record["stats/queue_size"] = queue_size
+        record["stats/dropped_rollouts"] = counters["dropped_rollouts"]  # since the run began
         for k, v in {**actor["timers"], **self.timers}.items():
             record[f"timers/{k}"] = v / interval  # seconds per second (summed over threads)
         self._reset(env_steps)

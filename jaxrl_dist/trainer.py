@@ -139,7 +139,9 @@ class Trainer:
     def _initial_state(self, learner: Learner, ckpt: Checkpointer) -> tuple[LearnerState, dict]:
         cfg = self.config
         state = learner.put_state(self.algorithm.init(jax.random.PRNGKey(cfg.seed)))
-        counters = {"env_steps": 0, "updates": 0, "wall_time_s": 0.0, "evals": []}
+        counters = {
+            "env_steps": 0, "updates": 0, "wall_time_s": 0.0, "evals": [], "dropped_rollouts": 0
+        }  # fmt: skip
         if self._resume:
             state, meta = ckpt.restore(abstract_like(state))
             counters.update({k: meta[k] for k in counters if k in meta})
@@ -282,13 +284,19 @@ class Trainer:
             if self._stop_requested.is_set():
                 return None
             try:
-                got.append(run.rollouts.get(timeout=POLL_S))
+                rollout = run.rollouts.get(timeout=POLL_S)
                 last_item = time.monotonic()
             except queue.Empty:
                 self._check_actors(run.actors)
                 if time.monotonic() - last_item > ACTOR_DEAD_TIMEOUT_S:
                     msg = f"no rollout for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
                     raise RunError(msg) from None
+                continue
+            lag = run.counters["updates"] - int(rollout.policy_version.min())
+            if self.config.max_policy_lag and lag > self.config.max_policy_lag:
+                run.counters["dropped_rollouts"] += 1
+                continue  # a straggler: acted with params too old to learn from
+            got.append(rollout)
         return concatenate_rollouts(got)
 
     def _loop(self, run: _Run) -> None:
@@ -371,6 +379,7 @@ class Trainer:
             "best_eval_return": max(e["return"] for e in evals) if evals else None,
             "env_steps_to_target": reached[0]["env_steps"] if reached else None,
             "wall_time_s_to_target": reached[0]["wall_time_s"] if reached else None,
+            "dropped_rollouts": counters["dropped_rollouts"],
             "stop_reason": self._stop_reason or "finished",
             "checkpoint_dir": run.ckpt.directory,
             "latest_checkpoint_step": run.ckpt.latest_step(),

@@ -168,3 +168,27 @@ def test_dead_actor_stops_the_run_with_a_checkpoint(tmp_path, monkeypatch):
     summary = _summary(tmp_path / "run")
     assert summary["stop_reason"].startswith("error: actor 0 stopped")
     assert summary["latest_checkpoint_step"] == summary["updates"] > 0
+
+
+def test_max_policy_lag_drops_stale_rollouts(tmp_path):
+    """With a deep queue and lag bound 1, stale rollouts are dropped, counted, never learned."""
+    config, _ = parse_args(
+        ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.queue_size=8",
+         "--config.max_policy_lag=1", "--config.total_env_steps=6_400"]
+    )  # fmt: skip
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert summary["dropped_rollouts"] > 0
+    lags = [m["stats/policy_lag"] for m in _metrics(tmp_path / "run") if "stats/policy_lag" in m]
+    assert max(lags) <= 1.0
+
+
+def test_runtime_and_trainer_name_no_algorithm():
+    """The seam: the runtime, trainer, checkpointing and logging never name an algorithm."""
+    names = ("impala", "ppo", "vtrace", "v-trace", "gae")
+    files = [os.path.join(ROOT, "jaxrl_dist", f) for f in ("trainer.py", "checkpoint.py",
+             "logger.py", "evaluation.py")]  # fmt: skip
+    runtime = os.path.join(ROOT, "jaxrl_dist", "runtime")
+    files += [os.path.join(runtime, f) for f in os.listdir(runtime) if f.endswith(".py")]
+    for path in files:
+        text = open(path).read().lower()
+        assert not [n for n in names if n in text], path
