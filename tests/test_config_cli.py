@@ -90,3 +90,23 @@ def test_script_exit_code_is_2(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "batch_size" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "run").exists()
+
+
+def test_settings_that_do_not_fit_the_env_are_refused(tmp_path, capsys):
+    atari = os.path.join(ROOT, "configs", "impala_atari.py")
+    args = ["--config", f"{atari}:quick", "--workdir", str(tmp_path / "r")]
+    assert main([*args, "--config.network.normalize_obs=true"]) == EXIT_CONFIG_ERROR
+    assert "normalize_obs" in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_tanh_squash_needs_finite_bounds():
+    import numpy as np
+
+    from jaxrl_dist.algorithms.common import make_policy_model
+    from jaxrl_dist.envs import EnvSpec
+    from jaxrl_dist.networks import NetworkConfig
+
+    spec = EnvSpec((3,), np.dtype(np.float32), 0, 1, (-np.inf,), (np.inf,))
+    with pytest.raises(ValueError, match="tanh_squash"):
+        make_policy_model(NetworkConfig(torso="mlp", tanh_squash=True), spec)
+    make_policy_model(NetworkConfig(torso="mlp"), spec)  # clipping copes with infinite bounds

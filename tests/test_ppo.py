@@ -15,12 +15,13 @@ from jaxrl_dist.types import Rollout
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _batch(adv, ratio, mask=None, target=0.0, old_value=0.0):
-    """One-step minibatch [1, n] with behaviour pi(a)=0.5 over 2 actions."""
+def _batch(adv, ratio, mask=None, target=0.0, old_value=0.0, mu=0.5):
+    """One-step minibatch [1, n]; pi_old(a) = 0.5 over 2 actions, behaviour mu(a) = `mu`."""
     n = len(adv)
     return {
         "action": jnp.zeros((1, n), jnp.int32),
-        "behaviour_log_prob": jnp.full((1, n), np.log(0.5)),
+        "behaviour_log_prob": jnp.full((1, n), np.log(mu)),
+        "old_log_prob": jnp.full((1, n), np.log(0.5)),
         "advantage": jnp.asarray(adv, jnp.float32)[None],
         "target": jnp.full((1, n), target, jnp.float32),
         "old_value": jnp.full((1, n), old_value, jnp.float32),
@@ -43,6 +44,21 @@ def test_clipped_surrogate_matches_hand_computation():
     expected = np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv)
     np.testing.assert_allclose(m["pg_loss"], -expected.mean(), rtol=1e-5)
     np.testing.assert_allclose(m["clip_fraction"], 4 / 5)  # 0.5, 1.5, 1.5, 0.7 are outside
+
+
+def test_stale_rollouts_clip_around_pi_old_and_weight_by_pi_old_over_mu():
+    """Decoupled PPO: mu(a)=0.75 acted, pi_old(a)=0.5 at update start. The clip is around pi_old
+    (ratio 1.1 unclipped, 1.5 clipped to 1.2) and every term is weighted by pi_old/mu = 2/3."""
+    config = PPOConfig(clip_eps=0.2, normalize_advantages=False, entropy_cost=0.0, value_cost=0.0)
+    ratio = np.array([1.1, 1.5])
+    adv = np.array([1.0, 1.0])
+    stale, _ = _batch(adv, ratio, mu=0.75)
+    _, m = ppo_loss(_logits_for_ratio(ratio), jnp.zeros((1, 2)), stale, config)
+    np.testing.assert_allclose(m["pg_loss"], -(2 / 3) * np.mean([1.1, 1.2]), rtol=1e-5)
+    np.testing.assert_allclose(m["behaviour_weight"], 2 / 3, rtol=1e-5)
+    fresh_mu_low, _ = _batch(adv, ratio, mu=0.25)  # pi_old / mu = 2, capped at 1
+    _, m = ppo_loss(_logits_for_ratio(ratio), jnp.zeros((1, 2)), fresh_mu_low, config)
+    np.testing.assert_allclose(m["pg_loss"], -np.mean([1.1, 1.2]), rtol=1e-5)
 
 
 def test_clipped_ratio_gets_no_gradient_and_masked_steps_count_nothing():

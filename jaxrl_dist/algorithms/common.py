@@ -4,6 +4,7 @@ action distribution, observation normalisation), masked means and schedules."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -111,7 +112,21 @@ class PolicyModel:
 
 
 def make_policy_model(network_config: NetworkConfig, env_spec: EnvSpec) -> PolicyModel:
-    """The actor-critic for `env_spec`'s action space (Categorical or diagonal Gaussian)."""
+    """The actor-critic for `env_spec`'s action space (Categorical or diagonal Gaussian).
+
+    Raises ValueError (one line) for settings that do not fit the environment.
+    """
+    if network_config.normalize_obs and len(env_spec.obs_shape) != 1:
+        raise ValueError(
+            "network.normalize_obs=True is for vector observations; image frames are already "
+            "scaled to [0, 1] by the torso: set --config.network.normalize_obs=false"
+        )
+    bounds = (*env_spec.action_low, *env_spec.action_high)
+    if network_config.tanh_squash and not all(math.isfinite(b) for b in bounds):
+        raise ValueError(
+            "network.tanh_squash=True needs finite action bounds, this env has "
+            f"{env_spec.action_low}..{env_spec.action_high}; set --config.network.tanh_squash=false"
+        )
     if env_spec.continuous:
         network = make_actor_critic(
             network_config, env_spec.obs_shape, env_spec.action_dim, continuous=True

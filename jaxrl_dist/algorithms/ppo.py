@@ -7,10 +7,12 @@ clipping, learning rate annealed linearly over every optimizer step.
 
 One `update(state, rollout)` runs `num_epochs` passes over `num_minibatches` minibatches of the
 `[T + 1, B]` rollout inside one jitted `lax.scan`; minibatches split the env axis B, so every
-minibatch keeps whole segments. The importance ratio is taken against the behaviour policy that
-acted (its logits travel in the rollout), so rollouts a few updates stale are still clipped
-correctly; `advantage_estimator="vtrace"` also corrects the advantages and value targets for
-that staleness with V-trace (Espeholt et al. 2018), as APPO does.
+minibatch keeps whole segments. Rollouts a few updates stale are handled with the decoupled
+objective of Hilton et al. 2021: the ratio is clipped around the policy at the start of the
+update and each sample is weighted by the truncated ratio of that policy to the behaviour policy
+that acted (whose log-probabilities travel in the rollout); `advantage_estimator="vtrace"` also
+corrects the advantages and value targets for the staleness with V-trace (Espeholt et al. 2018),
+as APPO does.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class PPOConfig:
     entropy_cost: float = 0.01
     normalize_advantages: bool = True
     reward_scale: float = 1.0  # rewards are multiplied by this for learning (values in those units)
+    max_behaviour_weight: float = 1.0  # cap on pi_old / mu for rollouts a few updates stale
 
     def __post_init__(self):
         def bad(field, why):
@@ -79,6 +82,8 @@ class PPOConfig:
                 bad(field, "must be in [0, 1]")
         if self.reward_scale <= 0:
             bad("reward_scale", "must be > 0")
+        if self.max_behaviour_weight <= 0:
+            bad("max_behaviour_weight", "must be > 0")
         for field in ("max_grad_norm", "value_cost", "entropy_cost", "adam_eps"):
             if getattr(self, field) < 0:
                 bad(field, "must be >= 0")
@@ -112,7 +117,8 @@ def advantages_and_targets(
     vtrace = vtrace_td_error_and_advantage(
         values[:-1], values[1:], r_t, discount_t, rho, config.gae_lambda
     )
-    return vtrace.pg_advantage, vtrace.errors + values[:-1], mask
+    # q - v, not pg_advantage: the surrogate already weights by min(c, pi_old / mu) once.
+    return vtrace.q_estimate - values[:-1], vtrace.errors + values[:-1], mask
 
 
 def ppo_loss(
@@ -122,13 +128,18 @@ def ppo_loss(
     config: PPOConfig,
     dist: Categorical | Gaussian = Categorical(),
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Clipped-surrogate PPO loss on a minibatch of transitions.
+    """Clipped-surrogate PPO loss on a minibatch of transitions, decoupled for stale data.
+
+    The ratio pi / pi_old is clipped around the policy at the start of this update (`old_log_prob`)
+    and each sample is weighted by `min(max_behaviour_weight, pi_old / mu)`, mu the behaviour
+    policy that acted (Hilton et al. 2021, "Batch size-invariance for policy optimization"). On
+    fresh data (pi_old = mu) this is the standard PPO objective.
 
     Args:
       policy: `[T, b, ...]` the current params' distribution params at the transitions' obs.
       values: `[T, b]` the current params' values there.
-      batch: `action`, `behaviour_log_prob`, `advantage`, `target`, `old_value`, `mask`,
-        each `[T, b]` (actions `[T, b, ...]`).
+      batch: `action`, `behaviour_log_prob`, `old_log_prob`, `advantage`, `target`,
+        `old_value`, `mask`, each `[T, b]` (actions `[T, b, ...]`).
       config: coefficients.
       dist: the action distribution `policy` parameterises.
     """
@@ -138,10 +149,14 @@ def ppo_loss(
         mean = masked_mean(adv, mask)
         std = jnp.sqrt(masked_mean(jnp.square(adv - mean), mask))
         adv = (adv - mean) / (std + 1e-8)
-    log_ratio = dist.log_prob(policy, batch["action"]) - batch["behaviour_log_prob"]
+    log_ratio = dist.log_prob(policy, batch["action"]) - batch["old_log_prob"]
     ratio = jnp.exp(log_ratio)
     clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
-    pg_loss = -masked_mean(jnp.minimum(ratio * adv, clipped * adv), mask)
+    weight = jnp.minimum(
+        config.max_behaviour_weight, jnp.exp(batch["old_log_prob"] - batch["behaviour_log_prob"])
+    )
+    weight = jax.lax.stop_gradient(weight)
+    pg_loss = -masked_mean(weight * jnp.minimum(ratio * adv, clipped * adv), mask)
     value_loss = jnp.square(values - batch["target"])
     if config.clip_value:
         old = batch["old_value"]
@@ -156,6 +171,7 @@ def ppo_loss(
         "value_loss": value_loss,
         "entropy": entropy,
         "approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),  # Schulman's k3 estimator
+        "behaviour_weight": masked_mean(weight, mask),
         "clip_fraction": masked_mean((jnp.abs(ratio - 1.0) > config.clip_eps).astype(float), mask),
     }
 
@@ -192,7 +208,8 @@ def make_ppo(
         adv, target, mask = advantages_and_targets(values, log_pi, rollout, config)
         data = {
             "obs": rollout.obs[:-1], "action": rollout.action, "advantage": adv,
-            "behaviour_log_prob": rollout.agent_extras["log_prob"], "target": target,
+            "behaviour_log_prob": rollout.agent_extras["log_prob"], "old_log_prob": log_pi,
+            "target": target,
             "old_value": values[:-1], "mask": mask,
         }  # fmt: skip
         data = jax.tree.map(jax.lax.stop_gradient, data)
