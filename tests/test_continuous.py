@@ -47,3 +47,21 @@ def test_mujoco_halfcheetah_runs(tmp_path, algorithm):
             "--config.network.normalize_obs=true", "--config.env_kwargs.max_episode_steps=100",
         )  # fmt: skip
     assert summary["updates"] > 0 and np.isfinite(summary["final_eval_return"])
+
+
+@pytest.mark.parametrize("state_dependent", [False, True])
+def test_gaussian_log_std_is_shared_or_state_dependent(state_dependent):
+    import jax
+
+    from jaxrl_dist.algorithms.common import make_policy_model
+    from jaxrl_dist.envs import env_spec
+    from jaxrl_dist.networks import NetworkConfig
+
+    net = NetworkConfig(torso="mlp", state_dependent_std=state_dependent, log_std_init=-0.5)
+    model = make_policy_model(net, env_spec("Pendulum-v1", {}))
+    params = model.init(jax.random.PRNGKey(0))
+    obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    log_std = np.asarray(model.apply(params, obs)[0]["log_std"])
+    assert log_std.shape == (5, 1)
+    np.testing.assert_allclose(log_std.mean(), -0.5, atol=0.1)
+    assert (np.ptp(log_std) > 1e-6) == state_dependent

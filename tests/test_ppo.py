@@ -111,3 +111,10 @@ def test_ppo_learns_cartpole(tmp_path):
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
     assert summary["env_steps"] <= 300_000
     assert summary["best_eval_return"] >= 400, summary["evals"]
+
+
+def test_ppo_atari_quick_runs(tmp_path):
+    config_file = os.path.join(ROOT, "configs", "ppo_atari.py")
+    config, _ = parse_args(["--config", f"{config_file}:quick", "--workdir", "unused"])
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert summary["updates"] == config.num_updates and summary["final_eval_return"] is not None
