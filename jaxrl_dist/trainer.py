@@ -155,6 +155,7 @@ class Trainer:
     def _save(self, run: _Run) -> None:
         meta = {**copy.deepcopy(run.counters), "config": _jsonable(self.config.to_dict())}
         step = run.counters["updates"]
+        run.ckpt.wait()  # a save may still be finalising in the background: never race it
         if run.ckpt.latest_step() == step:  # a periodic save at this update lacks what followed
             run.ckpt.delete(step)
         run.ckpt.save(step, run.state, meta)

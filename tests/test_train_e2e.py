@@ -192,3 +192,18 @@ def test_runtime_and_trainer_name_no_algorithm():
     for path in files:
         text = open(path).read().lower()
         assert not [n for n in names if n in text], path
+
+
+def test_final_save_over_a_periodic_save_at_the_same_update(tmp_path):
+    """Stop at an evaluation that falls on a checkpoint update: the final save replaces the
+    periodic one (which may still be finalising) and keeps the evaluation in its meta."""
+    from jaxrl_dist.checkpoint import Checkpointer
+
+    config, _ = parse_args(
+        ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.eval_every_updates=10",
+         "--config.checkpoint_every_updates=10", "--config.stop_at_eval_return=-1"]
+    )  # fmt: skip
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert summary["updates"] == summary["latest_checkpoint_step"] == 10
+    with Checkpointer(str(tmp_path / "run" / "checkpoints"), create=False) as ckpt:
+        assert ckpt.restore_meta(10)["evals"][-1]["updates"] == 10
