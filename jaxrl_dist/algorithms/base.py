@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import jax
 
@@ -56,6 +56,14 @@ class Algorithm:
     greedy_act: Callable[[PyTree, jax.Array], jax.Array]
     update: Callable[[LearnerState, Rollout], tuple[LearnerState, Metrics]]
     env_action: Callable[[jax.Array], jax.Array] = lambda action: action
+
+
+def bad_algo_field(config: Any, field: str, why: str) -> NoReturn:
+    """Raises the one-line error for an algorithm config field (from `__post_init__`)."""
+    raise ValueError(
+        f"config.algo.{field}={getattr(config, field)!r} {why}; "
+        f"fix it with --config.algo.{field}=..."
+    )
 
 
 def _no_check(algo_config: Any, train_config: Any) -> str | None:

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_dist.algorithms.base import Algorithm, LearnerState
+from jaxrl_dist.algorithms.base import Algorithm, LearnerState, bad_algo_field
 from jaxrl_dist.algorithms.common import (
     actor_functions,
     gradient_step,
@@ -60,30 +60,24 @@ class ImpalaConfig:
     reward_scale: float = 1.0  # rewards are multiplied by this for learning (values in those units)
 
     def __post_init__(self):
-        def bad(field, why):
-            raise ValueError(
-                f"config.algo.{field}={getattr(self, field)!r} {why}; "
-                f"fix it with --config.algo.{field}=..."
-            )
-
         if self.learning_rate <= 0:
-            bad("learning_rate", "must be > 0")
+            bad_algo_field(self, "learning_rate", "must be > 0")
         if self.optimizer not in OPTIMIZERS:
-            bad("optimizer", f"must be one of {OPTIMIZERS}")
+            bad_algo_field(self, "optimizer", f"must be one of {OPTIMIZERS}")
         if not 0.0 <= self.discount <= 1.0:
-            bad("discount", "must be in [0, 1]")
+            bad_algo_field(self, "discount", "must be in [0, 1]")
         if not 0.0 <= self.lambda_ <= 1.0:
-            bad("lambda_", "must be in [0, 1]")
+            bad_algo_field(self, "lambda_", "must be in [0, 1]")
         if self.reward_scale <= 0:
-            bad("reward_scale", "must be > 0")
+            bad_algo_field(self, "reward_scale", "must be > 0")
         if not 0.0 <= self.rmsprop_decay < 1.0:
-            bad("rmsprop_decay", "must be in [0, 1)")
+            bad_algo_field(self, "rmsprop_decay", "must be in [0, 1)")
         for field in ("clip_rho_threshold", "clip_pg_rho_threshold"):
             if getattr(self, field) <= 0:
-                bad(field, "must be > 0")
+                bad_algo_field(self, field, "must be > 0")
         for field in ("max_grad_norm", "baseline_cost", "entropy_cost", "rmsprop_eps", "adam_eps"):
             if getattr(self, field) < 0:
-                bad(field, "must be >= 0")
+                bad_algo_field(self, field, "must be >= 0")
 
 
 def impala_loss(

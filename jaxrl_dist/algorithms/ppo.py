@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_dist.algorithms.base import Algorithm, LearnerState
+from jaxrl_dist.algorithms.base import Algorithm, LearnerState, bad_algo_field
 from jaxrl_dist.algorithms.common import (
     actor_functions,
     gradient_step,
@@ -65,30 +65,24 @@ class PPOConfig:
     max_behaviour_weight: float = 1.0  # cap on pi_old / mu for rollouts a few updates stale
 
     def __post_init__(self):
-        def bad(field, why):
-            raise ValueError(
-                f"config.algo.{field}={getattr(self, field)!r} {why}; "
-                f"fix it with --config.algo.{field}=..."
-            )
-
         for field in ("learning_rate", "clip_eps"):
             if getattr(self, field) <= 0:
-                bad(field, "must be > 0")
+                bad_algo_field(self, field, "must be > 0")
         for field in ("num_epochs", "num_minibatches"):
             if getattr(self, field) < 1:
-                bad(field, "must be >= 1")
+                bad_algo_field(self, field, "must be >= 1")
         for field in ("discount", "gae_lambda"):
             if not 0.0 <= getattr(self, field) <= 1.0:
-                bad(field, "must be in [0, 1]")
+                bad_algo_field(self, field, "must be in [0, 1]")
         if self.reward_scale <= 0:
-            bad("reward_scale", "must be > 0")
+            bad_algo_field(self, "reward_scale", "must be > 0")
         if self.max_behaviour_weight <= 0:
-            bad("max_behaviour_weight", "must be > 0")
+            bad_algo_field(self, "max_behaviour_weight", "must be > 0")
         for field in ("max_grad_norm", "value_cost", "entropy_cost", "adam_eps"):
             if getattr(self, field) < 0:
-                bad(field, "must be >= 0")
+                bad_algo_field(self, field, "must be >= 0")
         if self.advantage_estimator not in ESTIMATORS:
-            bad("advantage_estimator", f"must be one of {ESTIMATORS}")
+            bad_algo_field(self, "advantage_estimator", f"must be one of {ESTIMATORS}")
 
 
 def check_ppo(config: PPOConfig, train_config) -> str | None:
