@@ -1,13 +1,9 @@
 """IMPALA on Atari through EnvPool (default Breakout-v5), IMPALA ResNet ("deep") network.
 
-Environment protocol, after Machado et al. 2018 ("Revisiting the ALE"), as EnvPool options:
-  - sticky actions: repeat_action_probability=0.25 (Machado et al. 2018, Sec. 5.2), in place of
-    no-op starts (noop_max=1 turns those off);
-  - minimal action set (full_action_space=False), as in IMPALA (Espeholt et al. 2018);
-  - no loss-of-life signal (episodic_life=False): an episode is a whole game (Machado Sec. 5.3);
-  - frame skip 4 with max-pooling, 84x84 grayscale, 4 stacked frames (Mnih et al. 2015);
-  - episodes capped at 108,000 frames = 27,000 agent steps (max_episode_steps);
-  - rewards clipped to [-1, 1] for learning (IMPALA, Sec. 5.3); logged returns are game scores.
+Environment protocol: `jaxrl_dist.envs.atari_protocol()`, after Machado et al. 2018 ("Revisiting
+the ALE"): sticky actions 0.25 instead of no-op starts, minimal action set, whole games without
+life-loss signals, a 27,000-step cap, rewards clipped to [-1, 1] for learning; frame skip 4,
+84x84 grayscale, 4 stacked frames (Mnih et al. 2015).
 Hyperparameters: IMPALA's Atari settings (Espeholt et al. 2018, Table G.1 / Appendix D):
 unroll 20, batch 32, RMSProp lr 6e-4 (decay 0.99, eps 0.01) annealed linearly to 0, gradient
 norm clip 40, discount 0.99, entropy cost 0.01, baseline cost 0.5, rho-bar = c-bar = 1.
@@ -17,19 +13,14 @@ norm clip 40, discount 0.99, entropy cost 0.01, baseline cost 0.5, rho-bar = c-b
 
 import ml_collections
 
+from jaxrl_dist.envs import atari_protocol
+
 
 def get_config(variant=None):
     c = ml_collections.ConfigDict()
     c.algorithm = "impala"
     c.env_id = "Breakout-v5"
-    c.env_kwargs = {
-        "repeat_action_probability": 0.25,
-        "noop_max": 1,
-        "full_action_space": False,
-        "episodic_life": False,
-        "reward_clip": True,
-        "max_episode_steps": 27_000,
-    }
+    c.env_kwargs = atari_protocol()  # Machado et al. 2018; see jaxrl_dist/envs
     c.seed = 0
     c.num_actor_threads = 2
     c.envs_per_actor = 32  # async: 16 envs per recv(), one rollout = 16 segments

@@ -3,26 +3,21 @@
 Hyperparameters after Huang et al. 2022 / CleanRL's `ppo_atari_envpool.py` (Schulman et al.
 2017's Atari settings): Adam lr 2.5e-4 annealed, 4 epochs x 4 minibatches, clip 0.1, GAE lambda
 0.95, discount 0.99, entropy 0.01, value cost 0.5, gradient norm 0.5, 1,024 transitions per update
-(CleanRL: 8 envs x 128). Environment protocol as in `configs/impala_atari.py` (Machado et al.
-2018: sticky actions 0.25, full games without life-loss signals, 27,000-step cap, clipped
+(CleanRL: 8 envs x 128). Environment protocol: `jaxrl_dist.envs.atari_protocol()` (Machado et
+al. 2018: sticky actions 0.25, full games without life-loss signals, 27,000-step cap, clipped
 rewards for learning).
 """
 
 import ml_collections
+
+from jaxrl_dist.envs import atari_protocol
 
 
 def get_config(variant=None):
     c = ml_collections.ConfigDict()
     c.algorithm = "ppo"
     c.env_id = "Breakout-v5"
-    c.env_kwargs = {
-        "repeat_action_probability": 0.25,
-        "noop_max": 1,
-        "full_action_space": False,
-        "episodic_life": False,
-        "reward_clip": True,
-        "max_episode_steps": 27_000,
-    }
+    c.env_kwargs = atari_protocol()  # Machado et al. 2018; see jaxrl_dist/envs
     c.seed = 0
     c.num_actor_threads = 2
     c.envs_per_actor = 16

@@ -3,10 +3,19 @@
 from jaxrl_dist.envs.envpool_env import (
     EnvSpec,
     EpisodeTracker,
+    atari_protocol,
     check_env,
     derive_seed,
     env_spec,
     make_env,
 )
 
-__all__ = ["EnvSpec", "EpisodeTracker", "check_env", "derive_seed", "env_spec", "make_env"]
+__all__ = [
+    "EnvSpec",
+    "EpisodeTracker",
+    "atari_protocol",
+    "check_env",
+    "derive_seed",
+    "env_spec",
+    "make_env",
+]

@@ -152,3 +152,26 @@ class EpisodeTracker:
         self._length[env_ids] += ~first
         done = env_ids[np.logical_or(terminated, truncated)]
         return self._return[done].copy(), self._length[done].copy()
+
+
+def atari_protocol() -> dict[str, Any]:
+    """EnvPool Atari options for the evaluation protocol of Machado et al. 2018 ("Revisiting the
+    ALE"); a fresh dict each call, so a config may change it.
+
+    - sticky actions: repeat_action_probability=0.25 (Machado Sec. 5.2), in place of no-op
+      starts (noop_max=1 turns those off);
+    - minimal action set (full_action_space=False), as in IMPALA (Espeholt et al. 2018);
+    - no loss-of-life signal (episodic_life=False): an episode is a whole game (Machado Sec. 5.3);
+    - episodes capped at 108,000 frames = 27,000 agent steps;
+    - rewards clipped to [-1, 1] for learning (IMPALA Sec. 5.3); logged returns are game scores.
+    EnvPool's defaults supply frame skip 4 with max-pooling and 84x84 grayscale frames stacked 4
+    deep (Mnih et al. 2015).
+    """
+    return {
+        "repeat_action_probability": 0.25,
+        "noop_max": 1,
+        "full_action_space": False,
+        "episodic_life": False,
+        "reward_clip": True,
+        "max_episode_steps": 27_000,
+    }
