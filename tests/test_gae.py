@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
+from rl_inputs import lambda_values
 
 from jaxrl_dist.ops import truncated_generalized_advantage_estimation as gae
 
@@ -26,15 +27,6 @@ def _inputs(shape, seed=0):
     discount_t[shape[0] // 2] = 0.0  # A terminal in the middle of every trajectory ...
     discount_t[rng.uniform(size=shape) < 0.15] = 0.0  # ... and a few random ones.
     return r_t, discount_t, values
-
-
-def _lambda(kind, shape, seed=1):
-    rng = np.random.default_rng(seed)
-    if kind == "per_step":
-        return rng.uniform(0.3, 1.0, size=shape[:1]).astype(np.float32)
-    if kind == "full":
-        return rng.uniform(0.3, 1.0, size=shape).astype(np.float32)
-    return float(kind)
 
 
 def _rlax_batched(r_t, discount_t, lambda_, values, **kwargs):
@@ -72,7 +64,7 @@ def _numpy_gae(r_t, discount_t, lambda_, values):
 @pytest.mark.parametrize("stop_target_gradients", [False, True])
 def test_matches_rlax_and_numpy(shape, lam_kind, stop_target_gradients):
     r_t, discount_t, values = _inputs(shape)
-    lambda_ = _lambda(lam_kind, shape)
+    lambda_ = lambda_values(lam_kind, shape)
     out = jax.jit(gae, static_argnums=4)(r_t, discount_t, lambda_, values, stop_target_gradients)
     assert out.shape == shape and out.dtype == jnp.float32
     expected = _rlax_batched(
@@ -84,7 +76,7 @@ def test_matches_rlax_and_numpy(shape, lam_kind, stop_target_gradients):
 
 def test_per_step_lambda_broadcasts_over_batch():
     r_t, discount_t, values = _inputs((11, 3, 2), seed=3)
-    lam = _lambda("per_step", (11,), seed=4)
+    lam = lambda_values("per_step", (11,), seed=4)
     full = np.broadcast_to(lam[:, None, None], (11, 3, 2))
     np.testing.assert_allclose(
         gae(r_t, discount_t, lam, values), gae(r_t, discount_t, full, values), **TOL
@@ -95,7 +87,7 @@ def test_per_step_lambda_broadcasts_over_batch():
 @pytest.mark.parametrize("stop_target_gradients", [False, True])
 def test_gradients_match_rlax(shape, stop_target_gradients):
     r_t, discount_t, values = _inputs(shape, seed=5)
-    lambda_ = _lambda("per_step", shape)
+    lambda_ = lambda_values("per_step", shape)
     weights = np.random.default_rng(6).normal(size=shape).astype(np.float32)
 
     def loss(fn, r_t, values):

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
+from rl_inputs import lambda_values
 
 from jaxrl_dist.ops import VTraceOutput, vtrace_td_error_and_advantage
 
@@ -36,15 +37,6 @@ def _inputs(shape, seed=0):
     discount_t[rng.uniform(size=shape) < 0.15] = 0.0  # ... and a few random ones.
     rho_tm1 = np.exp(rng.normal(scale=1.0, size=shape)).astype(np.float32)  # ~[0.05, 20].
     return v_tm1, v_t, r_t, discount_t, rho_tm1
-
-
-def _lambda(kind, shape, seed=1):
-    rng = np.random.default_rng(seed)
-    if kind == "per_step":
-        return rng.uniform(0.3, 1.0, size=shape[:1]).astype(np.float32)
-    if kind == "full":
-        return rng.uniform(0.3, 1.0, size=shape).astype(np.float32)
-    return float(kind)
 
 
 def _rlax_batched(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_, **kwargs):
@@ -102,7 +94,7 @@ def _numpy_reference(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_, clip_rho, cl
 @pytest.mark.parametrize("shape, lam_kind", CASES)
 def test_matches_rlax(method, shape, lam_kind):
     inputs = _inputs(shape)
-    lambda_ = _lambda(lam_kind, shape)
+    lambda_ = lambda_values(lam_kind, shape)
     # rlax sees `[T, N]` columns (flattened outside jit so that shapes share compilations).
     flat = [np.reshape(x, (shape[0], -1)) for x in inputs]
     flat_lambda = np.reshape(lambda_, (shape[0], -1)) if lam_kind == "full" else lambda_
@@ -121,7 +113,7 @@ def test_matches_rlax(method, shape, lam_kind):
 def test_matches_numpy_reference(method, lam_kind):
     shape = (11, 6)
     inputs = _inputs(shape, seed=3)
-    lambda_ = _lambda(lam_kind, shape)
+    lambda_ = lambda_values(lam_kind, shape)
     for clip_rho, clip_pg_rho in CLIPS:
         out = _ours_jit(*inputs, lambda_, clip_rho, clip_pg_rho, method=method)
         for b in range(shape[1]):
