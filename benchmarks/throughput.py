@@ -1,12 +1,14 @@
-"""End-to-end training SPS beside raw EnvPool async SPS, same envs and threads, in one run.
+"""Every stage of the pipeline against its ceiling, in one process run.
 
-    python benchmarks/throughput.py --config configs/impala_atari.py:quick --seconds 60
+    python benchmarks/throughput.py --config configs/impala_atari.py:quick --seconds 30
+    python benchmarks/throughput.py --config configs/impala_cartpole.py --seconds 20 \
+        --config.num_actor_threads=2
 
-Raw EnvPool: each of `num_actor_threads` threads steps its own async pool (`envs_per_actor`
-envs, `env_batch_size` per recv, the same EnvPool thread count as training) with random actions.
-Training: the real trainer for `--seconds` of wall time (evaluation and periodic checkpoints off);
-steady-state SPS is the median of the logged intervals after the first (compile) one.
-Writes `benchmarks/results/<device>/<name>.json`.
+Measures (see `stages.py`): raw EnvPool sync and async with random actions (the ceiling), the
+actors alone, the learner alone on synthetic batches (FLOPs per update and MFU on a GPU), the
+synchronous act-step-update baseline, and end-to-end training with its per-stage timers. Prints
+a table with each figure's ratio to raw EnvPool async, says which stage bounds training, and
+writes `benchmarks/results/<device>/<name>.json` and `.png` (or under `--out-dir`).
 """
 
 from __future__ import annotations
@@ -15,115 +17,255 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
-import tempfile
-import threading
 import time
+from importlib import metadata
 
 import jax
-import numpy as np
 
-from jaxrl_dist.cli import parse_args
-from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.envs import make_env
-from jaxrl_dist.trainer import Trainer
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stages  # noqa: E402
 
+from jaxrl_dist.cli import parse_args  # noqa: E402
+from jaxrl_dist.config import ConfigError  # noqa: E402
+from jaxrl_dist.trainer import validate_for_machine  # noqa: E402
 
-def raw_envpool_sps(config: TrainConfig, seconds: float) -> float:
-    """Random-action async EnvPool SPS over all actor threads, as the actors drive it."""
-    counts = [0] * config.num_actor_threads
-    stop = threading.Event()
-
-    def step(i: int):
-        env = make_env(
-            config.env_id, config.env_kwargs, config.envs_per_actor, config.env_batch_size,
-            seed=i, num_threads=config.env_threads_per_actor,
-        )  # fmt: skip
-        rng = np.random.default_rng(i)
-        n = env.action_space.n
-        env.async_reset()
-        while not stop.is_set():
-            _, _, _, _, info = env.recv()
-            ids = info["env_id"]
-            env.send(rng.integers(0, n, len(ids)).astype(np.int32), ids)
-            counts[i] += len(ids)
-        env.close()
-
-    threads = [threading.Thread(target=step, args=(i,)) for i in range(config.num_actor_threads)]
-    for t in threads:
-        t.start()
-    time.sleep(1.0)  # warm-up
-    start_count, start = sum(counts), time.perf_counter()
-    time.sleep(seconds)
-    sps = (sum(counts) - start_count) / (time.perf_counter() - start)
-    stop.set()
-    for t in threads:
-        t.join()
-    return sps
+STAGES = ("raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-def training_sps(config: TrainConfig, seconds: float) -> dict:
-    workdir = tempfile.mkdtemp(prefix="jaxrl_dist_bench_")
-    summary = Trainer(config, workdir, quiet=True).run()
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        logs = [json.loads(line) for line in f if "charts/sps" in line]
-    steady = logs[1:] or logs
-    timers = {k: float(np.median([m[k] for m in steady])) for k in steady[0] if "timers/" in k}
-    return {
-        "steady_sps": float(np.median([m["charts/sps"] for m in steady])),
-        "steady_actor_sps": float(np.median([m["charts/actor_sps"] for m in steady])),
-        "overall_sps": summary["sps"],
-        "env_steps": summary["env_steps"],
-        "updates": summary["updates"],
-        "wall_time_s": summary["wall_time_s"],
-        "policy_lag": float(np.median([m["stats/policy_lag"] for m in steady])),
-        "timers_s_per_s": timers,
-    }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--name", default=None, help="result file name (default: config name)")
-    args, rest = parser.parse_known_args()
-    bench = ["--config.total_env_steps=1_000_000_000", f"--config.max_wall_time_s={args.seconds}",
-             "--config.eval_every_updates=0", "--config.checkpoint_every_updates=0",
-             "--config.stop_at_eval_return=none", "--config.eval_episodes=1"]  # fmt: skip
-    config, cli = parse_args([*rest, "--workdir", "unused", *bench])
-    raw = raw_envpool_sps(config, args.seconds)
-    train = training_sps(config, args.seconds)
+def device_dir() -> str:
+    """`cpu`, or the accelerator's kind as a slug (e.g. `nvidia-h100-80gb-hbm3`)."""
     device = jax.devices()[0]
-    result = {
-        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-        "config": cli.config,
-        "env_id": config.env_id,
-        "num_actor_threads": config.num_actor_threads,
-        "envs_per_actor": config.envs_per_actor,
-        "env_batch_size": config.env_batch_size,
-        "batch_size": config.batch_size,
-        "unroll_length": config.unroll_length,
-        "raw_envpool_async_sps": round(raw, 1),
-        "training": train,
-        "training_over_raw": round(train["steady_sps"] / raw, 4),
+    if device.platform == "cpu":
+        return "cpu"
+    return re.sub(r"[^a-z0-9]+", "-", device.device_kind.lower()).strip("-")
+
+
+def environment() -> dict:
+    versions = {p: _version(p) for p in ("jax", "jaxlib", "flax", "optax", "envpool", "numpy")}
+    device = jax.devices()[0]
+    return {
         "device": f"{device.platform}:{device.device_kind}",
+        "device_count": jax.device_count(),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
         "python": platform.python_version(),
-        "jax": jax.__version__,
+        "versions": versions,
+        "date": time.strftime("%Y-%m-%d"),
     }
-    name = args.name or os.path.basename(cli.config.split(":")[0]).removesuffix(".py")
-    name += "_" + cli.config.split(":")[1] if ":" in cli.config else ""
-    out_dir = os.path.join(os.path.dirname(__file__), "results", device.platform)
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+MEASURE = {
+    "raw_sync": lambda config, spec, seconds: stages.raw_envpool(config, spec, seconds, sync=True),
+    "raw_async": lambda config, spec, seconds: stages.raw_envpool(config, spec, seconds, False),
+    "actors": lambda config, spec, seconds: stages.actors_alone(config, seconds),
+    "learner": lambda config, spec, seconds: stages.learner_alone(config, seconds),
+    "sync_baseline": lambda config, spec, seconds: stages.sync_baseline(config, seconds),
+    "end_to_end": lambda config, spec, seconds: stages.end_to_end(config, seconds),
+}
+
+
+def run_stages(config, which: list[str], seconds: float, result: dict, save) -> None:
+    """Runs the stages in order into `result["stages"]`, calling `save()` after each, so a run
+    cut off (or a stage that fails, recorded as `{"error": ...}`) keeps what was measured."""
+    spec, _ = validate_for_machine(config)
+    for stage in which:
+        t0 = time.perf_counter()
+        try:
+            measured = MEASURE[stage](config, spec, seconds)
+        except Exception as e:  # noqa: BLE001  one failed stage must not lose the others
+            measured = {"error": f"{type(e).__name__}: {e}"}
+        measured["stage_wall_s"] = round(time.perf_counter() - t0, 2)
+        result["stages"][stage] = measured
+        save()
+        figure = _figure(measured)
+        shown = measured.get("error") or f"{figure:,.0f} SPS"
+        print(f"  {stage}: {shown} ({measured['stage_wall_s']:.1f}s)", flush=True)
+
+
+def _figure(measured: dict) -> float | None:
+    """A stage's headline rate: env steps/s, or the learner's samples/s with the transfer."""
+    return measured.get("sps", measured.get("with_transfer_samples_per_s"))
+
+
+def summarize(result: dict) -> None:
+    """Adds the ratios to raw EnvPool async and the bottleneck analysis to `result`."""
+    measured = {k: v for k, v in result["stages"].items() if "error" not in v}
+    result["failed_stages"] = sorted(set(result["stages"]) - set(measured))
+    if "raw_async" not in measured:
+        return
+    raw = measured["raw_async"]["sps"]
+    result["over_raw_async"] = {stage: _figure(res) / raw for stage, res in measured.items()}
+    if "end_to_end" in measured and "sync_baseline" in measured:
+        result["async_over_sync"] = measured["end_to_end"]["sps"] / measured["sync_baseline"]["sps"]
+    result["bottleneck"] = stages.bottleneck(measured)
+
+
+LABELS = {
+    "raw_sync": "raw EnvPool sync, random actions",
+    "raw_async": "raw EnvPool async, random actions",
+    "actors": "actors alone (inference, rollouts dropped)",
+    "learner": "learner alone, host transfer (samples/s)",
+    "sync_baseline": "synchronous act-step-update loop",
+    "end_to_end": "end-to-end training (steady)",
+}
+
+
+def table(result: dict) -> str:
+    measured, ratios = result["stages"], result.get("over_raw_async", {})
+    lines = [f"{'stage':<46}{'SPS':>12}{'/ raw async':>12}"]
+    for stage, res in measured.items():
+        if "error" in res:
+            lines.append(f"{LABELS[stage]:<46}  failed: {res['error']}")
+            continue
+        ratio = f"{ratios[stage]:>12.3f}" if stage in ratios else ""
+        lines.append(f"{LABELS[stage]:<46}{_figure(res):>12,.0f}{ratio}")
+    learner = measured.get("learner")
+    learner = learner if learner and "error" not in learner else None
+    if learner:
+        lines.append(
+            f"learner: {learner['resident_updates_per_s']:.1f} updates/s with the batch on "
+            f"device ({learner['resident_samples_per_s']:,.0f} samples/s), "
+            f"{learner['with_transfer_updates_per_s']:.1f} with the host transfer"
+        )
+        if learner.get("flops_per_update"):
+            mfu = ""
+            if "mfu" in learner:
+                mfu = f", MFU {100 * learner['mfu']:.2f}% of the datasheet peak"
+            if "mfu_vs_measured_matmul" in learner:
+                mfu += f" ({100 * learner['mfu_vs_measured_matmul']:.2f}% of a measured matmul)"
+            lines.append(f"learner: {learner['flops_per_update'] / 1e9:.1f} GFLOP/update{mfu}")
+    if "async_over_sync" in result:
+        lines.append(f"asynchronous pipeline / synchronous loop: {result['async_over_sync']:.2f}x")
+    b = result.get("bottleneck")
+    if b:
+        line = f"bound by: {b['stage']}"
+        if "end_to_end_over_slowest_stage" in b:
+            line += (
+                f"; end-to-end reaches {b['end_to_end_over_slowest_stage']:.2f} of it alone "
+                f"(learner busy {b['learner_busy_s_per_s']:.2f} s/s, actors blocked on the "
+                f"queue {b['actors_waiting_on_queue_s_per_s']:.2f} s/s, learner waiting for "
+                f"rollouts {b['learner_waiting_on_actors_s_per_s']:.2f} s/s)"
+            )
+        lines.append(line)
+    e2e = measured.get("end_to_end")
+    if e2e and "error" not in e2e:
+        timers = ", ".join(f"{k} {v:.2f}" for k, v in e2e["timers_s_per_s"].items())
+        lines.append(f"end-to-end timers (s per s, summed over threads): {timers}")
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = {k: v for k, v in result["stages"].items() if "error" not in v}
+    names = list(measured)
+    values = [_figure(measured[s]) for s in names]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    ax = axes[0]
+    ax.barh([LABELS[s] for s in names], values, color="tab:blue")
+    ax.invert_yaxis()
+    ax.set_xlabel("env steps (or learner samples) per second")
+    for i, v in enumerate(values):
+        ratio = result.get("over_raw_async", {}).get(names[i])
+        ax.text(v, i, f" {v:,.0f}" + (f"  ({ratio:.2f}x raw async)" if ratio else ""), va="center")
+    ax.set_xlim(0, max(values) * 1.45)
+    ax.set_title(f"{result['name']}: {result['environment']['device']}, "
+                 f"{result['environment']['cpu_count']} CPU cores")  # fmt: skip
+    ax = axes[1]
+    e2e = measured.get("end_to_end")
+    if e2e:
+        timers = e2e["timers_s_per_s"]
+        ax.barh(list(timers), list(timers.values()), color="tab:orange")
+        ax.invert_yaxis()
+        ax.set_xlabel("seconds per wall second (summed over threads)")
+        ax.set_title("end-to-end: where time goes")
+    else:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="measured time per stage")
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"subset of {STAGES}")
+    parser.add_argument("--name", default=None, help="result file name (default: config name)")
+    parser.add_argument("--out-dir", default=None, help="default: benchmarks/results/<device>")
+    parser.add_argument("--no-plot", action="store_true")
+    args, rest = parser.parse_known_args(argv)
+    which = [s for s in args.stages.split(",") if s]
+    unknown = [s for s in which if s not in STAGES]
+    try:
+        if unknown or args.seconds <= 0:
+            raise ConfigError(f"--stages {unknown} or --seconds {args.seconds} is invalid; "
+                              f"stages are {','.join(STAGES)} and seconds must be > 0")  # fmt: skip
+        config, cli = parse_args([*rest, "--workdir", "unused"])
+        validate_for_machine(config)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    name = args.name or _default_name(cli.config)
+    print(f"{name}: {', '.join(which)} for {args.seconds:g}s each", flush=True)
+    result = {
+        "name": name,
+        "command": " ".join(["python", *sys.argv]) if argv is None else " ".join(argv),
+        "config": cli.config,
+        "settings": {
+            k: getattr(config, k)
+            for k in (
+                "env_id",
+                "num_actor_threads",
+                "envs_per_actor",
+                "env_batch_size",
+                "env_threads_per_actor",
+                "batch_size",
+                "unroll_length",
+                "queue_size",
+                "actor_device_ids",
+                "learner_device_ids",
+            )
+        },  # fmt: skip
+        "network": {"torso": config.network.torso, "dtype": config.network.dtype},
+        "seconds_per_stage": args.seconds,
+        "environment": environment(),
+        "stages": {},
+    }
+    out_dir = args.out_dir or os.path.join(RESULTS, device_dir())
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"{'stage':<28}{'SPS':>12}{'/ raw':>10}")
-    print(f"{'raw EnvPool async':<28}{raw:>12,.0f}{1.0:>10.3f}")
-    for key in ("steady_actor_sps", "steady_sps"):
-        print(f"{'training ' + key:<28}{train[key]:>12,.0f}{train[key] / raw:>10.3f}")
-    print("timers (seconds per second):", json.dumps(train["timers_s_per_s"]))
-    print(f"written to {os.path.join(out_dir, name + '.json')}")
+    path = os.path.join(out_dir, f"{name}.json")
+
+    def save():
+        summarize(result)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=2)
+
+    run_stages(config, which, args.seconds, result, save)
+    print(table(result))
+    if not args.no_plot and any("error" not in v for v in result["stages"].values()):
+        plot(result, path.removesuffix(".json") + ".png")
+    print(f"written to {path}")
+    return 1 if result.get("failed_stages") else 0
+
+
+def _default_name(config_spec: str) -> str:
+    path, _, variant = config_spec.partition(":")
+    name = os.path.basename(path).removesuffix(".py")
+    return f"{name}_{variant}" if variant else name
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

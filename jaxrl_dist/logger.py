@@ -84,6 +84,9 @@ class Progress:
             self._console.print(text)
 
 
+LEARNER_TIMERS = ("queue_get_s", "batch_s", "transfer_s", "update_s", "publish_s")
+
+
 class LogWindow:
     """Accumulates learner timers and policy lags between log lines; builds the log record."""
 
@@ -91,7 +94,10 @@ class LogWindow:
         self._reset(env_steps)
 
     def _reset(self, env_steps: int) -> None:
-        self.timers = {"queue_get_s": 0.0, "transfer_s": 0.0, "update_s": 0.0}
+        # queue_get_s: waiting for actor rollouts; batch_s: joining them on the host;
+        # transfer_s: host -> learner devices; update_s: the update, metrics fetched (a sync);
+        # publish_s: copying the new params to the actor devices.
+        self.timers = dict.fromkeys(LEARNER_TIMERS, 0.0)
         self.lags: list[float] = []
         self._time, self._steps = time.monotonic(), env_steps
 

@@ -23,15 +23,14 @@ from jaxrl_dist import algorithms
 from jaxrl_dist.algorithms.base import LearnerState
 from jaxrl_dist.checkpoint import Checkpointer, abstract_like, restore_params, tree_digest
 from jaxrl_dist.config import ConfigError, TrainConfig
-from jaxrl_dist.envs import check_env, derive_seed, env_spec, make_env
+from jaxrl_dist.envs import check_env, env_spec
 from jaxrl_dist.evaluation import Evaluator
 from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
 from jaxrl_dist.runtime import Actor, ActorStats, Learner, ParamsStore, select_devices
-from jaxrl_dist.runtime.actor import POLL_S, make_act_step
+from jaxrl_dist.runtime.actor import POLL_S, start_actors
 from jaxrl_dist.runtime.learner import host_metrics
 from jaxrl_dist.types import concatenate_rollouts
 
-ACTOR_SEED_PURPOSE = 1
 ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long from live actors: give up
 
 
@@ -208,7 +207,10 @@ class Trainer:
         stop_actors = threading.Event()
         error: RunError | None = None
         try:
-            run.actors = self._start_actors(run, stop_actors, counters["updates"])
+            run.actors = start_actors(
+                cfg, self.algorithm, self.devices.actor_devices, run.store, run.rollouts,
+                stop_actors, run.stats, start_update=counters["updates"],
+            )  # fmt: skip
             self._loop(run)
         except RunError as e:
             error = e
@@ -246,29 +248,6 @@ class Trainer:
             raise error
         return summary
 
-    def _start_actors(self, run: _Run, stop: threading.Event, start_update: int) -> list[Actor]:
-        """Starts the actor threads. Their env seeds and keys fold in the update count the run
-        starts from, so a resumed run does not replay the first run's episodes and samples."""
-        cfg = self.config
-        act_step = make_act_step(self.algorithm.act, self.algorithm.env_action)
-        root = jax.random.PRNGKey(cfg.seed)
-        root = jax.random.fold_in(jax.random.fold_in(root, ACTOR_SEED_PURPOSE), start_update)
-        actors = []
-        for i in range(cfg.num_actor_threads):
-            device = self.devices.actor_devices[i % len(self.devices.actor_devices)]
-            env_seed = derive_seed(cfg.seed, ACTOR_SEED_PURPOSE, start_update, i)
-            make = lambda s=env_seed: make_env(  # noqa: E731
-                cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size, s,
-                cfg.env_threads_per_actor,
-            )  # fmt: skip
-            actor = Actor(
-                i, make, act_step, run.store, device, jax.random.fold_in(root, i), run.rollouts,
-                stop, run.stats, cfg.unroll_length,
-            )  # fmt: skip
-            actor.start()
-            actors.append(actor)
-        return actors
-
     @staticmethod
     def _check_actors(actors: list[Actor]) -> None:
         for actor in actors:
@@ -277,7 +256,8 @@ class Trainer:
                 raise RunError(f"actor {actor.index} stopped: {err!r}") from err
 
     def _next_batch(self, run: _Run):
-        """Gets `batch_size / env_batch_size` rollouts; never waits without checking the actors."""
+        """`batch_size / env_batch_size` rollouts (None on a stop request); never waits without
+        checking the actors."""
         need = self.config.batch_size // self.config.env_batch_size
         got, last_item = [], time.monotonic()
         self._check_actors(run.actors)
@@ -298,7 +278,7 @@ class Trainer:
                 run.counters["dropped_rollouts"] += 1
                 continue  # a straggler: acted with params too old to learn from
             got.append(rollout)
-        return concatenate_rollouts(got)
+        return got
 
     def _loop(self, run: _Run) -> None:
         cfg, counters = self.config, run.counters
@@ -311,16 +291,18 @@ class Trainer:
             if self._stop_requested.is_set():
                 return
             t0 = time.perf_counter()
-            batch = self._next_batch(run)
-            if batch is None:
+            rollouts = self._next_batch(run)
+            if rollouts is None:
                 return
             t1 = time.perf_counter()
+            batch = concatenate_rollouts(rollouts)
             window.lags.append(counters["updates"] - float(np.mean(batch.policy_version)))
-            device_batch = run.learner.put_batch(batch)
             t2 = time.perf_counter()
+            device_batch = run.learner.put_batch(batch)
+            t3 = time.perf_counter()
             new_state, metrics = run.learner.update(run.state, device_batch)
             metrics = host_metrics(metrics)
-            t3 = time.perf_counter()
+            t4 = time.perf_counter()
             bad = MetricLogger.nonfinite(metrics)
             if bad:  # keep the last good checkpoint; run.state was donated, nothing to save
                 raise NonFiniteError(
@@ -329,7 +311,10 @@ class Trainer:
                 )
             run.state = new_state
             run.store.publish(new_state.params, counters["updates"] + 1)
-            window.add_timers(queue_get_s=t1 - t0, transfer_s=t2 - t1, update_s=t3 - t2)
+            window.add_timers(
+                queue_get_s=t1 - t0, batch_s=t2 - t1, transfer_s=t3 - t2, update_s=t4 - t3,
+                publish_s=time.perf_counter() - t4,
+            )  # fmt: skip
             counters["updates"] += 1
             counters["env_steps"] += cfg.steps_per_update
             updates = counters["updates"]

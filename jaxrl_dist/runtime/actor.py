@@ -12,7 +12,7 @@ from typing import Any
 
 import jax
 
-from jaxrl_dist.envs import EpisodeTracker
+from jaxrl_dist.envs import EpisodeTracker, derive_seed, make_env
 from jaxrl_dist.runtime.params_store import ParamsStore
 from jaxrl_dist.runtime.segments import SegmentBuffer
 
@@ -20,12 +20,16 @@ log = logging.getLogger(__name__)
 
 # Every blocking call wakes at least this often to check the stop flag.
 POLL_S = 0.1
+ACTOR_SEED_PURPOSE = 1  # derive_seed/fold_in path of the actors' env seeds and keys
 
 
 class ActorStats:
     """Counters and per-stage timers shared by the actor threads; read and reset by the trainer."""
 
-    TIMERS = ("env_s", "inference_s", "queue_put_s")
+    # env_s: EnvPool recv + send; rollout_s: segment and episode bookkeeping (NumPy);
+    # inference_s: params pick-up, the jitted act and the actions' copy to the host;
+    # queue_put_s: waiting for room in the rollout queue (back-pressure from the learner).
+    TIMERS = ("env_s", "rollout_s", "inference_s", "queue_put_s")
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -137,19 +141,57 @@ class Actor(threading.Thread):
                 env_ids = info["env_id"]
                 buffer.add_observation(env_ids, obs, reward, terminated, truncated)
                 returns, lengths = tracker.update(env_ids, reward, terminated, truncated, info)
+                t2 = time.perf_counter()
                 params, version = self._params_store.get(self._device, timeout=60.0)
                 key, action, env_action, extras = self._act_step(params, obs, key)
                 action, env_action, extras = jax.device_get((action, env_action, extras))
-                t2 = time.perf_counter()
-                buffer.add_action(env_ids, action, extras, version)
-                env.send(env_action, env_ids)
                 t3 = time.perf_counter()
-                timers["env_s"] += (t1 - t0) + (t3 - t2)
-                timers["inference_s"] += t2 - t1
+                buffer.add_action(env_ids, action, extras, version)
+                t4 = time.perf_counter()
+                env.send(env_action, env_ids)
+                t5 = time.perf_counter()
                 rollout = buffer.pop_rollout()
+                t6 = time.perf_counter()
+                timers["env_s"] += (t1 - t0) + (t5 - t4)
+                timers["rollout_s"] += (t2 - t1) + (t4 - t3) + (t6 - t5)
+                timers["inference_s"] += t3 - t2
                 if rollout is not None:
                     timers["queue_put_s"] += self._put(rollout)
                 self._stats.add(timers, len(env_ids), returns, lengths)
                 timers = dict.fromkeys(timers, 0.0)
         finally:
             env.close()
+
+
+def start_actors(
+    config: Any,
+    algorithm: Any,
+    devices: list[jax.Device],
+    store: ParamsStore,
+    out_queue: queue.Queue,
+    stop: threading.Event,
+    stats: ActorStats,
+    start_update: int = 0,
+) -> list[Actor]:
+    """Starts `config.num_actor_threads` actors, round-robin over the actor `devices`.
+
+    Their env seeds and keys fold in the update count the run starts from, so a resumed run does
+    not replay the first run's episodes and samples.
+    """
+    act_step = make_act_step(algorithm.act, algorithm.env_action)
+    root = jax.random.PRNGKey(config.seed)
+    root = jax.random.fold_in(jax.random.fold_in(root, ACTOR_SEED_PURPOSE), start_update)
+    actors = []
+    for i in range(config.num_actor_threads):
+        env_seed = derive_seed(config.seed, ACTOR_SEED_PURPOSE, start_update, i)
+        make = lambda s=env_seed: make_env(  # noqa: E731
+            config.env_id, config.env_kwargs, config.envs_per_actor, config.env_batch_size, s,
+            config.env_threads_per_actor,
+        )  # fmt: skip
+        actor = Actor(
+            i, make, act_step, store, devices[i % len(devices)], jax.random.fold_in(root, i),
+            out_queue, stop, stats, config.unroll_length,
+        )  # fmt: skip
+        actor.start()
+        actors.append(actor)
+    return actors

@@ -5,16 +5,22 @@ from __future__ import annotations
 import threading
 
 import jax
+import jax.numpy as jnp
 
 from jaxrl_dist.types import PyTree
+
+# A jitted copy always writes new buffers. `device_put(x, d, may_alias=False)` is not enough:
+# from params replicated over several learner devices it returns device d's shard itself,
+# which the next (donated) update then deletes under the actor.
+_fresh_copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 
 
 class ParamsStore:
     """Holds the newest params as a copy on each actor device, with the learner version.
 
     The learner donates its state to the next update, so actors must never hold the learner's own
-    buffers: `publish` makes a device copy (`may_alias=False`) even when the actor and the
-    learner share a device.
+    buffers: `publish` makes a fresh device copy even when the actor and the learner share a
+    device (or the actor's device is one of the learner mesh's).
     """
 
     def __init__(self, devices: list[jax.Device]):
@@ -23,7 +29,7 @@ class ParamsStore:
         self._published = threading.Condition()
 
     def publish(self, params: PyTree, version: int) -> None:
-        copies = {d: jax.device_put(params, d, may_alias=False) for d in self._devices}
+        copies = {d: _fresh_copy(jax.device_put(params, d)) for d in self._devices}
         with self._published:
             self._latest = (copies, version)  # one reference swap: readers never see a mix
             self._published.notify_all()

@@ -1,0 +1,393 @@
+"""Each stage of the actor-learner pipeline measured alone, a synchronous baseline, and the whole.
+
+Every function takes the run's `TrainConfig` and measures for about `seconds` of wall time after a
+warm-up (compilation and EnvPool start-up are never in the figures):
+
+- `raw_envpool`: EnvPool with random actions and nothing else, sync or async, the same envs,
+  batch and C++ threads per actor thread as training: the ceiling;
+- `actors_alone`: the runtime's real actor threads (EnvPool + jitted inference + rollout
+  assembly), rollouts discarded;
+- `learner_alone`: the jitted update on synthetic `[T + 1, B]` batches of the real shapes, with
+  the batch resident on the learner devices and with the host -> device transfer the trainer
+  does; FLOPs per update from XLA's cost analysis and, where the device's peak is known, MFU;
+- `sync_baseline`: act, step and update in one loop on one thread (one sync EnvPool of
+  `batch_size` envs), the way single-file scripts do it;
+- `end_to_end`: the real `Trainer`, steady-state SPS and the per-stage timers it logs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import tempfile
+import threading
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist import algorithms
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.envs import EnvSpec, make_env
+from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore, start_actors
+from jaxrl_dist.runtime.actor import POLL_S, make_act_step
+from jaxrl_dist.runtime.learner import host_metrics
+from jaxrl_dist.runtime.segments import SegmentBuffer
+from jaxrl_dist.trainer import Trainer, validate_for_machine
+from jaxrl_dist.types import Rollout
+
+# Dense datasheet peaks (FLOP/s) per compute dtype; float32 convolutions and matmuls run as TF32
+# on the tensor cores under JAX's default precision on these GPUs.
+DATASHEET_PEAK_FLOPS = {
+    "H100": {"bfloat16": 989.4e12, "float32": 494.7e12},
+    "H200": {"bfloat16": 989.4e12, "float32": 494.7e12},
+    "A100": {"bfloat16": 312e12, "float32": 156e12},
+}
+
+
+def warmup_s(seconds: float) -> float:
+    return min(1.0, seconds / 2)
+
+
+def env_threads(config: TrainConfig) -> int:
+    """EnvPool C++ threads of one actor's pool, as `make_env` resolves them."""
+    return config.env_threads_per_actor or config.env_batch_size
+
+
+def _random_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:
+    if spec.continuous:
+        return rng.uniform(spec.action_low, spec.action_high, (n, spec.action_dim)).astype(
+            np.float32
+        )
+    return rng.integers(0, spec.num_actions, n).astype(np.int32)
+
+
+def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) -> dict:
+    """Random-action SPS of `num_actor_threads` pools, each driven by its own Python thread.
+
+    Async: `envs_per_actor` envs, `env_batch_size` per `recv()`. Sync: the same envs, all of
+    them per `recv()`. Both use the training's EnvPool thread count.
+    """
+    batch = config.envs_per_actor if sync else config.env_batch_size
+    counts = [0] * config.num_actor_threads
+    stop = threading.Event()
+
+    def step(i: int):
+        env = make_env(
+            config.env_id, config.env_kwargs, config.envs_per_actor, batch, seed=1000 + i,
+            num_threads=env_threads(config),
+        )  # fmt: skip
+        rng = np.random.default_rng(i)
+        env.async_reset()
+        while not stop.is_set():
+            *_, info = env.recv()
+            ids = info["env_id"]
+            env.send(_random_actions(spec, rng, len(ids)), ids)
+            counts[i] += len(ids)
+        env.close()
+
+    threads = [threading.Thread(target=step, args=(i,)) for i in range(config.num_actor_threads)]
+    for t in threads:
+        t.start()
+    time.sleep(warmup_s(seconds))
+    start_count, start = sum(counts), time.perf_counter()
+    time.sleep(seconds)
+    sps = (sum(counts) - start_count) / (time.perf_counter() - start)
+    stop.set()
+    for t in threads:
+        t.join()
+    return {"sps": sps, "num_envs": config.envs_per_actor, "batch": batch,
+            "env_threads": env_threads(config), "pools": config.num_actor_threads}  # fmt: skip
+
+
+def _build(config: TrainConfig):
+    spec, devices = validate_for_machine(config)
+    entry = algorithms.get(config.algorithm)
+    algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
+    return spec, devices, algorithm
+
+
+def actors_alone(config: TrainConfig, seconds: float) -> dict:
+    """The trainer's actor threads with fixed initial params; a drain thread discards rollouts."""
+    _, devices, algorithm = _build(config)
+    store = ParamsStore(devices.actor_devices)
+    store.publish(algorithm.init(jax.random.PRNGKey(config.seed)).params, 0)
+    rollouts: queue.Queue = queue.Queue(maxsize=config.queue_size * config.num_actor_threads)
+    stop, stats = threading.Event(), ActorStats()
+    first = threading.Event()
+
+    def drain():
+        while not stop.is_set():
+            try:
+                rollouts.get(timeout=POLL_S)
+                first.set()
+            except queue.Empty:
+                continue
+
+    drainer = threading.Thread(target=drain, daemon=True)
+    drainer.start()
+    actors = start_actors(config, algorithm, devices.actor_devices, store, rollouts, stop, stats)
+    try:
+        first.wait(timeout=300)  # compiled and stepping
+        time.sleep(warmup_s(seconds))
+        stats.drain()
+        start = time.perf_counter()
+        time.sleep(seconds)
+        drained, elapsed = stats.drain(), time.perf_counter() - start
+    finally:
+        stop.set()
+        for a in [*actors, drainer]:
+            a.join(timeout=10)
+    errors = [repr(a.error) for a in actors if a.error is not None]
+    if errors:
+        raise RuntimeError(f"actor failed during the benchmark: {errors[0]}")
+    return {
+        "sps": drained["env_steps"] / elapsed,
+        "timers_s_per_s": {k: v / elapsed for k, v in drained["timers"].items()},
+    }
+
+
+def synthetic_rollout(algorithm, spec: EnvSpec, params, unroll: int, batch: int, seed: int):
+    """A host `[T + 1, B]` rollout of the real shapes and dtypes: random observations (uint8
+    frames or floats), actions and extras from the policy itself, sparse episode ends."""
+    rng = np.random.default_rng(seed)
+    shape = (unroll + 1, batch, *spec.obs_shape)
+    if np.issubdtype(spec.obs_dtype, np.integer):
+        obs = rng.integers(0, 256, shape, dtype=np.uint8).astype(spec.obs_dtype)
+    else:
+        obs = rng.standard_normal(shape).astype(np.float32)
+    keys = jax.random.split(jax.random.PRNGKey(seed), unroll)
+    act = jax.jit(jax.vmap(algorithm.act, in_axes=(None, 0, 0)))
+    action, extras = jax.device_get(act(params, jnp.asarray(obs[:-1]), keys))
+    ends = rng.random((unroll + 1, batch)) < 0.01
+    return Rollout(
+        obs=obs,
+        reward=rng.integers(0, 2, (unroll + 1, batch)).astype(np.float32),
+        terminated=ends & (rng.random(ends.shape) < 0.5),
+        truncated=ends & (rng.random(ends.shape) >= 0.5),
+        action=np.asarray(action),
+        agent_extras={k: np.asarray(v) for k, v in extras.items()},
+        policy_version=np.zeros((unroll, batch), np.int32),
+    )
+
+
+def _timed_updates(step, seconds: float) -> tuple[int, float]:
+    """Calls `step(n)` (n updates, then a sync) in growing chunks for about `seconds`."""
+    done, n, start = 0, 1, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step(n)
+        done += n
+        n = min(2 * n, 64)
+    return done, time.perf_counter() - start
+
+
+def update_flops(algorithm, state, batch) -> float | None:
+    """XLA's FLOP count of one update, from the CPU compilation of the same function (the GPU
+    backend hands convolutions to cuDNN, whose FLOPs its cost analysis may not count)."""
+    cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=cpu), (state, batch)
+    )
+    cost = jax.jit(algorithm.update).lower(*abstract).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list | tuple) else cost
+    flops = (cost or {}).get("flops")
+    return float(flops) if flops and flops > 0 else None
+
+
+def matmul_flops_per_s(dtype: str, n: int = 8192, reps: int = 20) -> float:
+    """Measured rate of a large square matmul on the default device: the practical ceiling."""
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.dtype(dtype))
+    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.dtype(dtype))
+    f = jax.jit(lambda a, b: a @ b)
+    f(a, b).block_until_ready()
+    start = time.perf_counter()
+    for _ in range(reps):
+        out = f(a, b)
+    out.block_until_ready()
+    return 2 * n**3 * reps / (time.perf_counter() - start)
+
+
+def datasheet_peak(device: jax.Device, dtype: str) -> float | None:
+    for name, peaks in DATASHEET_PEAK_FLOPS.items():
+        if name in device.device_kind:
+            return peaks.get(dtype)
+    return None
+
+
+def learner_alone(config: TrainConfig, seconds: float) -> dict:
+    """Updates/s and samples/s on synthetic batches, resident and with the host transfer."""
+    spec, devices, algorithm = _build(config)
+    learner = Learner(algorithm, devices)
+    state = learner.put_state(algorithm.init(jax.random.PRNGKey(config.seed)))
+    host_batch = synthetic_rollout(
+        algorithm, spec, state.params, config.unroll_length, config.batch_size, config.seed
+    )
+    flops = update_flops(algorithm, state, host_batch)
+    device_batch = learner.put_batch(host_batch)
+    box = {"state": state}
+
+    def resident(n):
+        for _ in range(n):
+            box["state"], metrics = learner.update(box["state"], device_batch)
+        jax.block_until_ready(metrics)
+
+    def with_transfer(n):  # as the trainer drives it: transfer, update, fetch the metrics
+        for _ in range(n):
+            box["state"], metrics = learner.update(box["state"], learner.put_batch(host_batch))
+            host_metrics(metrics)
+
+    resident(2)  # compile
+    out = {"flops_per_update": flops, "batch": config.batch_size, "unroll": config.unroll_length}
+    for name, step in (("resident", resident), ("with_transfer", with_transfer)):
+        n, elapsed = _timed_updates(step, seconds / 2)
+        out[f"{name}_updates_per_s"] = n / elapsed
+        out[f"{name}_samples_per_s"] = n * config.steps_per_update / elapsed
+    device = devices.learner_mesh.devices.flat[0]
+    if flops and device.platform == "gpu":
+        achieved = flops * out["resident_updates_per_s"] / devices.num_learner_devices
+        dtype = config.network.dtype
+        out["achieved_flops_per_s_per_device"] = achieved
+        out["matmul_flops_per_s"] = matmul_flops_per_s(dtype)
+        out["mfu_vs_measured_matmul"] = achieved / out["matmul_flops_per_s"]
+        peak = datasheet_peak(device, dtype)
+        if peak:
+            out["datasheet_peak_flops_per_s"] = peak
+            out["mfu"] = achieved / peak
+    return out
+
+
+def sync_baseline(config: TrainConfig, seconds: float) -> dict:
+    """Act, step and update in one loop: one sync EnvPool of `batch_size` envs (each update's
+    segments), the same EnvPool threads in all, the same network, batch and update."""
+    spec, devices, algorithm = _build(config)
+    learner = Learner(algorithm, devices)
+    state = learner.put_state(algorithm.init(jax.random.PRNGKey(config.seed)))
+    act_step = make_act_step(algorithm.act, algorithm.env_action)
+    b = config.batch_size
+    threads = min(b, env_threads(config) * config.num_actor_threads)
+    env = make_env(config.env_id, config.env_kwargs, b, b, seed=2000, num_threads=threads)
+    buffer = SegmentBuffer(b, config.unroll_length, b)
+    key = jax.random.PRNGKey(config.seed + 1)
+    timers = {"env_s": 0.0, "inference_s": 0.0, "update_s": 0.0}
+    updates, start, measured_from = 0, None, 2  # the first updates compile
+    env.async_reset()
+    try:
+        while start is None or time.perf_counter() - start < seconds:
+            t0 = time.perf_counter()
+            obs, reward, terminated, truncated, info = env.recv()
+            ids = info["env_id"]
+            buffer.add_observation(ids, obs, reward, terminated, truncated)
+            t1 = time.perf_counter()
+            key, action, env_action, extras = act_step(state.params, obs, key)
+            action, env_action, extras = jax.device_get((action, env_action, extras))
+            buffer.add_action(ids, action, extras, updates)
+            t2 = time.perf_counter()
+            env.send(env_action, ids)
+            rollout = buffer.pop_rollout()
+            t3 = time.perf_counter()
+            if rollout is not None:
+                state, metrics = learner.update(state, learner.put_batch(rollout))
+                host_metrics(metrics)
+                updates += 1
+                if updates == measured_from:
+                    start, timers = time.perf_counter(), dict.fromkeys(timers, 0.0)
+                    continue
+            t4 = time.perf_counter()
+            timers["env_s"] += (t1 - t0) + (t3 - t2)
+            timers["inference_s"] += t2 - t1
+            timers["update_s"] += t4 - t3
+    finally:
+        env.close()
+    elapsed = time.perf_counter() - start
+    steps = (updates - measured_from) * config.steps_per_update
+    return {
+        "sps": steps / elapsed,
+        "num_envs": b,
+        "env_threads": threads,
+        "timers_s_per_s": {k: v / elapsed for k, v in timers.items()},
+    }
+
+
+def end_to_end(config: TrainConfig, seconds: float) -> dict:
+    """The real trainer (evaluation and checkpoints off), stopped `seconds` after its first log
+    line, so compilation and start-up never eat into the window. Steady-state SPS is the rate
+    between the first log line and the last; timers are the mean of the intervals after the
+    first."""
+    config = dataclasses.replace(
+        config,
+        total_env_steps=1_000_000_000,
+        max_wall_time_s=0.0,
+        eval_every_updates=0,
+        eval_episodes=1,
+        checkpoint_every_updates=0,
+        stop_at_eval_return=None,
+        log_every_updates=min(config.log_every_updates, 20),
+    )
+    workdir = tempfile.mkdtemp(prefix="jaxrl_dist_bench_")
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    trainer = Trainer(config, workdir, quiet=True)
+    finished = threading.Event()
+
+    def stop_after_window():
+        deadline = time.monotonic() + 900  # compilation of the largest networks included
+        while not finished.is_set() and time.monotonic() < deadline:
+            if os.path.exists(metrics_path) and os.path.getsize(metrics_path) > 0:
+                break
+            time.sleep(0.05)
+        finished.wait(seconds)
+        trainer.request_stop("benchmark window over")
+
+    watcher = threading.Thread(target=stop_after_window, daemon=True)
+    watcher.start()
+    try:
+        summary = trainer.run()
+    finally:
+        finished.set()
+        watcher.join(timeout=5)
+    with open(metrics_path) as f:
+        logs = [json.loads(line) for line in f if "charts/sps" in line]
+    if len(logs) < 2:
+        raise RuntimeError(
+            f"end-to-end training logged {len(logs)} interval(s) in {seconds:g}s; "
+            "give a longer --seconds"
+        )
+    first, last, steady = logs[0], logs[-1], logs[1:]
+    window = last["wall_time_s"] - first["wall_time_s"]
+    mean = lambda key: float(np.mean([m[key] for m in steady]))  # noqa: E731
+    return {
+        "sps": (last["env_steps"] - first["env_steps"]) / window,
+        "actor_sps": mean("charts/actor_sps"),
+        "overall_sps": summary["sps"],
+        "env_steps": summary["env_steps"],
+        "updates": summary["updates"],
+        "wall_time_s": summary["wall_time_s"],
+        "measured_window_s": window,
+        "log_intervals": len(steady),
+        "policy_lag": mean("stats/policy_lag"),
+        "timers_s_per_s": {k[len("timers/") :]: mean(k) for k in steady[0] if "timers/" in k},
+    }
+
+
+def bottleneck(result: dict[str, Any]) -> dict[str, Any]:
+    """Which stage bounds end-to-end SPS: the slowest stage measured alone, and the end-to-end
+    timers that confirm it (the learner busy all the time, or actors waiting on a full queue)."""
+    capacities = {"environment (raw EnvPool async)": result["raw_async"]["sps"]}
+    if "actors" in result:
+        capacities["actors (env + inference + rollouts)"] = result["actors"]["sps"]
+    if "learner" in result:
+        capacities["learner (transfer + update)"] = result["learner"]["with_transfer_samples_per_s"]
+    stage = min(capacities, key=capacities.get)
+    out = {"stage": stage, "capacities_sps": capacities}
+    e2e = result.get("end_to_end")
+    if e2e:
+        t = e2e["timers_s_per_s"]
+        busy = ("batch_s", "transfer_s", "update_s", "publish_s")
+        out["learner_busy_s_per_s"] = sum(t.get(k, 0.0) for k in busy)
+        out["actors_waiting_on_queue_s_per_s"] = t.get("queue_put_s", 0.0)
+        out["learner_waiting_on_actors_s_per_s"] = t.get("queue_get_s", 0.0)
+        out["end_to_end_over_slowest_stage"] = e2e["sps"] / capacities[stage]
+    return out
