@@ -7,16 +7,15 @@ Each point is `throughput.py` in its own process (raw EnvPool async and end-to-e
 the learner alone on the learner-devices axis), the other settings as the config has them. On a
 CPU-only machine the learner devices are fake CPU devices (`JAX_NUM_CPU_DEVICES`): they share the
 same cores, so that axis checks the sharded path's overhead, not a speed-up. On a GPU machine they
-are real devices (`learner_device_ids`). `batch_size` is raised to a multiple of the env batch
-where an axis value needs it (recorded per point). Writes `<name>_scaling.json` and `.png`.
+are real devices (`learner_device_ids`). Writes `<name>_scaling.json` and `.png`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,18 @@ def _backend() -> tuple[str, int, str]:
     return platform, int(count), folder
 
 
-def point(axis: str, value: int, base: dict, args, extra: list[str], platform: str) -> dict:
+def _first_error(stderr: str) -> str | None:
+    """The line that says what went wrong: an XLA fatal/error log line (`F1123 ...`) or a
+    Python exception, rather than the stack frames that follow a C++ crash."""
+    lines = stderr.strip().splitlines()
+    for line in lines:
+        if re.match(r"[FE]\d{4} ", line):
+            return line.strip()
+    errors = [ln for ln in lines if re.match(r"\w*(Error|Exception)\b", ln)]
+    return errors[-1].strip() if errors else (lines[-1].strip() if lines else None)
+
+
+def point(axis: str, value: int, args, extra: list[str], platform: str) -> dict:
     """Runs one point; returns its settings and measured SPS."""
     overrides, env = [], dict(os.environ)
     stages = "raw_async,end_to_end"
@@ -61,8 +71,6 @@ def point(axis: str, value: int, base: dict, args, extra: list[str], platform: s
             overrides.append(f"--config.env_threads_per_actor={per_actor}")
     elif axis == "envs_per_actor":
         overrides.append(f"--config.envs_per_actor={value}")
-        env_batch = value // 2 if base["async_envs"] else value
-        overrides.append(f"--config.batch_size={math.lcm(base['batch_size'], env_batch)}")
     else:
         stages = "learner,end_to_end"
         if platform == "cpu":
@@ -75,8 +83,8 @@ def point(axis: str, value: int, base: dict, args, extra: list[str], platform: s
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         path = os.path.join(out_dir, "point.json")
         if not os.path.exists(path):
-            tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
-            return {"axis": axis, "value": value, "overrides": overrides, "error": tail[0]}
+            error = _first_error(proc.stderr) or f"exit code {proc.returncode}"
+            return {"axis": axis, "value": value, "overrides": overrides, "error": error}
         with open(path) as f:
             result = json.load(f)
     measured = result["stages"]
@@ -167,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
         print("error: give at least one of --actor-threads, --envs-per-actor, --learner-devices",
               file=sys.stderr)  # fmt: skip
         return 2
-    base = {"batch_size": config.batch_size, "async_envs": config.async_envs}
     name = (args.name or _default_name(args.config)) + "_scaling"
     result = {
         "name": name,
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     path = os.path.join(out_dir, f"{name}.json")
     for axis, values in sweeps.items():
         for value in values or []:
-            row = point(axis, value, base, args, extra, platform)
+            row = point(axis, value, args, extra, platform)
             result["points"].append(row)
             shown = {k: round(v) for k, v in row.items() if k.endswith("_sps")}
             print(f"{axis}={value}: {row.get('error') or shown}", flush=True)

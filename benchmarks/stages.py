@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import queue
+import shutil
 import tempfile
 import threading
 import time
@@ -164,24 +165,25 @@ def synthetic_rollout(algorithm, spec: EnvSpec, params, unroll: int, batch: int,
     act = jax.jit(jax.vmap(algorithm.act, in_axes=(None, 0, 0)))
     action, extras = jax.device_get(act(params, jnp.asarray(obs[:-1]), keys))
     ends = rng.random((unroll + 1, batch)) < 0.01
+    terminated = ends & (rng.random(ends.shape) < 0.5)
     return Rollout(
         obs=obs,
         reward=rng.integers(0, 2, (unroll + 1, batch)).astype(np.float32),
-        terminated=ends & (rng.random(ends.shape) < 0.5),
-        truncated=ends & (rng.random(ends.shape) >= 0.5),
+        terminated=terminated,
+        truncated=ends & ~terminated,
         action=np.asarray(action),
         agent_extras={k: np.asarray(v) for k, v in extras.items()},
         policy_version=np.zeros((unroll, batch), np.int32),
     )
 
 
-def _timed_updates(step, seconds: float) -> tuple[int, float]:
+def _timed_updates(step, seconds: float, max_in_flight: int) -> tuple[int, float]:
     """Calls `step(n)` (n updates, then a sync) in growing chunks for about `seconds`."""
     done, n, start = 0, 1, time.perf_counter()
     while time.perf_counter() - start < seconds:
         step(n)
         done += n
-        n = min(2 * n, 64)
+        n = min(2 * n, max_in_flight)
     return done, time.perf_counter() - start
 
 
@@ -242,11 +244,14 @@ def learner_alone(config: TrainConfig, seconds: float) -> dict:
 
     resident(2)  # compile
     out = {"flops_per_update": flops, "batch": config.batch_size, "unroll": config.unroll_length}
+    # XLA:CPU's cross-device collectives can deadlock with many updates in flight on several
+    # (fake) CPU devices (seen: an all-gather rendezvous timing out after 40 s); wait for each.
+    device = devices.learner_mesh.devices.flat[0]
+    in_flight = 1 if device.platform == "cpu" and devices.num_learner_devices > 1 else 64
     for name, step in (("resident", resident), ("with_transfer", with_transfer)):
-        n, elapsed = _timed_updates(step, seconds / 2)
+        n, elapsed = _timed_updates(step, seconds / 2, in_flight)
         out[f"{name}_updates_per_s"] = n / elapsed
         out[f"{name}_samples_per_s"] = n * config.steps_per_update / elapsed
-    device = devices.learner_mesh.devices.flat[0]
     if flops and device.platform == "gpu":
         achieved = flops * out["resident_updates_per_s"] / devices.num_learner_devices
         dtype = config.network.dtype
@@ -345,11 +350,12 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
     watcher.start()
     try:
         summary = trainer.run()
+        with open(metrics_path) as f:
+            logs = [json.loads(line) for line in f if "charts/sps" in line]
     finally:
         finished.set()
         watcher.join(timeout=5)
-    with open(metrics_path) as f:
-        logs = [json.loads(line) for line in f if "charts/sps" in line]
+        shutil.rmtree(workdir, ignore_errors=True)
     if len(logs) < 2:
         raise RuntimeError(
             f"end-to-end training logged {len(logs)} interval(s) in {seconds:g}s; "

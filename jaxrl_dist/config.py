@@ -89,20 +89,20 @@ class TrainConfig:
             _fail("eval_mode", self.eval_mode, f"must be one of {EVAL_MODES}")
         if self.async_envs and self.envs_per_actor % 2:
             _fail("envs_per_actor", self.envs_per_actor, "must be even when async_envs=True")
-        if self.batch_size % self.env_batch_size:
-            _fail(
-                "batch_size",
-                self.batch_size,
-                f"must be a multiple of the actor's env batch ({self.env_batch_size}: "
-                "envs_per_actor // 2 when async_envs, else envs_per_actor)",
-            )
         if not self.actor_device_ids:
             _fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
 
     @property
     def env_batch_size(self) -> int:
-        """Envs returned by one EnvPool `recv()`: the segments in one actor rollout."""
+        """Envs returned by one EnvPool `recv()` (one inference call of an actor)."""
         return self.envs_per_actor // 2 if self.async_envs else self.envs_per_actor
+
+    @property
+    def rollout_segments(self) -> int:
+        """Segments in one actor rollout: `gcd(batch_size, env_batch_size)`, so a learner batch
+        is whole rollouts while the env batch (the actors' inference batch, which sets their
+        speed) and the learner batch (which sets learning) are chosen independently."""
+        return math.gcd(self.batch_size, self.env_batch_size)
 
     @property
     def steps_per_update(self) -> int:

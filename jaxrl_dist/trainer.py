@@ -256,9 +256,9 @@ class Trainer:
                 raise RunError(f"actor {actor.index} stopped: {err!r}") from err
 
     def _next_batch(self, run: _Run):
-        """`batch_size / env_batch_size` rollouts (None on a stop request); never waits without
-        checking the actors."""
-        need = self.config.batch_size // self.config.env_batch_size
+        """`batch_size / rollout_segments` rollouts (None on a stop request); never waits
+        without checking the actors."""
+        need = self.config.batch_size // self.config.rollout_segments
         got, last_item = [], time.monotonic()
         self._check_actors(run.actors)
         while len(got) < need:

@@ -24,7 +24,7 @@ def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
     act_step = make_act_step(algo.act, algo.env_action)
     actor = Actor(
         0, lambda: make_env("CartPole-v1", {}, num_envs, batch, seed=3), act_step, store,
-        device, jax.random.PRNGKey(1), out, stop, stats, unroll,
+        device, jax.random.PRNGKey(1), out, stop, stats, unroll, batch,
     )  # fmt: skip
     actor.start()
     rollouts = [out.get(timeout=60) for _ in range(num_rollouts // 2)]

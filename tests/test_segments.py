@@ -5,10 +5,10 @@ import numpy as np
 from jaxrl_dist.runtime.segments import SegmentBuffer
 
 
-def _run_fake_async_pool(num_envs, batch, unroll, num_recvs, seed=0):
+def _run_fake_async_pool(num_envs, batch, unroll, num_recvs, seed=0, segments_per_rollout=None):
     """Drives a SegmentBuffer with a fake async pool whose env j emits obs (j, step_j)."""
     rng = np.random.default_rng(seed)
-    buffer = SegmentBuffer(num_envs, unroll, segments_per_rollout=batch)
+    buffer = SegmentBuffer(num_envs, unroll, segments_per_rollout=segments_per_rollout or batch)
     steps = np.zeros(num_envs, np.int64)
     rollouts = []
     for _ in range(num_recvs):
@@ -57,3 +57,15 @@ def test_sync_pool_emits_whole_batches():
     )  # 13 recvs: obs rows 0..3 fill a segment every 3 steps after the first
     for r in rollouts:
         assert sorted(r.obs[0, :, 0]) == [0, 1, 2, 3]
+
+
+def test_rollouts_smaller_than_the_env_batch():
+    """A rollout may hold fewer segments than one recv() completes (the learner batch and the
+    env batch are independent): one recv() then yields several rollouts, none lost or mixed."""
+    rollouts = _run_fake_async_pool(
+        num_envs=4, batch=4, unroll=3, num_recvs=13, segments_per_rollout=2
+    )
+    assert len(rollouts) == 8  # the 4 whole-batch segments of each completion, 2 at a time
+    for first, second in zip(rollouts[::2], rollouts[1::2], strict=True):
+        assert sorted([*first.obs[0, :, 0], *second.obs[0, :, 0]]) == [0, 1, 2, 3]
+        assert first.obs.shape == (4, 2, 2)

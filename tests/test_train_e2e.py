@@ -37,6 +37,19 @@ def test_cartpole_learns(tmp_path):
     assert os.path.isfile(tmp_path / "run" / "summary.json")
 
 
+def test_learner_batch_independent_of_the_env_batch(tmp_path):
+    """32 envs per recv() feeding a learner batch of 8 segments: rollouts of gcd(8, 32) = 8
+    segments, every update exactly 8 x T env steps."""
+    config, _ = parse_args(
+        ["--config", CARTPOLE + ":quick", "--workdir", "unused", "--config.envs_per_actor=64",
+         "--config.batch_size=8", "--config.total_env_steps=4800"]
+    )  # fmt: skip
+    assert (config.env_batch_size, config.rollout_segments) == (32, 8)
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert summary["updates"] == 4800 // (8 * config.unroll_length)
+    assert summary["env_steps"] == summary["updates"] * 8 * config.unroll_length
+
+
 def _start(workdir, *overrides):
     args = [sys.executable, TRAIN, "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
             "--config.stop_at_eval_return=none", "--config.eval_every_updates=0",
@@ -141,10 +154,10 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
 
 def test_dead_actor_stops_the_run_with_a_checkpoint(tmp_path, monkeypatch):
     """An actor whose env raises ends the run with RunError (no hang), a checkpoint, a summary."""
-    import jaxrl_dist.trainer as trainer_module
+    import jaxrl_dist.runtime.actor as actor_module
     from jaxrl_dist.trainer import RunError
 
-    real_make_env = trainer_module.make_env
+    real_make_env = actor_module.make_env
 
     class Failing:
         def __init__(self, env):
@@ -159,7 +172,7 @@ def test_dead_actor_stops_the_run_with_a_checkpoint(tmp_path, monkeypatch):
         def __getattr__(self, name):
             return getattr(self._env, name)
 
-    monkeypatch.setattr(trainer_module, "make_env", lambda *a, **k: Failing(real_make_env(*a, **k)))
+    monkeypatch.setattr(actor_module, "make_env", lambda *a, **k: Failing(real_make_env(*a, **k)))
     config, _ = parse_args(["--config", f"{CARTPOLE}:quick", "--workdir", "unused"])
     start = time.monotonic()
     with pytest.raises(RunError, match="injected env failure"):

@@ -94,6 +94,7 @@ class Actor(threading.Thread):
         stop: threading.Event,
         stats: ActorStats,
         unroll_length: int,
+        segments_per_rollout: int,
     ):
         super().__init__(name=f"actor-{index}", daemon=True)
         self.index = index
@@ -106,6 +107,7 @@ class Actor(threading.Thread):
         self._stop_event = stop
         self._stats = stats
         self._unroll = unroll_length
+        self._segments_per_rollout = segments_per_rollout
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -128,7 +130,7 @@ class Actor(threading.Thread):
     def _loop(self) -> None:
         env = self._make_env()
         num_envs = env.config["num_envs"]
-        buffer = SegmentBuffer(num_envs, self._unroll, env.config["batch_size"])
+        buffer = SegmentBuffer(num_envs, self._unroll, self._segments_per_rollout)
         tracker = EpisodeTracker(num_envs)
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
         key = self._key
@@ -151,12 +153,12 @@ class Actor(threading.Thread):
                 env.send(env_action, env_ids)
                 t5 = time.perf_counter()
                 rollout = buffer.pop_rollout()
-                t6 = time.perf_counter()
                 timers["env_s"] += (t1 - t0) + (t5 - t4)
-                timers["rollout_s"] += (t2 - t1) + (t4 - t3) + (t6 - t5)
+                timers["rollout_s"] += (t2 - t1) + (t4 - t3) + (time.perf_counter() - t5)
                 timers["inference_s"] += t3 - t2
-                if rollout is not None:
+                while rollout is not None:  # one recv() can complete several rollouts
                     timers["queue_put_s"] += self._put(rollout)
+                    rollout = buffer.pop_rollout()
                 self._stats.add(timers, len(env_ids), returns, lengths)
                 timers = dict.fromkeys(timers, 0.0)
         finally:
@@ -190,7 +192,7 @@ def start_actors(
         )  # fmt: skip
         actor = Actor(
             i, make, act_step, store, devices[i % len(devices)], jax.random.fold_in(root, i),
-            out_queue, stop, stats, config.unroll_length,
+            out_queue, stop, stats, config.unroll_length, config.rollout_segments,
         )  # fmt: skip
         actor.start()
         actors.append(actor)

@@ -1,0 +1,96 @@
+"""Where one actor step's inference time goes, by env batch and by concurrent actor threads.
+
+    python benchmarks/actor_step.py --config configs/impala_atari.py --batches 16,32,64
+
+Times, per call and after warm-up, the pieces of the actor's inference: the observation's copy
+to the device, the jitted act (forward pass and sampling, waited for), and the actions' copy
+back; then the whole step from 1, 2 and 4 threads at once. Prints a table; writes JSON with
+`--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+import jax
+import numpy as np
+
+from jaxrl_dist import algorithms
+from jaxrl_dist.cli import parse_args
+from jaxrl_dist.runtime.actor import make_act_step
+from jaxrl_dist.trainer import validate_for_machine
+
+
+def _median_us(fn, n: int) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1e6)
+
+
+def measure(act_step, params, device, spec, batch: int, calls: int) -> dict:
+    """One env batch: the inference pieces alone, then whole steps from 1, 2 and 4 threads."""
+    obs = np.random.default_rng(0).integers(0, 255, (batch, *spec.obs_shape))
+    obs = obs.astype(spec.obs_dtype)
+    key = jax.device_put(jax.random.PRNGKey(0), device)
+    out = act_step(params, obs, key)
+    jax.block_until_ready(out)
+    obs_dev = jax.device_put(obs, device)
+    step = lambda: jax.device_get(act_step(params, obs, key)[1:])  # noqa: E731
+    row = {
+        "batch": batch,
+        "put_obs_us": _median_us(lambda: jax.device_put(obs, device).block_until_ready(), 50),
+        "act_us": _median_us(lambda: jax.block_until_ready(act_step(params, obs_dev, key)), 50),
+        "get_actions_us": _median_us(lambda: jax.device_get(out[1:]), 50),
+        "step_us": _median_us(step, 50),
+    }
+    for threads in (1, 2, 4):
+        per_thread = calls // threads
+
+        def worker(n=per_thread):
+            for _ in range(n):
+                step()
+
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        t0 = time.perf_counter()
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        elapsed = time.perf_counter() - t0
+        row[f"env_sps_{threads}_threads"] = per_thread * threads * batch / elapsed
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="16,32,64")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--out", default=None)
+    args, rest = parser.parse_known_args(argv)
+    config, _ = parse_args([*rest, "--workdir", "unused"])
+    spec, devices = validate_for_machine(config)
+    entry = algorithms.get(config.algorithm)
+    algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
+    device = devices.actor_devices[0]
+    params = jax.device_put(algorithm.init(jax.random.PRNGKey(0)).params, device)
+    act_step = make_act_step(algorithm.act, algorithm.env_action)
+    rows = []
+    for batch in [int(b) for b in args.batches.split(",")]:
+        rows.append(measure(act_step, params, device, spec, batch, args.calls))
+        print(json.dumps({k: round(v, 1) for k, v in rows[-1].items()}), flush=True)
+    result = {"device": str(device.device_kind), "config": rest, "rows": rows}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

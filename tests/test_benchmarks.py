@@ -1,0 +1,284 @@
+"""The benchmark scripts run and record what they claim; their helpers; the ParamsStore fix.
+
+The CLI runs are subprocesses (throughput.py on CartPole :quick, scaling.py with fake CPU
+devices); nothing here asserts a speed: the figures only have to be present and consistent.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_dist.cli import parse_args
+from jaxrl_dist.types import Rollout, assert_rollout_shapes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+THROUGHPUT = os.path.join(BENCHMARKS, "throughput.py")
+SCALING = os.path.join(BENCHMARKS, "scaling.py")
+CARTPOLE_QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
+PENDULUM_QUICK = os.path.join(ROOT, "configs", "ppo_pendulum.py") + ":quick"
+STAGES = ("raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+sys.path.insert(0, BENCHMARKS)
+import stages  # noqa: E402
+
+
+def _run(args, env=None, timeout=300):
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def _failed(proc) -> str:
+    return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+
+
+def _figure(stage_result: dict) -> float:
+    """The stage's SPS, or for the learner its samples/s with the host transfer."""
+    return stage_result.get("sps", stage_result.get("with_transfer_samples_per_s"))
+
+
+def _is_png(path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(PNG_MAGIC)) == PNG_MAGIC
+
+
+# --- throughput.py -------------------------------------------------------------------------------
+
+
+def test_throughput_all_stages_consistent_result(tmp_path):
+    """All six stages measured with a positive figure; the ratios, the sync/async speed-up and the
+    bottleneck follow from the figures; command, environment, settings, PNG and table recorded."""
+    out_dir = tmp_path / "out"
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "2", "--out-dir", str(out_dir)]
+    proc = _run(args)
+    assert proc.returncode == 0, _failed(proc)
+    with open(out_dir / "impala_cartpole_quick.json") as f:
+        result = json.load(f)
+
+    measured = result["stages"]
+    assert set(measured) == set(STAGES)
+    for stage in STAGES:
+        assert _figure(measured[stage]) > 0, (stage, measured[stage])
+
+    raw = measured["raw_async"]["sps"]
+    ratios = result["over_raw_async"]
+    with_sps = [s for s in STAGES if "sps" in measured[s]]
+    assert set(with_sps) == set(STAGES) - {"learner"}
+    for stage in with_sps:
+        assert ratios[stage] * raw == pytest.approx(measured[stage]["sps"], rel=1e-9), stage
+    assert ratios["learner"] * raw == pytest.approx(
+        measured["learner"]["with_transfer_samples_per_s"], rel=1e-9
+    )
+    assert result["async_over_sync"] == pytest.approx(
+        measured["end_to_end"]["sps"] / measured["sync_baseline"]["sps"], rel=1e-9
+    )
+
+    bottleneck = result["bottleneck"]
+    capacities = bottleneck["capacities_sps"]
+    assert len(capacities) == 3
+    assert bottleneck["stage"] == min(capacities, key=capacities.get)
+    assert sorted(capacities.values()) == sorted(
+        [raw, measured["actors"]["sps"], measured["learner"]["with_transfer_samples_per_s"]]
+    )
+    assert bottleneck["end_to_end_over_slowest_stage"] == pytest.approx(
+        measured["end_to_end"]["sps"] / capacities[bottleneck["stage"]], rel=1e-9
+    )
+
+    assert "throughput.py" in result["command"] and "--seconds 2" in result["command"]
+    assert result["config"] == CARTPOLE_QUICK
+    env = result["environment"]
+    assert env["cpu_count"] == os.cpu_count()
+    assert env["versions"]["jax"] == jax.__version__
+    assert result["seconds_per_stage"] == 2.0
+    config, _ = parse_args(["--config", CARTPOLE_QUICK, "--workdir", "unused"])
+    settings = result["settings"]
+    assert settings["env_id"] == "CartPole-v1"
+    for key in ("num_actor_threads", "envs_per_actor", "env_batch_size", "batch_size"):
+        assert settings[key] == getattr(config, key), key
+    assert settings["unroll_length"] == config.unroll_length
+
+    png = out_dir / "impala_cartpole_quick.png"
+    assert png.is_file() and _is_png(png)
+    assert "bound by:" in proc.stdout
+
+
+def test_throughput_bad_stage_is_one_line_error_and_writes_nothing(tmp_path):
+    """`--stages nonsense`: exit 2, a one-line `error:` on stderr, no out dir contents."""
+    out_dir = tmp_path / "out"
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "2", "--out-dir", str(out_dir),
+            "--stages", "nonsense"]  # fmt: skip
+    proc = _run(args, timeout=120)
+    assert proc.returncode == 2, _failed(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error:") and "nonsense" in lines[0], lines[0]
+    assert not out_dir.exists() or not any(out_dir.iterdir())
+
+
+# --- scaling.py ----------------------------------------------------------------------------------
+
+
+def test_scaling_actor_threads_and_two_fake_learner_devices(tmp_path):
+    """Three points, all measured: 1 and 2 actor threads, and 2 learner devices (fake CPU devices
+    here). The 2-device point guards the crash where actors' params aliased the learner's donated
+    buffers."""
+    out_dir = tmp_path / "out"
+    args = [SCALING, "--config", CARTPOLE_QUICK, "--seconds", "2", "--actor-threads", "1,2",
+            "--learner-devices", "2", "--out-dir", str(out_dir)]  # fmt: skip
+    proc = _run(args, timeout=600)
+    path = out_dir / "impala_cartpole_quick_scaling.json"
+    assert path.is_file(), _failed(proc)
+    with open(path) as f:
+        points = json.load(f)["points"]
+    errors = [(p["axis"], p["value"], p["error"]) for p in points if "error" in p]
+    assert not errors, errors
+    assert proc.returncode == 0, _failed(proc)
+    assert [(p["axis"], p["value"]) for p in points] == [
+        ("actor_threads", 1), ("actor_threads", 2), ("learner_devices", 2),
+    ]  # fmt: skip
+    for p in points:
+        assert p["end_to_end_sps"] > 0, p
+        if p["axis"] == "actor_threads":
+            assert p["settings"]["num_actor_threads"] == p["value"], p["settings"]
+        else:
+            assert len(p["settings"]["learner_device_ids"]) == 2, p["settings"]
+            assert p["environment"]["device_count"] == 2
+            assert p["learner_samples_per_s"] > 0
+    png = out_dir / "impala_cartpole_quick_scaling.png"
+    assert png.is_file() and _is_png(png)
+
+
+# --- stages.bottleneck ---------------------------------------------------------------------------
+
+
+def _measured(raw=1000.0, actors=800.0, learner=600.0) -> dict:
+    return {
+        "raw_async": {"sps": raw},
+        "actors": {"sps": actors},
+        "learner": {"with_transfer_samples_per_s": learner, "resident_samples_per_s": 1e9},
+    }
+
+
+def test_bottleneck_names_the_learner_when_it_is_slowest():
+    """The learner's transfer + update samples/s is the smallest capacity: it is named."""
+    out = stages.bottleneck(_measured(learner=100.0))
+    assert out["stage"].startswith("learner")
+    assert sorted(out["capacities_sps"].values()) == [100.0, 800.0, 1000.0]
+    assert "learner_busy_s_per_s" not in out  # no end-to-end run, no timers
+
+
+def test_bottleneck_names_the_actors_when_they_are_slowest():
+    """Actors below both raw EnvPool and the learner: actors named; raw EnvPool alone: env named."""
+    assert stages.bottleneck(_measured(actors=50.0))["stage"].startswith("actors")
+    only_raw = stages.bottleneck({"raw_async": {"sps": 5.0}})
+    assert only_raw["stage"].startswith("environment")
+    assert list(only_raw["capacities_sps"].values()) == [5.0]
+
+
+def test_bottleneck_end_to_end_fields_from_the_timers():
+    """Learner busy = batch + transfer + update + publish; queue waits as given; e2e / slowest."""
+    measured = _measured(actors=200.0)
+    measured["end_to_end"] = {
+        "sps": 50.0,
+        "timers_s_per_s": {
+            "env_s": 0.9, "inference_s": 0.5, "rollout_s": 0.2,  # actors' timers: not counted
+            "queue_put_s": 0.4, "queue_get_s": 0.05,
+            "batch_s": 0.01, "transfer_s": 0.1, "update_s": 0.3, "publish_s": 0.04,
+        },
+    }  # fmt: skip
+    out = stages.bottleneck(measured)
+    assert out["stage"].startswith("actors")
+    assert out["learner_busy_s_per_s"] == pytest.approx(0.45)
+    assert out["actors_waiting_on_queue_s_per_s"] == pytest.approx(0.4)
+    assert out["learner_waiting_on_actors_s_per_s"] == pytest.approx(0.05)
+    assert out["end_to_end_over_slowest_stage"] == pytest.approx(50.0 / 200.0)
+
+    measured["end_to_end"]["timers_s_per_s"] = {"update_s": 0.7}  # missing timers count as 0
+    out = stages.bottleneck(measured)
+    assert out["learner_busy_s_per_s"] == pytest.approx(0.7)
+    assert out["actors_waiting_on_queue_s_per_s"] == 0.0
+    assert out["learner_waiting_on_actors_s_per_s"] == 0.0
+
+
+# --- stages.synthetic_rollout --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config_spec", [CARTPOLE_QUICK, PENDULUM_QUICK], ids=["discrete", "cont"])
+def test_synthetic_rollout_has_the_real_layout_and_updates(config_spec):
+    """The learner benchmark's synthetic `[T + 1, B]` batch: the layout the learner checks, the
+    env's observation shape and dtype, actions of the policy's shape, and one update on it gives
+    finite metrics."""
+    config, _ = parse_args(["--config", config_spec, "--workdir", "unused"])
+    spec, _, algorithm = stages._build(config)
+    state = algorithm.init(jax.random.PRNGKey(0))
+    t, b = config.unroll_length, config.batch_size
+    rollout = stages.synthetic_rollout(algorithm, spec, state.params, t, b, seed=3)
+
+    assert isinstance(rollout, Rollout)
+    assert_rollout_shapes(rollout)
+    assert rollout.obs.shape == (t + 1, b, *spec.obs_shape)
+    assert rollout.obs.dtype == spec.obs_dtype
+    for x in (rollout.reward, rollout.terminated, rollout.truncated):
+        assert x.shape == (t + 1, b)
+    assert rollout.terminated.dtype == rollout.truncated.dtype == np.bool_
+    expected_action = (t, b, spec.action_dim) if spec.continuous else (t, b)
+    assert rollout.action.shape == expected_action
+    assert rollout.policy_version.shape == (t, b)
+    assert rollout.agent_extras
+    for v in rollout.agent_extras.values():
+        assert v.shape[:2] == (t, b)
+    if not spec.continuous:
+        assert rollout.action.min() >= 0 and rollout.action.max() < spec.num_actions
+
+    new_state, metrics = jax.jit(algorithm.update)(state, rollout)
+    metrics = jax.device_get(metrics)
+    assert metrics
+    for name, value in metrics.items():
+        assert np.all(np.isfinite(value)), (name, value)
+    assert int(new_state.update_step) == int(state.update_step) + 1
+
+
+# --- ParamsStore ---------------------------------------------------------------------------------
+
+PARAMS_STORE_CHECK = """
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxrl_dist.runtime import ParamsStore
+
+devices = jax.devices()
+assert len(devices) == 2, devices
+replicated = NamedSharding(Mesh(np.array(devices), ("data",)), PartitionSpec())
+host = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(4, np.float32)}
+params = jax.device_put(host, replicated)
+store = ParamsStore([devices[0]])
+store.publish(params, 7)
+update = jax.jit(lambda p: jax.tree.map(lambda x: x + 1, p), donate_argnums=0)
+jax.block_until_ready(update(params))
+assert all(x.is_deleted() for x in jax.tree.leaves(params)), "the update did not donate"
+got, version = store.get(devices[0])
+assert version == 7, version
+for name, x in got.items():
+    assert x.devices() == {devices[0]}, (name, x.devices())
+    np.testing.assert_array_equal(np.asarray(x), host[name])
+print("ok")
+"""
+
+
+def test_params_store_copy_survives_donation_of_replicated_params():
+    """Params replicated on a 2-device learner mesh, published for device 0, then donated to a
+    jitted update: the store's copy is still readable and equal (it used to be device 0's shard
+    of the donated buffers). Own process: JAX_NUM_CPU_DEVICES=2."""
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "JAX_PLATFORMS": "cpu"}
+    proc = _run(["-c", PARAMS_STORE_CHECK], env=env, timeout=120)
+    assert proc.returncode == 0, _failed(proc)
+    assert proc.stdout.strip().splitlines()[-1] == "ok"
