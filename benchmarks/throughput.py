@@ -143,7 +143,9 @@ def table(result: dict) -> str:
                 mfu = f", MFU {100 * learner['mfu']:.2f}% of the datasheet peak"
             if "mfu_vs_measured_matmul" in learner:
                 mfu += f" ({100 * learner['mfu_vs_measured_matmul']:.2f}% of a measured matmul)"
-            lines.append(f"learner: {learner['flops_per_update'] / 1e9:.1f} GFLOP/update{mfu}")
+            flops = learner["flops_per_update"]
+            size = f"{flops / 1e9:.1f} GFLOP" if flops >= 1e9 else f"{flops / 1e6:.2f} MFLOP"
+            lines.append(f"learner: {size}/update{mfu}")
     if "async_over_sync" in result:
         lines.append(f"asynchronous pipeline / synchronous loop: {result['async_over_sync']:.2f}x")
     b = result.get("bottleneck")

@@ -12,13 +12,16 @@ def get_config(variant=None):
     c.env_id = "CartPole-v1"
     c.env_kwargs = {}
     c.seed = 0
-    # Runtime for a small CPU box (2 cores; README, "Performance"): the one actor thread bounds
-    # SPS (~160 us of XLA:CPU per inference call, plus bookkeeping, per recv()). More envs per
-    # recv() would raise it but learned worse: 64 envs (32 per recv(), batch still 16) reached
-    # 475 within 64k steps on 3 of 5 seeds and missed it on 1, where 32 envs reach it on 10 of
-    # 10; a second actor thread only adds GIL and core contention on 2 cores.
+    # Runtime for a small CPU box (2 cores; README, "Performance"; benchmarks/results/cpu/): the
+    # one actor thread bounds SPS (~160 us of XLA:CPU per inference call, plus bookkeeping, per
+    # recv()). 2 EnvPool threads instead of one per env in a recv() batch (16): 33,860 SPS
+    # end to end against 30,166 (raw EnvPool async 285k against 105k). More envs per recv()
+    # would raise it further but learned worse: 64 envs (32 per recv(), batch still 16)
+    # reached 475 within 64k steps on 3 of 5 seeds and missed it on 1, where 32 envs reach it
+    # on 10 of 10; a second actor thread only adds GIL and core contention on 2 cores.
     c.num_actor_threads = 1
     c.envs_per_actor = 32  # async: EnvPool returns 16 envs per recv()
+    c.env_threads_per_actor = 2
     c.async_envs = True
     c.unroll_length = 20
     # 16 segments x 20 steps = 320 transitions per update: on CartPole, more (smaller) updates
