@@ -76,6 +76,7 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     batch = config.envs_per_actor if sync else config.env_batch_size
     counts = [0] * config.num_actor_threads
     stop = threading.Event()
+    stepping = threading.Barrier(config.num_actor_threads + 1)  # every pool built and stepping
 
     def step(i: int):
         env = make_env(
@@ -84,16 +85,21 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
         )  # fmt: skip
         rng = np.random.default_rng(i)
         env.async_reset()
+        first = True
         while not stop.is_set():
             *_, info = env.recv()
             ids = info["env_id"]
             env.send(_random_actions(spec, rng, len(ids)), ids)
             counts[i] += len(ids)
+            if first:
+                stepping.wait(timeout=600)
+                first = False
         env.close()
 
     threads = [threading.Thread(target=step, args=(i,)) for i in range(config.num_actor_threads)]
     for t in threads:
         t.start()
+    stepping.wait(timeout=600)  # pool creation (seconds for 100+ Atari envs) is not measured
     time.sleep(warmup_s(seconds))
     start_count, start = sum(counts), time.perf_counter()
     time.sleep(seconds)
@@ -230,6 +236,7 @@ def learner_alone(config: TrainConfig, seconds: float) -> dict:
     )
     flops = update_flops(algorithm, state, host_batch)
     device_batch = learner.put_batch(host_batch)
+    store = ParamsStore(devices.actor_devices)
     box = {"state": state}
 
     def resident(n):
@@ -237,10 +244,11 @@ def learner_alone(config: TrainConfig, seconds: float) -> dict:
             box["state"], metrics = learner.update(box["state"], device_batch)
         jax.block_until_ready(metrics)
 
-    def with_transfer(n):  # as the trainer drives it: transfer, update, fetch the metrics
-        for _ in range(n):
+    def with_transfer(n):  # as the trainer drives it: transfer, update, metrics, publish
+        for i in range(n):
             box["state"], metrics = learner.update(box["state"], learner.put_batch(host_batch))
             host_metrics(metrics)
+            store.publish(box["state"].params, i)
 
     resident(2)  # compile
     out = {"flops_per_update": flops, "batch": config.batch_size, "unroll": config.unroll_length}
@@ -281,7 +289,7 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
     updates, start, measured_from = 0, None, 2  # the first updates compile
     env.async_reset()
     try:
-        while start is None or time.perf_counter() - start < seconds:
+        while True:
             t0 = time.perf_counter()
             obs, reward, terminated, truncated, info = env.recv()
             ids = info["env_id"]
@@ -301,6 +309,8 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
                 if updates == measured_from:
                     start, timers = time.perf_counter(), dict.fromkeys(timers, 0.0)
                     continue
+                if start is not None and time.perf_counter() - start >= seconds:  # on an update
+                    break
             t4 = time.perf_counter()
             timers["env_s"] += (t1 - t0) + (t3 - t2)
             timers["inference_s"] += t2 - t1

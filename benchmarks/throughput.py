@@ -23,6 +23,7 @@ import time
 from importlib import metadata
 
 import jax
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stages  # noqa: E402
@@ -74,22 +75,31 @@ MEASURE = {
 }
 
 
-def run_stages(config, which: list[str], seconds: float, result: dict, save) -> None:
-    """Runs the stages in order into `result["stages"]`, calling `save()` after each, so a run
-    cut off (or a stage that fails, recorded as `{"error": ...}`) keeps what was measured."""
+def run_stages(
+    config, which: list[str], seconds: float, result: dict, save, repeats: int = 1
+) -> None:
+    """Runs the stages in order, `repeats` times over (interleaved, so a machine whose speed
+    drifts affects every stage alike), into `result["repeats"]`; `result["stages"]` holds each
+    stage's median run. `save()` is called after every stage, so a run cut off (or a stage that
+    fails, recorded as `{"error": ...}`) keeps what was measured."""
     spec, _ = validate_for_machine(config)
-    for stage in which:
-        t0 = time.perf_counter()
-        try:
-            measured = MEASURE[stage](config, spec, seconds)
-        except Exception as e:  # noqa: BLE001  one failed stage must not lose the others
-            measured = {"error": f"{type(e).__name__}: {e}"}
-        measured["stage_wall_s"] = round(time.perf_counter() - t0, 2)
-        result["stages"][stage] = measured
-        save()
-        figure = _figure(measured)
-        shown = measured.get("error") or f"{figure:,.0f} SPS"
-        print(f"  {stage}: {shown} ({measured['stage_wall_s']:.1f}s)", flush=True)
+    result["repeats"] = {stage: [] for stage in which}
+    for repeat in range(repeats):
+        for stage in which:
+            t0 = time.perf_counter()
+            try:
+                measured = MEASURE[stage](config, spec, seconds)
+            except Exception as e:  # noqa: BLE001  one failed stage must not lose the others
+                measured = {"error": f"{type(e).__name__}: {e}"}
+            measured["stage_wall_s"] = round(time.perf_counter() - t0, 2)
+            runs = result["repeats"][stage]
+            runs.append(measured)
+            ok = sorted((r for r in runs if "error" not in r), key=_figure)
+            result["stages"][stage] = ok[(len(ok) - 1) // 2] if ok else measured
+            save()
+            shown = measured.get("error") or f"{_figure(measured):,.0f} SPS"
+            tag = f" [{repeat + 1}/{repeats}]" if repeats > 1 else ""
+            print(f"  {stage}{tag}: {shown} ({measured['stage_wall_s']:.1f}s)", flush=True)
 
 
 def _figure(measured: dict) -> float | None:
@@ -101,12 +111,16 @@ def summarize(result: dict) -> None:
     """Adds the ratios to raw EnvPool async and the bottleneck analysis to `result`."""
     measured = {k: v for k, v in result["stages"].items() if "error" not in v}
     result["failed_stages"] = sorted(set(result["stages"]) - set(measured))
+    pairs = zip(result.get("repeats", {}).get("end_to_end", []),
+                result.get("repeats", {}).get("sync_baseline", []), strict=False)  # fmt: skip
+    ratios = [a["sps"] / b["sps"] for a, b in pairs if "error" not in a and "error" not in b]
+    if ratios:  # the median of same-repeat ratios: robust to a machine whose speed drifts
+        result["async_over_sync"] = float(np.median(ratios))
+        result["async_over_sync_per_repeat"] = ratios
     if "raw_async" not in measured:
         return
     raw = measured["raw_async"]["sps"]
     result["over_raw_async"] = {stage: _figure(res) / raw for stage, res in measured.items()}
-    if "end_to_end" in measured and "sync_baseline" in measured:
-        result["async_over_sync"] = measured["end_to_end"]["sps"] / measured["sync_baseline"]["sps"]
     result["bottleneck"] = stages.bottleneck(measured)
 
 
@@ -147,7 +161,16 @@ def table(result: dict) -> str:
             size = f"{flops / 1e9:.1f} GFLOP" if flops >= 1e9 else f"{flops / 1e6:.2f} MFLOP"
             lines.append(f"learner: {size}/update{mfu}")
     if "async_over_sync" in result:
-        lines.append(f"asynchronous pipeline / synchronous loop: {result['async_over_sync']:.2f}x")
+        each = result["async_over_sync_per_repeat"]
+        spread = f" (median of {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
+        lines.append(
+            f"asynchronous pipeline / synchronous loop: {result['async_over_sync']:.2f}x{spread}"
+        )
+    for stage, runs in result.get("repeats", {}).items():
+        figures = [_figure(r) for r in runs if "error" not in r]
+        if len(figures) > 1:
+            lines.append(f"{stage} over {len(figures)} repeats: "
+                         f"{min(figures):,.0f} to {max(figures):,.0f} (median shown)")  # fmt: skip
     b = result.get("bottleneck")
     if b:
         line = f"bound by: {b['stage']}"
@@ -208,13 +231,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=None, help="result file name (default: config name)")
     parser.add_argument("--out-dir", default=None, help="default: benchmarks/results/<device>")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run the stages N times, interleaved; medians"
+    )
     args, rest = parser.parse_known_args(argv)
     which = [s for s in args.stages.split(",") if s]
     unknown = [s for s in which if s not in STAGES]
     try:
-        if unknown or args.seconds <= 0:
-            raise ConfigError(f"--stages {unknown} or --seconds {args.seconds} is invalid; "
-                              f"stages are {','.join(STAGES)} and seconds must be > 0")  # fmt: skip
+        if unknown or args.seconds <= 0 or args.repeat <= 0:
+            raise ConfigError(f"--stages {unknown}, --seconds {args.seconds} or --repeat "
+                              f"{args.repeat} is invalid; stages are {','.join(STAGES)}, "
+                              "seconds and repeat must be > 0")  # fmt: skip
         config, cli = parse_args([*rest, "--workdir", "unused"])
         validate_for_machine(config)
     except ConfigError as e:
@@ -241,8 +268,10 @@ def main(argv: list[str] | None = None) -> int:
                 "learner_device_ids",
             )
         },  # fmt: skip
+        "rollout_segments": config.rollout_segments,
         "network": {"torso": config.network.torso, "dtype": config.network.dtype},
         "seconds_per_stage": args.seconds,
+        "repeat": args.repeat,
         "environment": environment(),
         "stages": {},
     }
@@ -255,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, "w") as f:
             json.dump(result, f, indent=2)
 
-    run_stages(config, which, args.seconds, result, save)
+    run_stages(config, which, args.seconds, result, save, args.repeat)
     print(table(result))
     if not args.no_plot and any("error" not in v for v in result["stages"].values()):
         plot(result, path.removesuffix(".json") + ".png")

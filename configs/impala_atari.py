@@ -23,11 +23,13 @@ def get_config(variant=None):
     c.env_kwargs = atari_protocol()  # Machado et al. 2018; see jaxrl_dist/envs
     c.seed = 0
     # Runtime defaults for one GPU with 16 cores, measured on an H100 machine (README,
-    # "Performance"; benchmarks/results/nvidia-h100-80gb-hbm3/). The actors bound end-to-end SPS:
-    # each inference call costs ~1-2 ms whatever the batch, so 64 envs per recv() (128 envs per
-    # actor) gave 10,957 SPS against 7,267 with IMPALA's 16 per recv() and 6,410 with 32. Two
-    # actor threads with 8 EnvPool threads each fill the 16 cores; the learner batch grows to 64
-    # segments (the paper's is 32) because a batch must be a multiple of the env batch.
+    # "Performance"; benchmarks/results/nvidia-h100-80gb-hbm3/; single 8 s runs). The actors
+    # bound end-to-end SPS: each inference call costs ~1-2 ms whatever the batch, so 64 envs per
+    # recv() (128 envs per actor) gave 10,957 SPS where 16 per recv() gave 6,353-8,191 in three
+    # runs (32 per recv(): 6,410, within that spread). Two actor threads with 8 EnvPool threads
+    # each fill the 16 cores. The batch of 64 segments (the paper's is 32) is what was measured:
+    # it was needed then because a batch had to be a multiple of the env batch; it no longer
+    # must, and batch 32 should run as fast (the learner is not the bound) but is unmeasured.
     c.num_actor_threads = 2
     c.envs_per_actor = 128  # async: 64 envs per recv(), one rollout = 64 segments
     c.env_threads_per_actor = 8

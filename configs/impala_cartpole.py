@@ -17,8 +17,9 @@ def get_config(variant=None):
     # recv()). 2 EnvPool threads instead of one per env in a recv() batch (16): 33,860 SPS
     # end to end against 30,166 (raw EnvPool async 285k against 105k). More envs per recv()
     # would raise it further but learned worse: 64 envs (32 per recv(), batch still 16)
-    # reached 475 within 64k steps on 3 of 5 seeds and missed it on 1, where 32 envs reach it
-    # on 10 of 10; a second actor thread only adds GIL and core contention on 2 cores.
+    # reached 475 within 40k steps on seeds 0, 1, 3, at 192k on seed 4 and not in 300k on
+    # seed 2, where 32 envs reach it within 32k-136k on 10 of 10 seeds; a second actor thread
+    # only adds GIL and core contention on 2 cores.
     c.num_actor_threads = 1
     c.envs_per_actor = 32  # async: EnvPool returns 16 envs per recv()
     c.env_threads_per_actor = 2

@@ -110,6 +110,27 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     assert "bound by:" in proc.stdout
 
 
+def test_throughput_repeats_interleave_and_report_medians(tmp_path):
+    """--repeat 2: every stage measured twice; each shown figure is one of its runs; the
+    speed-up is the median of the per-repeat ratios (robust to a drifting machine)."""
+    out_dir = tmp_path / "out"
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "2", "--repeat", "2", "--stages",
+            "sync_baseline,end_to_end", "--out-dir", str(out_dir), "--no-plot"]  # fmt: skip
+    proc = _run(args)
+    assert proc.returncode == 0, _failed(proc)
+    with open(out_dir / "impala_cartpole_quick.json") as f:
+        result = json.load(f)
+    for stage in ("sync_baseline", "end_to_end"):
+        runs = result["repeats"][stage]
+        assert len(runs) == 2
+        assert result["stages"][stage]["sps"] in [r["sps"] for r in runs]
+    pairs = zip(result["repeats"]["end_to_end"], result["repeats"]["sync_baseline"], strict=True)
+    ratios = [a["sps"] / b["sps"] for a, b in pairs]
+    assert result["async_over_sync_per_repeat"] == pytest.approx(ratios)
+    assert result["async_over_sync"] == pytest.approx(float(np.median(ratios)))
+    assert "over 2 repeats" in proc.stdout
+
+
 def test_throughput_bad_stage_is_one_line_error_and_writes_nothing(tmp_path):
     """`--stages nonsense`: exit 2, a one-line `error:` on stderr, no out dir contents."""
     out_dir = tmp_path / "out"

@@ -1,6 +1,7 @@
 """SegmentBuffer: async EnvPool results scattered by env_id into consistent per-env segments."""
 
 import numpy as np
+import pytest
 
 from jaxrl_dist.runtime.segments import SegmentBuffer
 
@@ -26,9 +27,14 @@ def _run_fake_async_pool(num_envs, batch, unroll, num_recvs, seed=0, segments_pe
     return rollouts
 
 
-def test_segments_are_per_env_consecutive_and_overlap_by_one():
-    unroll, batch = 5, 4
-    rollouts = _run_fake_async_pool(num_envs=8, batch=batch, unroll=unroll, num_recvs=200)
+@pytest.mark.parametrize("segments_per_rollout", [4, 2, 3])
+def test_segments_are_per_env_consecutive_and_overlap_by_one(segments_per_rollout):
+    """Async pool (4 of 8 envs per recv); rollouts as wide as the recv batch or narrower, so
+    segments left over from one recv() are carried into the next rollout."""
+    unroll, batch = 5, segments_per_rollout
+    rollouts = _run_fake_async_pool(
+        num_envs=8, batch=4, unroll=unroll, num_recvs=200, segments_per_rollout=batch
+    )
     assert len(rollouts) > 10
     last_obs_of_env = {}
     for r in rollouts:
