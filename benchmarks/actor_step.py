@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -19,10 +20,11 @@ import time
 import jax
 import numpy as np
 
-from jaxrl_dist import algorithms
-from jaxrl_dist.cli import parse_args
-from jaxrl_dist.runtime.actor import make_act_step
-from jaxrl_dist.trainer import validate_for_machine
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stages  # noqa: E402
+
+from jaxrl_dist.cli import parse_args  # noqa: E402
+from jaxrl_dist.runtime.actor import make_act_step  # noqa: E402
 
 
 def _median_us(fn, n: int) -> float:
@@ -86,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     args, rest = parser.parse_known_args(argv)
     config, _ = parse_args([*rest, "--workdir", "unused"])
-    spec, devices = validate_for_machine(config)
-    entry = algorithms.get(config.algorithm)
-    algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
+    spec, devices, algorithm = stages.build(config)
     device = devices.actor_devices[0]
     params = jax.device_put(algorithm.init(jax.random.PRNGKey(0)).params, device)
     act_step = make_act_step(algorithm.act, algorithm.env_action)

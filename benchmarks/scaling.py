@@ -92,14 +92,15 @@ def point(axis: str, value: int, args, extra: list[str], platform: str) -> dict:
     errors = [f"{k}: {v['error']}" for k, v in measured.items() if "error" in v]
     if errors:
         row["error"] = "; ".join(errors)
-    if "error" not in measured.get("end_to_end", {"error": ""}):
+    ok = lambda stage: stage in measured and "error" not in measured[stage]  # noqa: E731
+    if ok("end_to_end"):
         row["end_to_end_sps"] = measured["end_to_end"]["sps"]
         row["end_to_end_timers_s_per_s"] = measured["end_to_end"]["timers_s_per_s"]
-    if "error" not in measured.get("raw_async", {"error": ""}):
+    if ok("raw_async"):
         row["raw_async_sps"] = measured["raw_async"]["sps"]
         if "end_to_end_sps" in row:
             row["end_to_end_over_raw_async"] = row["end_to_end_sps"] / row["raw_async_sps"]
-    if "error" not in measured.get("learner", {"error": ""}):
+    if ok("learner"):
         row["learner_samples_per_s"] = measured["learner"]["resident_samples_per_s"]
         row["learner_with_transfer_samples_per_s"] = measured["learner"][
             "with_transfer_samples_per_s"

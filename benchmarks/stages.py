@@ -111,7 +111,8 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
             "env_threads": env_threads(config), "pools": config.num_actor_threads}  # fmt: skip
 
 
-def _build(config: TrainConfig):
+def build(config: TrainConfig):
+    """(env spec, devices, algorithm) for `config`, as the trainer builds them."""
     spec, devices = validate_for_machine(config)
     entry = algorithms.get(config.algorithm)
     algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
@@ -120,7 +121,7 @@ def _build(config: TrainConfig):
 
 def actors_alone(config: TrainConfig, seconds: float) -> dict:
     """The trainer's actor threads with fixed initial params; a drain thread discards rollouts."""
-    _, devices, algorithm = _build(config)
+    _, devices, algorithm = build(config)
     store = ParamsStore(devices.actor_devices)
     store.publish(algorithm.init(jax.random.PRNGKey(config.seed)).params, 0)
     rollouts: queue.Queue = queue.Queue(maxsize=config.queue_size * config.num_actor_threads)
@@ -228,7 +229,7 @@ def datasheet_peak(device: jax.Device, dtype: str) -> float | None:
 
 def learner_alone(config: TrainConfig, seconds: float) -> dict:
     """Updates/s and samples/s on synthetic batches, resident and with the host transfer."""
-    spec, devices, algorithm = _build(config)
+    spec, devices, algorithm = build(config)
     learner = Learner(algorithm, devices)
     state = learner.put_state(algorithm.init(jax.random.PRNGKey(config.seed)))
     host_batch = synthetic_rollout(
@@ -276,7 +277,7 @@ def learner_alone(config: TrainConfig, seconds: float) -> dict:
 def sync_baseline(config: TrainConfig, seconds: float) -> dict:
     """Act, step and update in one loop: one sync EnvPool of `batch_size` envs (each update's
     segments), the same EnvPool threads in all, the same network, batch and update."""
-    spec, devices, algorithm = _build(config)
+    spec, devices, algorithm = build(config)
     learner = Learner(algorithm, devices)
     state = learner.put_state(algorithm.init(jax.random.PRNGKey(config.seed)))
     act_step = make_act_step(algorithm.act, algorithm.env_action)

@@ -238,7 +238,7 @@ def test_synthetic_rollout_has_the_real_layout_and_updates(config_spec):
     env's observation shape and dtype, actions of the policy's shape, and one update on it gives
     finite metrics."""
     config, _ = parse_args(["--config", config_spec, "--workdir", "unused"])
-    spec, _, algorithm = stages._build(config)
+    spec, _, algorithm = stages.build(config)
     state = algorithm.init(jax.random.PRNGKey(0))
     t, b = config.unroll_length, config.batch_size
     rollout = stages.synthetic_rollout(algorithm, spec, state.params, t, b, seed=3)
