@@ -231,7 +231,7 @@ def learner_alone(config: TrainConfig, seconds: float) -> dict:
     """Updates/s and samples/s on synthetic batches, resident and with the host transfer."""
     spec, devices, algorithm = build(config)
     learner = Learner(algorithm, devices)
-    state = learner.put_state(algorithm.init(jax.random.PRNGKey(config.seed)))
+    state = learner.init_state(lambda: algorithm.init(jax.random.PRNGKey(config.seed)))
     host_batch = synthetic_rollout(
         algorithm, spec, state.params, config.unroll_length, config.batch_size, config.seed
     )
@@ -279,7 +279,7 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
     segments), the same EnvPool threads in all, the same network, batch and update."""
     spec, devices, algorithm = build(config)
     learner = Learner(algorithm, devices)
-    state = learner.put_state(algorithm.init(jax.random.PRNGKey(config.seed)))
+    state = learner.init_state(lambda: algorithm.init(jax.random.PRNGKey(config.seed)))
     act_step = make_act_step(algorithm.act, algorithm.env_action)
     b = config.batch_size
     threads = min(b, env_threads(config) * config.num_actor_threads)

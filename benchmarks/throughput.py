@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 "learner_device_ids",
             )
         },  # fmt: skip
-        "rollout_segments": config.rollout_segments,
+        "rollout_segments": config.rollout_segments(),
         "network": {"torso": config.network.torso, "dtype": config.network.dtype},
         "seconds_per_stage": args.seconds,
         "repeat": args.repeat,

@@ -94,22 +94,53 @@ def find_checkpoint_dir(path: str) -> str | None:
 
 
 def restore_params(path: str, step: int | None = None) -> Any:
-    """The params of a run's checkpoint, as saved (host arrays), whatever its optimizer was."""
+    """The params of a run's checkpoint (host arrays), whatever its optimizer was and whatever
+    devices and processes saved it (restored onto one local device, then fetched)."""
     directory = find_checkpoint_dir(path)
     if directory is None:
         raise FileNotFoundError(f"no checkpoint under {path}")
-    manager = ocp.CheckpointManager(os.path.abspath(directory))
+    handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
+    manager = ocp.CheckpointManager(os.path.abspath(directory), item_handlers=handlers)
     try:
         step = manager.latest_step() if step is None else step
-        restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+        saved = manager.item_metadata(step)["state"]
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        target = jax.tree.map(
+            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), saved
+        )
+        restored = manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
+        )
     finally:
         manager.close()
     return jax.device_get(restored["state"]["params"])
 
 
+def restore_params_like(path: str, params_shapes: Any) -> Any:
+    """Params of another run (its work dir or checkpoint dir) in the tree structure of
+    `params_shapes`. Raises FileNotFoundError, or ValueError if they do not fit."""
+    params = restore_params(path)
+    # Orbax restores NamedTuples as dicts: match leaves by their key paths, not tree structure.
+    want, treedef = jax.tree_util.tree_flatten_with_path(params_shapes)
+    have = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+    leaves = [have.get(_path_str(p)) for p, _ in want]
+    fits = len(have) == len(want) and all(
+        x is not None and (x.shape, x.dtype) == (w.shape, w.dtype)
+        for x, (_, w) in zip(leaves, want, strict=True)
+    )
+    if not fits:
+        raise ValueError(f"the params under {path!r} do not match this network")
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _path_str(path) -> str:
+    keys = (getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))) for k in path)
+    return "/".join(str(k) for k in keys)
+
+
 def tree_digest(tree: Any) -> str:
     """SHA-256 of a tree's array bytes: equal digests mean bit-identical arrays."""
     digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(jax.device_get(tree)):
+    for leaf in jax.tree.leaves(jax.device_get(tree)):  # replicated arrays: the local copy
         digest.update(np.ascontiguousarray(leaf).tobytes())
     return digest.hexdigest()

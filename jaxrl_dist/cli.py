@@ -9,9 +9,12 @@ import argparse
 import importlib.util
 import os
 import sys
+import traceback
 
 from jaxrl_dist import algorithms
 from jaxrl_dist.config import ConfigError, TrainConfig, apply_overrides, build_config
+from jaxrl_dist.runtime import distributed
+from jaxrl_dist.runtime.distributed import LaunchSpec  # noqa: F401  (re-exported for scripts)
 
 EXIT_CONFIG_ERROR = 2
 
@@ -51,7 +54,24 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
     parser.add_argument("--workdir", required=True, help="run directory (checkpoints, logs)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --workdir")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    multi = parser.add_argument_group(
+        "multi-process (jax.distributed; see the README's multi-host section)"
+    )
+    multi.add_argument("--coordinator_address", help="HOST:PORT of process 0")
+    multi.add_argument("--num_processes", type=int, help="processes in the run")
+    multi.add_argument("--process_id", type=int, help="this process's index, 0..N-1")
+    multi.add_argument(
+        "--distributed", action="store_true", help="let JAX detect the cluster (SLURM, TPU pod)"
+    )
+    multi.add_argument(
+        "--heartbeat_timeout_s", type=int, default=30,
+        help="a process silent this long is dead: the others stop",
+    )  # fmt: skip
     args = parser.parse_args(rest)
+    launch = launch_spec(args)
+    problem = launch.problem()
+    if problem:
+        raise ConfigError(problem)
     raw = load_config_file(args.config)
     name = overrides.get("algorithm", raw.get("algorithm", "impala"))
     if name not in algorithms.REGISTRY:
@@ -64,19 +84,49 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
     return build_config(raw, algo_cls), args
 
 
+def launch_spec(args: argparse.Namespace) -> LaunchSpec:
+    return LaunchSpec(
+        coordinator_address=args.coordinator_address,
+        num_processes=args.num_processes,
+        process_id=args.process_id,
+        auto=args.distributed,
+        heartbeat_timeout_s=args.heartbeat_timeout_s,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     from jaxrl_dist.trainer import RunError, Trainer  # heavy imports after the cheap checks
 
     argv = sys.argv[1:] if argv is None else argv
     try:
         config, args = parse_args(argv)
-        trainer = Trainer(config, args.workdir, resume=args.resume, quiet=args.quiet)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    launch = launch_spec(args)
     try:
+        distributed.initialize(launch)
+    except (RuntimeError, ValueError) as e:  # coordinator unreachable, a timeout, ...
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"error: jax.distributed.initialize failed: {first}", file=sys.stderr)
+        return 1
+    try:
+        trainer = Trainer(config, args.workdir, resume=args.resume, quiet=args.quiet)
         trainer.run()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR  # every process found the same problem: all leave together
     except RunError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except distributed.ProcessLostError as e:
+        print(f"error: {e}", file=sys.stderr)
+        distributed.exit_now(1)  # skip jax.distributed.shutdown's barrier: a process is gone
+    except BaseException:
+        if not launch.enabled:
+            raise
+        # A bug or a second Ctrl-C in one process: the others wait in a collective for it, and
+        # jax.distributed.shutdown would wait for them, so leave now; they notice at once.
+        traceback.print_exc()
+        distributed.exit_now(1)
     return 0

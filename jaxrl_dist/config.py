@@ -46,7 +46,7 @@ class TrainConfig:
     async_envs: bool = True  # EnvPool batch = envs_per_actor // 2, results scattered by env_id
     env_threads_per_actor: int = 0  # EnvPool C++ threads; 0 = one per env batch slot
     unroll_length: int = 20  # T
-    # Learner: `batch_size` segments of T transitions per update.
+    # Learner: `batch_size` segments of T transitions per update, over all processes.
     batch_size: int = 32
     queue_size: int = 2  # rollouts in flight per actor (back-pressure bounds policy lag)
     max_policy_lag: int = 0  # drop rollouts acted more than this many updates ago; 0 = keep all
@@ -65,6 +65,10 @@ class TrainConfig:
     keep_checkpoints: int = 3
     log_every_updates: int = 10
     warm_start: str = ""  # a run's work dir or checkpoint dir: start from its params
+    # Deterministic mode: sync EnvPools, each update takes one unroll of every actor, acted with
+    # the newest params (actors wait for the learner), batched in actor order. Slower; the data,
+    # and so the run, do not depend on thread timing or on how actors are spread over processes.
+    deterministic: bool = False
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     algo: Any = None
 
@@ -89,6 +93,8 @@ class TrainConfig:
             _fail("eval_mode", self.eval_mode, f"must be one of {EVAL_MODES}")
         if self.async_envs and self.envs_per_actor % 2:
             _fail("envs_per_actor", self.envs_per_actor, "must be even when async_envs=True")
+        if self.deterministic and self.async_envs:
+            _fail("async_envs", self.async_envs, "must be False when deterministic=True")
         if not self.actor_device_ids:
             _fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
 
@@ -97,12 +103,32 @@ class TrainConfig:
         """Envs returned by one EnvPool `recv()` (one inference call of an actor)."""
         return self.envs_per_actor // 2 if self.async_envs else self.envs_per_actor
 
-    @property
-    def rollout_segments(self) -> int:
-        """Segments in one actor rollout: `gcd(batch_size, env_batch_size)`, so a learner batch
+    def process_batch_size(self, num_processes: int = 1) -> int:
+        """Segments each process's actors feed into one update."""
+        return self.batch_size // num_processes
+
+    def rollout_segments(self, num_processes: int = 1) -> int:
+        """Segments in one actor rollout: `gcd(process batch, env_batch_size)`, so a learner batch
         is whole rollouts while the env batch (the actors' inference batch, which sets their
         speed) and the learner batch (which sets learning) are chosen independently."""
-        return math.gcd(self.batch_size, self.env_batch_size)
+        return math.gcd(self.process_batch_size(num_processes), self.env_batch_size)
+
+    def process_problem(self, num_processes: int) -> str | None:
+        """What does not fit `num_processes` processes (one line with the fix), or None."""
+        if self.batch_size % num_processes:
+            return (
+                f"config.batch_size={self.batch_size} does not split over {num_processes} "
+                f"processes; fix it with --config.batch_size=<a multiple of {num_processes}>"
+            )
+        want = num_processes * self.num_actor_threads * self.envs_per_actor
+        if self.deterministic and self.batch_size != want:
+            return (
+                f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
+                f"every actor per update ({num_processes} processes x {self.num_actor_threads} "
+                f"actor threads x {self.envs_per_actor} envs); fix it with "
+                f"--config.batch_size={want}"
+            )
+        return None
 
     @property
     def steps_per_update(self) -> int:
@@ -115,6 +141,17 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, tuples and dicts as plain JSON values."""
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
 
 
 def _fail(field: str, value: Any, why: str) -> typing.NoReturn:

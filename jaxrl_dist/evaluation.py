@@ -13,6 +13,7 @@ import numpy as np
 
 from jaxrl_dist.algorithms.base import Algorithm
 from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.runtime.mesh import local_replica
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
 
@@ -43,7 +44,7 @@ class Evaluator:
 
     def run(self, params, greedy: bool = True) -> dict[str, float]:
         """Plays one episode per env; returns mean/std/min/max return and mean length."""
-        params = jax.device_put(params, self._device)
+        params = jax.device_put(local_replica(params), self._device)
         obs, _ = self._env.reset()
         returns = np.zeros(self._num, np.float64)
         lengths = np.zeros(self._num, np.int64)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import os
 import queue
@@ -21,17 +22,20 @@ import numpy as np
 
 from jaxrl_dist import algorithms
 from jaxrl_dist.algorithms.base import LearnerState
-from jaxrl_dist.checkpoint import Checkpointer, abstract_like, restore_params, tree_digest
-from jaxrl_dist.config import ConfigError, TrainConfig
+from jaxrl_dist.checkpoint import Checkpointer, abstract_like, restore_params_like, tree_digest
+from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.envs import check_env, env_spec
 from jaxrl_dist.evaluation import Evaluator
 from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
 from jaxrl_dist.runtime import Actor, ActorStats, Learner, ParamsStore, select_devices
 from jaxrl_dist.runtime.actor import POLL_S, start_actors
+from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError
 from jaxrl_dist.runtime.learner import host_metrics
 from jaxrl_dist.types import concatenate_rollouts
 
 ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long from live actors: give up
+# What each process reports after gathering its batch; every process acts on all reports.
+CONTINUE, STOP, FAILED = 0, 1, 2
 
 
 class RunError(RuntimeError):
@@ -43,11 +47,14 @@ class NonFiniteError(RunError):
 
 
 def validate_for_machine(config: TrainConfig):
-    """Checks what needs EnvPool's registry and the local devices; raises ConfigError.
+    """Checks what needs EnvPool's registry, the devices and the process count; raises
+    ConfigError.
 
     Returns (env spec, devices). Nothing is written before this passes.
     """
-    problem = check_env(config.env_id, config.env_kwargs)
+    problem = check_env(config.env_id, config.env_kwargs) or config.process_problem(
+        jax.process_count()
+    )
     if problem:
         raise ConfigError(problem)
     try:
@@ -57,8 +64,8 @@ def validate_for_machine(config: TrainConfig):
     n = devices.num_learner_devices
     if config.batch_size % n:
         raise ConfigError(
-            f"config.batch_size={config.batch_size} does not split over {n} learner devices; "
-            f"fix it with --config.batch_size=<a multiple of {n}>"
+            f"config.batch_size={config.batch_size} does not split over {n} learner devices "
+            f"(of all processes); fix it with --config.batch_size=<a multiple of {n}>"
         )
     return env_spec(config.env_id, config.env_kwargs), devices
 
@@ -72,9 +79,9 @@ class _Run:
     rollouts: queue.Queue
     actors: list[Actor]
     stats: ActorStats
-    evaluator: Evaluator
+    evaluator: Evaluator | None  # process 0 only
     ckpt: Checkpointer
-    logger: MetricLogger
+    logger: MetricLogger | None  # process 0 only
     progress: Progress
     counters: dict
     clock: Any  # () -> wall seconds of the whole run, resumed runs included
@@ -82,13 +89,26 @@ class _Run:
 
 
 class Trainer:
-    """One training run in `workdir` (`checkpoints/`, `metrics.jsonl`, `tb/`, `summary.json`)."""
+    """One training run in `workdir` (`checkpoints/`, `metrics.jsonl`, `tb/`, `summary.json`).
+
+    In a multi-process run every process builds a Trainer on the same (shared) `workdir`: each
+    runs its own actors and its part of the update; process 0 evaluates and writes the logs and
+    the summary; every process takes part in each checkpoint save (Orbax's multi-process rules).
+    """
 
     def __init__(
         self, config: TrainConfig, workdir: str, resume: bool = False, quiet: bool = False
     ):
         self.config = config
         self.workdir = os.path.abspath(workdir)
+        self.cluster = Cluster()
+        config_json = json.dumps(jsonable(config.to_dict()), sort_keys=True)
+        differ = self.cluster.disagreeing(hashlib.sha256(config_json.encode()).hexdigest())
+        if differ:
+            raise ConfigError(
+                f"process(es) {differ} have a different config from process 0; give every "
+                "process the same --config and overrides"
+            )
         self.spec, self.devices = validate_for_machine(config)
         ckpt_dir = os.path.join(self.workdir, "checkpoints")
         has_ckpt = os.path.isdir(ckpt_dir) and bool(os.listdir(ckpt_dir))
@@ -110,7 +130,17 @@ class Trainer:
             raise ConfigError(str(e).splitlines()[0]) from None
         self._warm_params = None
         if config.warm_start:
-            self._warm_params = _load_warm_start(config.warm_start, init_shapes.params)
+            try:
+                self._warm_params = restore_params_like(config.warm_start, init_shapes.params)
+            except FileNotFoundError:
+                msg = f"config.warm_start={config.warm_start!r} holds no checkpoint"
+                raise ConfigError(msg) from None
+            except ValueError:
+                raise ConfigError(
+                    f"config.warm_start={config.warm_start!r}: its params do not match this "
+                    "config's network (different torso, sizes or env); warm-start from a run "
+                    "with the same network"
+                ) from None
         self._resume = resume
         self._quiet = quiet
         self._stop_requested = threading.Event()
@@ -137,7 +167,7 @@ class Trainer:
     # ----------------------------------------------------------------------------- state
     def _initial_state(self, learner: Learner, ckpt: Checkpointer) -> tuple[LearnerState, dict]:
         cfg = self.config
-        state = learner.put_state(self.algorithm.init(jax.random.PRNGKey(cfg.seed)))
+        state = learner.init_state(lambda: self.algorithm.init(jax.random.PRNGKey(cfg.seed)))
         counters = {
             "env_steps": 0, "updates": 0, "wall_time_s": 0.0, "evals": [], "dropped_rollouts": 0
         }  # fmt: skip
@@ -152,7 +182,7 @@ class Trainer:
         return state, counters
 
     def _save(self, run: _Run) -> None:
-        meta = {**copy.deepcopy(run.counters), "config": _jsonable(self.config.to_dict())}
+        meta = {**copy.deepcopy(run.counters), "config": jsonable(self.config.to_dict())}
         step = run.counters["updates"]
         run.ckpt.wait()  # a save may still be finalising in the background: never race it
         if run.ckpt.latest_step() == step:  # a periodic save at this update lacks what followed
@@ -164,8 +194,9 @@ class Trainer:
         """Trains until a stop condition; returns the summary (also in `summary.json`)."""
         cfg = self.config
         os.makedirs(self.workdir, exist_ok=True)
-        with open(os.path.join(self.workdir, "config.json"), "w") as f:
-            json.dump(_jsonable(cfg.to_dict()), f, indent=2)
+        if self.cluster.is_primary:
+            with open(os.path.join(self.workdir, "config.json"), "w") as f:
+                json.dump(jsonable(cfg.to_dict()), f, indent=2)
         previous_handlers = self._install_signal_handlers()
         try:
             return self._run()
@@ -174,14 +205,18 @@ class Trainer:
                 signal.signal(s, h)
 
     def _run(self) -> dict[str, Any]:
-        cfg = self.config
+        cfg, cluster = self.config, self.cluster
         ckpt = Checkpointer(os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints)
         learner = Learner(self.algorithm, self.devices)
         state, counters = self._initial_state(learner, ckpt)
         initial_digests = tree_digest(state.params), tree_digest(state.opt_state)
+        differ = cluster.disagreeing(initial_digests[0])
+        if differ:  # the same config and seed must give every process the same params
+            raise RunError(f"process(es) {differ} start from other params than process 0")
         start, base_wall = time.monotonic(), counters["wall_time_s"]
         store = ParamsStore(self.devices.actor_devices)
         store.publish(state.params, counters["updates"])
+        primary = cluster.is_primary
         run = _Run(
             learner=learner,
             store=store,
@@ -189,20 +224,16 @@ class Trainer:
             actors=[],
             stats=ActorStats(),
             evaluator=Evaluator(
-                cfg.env_id,
-                cfg.env_kwargs,
-                cfg.eval_episodes,
-                cfg.seed,
-                self.algorithm,
+                cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, self.algorithm,
                 self.devices.actor_devices[0],
-            ),  # fmt: skip
+            ) if primary else None,
             ckpt=ckpt,
-            logger=MetricLogger(self.workdir, wall_time_offset=base_wall),
-            progress=Progress(cfg.total_env_steps, quiet=self._quiet),
+            logger=MetricLogger(self.workdir, wall_time_offset=base_wall) if primary else None,
+            progress=Progress(cfg.total_env_steps, quiet=self._quiet or not primary),
             counters=counters,
             clock=lambda: base_wall + time.monotonic() - start,
             state=state,
-        )
+        )  # fmt: skip
         del state  # from here on run.state is the only live state
         stop_actors = threading.Event()
         error: RunError | None = None
@@ -210,11 +241,16 @@ class Trainer:
             run.actors = start_actors(
                 cfg, self.algorithm, self.devices.actor_devices, run.store, run.rollouts,
                 stop_actors, run.stats, start_update=counters["updates"],
+                process_index=cluster.index,
             )  # fmt: skip
             self._loop(run)
         except RunError as e:
             error = e
             self.request_stop(f"error: {e}")
+        except ProcessLostError:  # no collective can succeed: no final save, leave at once
+            if run.logger is not None:
+                run.logger.close()
+            raise
         finally:
             stop_actors.set()
             for actor in run.actors:
@@ -228,24 +264,36 @@ class Trainer:
             if not isinstance(error, NonFiniteError):
                 self._save(run)
             ckpt.wait()
-            summary = self._summary(run)
-            summary["initial_params_sha256"], summary["initial_opt_state_sha256"] = initial_digests
-            if not isinstance(error, NonFiniteError):  # else run.state was donated to the update
-                summary["params_sha256"] = tree_digest(run.state.params)
-                summary["opt_state_sha256"] = tree_digest(run.state.opt_state)
-            with open(os.path.join(self.workdir, "summary.json"), "w") as f:
-                json.dump(summary, f, indent=2)
-            run.progress.message(
-                f"done ({summary['stop_reason']}): {summary['env_steps']:,} env steps, "
-                f"{summary['updates']:,} updates in {summary['wall_time_s']:.1f}s, "
-                f"final eval return {summary['final_eval_return']}"
-            )
+            summary = self._final_summary(run, initial_digests, error)
         finally:
-            run.evaluator.close()
+            if run.evaluator is not None:
+                run.evaluator.close()
             ckpt.close()
-            run.logger.close()
+            if run.logger is not None:
+                run.logger.close()
         if error is not None:
             raise error
+        return summary
+
+    def _final_summary(self, run: _Run, initial_digests, error) -> dict[str, Any]:
+        """The summary (`summary.json`, written by process 0), params digests of every process."""
+        summary = self._summary(run)
+        summary["initial_params_sha256"], summary["initial_opt_state_sha256"] = initial_digests
+        if not isinstance(error, NonFiniteError):  # else run.state was donated to the update
+            summary["params_sha256"] = tree_digest(run.state.params)
+            summary["opt_state_sha256"] = tree_digest(run.state.opt_state)
+            # Each process digests its own copy: equal digests mean bit-identical params.
+            summary["params_sha256_by_process"] = self.cluster.gather_digests(
+                summary["params_sha256"]
+            )
+        if self.cluster.is_primary:
+            with open(os.path.join(self.workdir, "summary.json"), "w") as f:
+                json.dump(summary, f, indent=2)
+        run.progress.message(
+            f"done ({summary['stop_reason']}): {summary['env_steps']:,} env steps, "
+            f"{summary['updates']:,} updates in {summary['wall_time_s']:.1f}s, "
+            f"final eval return {summary['final_eval_return']}"
+        )
         return summary
 
     @staticmethod
@@ -255,17 +303,19 @@ class Trainer:
                 err = actor.error
                 raise RunError(f"actor {actor.index} stopped: {err!r}") from err
 
-    def _next_batch(self, run: _Run):
-        """`batch_size / rollout_segments` rollouts (None on a stop request); never waits
-        without checking the actors."""
-        need = self.config.batch_size // self.config.rollout_segments
-        got, last_item = [], time.monotonic()
+    def _next_batch(self, run: _Run) -> tuple[list | None, int]:
+        """(`batch_size / rollout_segments` of this process's rollouts, or None on a stop request;
+        rollouts dropped as stragglers). Never waits without checking the actors. In
+        deterministic mode the rollouts are in actor order."""
+        cfg, processes = self.config, self.cluster.count
+        need = cfg.process_batch_size(processes) // cfg.rollout_segments(processes)
+        got, last_item, dropped = [], time.monotonic(), 0
         self._check_actors(run.actors)
         while len(got) < need:
             if self._stop_requested.is_set():
-                return None
+                return None, dropped
             try:
-                rollout = run.rollouts.get(timeout=POLL_S)
+                actor_index, rollout = run.rollouts.get(timeout=POLL_S)
                 last_item = time.monotonic()
             except queue.Empty:
                 self._check_actors(run.actors)
@@ -274,25 +324,48 @@ class Trainer:
                     raise RunError(msg) from None
                 continue
             lag = run.counters["updates"] - int(rollout.policy_version.min())
-            if self.config.max_policy_lag and lag > self.config.max_policy_lag:
-                run.counters["dropped_rollouts"] += 1
+            if cfg.max_policy_lag and lag > cfg.max_policy_lag:
+                dropped += 1
                 continue  # a straggler: acted with params too old to learn from
-            got.append(rollout)
-        return got
+            got.append((actor_index, rollout))
+        if cfg.deterministic:
+            got.sort(key=lambda item: item[0])  # stable: each actor's rollouts keep their order
+        return [rollout for _, rollout in got], dropped
+
+    def _agree(self, run: _Run, batch_ready: bool, failure: RunError | None, dropped: int) -> bool:
+        """Every process reports (continue, stop or failed; rollouts dropped); all act alike:
+        True = update, False = stop. Raises this process's failure, or a RunError naming the
+        failed process. On one process this is local."""
+        code = FAILED if failure else CONTINUE if batch_ready else STOP
+        rows = self.cluster.gather(np.array([code, dropped], np.int64))
+        run.counters["dropped_rollouts"] += int(rows[:, 1].sum())
+        if failure is not None:
+            raise failure
+        failed = np.flatnonzero(rows[:, 0] == FAILED)
+        if failed.size:
+            raise RunError(f"process {failed[0]} failed (see its log); all processes stopped")
+        stopping = np.flatnonzero(rows[:, 0] == STOP)
+        if stopping.size:
+            self.request_stop(f"process {stopping[0]} stopped")
+            return False
+        return True
 
     def _loop(self, run: _Run) -> None:
         cfg, counters = self.config, run.counters
         window = LogWindow(counters["env_steps"])
         while True:
-            if counters["env_steps"] >= cfg.total_env_steps:
+            if counters["env_steps"] >= cfg.total_env_steps:  # the same on every process
                 self.request_stop("total_env_steps reached")
+                return
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
-            if self._stop_requested.is_set():
-                return
             t0 = time.perf_counter()
-            rollouts = self._next_batch(run)
-            if rollouts is None:
+            failure, rollouts, dropped = None, None, 0
+            try:
+                rollouts, dropped = self._next_batch(run)
+            except RunError as e:
+                failure = e
+            if not self._agree(run, rollouts is not None, failure, dropped):
                 return
             t1 = time.perf_counter()
             batch = concatenate_rollouts(rollouts)
@@ -300,8 +373,13 @@ class Trainer:
             t2 = time.perf_counter()
             device_batch = run.learner.put_batch(batch)
             t3 = time.perf_counter()
-            new_state, metrics = run.learner.update(run.state, device_batch)
-            metrics = host_metrics(metrics)
+            try:
+                new_state, metrics = run.learner.update(run.state, device_batch)
+                metrics = host_metrics(metrics)
+            except jax.errors.JaxRuntimeError as e:
+                if self.cluster.count == 1:
+                    raise
+                raise ProcessLostError(str(e).splitlines()[0]) from None
             t4 = time.perf_counter()
             bad = MetricLogger.nonfinite(metrics)
             if bad:  # keep the last good checkpoint; run.state was donated, nothing to save
@@ -321,16 +399,24 @@ class Trainer:
             if cfg.eval_every_updates and updates % cfg.eval_every_updates == 0:
                 self._evaluate(run)
             if updates % cfg.log_every_updates == 0:
-                actor = run.stats.drain()
-                record = window.record(metrics, counters, actor, run.rollouts.qsize())
-                run.logger.write(counters["env_steps"], record)
-                run.progress.line(counters["env_steps"], record)
+                self._log(run, window, metrics)
             if cfg.checkpoint_every_updates and updates % cfg.checkpoint_every_updates == 0:
                 counters["wall_time_s"] = run.clock()
                 self._save(run)
 
+    def _log(self, run: _Run, window: LogWindow, metrics: dict[str, float]) -> None:
+        """One log line from every process's window (a gather), written by process 0."""
+        totals = window.totals(run.stats.drain(), run.rollouts.qsize())
+        record = window.record(metrics, run.counters, self.cluster.gather(totals))
+        if run.logger is not None:
+            run.logger.write(run.counters["env_steps"], record)
+            run.progress.line(run.counters["env_steps"], record)
+
     def _evaluate(self, run: _Run) -> None:
+        """Process 0 evaluates; a stop it requests reaches the others through `_agree`."""
         cfg, counters = self.config, run.counters
+        if run.evaluator is None:
+            return
         record = {}
         modes = ("greedy", "sampled") if cfg.eval_mode == "both" else (cfg.eval_mode,)
         for mode in modes:
@@ -371,40 +457,3 @@ class Trainer:
             "latest_checkpoint_step": run.ckpt.latest_step(),
             "evals": evals,
         }
-
-
-def _load_warm_start(path: str, params_shapes: Any) -> Any:
-    """Params of another run (its work dir or checkpoint dir); ConfigError if they do not fit."""
-    try:
-        params = restore_params(path)
-    except FileNotFoundError:
-        raise ConfigError(f"config.warm_start={path!r} holds no checkpoint") from None
-    # Orbax restores NamedTuples as dicts: match leaves by their key paths, not tree structure.
-    want, treedef = jax.tree_util.tree_flatten_with_path(params_shapes)
-    have = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
-    leaves = [have.get(_path_str(p)) for p, _ in want]
-    fits = len(have) == len(want) and all(
-        x is not None and (x.shape, x.dtype) == (w.shape, w.dtype)
-        for x, (_, w) in zip(leaves, want, strict=True)
-    )
-    if not fits:
-        raise ConfigError(
-            f"config.warm_start={path!r}: its params do not match this config's network "
-            "(different torso, sizes or env); warm-start from a run with the same network"
-        )
-    return jax.tree_util.tree_unflatten(treedef, leaves)
-
-
-def _path_str(path) -> str:
-    keys = (getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))) for k in path)
-    return "/".join(str(k) for k in keys)
-
-
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        value = dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value

@@ -27,9 +27,11 @@ def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
         device, jax.random.PRNGKey(1), out, stop, stats, unroll, batch,
     )  # fmt: skip
     actor.start()
-    rollouts = [out.get(timeout=60) for _ in range(num_rollouts // 2)]
+    items = [out.get(timeout=60) for _ in range(num_rollouts // 2)]
     store.publish(algo.init(jax.random.PRNGKey(2)).params, version=8)  # the learner moved on
-    rollouts += [out.get(timeout=60) for _ in range(num_rollouts - num_rollouts // 2)]
+    items += [out.get(timeout=60) for _ in range(num_rollouts - num_rollouts // 2)]
+    assert {index for index, _ in items} == {0}  # queue items carry the actor's index
+    rollouts = [rollout for _, rollout in items]
     stop.set()
     actor.join(timeout=10)
     assert not actor.is_alive() and actor.error is None

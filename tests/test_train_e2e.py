@@ -54,7 +54,7 @@ def test_learner_batch_independent_of_the_env_batch(tmp_path, monkeypatch):
         ["--config", CARTPOLE + ":quick", "--workdir", "unused", "--config.envs_per_actor=64",
          "--config.batch_size=8", "--config.total_env_steps=4800"]
     )  # fmt: skip
-    assert (config.env_batch_size, config.rollout_segments) == (32, 8)
+    assert (config.env_batch_size, config.rollout_segments()) == (32, 8)
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
     assert summary["updates"] == 4800 // (8 * config.unroll_length)
     assert widths and set(widths) == {8}, widths

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 
 from jaxrl_dist.envs import EpisodeTracker, derive_seed, make_env
+from jaxrl_dist.logger import ACTOR_TIMERS
 from jaxrl_dist.runtime.params_store import ParamsStore
 from jaxrl_dist.runtime.segments import SegmentBuffer
 
@@ -29,7 +30,7 @@ class ActorStats:
     # env_s: EnvPool recv + send; rollout_s: segment and episode bookkeeping (NumPy);
     # inference_s: params pick-up, the jitted act and the actions' copy to the host;
     # queue_put_s: waiting for room in the rollout queue (back-pressure from the learner).
-    TIMERS = ("env_s", "rollout_s", "inference_s", "queue_put_s")
+    TIMERS = ACTOR_TIMERS
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -76,10 +77,15 @@ def make_act_step(act: Callable, env_action: Callable) -> Callable:
 
 
 class Actor(threading.Thread):
-    """Steps one EnvPool with the newest published params and queues `[T + 1, B]` rollouts.
+    """Steps one EnvPool with the newest published params and queues `(index, [T + 1, B] rollout)`
+    items.
 
     Exceptions are logged with their traceback and kept in `self.error`; the learner checks
     `is_alive()`/`error` on every queue wait, so a dead actor never hangs the run.
+
+    `lockstep` (deterministic mode, a synchronous EnvPool): the k-th unroll of T steps is acted
+    with exactly version `start_version + k` of the params, waiting for the learner to publish
+    it, so the data does not depend on thread timing.
     """
 
     def __init__(
@@ -95,6 +101,8 @@ class Actor(threading.Thread):
         stats: ActorStats,
         unroll_length: int,
         segments_per_rollout: int,
+        lockstep: bool = False,
+        start_version: int = 0,
     ):
         super().__init__(name=f"actor-{index}", daemon=True)
         self.index = index
@@ -108,6 +116,8 @@ class Actor(threading.Thread):
         self._stats = stats
         self._unroll = unroll_length
         self._segments_per_rollout = segments_per_rollout
+        self._lockstep = lockstep
+        self._start_version = start_version
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -116,6 +126,25 @@ class Actor(threading.Thread):
         except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
             self.error = e
             log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
+
+    def _params(self, min_version: int) -> tuple[Any, int] | None:
+        """(params, version) on this actor's device; None if the run stops while waiting."""
+        while not self._stop_event.is_set():
+            try:
+                return self._params_store.get(self._device, POLL_S, min_version)
+            except TimeoutError:
+                continue
+        return None
+
+    def _flush(self, buffer: SegmentBuffer) -> float:
+        """Queues every complete rollout (one recv() can complete several); returns the seconds
+        spent waiting for room in the queue."""
+        waited = 0.0
+        rollout = buffer.pop_rollout()
+        while rollout is not None:
+            waited += self._put((self.index, rollout))
+            rollout = buffer.pop_rollout()
+        return waited
 
     def _put(self, item) -> float:
         start = time.perf_counter()
@@ -134,6 +163,7 @@ class Actor(threading.Thread):
         tracker = EpisodeTracker(num_envs)
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
         key = self._key
+        steps = 0  # recv()s acted on: one step of every env when lockstep (a sync EnvPool)
         env.async_reset()
         try:
             while not self._stop_event.is_set():
@@ -144,7 +174,18 @@ class Actor(threading.Thread):
                 buffer.add_observation(env_ids, obs, reward, terminated, truncated)
                 returns, lengths = tracker.update(env_ids, reward, terminated, truncated, info)
                 t2 = time.perf_counter()
-                params, version = self._params_store.get(self._device, timeout=60.0)
+                min_version = 0
+                if (
+                    self._lockstep
+                ):  # hand over the finished unroll before waiting for the next params
+                    timers["queue_put_s"] += self._flush(buffer)
+                    min_version = self._start_version + steps // self._unroll
+                    t2 = time.perf_counter()
+                got = self._params(min_version)
+                if got is None:
+                    break
+                params, version = got
+                steps += 1
                 key, action, env_action, extras = self._act_step(params, obs, key)
                 action, env_action, extras = jax.device_get((action, env_action, extras))
                 t3 = time.perf_counter()
@@ -152,13 +193,10 @@ class Actor(threading.Thread):
                 t4 = time.perf_counter()
                 env.send(env_action, env_ids)
                 t5 = time.perf_counter()
-                rollout = buffer.pop_rollout()
                 timers["env_s"] += (t1 - t0) + (t5 - t4)
-                timers["rollout_s"] += (t2 - t1) + (t4 - t3) + (time.perf_counter() - t5)
+                timers["rollout_s"] += (t2 - t1) + (t4 - t3)
                 timers["inference_s"] += t3 - t2
-                while rollout is not None:  # one recv() can complete several rollouts
-                    timers["queue_put_s"] += self._put(rollout)
-                    rollout = buffer.pop_rollout()
+                timers["queue_put_s"] += self._flush(buffer)  # envs step meanwhile
                 self._stats.add(timers, len(env_ids), returns, lengths)
                 timers = dict.fromkeys(timers, 0.0)
         finally:
@@ -174,25 +212,31 @@ def start_actors(
     stop: threading.Event,
     stats: ActorStats,
     start_update: int = 0,
+    process_index: int = 0,
 ) -> list[Actor]:
-    """Starts `config.num_actor_threads` actors, round-robin over the actor `devices`.
+    """Starts `config.num_actor_threads` actors, round-robin over this process's actor `devices`.
 
-    Their env seeds and keys fold in the update count the run starts from, so a resumed run does
-    not replay the first run's episodes and samples.
+    Actor `i` of process `p` has the global index `g = p * num_actor_threads + i`; its env seed
+    and key fold in `g` (and the update count the run starts from, so a resumed run does not
+    replay the first run's episodes and samples). No two actors of a run share a stream, and an
+    actor slot gets the same stream however the run's actors are spread over processes.
     """
     act_step = make_act_step(algorithm.act, algorithm.env_action)
     root = jax.random.PRNGKey(config.seed)
     root = jax.random.fold_in(jax.random.fold_in(root, ACTOR_SEED_PURPOSE), start_update)
+    segments = config.rollout_segments(jax.process_count())
     actors = []
     for i in range(config.num_actor_threads):
-        env_seed = derive_seed(config.seed, ACTOR_SEED_PURPOSE, start_update, i)
+        g = process_index * config.num_actor_threads + i
+        env_seed = derive_seed(config.seed, ACTOR_SEED_PURPOSE, start_update, g)
         make = lambda s=env_seed: make_env(  # noqa: E731
             config.env_id, config.env_kwargs, config.envs_per_actor, config.env_batch_size, s,
             config.env_threads_per_actor,
         )  # fmt: skip
         actor = Actor(
-            i, make, act_step, store, devices[i % len(devices)], jax.random.fold_in(root, i),
-            out_queue, stop, stats, config.unroll_length, config.rollout_segments,
+            g, make, act_step, store, devices[i % len(devices)], jax.random.fold_in(root, g),
+            out_queue, stop, stats, config.unroll_length, segments,
+            lockstep=config.deterministic, start_version=start_update,
         )  # fmt: skip
         actor.start()
         actors.append(actor)

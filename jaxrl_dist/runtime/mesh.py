@@ -17,6 +17,7 @@ class Devices(NamedTuple):
 
     @property
     def num_learner_devices(self) -> int:
+        """Learner devices over all processes."""
         return self.learner_mesh.size
 
     def replicated(self) -> NamedSharding:
@@ -28,12 +29,20 @@ class Devices(NamedTuple):
         return NamedSharding(self.learner_mesh, PartitionSpec(None, DATA_AXIS))
 
 
+def local_replica(tree):
+    """This process's copy of replicated arrays (on one of its devices); other leaves as they
+    are. `jax.device_put(x, device)` refuses arrays that span other processes."""
+    return jax.tree.map(lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x, tree)
+
+
 def select_devices(actor_ids: tuple[int, ...], learner_ids: tuple[int, ...]) -> Devices:
     """Builds the device split from local device ids; an empty `learner_ids` means all.
 
-    On one device, actors and learner share it. Raises ValueError naming a bad id.
+    Actors use this process's devices. The learner mesh takes the same local ids on every process
+    (processes are alike), in process order, so process p's devices hold the p-th slice of the
+    global batch. On one device, actors and learner share it. Raises ValueError naming a bad id.
     """
-    local = jax.local_devices()
+    local = _local_devices(jax.process_index())
     by_id = {i: d for i, d in enumerate(local)}
     for field, ids in (("actor_device_ids", actor_ids), ("learner_device_ids", learner_ids)):
         for i in ids:
@@ -42,5 +51,13 @@ def select_devices(actor_ids: tuple[int, ...], learner_ids: tuple[int, ...]) -> 
                     f"config.{field} names device {i} but only {len(local)} local devices exist "
                     f"(ids 0..{len(local) - 1}); fix it with --config.{field}=..."
                 )
-    learners = [by_id[i] for i in learner_ids] if learner_ids else local
+    learners = []
+    for process in range(jax.process_count()):
+        devices = _local_devices(process)
+        learners += [devices[i] for i in learner_ids] if learner_ids else devices
     return Devices([by_id[i] for i in actor_ids], Mesh(np.array(learners), (DATA_AXIS,)))
+
+
+def _local_devices(process: int) -> list[jax.Device]:
+    """One process's devices, ordered by id (the order `jax.local_devices()` gives locally)."""
+    return sorted((d for d in jax.devices() if d.process_index == process), key=lambda d: d.id)

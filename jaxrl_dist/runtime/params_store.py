@@ -7,6 +7,7 @@ import threading
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.runtime.mesh import local_replica
 from jaxrl_dist.types import PyTree
 
 # A jitted copy always writes new buffers. `device_put(x, d, may_alias=False)` is not enough:
@@ -29,18 +30,24 @@ class ParamsStore:
         self._published = threading.Condition()
 
     def publish(self, params: PyTree, version: int) -> None:
-        copies = {d: _fresh_copy(jax.device_put(params, d)) for d in self._devices}
+        """`params`: replicated (possibly over several processes) or on one device."""
+        local = local_replica(params)
+        copies = {d: _fresh_copy(jax.device_put(local, d)) for d in self._devices}
         with self._published:
             self._latest = (copies, version)  # one reference swap: readers never see a mix
             self._published.notify_all()
 
-    def get(self, device: jax.Device, timeout: float | None = None) -> tuple[PyTree, int]:
-        """The newest (params on `device`, version); waits up to `timeout` for the first one."""
+    def get(
+        self, device: jax.Device, timeout: float | None = None, min_version: int = 0
+    ) -> tuple[PyTree, int]:
+        """The newest (params on `device`, version), waiting up to `timeout` for a version of at
+        least `min_version` (raises TimeoutError)."""
         latest = self._latest
-        if latest is None:
+        if latest is None or latest[1] < min_version:
             with self._published:
-                if not self._published.wait_for(lambda: self._latest is not None, timeout):
-                    raise TimeoutError("no params were published")
+                ready = lambda: self._latest is not None and self._latest[1] >= min_version  # noqa: E731
+                if not self._published.wait_for(ready, timeout):
+                    raise TimeoutError(f"no params of version >= {min_version} were published")
                 latest = self._latest
         copies, version = latest
         return copies[device], version
