@@ -25,25 +25,19 @@ from jaxrl_dist.algorithms.base import LearnerState
 from jaxrl_dist.checkpoint import Checkpointer, abstract_like, restore_params_like, tree_digest
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.envs import check_env, env_spec
+from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.evaluation import Evaluator
 from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
 from jaxrl_dist.runtime import Actor, ActorStats, Learner, ParamsStore, select_devices
-from jaxrl_dist.runtime.actor import POLL_S, start_actors
+from jaxrl_dist.runtime.actor import start_actors
+from jaxrl_dist.runtime.collect import collect_rollouts
 from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError
 from jaxrl_dist.runtime.learner import host_metrics
+from jaxrl_dist.summary import run_summary
 from jaxrl_dist.types import concatenate_rollouts
 
-ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long from live actors: give up
 # What each process reports after gathering its batch; every process acts on all reports.
 CONTINUE, STOP, FAILED = 0, 1, 2
-
-
-class RunError(RuntimeError):
-    """A run cannot continue (an actor died, ...); the message says why."""
-
-
-class NonFiniteError(RunError):
-    """A non-finite loss or gradient: the state is not saved (the last checkpoint is kept)."""
 
 
 def validate_for_machine(config: TrainConfig):
@@ -277,7 +271,9 @@ class Trainer:
 
     def _final_summary(self, run: _Run, initial_digests, error) -> dict[str, Any]:
         """The summary (`summary.json`, written by process 0), params digests of every process."""
-        summary = self._summary(run)
+        summary = run_summary(
+            run.counters, self.config.stop_at_eval_return, self._stop_reason, run.ckpt
+        )
         summary["initial_params_sha256"], summary["initial_opt_state_sha256"] = initial_digests
         if not isinstance(error, NonFiniteError):  # else run.state was donated to the update
             summary["params_sha256"] = tree_digest(run.state.params)
@@ -296,41 +292,16 @@ class Trainer:
         )
         return summary
 
-    @staticmethod
-    def _check_actors(actors: list[Actor]) -> None:
-        for actor in actors:
-            if actor.error is not None or not actor.is_alive():
-                err = actor.error
-                raise RunError(f"actor {actor.index} stopped: {err!r}") from err
-
     def _next_batch(self, run: _Run) -> tuple[list | None, int]:
-        """(`batch_size / rollout_segments` of this process's rollouts, or None on a stop request;
-        rollouts dropped as stragglers). Never waits without checking the actors. In
-        deterministic mode the rollouts are in actor order."""
+        """This process's rollouts for the next update (None on a stop request), and how many
+        were dropped as stragglers."""
         cfg, processes = self.config, self.cluster.count
-        need = cfg.process_batch_size(processes) // cfg.rollout_segments(processes)
-        got, last_item, dropped = [], time.monotonic(), 0
-        self._check_actors(run.actors)
-        while len(got) < need:
-            if self._stop_requested.is_set():
-                return None, dropped
-            try:
-                actor_index, rollout = run.rollouts.get(timeout=POLL_S)
-                last_item = time.monotonic()
-            except queue.Empty:
-                self._check_actors(run.actors)
-                if time.monotonic() - last_item > ACTOR_DEAD_TIMEOUT_S:
-                    msg = f"no rollout for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
-                    raise RunError(msg) from None
-                continue
-            lag = run.counters["updates"] - int(rollout.policy_version.min())
-            if cfg.max_policy_lag and lag > cfg.max_policy_lag:
-                dropped += 1
-                continue  # a straggler: acted with params too old to learn from
-            got.append((actor_index, rollout))
-        if cfg.deterministic:
-            got.sort(key=lambda item: item[0])  # stable: each actor's rollouts keep their order
-        return [rollout for _, rollout in got], dropped
+        return collect_rollouts(
+            run.rollouts, run.actors,
+            need=cfg.process_batch_size(processes) // cfg.rollout_segments(processes),
+            stop=self._stop_requested, updates=run.counters["updates"],
+            max_policy_lag=cfg.max_policy_lag, in_actor_order=cfg.deterministic,
+        )  # fmt: skip
 
     def _agree(self, run: _Run, batch_ready: bool, failure: RunError | None, dropped: int) -> bool:
         """Every process reports (continue, stop or failed; rollouts dropped); all act alike:
@@ -435,25 +406,3 @@ class Trainer:
         target = cfg.stop_at_eval_return
         if target is not None and record["eval/return"] >= target:
             self.request_stop(f"eval return {record['eval/return']:.1f} >= {target}")
-
-    def _summary(self, run: _Run) -> dict[str, Any]:
-        counters = run.counters
-        evals = counters["evals"]
-        target = self.config.stop_at_eval_return
-        reached = [e for e in evals if target is not None and e["return"] >= target]
-        wall = counters["wall_time_s"]
-        return {
-            "env_steps": counters["env_steps"],
-            "updates": counters["updates"],
-            "wall_time_s": round(wall, 3),
-            "sps": round(counters["env_steps"] / wall, 1) if wall else 0.0,
-            "final_eval_return": evals[-1]["return"] if evals else None,
-            "best_eval_return": max(e["return"] for e in evals) if evals else None,
-            "env_steps_to_target": reached[0]["env_steps"] if reached else None,
-            "wall_time_s_to_target": reached[0]["wall_time_s"] if reached else None,
-            "dropped_rollouts": counters["dropped_rollouts"],
-            "stop_reason": self._stop_reason or "finished",
-            "checkpoint_dir": run.ckpt.directory,
-            "latest_checkpoint_step": run.ckpt.latest_step(),
-            "evals": evals,
-        }

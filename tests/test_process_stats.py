@@ -1,0 +1,67 @@
+"""Pure pieces of multi-process runs: metrics summed across processes, process-count checks."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.logger import WINDOW_FIELDS, LogWindow
+
+
+def _actor(steps, returns, timers):
+    return {
+        "env_steps": steps,
+        "episode_returns": returns,
+        "episode_lengths": [int(r) for r in returns],
+        "timers": timers,
+    }
+
+
+def test_log_record_weights_episodes_across_processes():
+    """Process 0 saw 1 episode of return 10, process 1 three of 30: the mean is 25 (weighted by
+    episodes, as allenact sums over workers), not 20 (a mean of the per-process means)."""
+    timers = {"env_s": 1.0, "rollout_s": 0.5, "inference_s": 2.0, "queue_put_s": 0.0}
+    w0, w1 = LogWindow(0), LogWindow(0)
+    w0.lags, w1.lags = [1.0, 3.0], [2.0]
+    w0.add_timers(update_s=0.4)
+    w1.add_timers(update_s=0.8)
+    rows = np.stack([
+        w0.totals(_actor(100, [10.0], timers), queue_size=2),
+        w1.totals(_actor(300, [30.0, 30.0, 30.0], timers), queue_size=4),
+    ])  # fmt: skip
+    assert rows.shape == (2, len(WINDOW_FIELDS))
+    w0._time -= 2.0  # a 2 s window
+    counters = {"env_steps": 640, "updates": 2, "dropped_rollouts": 5}
+    record = w0.record({"loss": 1.5}, counters, rows)
+    assert record["charts/episodes"] == 4
+    assert record["charts/episode_return"] == pytest.approx(25.0)
+    assert record["charts/actor_sps"] == pytest.approx(400 / 2.0, rel=0.01)
+    assert record["charts/sps"] == pytest.approx(640 / 2.0, rel=0.01)
+    assert record["stats/policy_lag"] == pytest.approx(2.0)  # (1 + 3 + 2) / 3 updates
+    assert record["stats/queue_size"] == 3  # a mean: one queue per process
+    assert record["stats/processes"] == 2
+    assert record["timers/inference_s"] == pytest.approx(4.0 / 2.0, rel=0.01)  # summed
+    assert record["timers/update_s"] == pytest.approx(0.6 / 2.0, rel=0.01)  # averaged
+    assert record["losses/loss"] == 1.5 and record["stats/dropped_rollouts"] == 5
+
+
+def test_one_process_record_is_its_own_window():
+    w = LogWindow(0)
+    timers = dict.fromkeys(("env_s", "rollout_s", "inference_s", "queue_put_s"), 0.0)
+    record = w.record({}, {"env_steps": 0, "updates": 1, "dropped_rollouts": 0},
+                      w.totals(_actor(50, [], timers), queue_size=1))  # fmt: skip
+    assert record["stats/processes"] == 1 and "charts/episode_return" not in record
+
+
+def test_process_count_checks():
+    assert TrainConfig(batch_size=32).process_problem(2) is None
+    assert "does not split over 3 processes" in TrainConfig(batch_size=32).process_problem(3)
+    det = TrainConfig(
+        deterministic=True, async_envs=False, batch_size=16, envs_per_actor=8, num_actor_threads=1
+    )
+    assert det.process_problem(2) is None
+    one_actor_short = dataclasses.replace(det, batch_size=8)
+    assert "one unroll of every actor" in one_actor_short.process_problem(2)
+    assert "--config.batch_size=16" in one_actor_short.process_problem(2)
+    assert TrainConfig(batch_size=48, envs_per_actor=32).rollout_segments(2) == 8  # gcd(24, 16)
