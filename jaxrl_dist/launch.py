@@ -73,6 +73,10 @@ def run(
     relays = [_relay(p, i) for i, p in enumerate(procs)]
     first_failure_at, code = None, 0
     while any(p.poll() is None for p in procs):
+        try:
+            time.sleep(0.2)
+        except KeyboardInterrupt:  # Ctrl-C reached the children too: let them save and exit
+            continue
         codes = [p.returncode for p in procs if p.returncode not in (None, 0)]
         if codes and first_failure_at is None:
             first_failure_at, code = time.monotonic(), codes[0]
@@ -80,7 +84,7 @@ def run(
             for p in procs:
                 if p.poll() is None:
                     p.kill()
-        time.sleep(0.2)
     for r in relays:
         r.join(timeout=5)
-    return code or next((p.returncode for p in procs if p.returncode), 0)
+    code = code or next((p.returncode for p in procs if p.returncode), 0)
+    return 128 - code if code < 0 else code  # killed by signal s: 128 + s, as shells report

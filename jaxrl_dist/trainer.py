@@ -31,13 +31,14 @@ from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
 from jaxrl_dist.runtime import Actor, ActorStats, Learner, ParamsStore, select_devices
 from jaxrl_dist.runtime.actor import start_actors
 from jaxrl_dist.runtime.collect import collect_rollouts
-from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError
+from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.runtime.learner import host_metrics
 from jaxrl_dist.summary import run_summary
 from jaxrl_dist.types import concatenate_rollouts
 
 # What each process reports after gathering its batch; every process acts on all reports.
-CONTINUE, STOP, FAILED = 0, 1, 2
+# A stop by a signal reports SIGNALLED + the signal number, so the others know it was one.
+CONTINUE, STOP, FAILED, SIGNALLED = 0, 1, 2, 100
 
 
 def validate_for_machine(config: TrainConfig):
@@ -96,13 +97,37 @@ class Trainer:
         self.config = config
         self.workdir = os.path.abspath(workdir)
         self.cluster = Cluster()
-        config_json = json.dumps(jsonable(config.to_dict()), sort_keys=True)
-        differ = self.cluster.disagreeing(hashlib.sha256(config_json.encode()).hexdigest())
+        launch = json.dumps(
+            {"config": jsonable(config.to_dict()), "resume": resume}, sort_keys=True
+        )
+        differ = self.cluster.disagreeing(hashlib.sha256(launch.encode()).hexdigest())
         if differ:
             raise ConfigError(
                 f"process(es) {differ} have a different config from process 0; give every "
-                "process the same --config and overrides"
+                "process the same --config, overrides and --resume"
             )
+        self._resume = resume
+        self._quiet = quiet
+        self._stop_requested = threading.Event()
+        self._stop_reason = ""
+        self._signals = 0
+        self._stop_signal = 0
+        # Checks that read this machine (devices, files) may fail on one process only: all
+        # processes learn of it, so none goes on alone into a collective.
+        try:
+            self._prepare(config)
+            problem = ""
+        except ConfigError as e:
+            problem = str(e)
+        failed = np.flatnonzero(self.cluster.gather(np.array(bool(problem), np.int32)))
+        if problem:
+            raise ConfigError(problem)
+        if failed.size:
+            raise ConfigError(f"process {failed[0]} refused the run (see its error)")
+
+    def _prepare(self, config: TrainConfig) -> None:
+        """Devices, the work directory, the algorithm, the warm-start params; ConfigError."""
+        resume = self._resume
         self.spec, self.devices = validate_for_machine(config)
         ckpt_dir = os.path.join(self.workdir, "checkpoints")
         has_ckpt = os.path.isdir(ckpt_dir) and bool(os.listdir(ckpt_dir))
@@ -135,11 +160,6 @@ class Trainer:
                     "config's network (different torso, sizes or env); warm-start from a run "
                     "with the same network"
                 ) from None
-        self._resume = resume
-        self._quiet = quiet
-        self._stop_requested = threading.Event()
-        self._stop_reason = ""
-        self._signals = 0
 
     # ----------------------------------------------------------------------------- signals
     def request_stop(self, reason: str) -> None:
@@ -154,6 +174,7 @@ class Trainer:
             self._signals += 1
             if self._signals > 1 and signum == signal.SIGINT:
                 raise KeyboardInterrupt  # a second Ctrl-C: leave at once
+            self._stop_signal = self._stop_signal or signum
             self.request_stop(signal.Signals(signum).name)
 
         return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -308,6 +329,8 @@ class Trainer:
         True = update, False = stop. Raises this process's failure, or a RunError naming the
         failed process. On one process this is local."""
         code = FAILED if failure else CONTINUE if batch_ready else STOP
+        if code == STOP and self._stop_signal:
+            code = SIGNALLED + self._stop_signal
         rows = self.cluster.gather(np.array([code, dropped], np.int64))
         run.counters["dropped_rollouts"] += int(rows[:, 1].sum())
         if failure is not None:
@@ -315,6 +338,11 @@ class Trainer:
         failed = np.flatnonzero(rows[:, 0] == FAILED)
         if failed.size:
             raise RunError(f"process {failed[0]} failed (see its log); all processes stopped")
+        signalled = np.flatnonzero(rows[:, 0] > SIGNALLED)
+        if signalled.size:  # so every process skips the final evaluation, as after a signal
+            name = signal.Signals(int(rows[signalled[0], 0]) - SIGNALLED).name
+            self.request_stop(f"{name} on process {signalled[0]}")
+            return False
         stopping = np.flatnonzero(rows[:, 0] == STOP)
         if stopping.size:
             self.request_stop(f"process {stopping[0]} stopped")
@@ -350,7 +378,7 @@ class Trainer:
             except jax.errors.JaxRuntimeError as e:
                 if self.cluster.count == 1:
                     raise
-                raise ProcessLostError(str(e).splitlines()[0]) from None
+                raise ProcessLostError(lost_message(e)) from None
             t4 = time.perf_counter()
             bad = MetricLogger.nonfinite(metrics)
             if bad:  # keep the last good checkpoint; run.state was donated, nothing to save

@@ -98,23 +98,45 @@ def test_two_processes_equal_one_process_and_resume_across_layouts(tmp_path):
     assert _max_param_diff(two, one) < 1e-5
 
 
+def _start_long_run(workdir, *extra):
+    """2 processes x 2 fake devices on a run that will not end by itself; waits until it logs."""
+    args = [
+        "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
+        "--config.total_env_steps=100000000", "--config.stop_at_eval_return=none",
+        "--config.log_every_updates=5", *extra,
+    ]  # fmt: skip
+    procs = start_processes(args, 2, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + 180
+    while not (metrics.exists() and metrics.stat().st_size > 0):  # training is under way
+        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+            for p in procs:
+                p.kill()
+            pytest.fail(f"no training within 180 s: {procs[0].communicate()[1][-3000:]}")
+        time.sleep(0.2)
+    return procs
+
+
+def test_sigterm_to_one_process_stops_all_cleanly(tmp_path):
+    """SIGTERM to process 1 only: both stop at the same update, write the final checkpoint
+    together and exit 0; the summary names the signal and where it came from."""
+    workdir = tmp_path / "run"
+    procs = _start_long_run(workdir)
+    procs[1].send_signal(signal.SIGTERM)
+    outs = [p.communicate(timeout=90) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    summary = _summary(workdir)
+    assert summary["stop_reason"] == "SIGTERM on process 1"
+    assert summary["latest_checkpoint_step"] == summary["updates"] > 0
+    assert len(set(summary["params_sha256_by_process"])) == 1
+
+
 @pytest.mark.parametrize("victim", [1, 0])
 def test_killing_one_process_stops_the_other(tmp_path, victim):
     """SIGKILL one process mid-run: the other exits non-zero within the heartbeat timeout (10 s
     here) plus a margin, with an error saying another process died, instead of hanging."""
-    workdir = tmp_path / "run"
-    args = [
-        "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
-        "--config.total_env_steps=100000000", "--config.stop_at_eval_return=none",
-        "--config.log_every_updates=5", "--heartbeat_timeout_s=10",
-    ]  # fmt: skip
-    procs = start_processes(args, 2, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    procs = _start_long_run(tmp_path / "run", "--heartbeat_timeout_s=10")
     try:
-        metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + 180
-        while not (metrics.exists() and metrics.stat().st_size > 0):  # training is under way
-            assert all(p.poll() is None for p in procs), procs[0].communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no training within 180 s"
-            time.sleep(0.2)
         procs[victim].send_signal(signal.SIGKILL)
         killed_at, survivor = time.monotonic(), procs[1 - victim]
         _, err = survivor.communicate(timeout=60)

@@ -136,15 +136,16 @@ class Actor(threading.Thread):
                 continue
         return None
 
-    def _flush(self, buffer: SegmentBuffer) -> float:
-        """Queues every complete rollout (one recv() can complete several); returns the seconds
-        spent waiting for room in the queue."""
-        waited = 0.0
-        rollout = buffer.pop_rollout()
-        while rollout is not None:
-            waited += self._put((self.index, rollout))
+    def _flush(self, buffer: SegmentBuffer, timers: dict[str, float]) -> None:
+        """Queues every complete rollout (one recv() can complete several), timing the rollout
+        assembly (`rollout_s`) and the wait for room in the queue (`queue_put_s`)."""
+        while True:
+            start = time.perf_counter()
             rollout = buffer.pop_rollout()
-        return waited
+            timers["rollout_s"] += time.perf_counter() - start
+            if rollout is None:
+                return
+            timers["queue_put_s"] += self._put((self.index, rollout))
 
     def _put(self, item) -> float:
         start = time.perf_counter()
@@ -178,7 +179,7 @@ class Actor(threading.Thread):
                 if (
                     self._lockstep
                 ):  # hand over the finished unroll before waiting for the next params
-                    timers["queue_put_s"] += self._flush(buffer)
+                    self._flush(buffer, timers)
                     min_version = self._start_version + steps // self._unroll
                     t2 = time.perf_counter()
                 got = self._params(min_version)
@@ -196,7 +197,7 @@ class Actor(threading.Thread):
                 timers["env_s"] += (t1 - t0) + (t5 - t4)
                 timers["rollout_s"] += (t2 - t1) + (t4 - t3)
                 timers["inference_s"] += t3 - t2
-                timers["queue_put_s"] += self._flush(buffer)  # envs step meanwhile
+                self._flush(buffer, timers)  # envs step meanwhile
                 self._stats.add(timers, len(env_ids), returns, lengths)
                 timers = dict.fromkeys(timers, 0.0)
         finally:

@@ -38,6 +38,8 @@ def collect_rollouts(
     `in_actor_order` (deterministic mode) sorts them by actor, each actor's in its own order.
     """
     got, last_item, dropped = [], time.monotonic(), 0
+    if stop.is_set():
+        return None, dropped
     check_actors(actors)
     while len(got) < need:
         if stop.is_set():

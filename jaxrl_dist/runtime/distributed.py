@@ -121,7 +121,7 @@ class Cluster:
         try:
             return np.asarray(multihost_utils.process_allgather(values))
         except jax.errors.JaxRuntimeError as e:
-            raise ProcessLostError(_lost_message(e)) from None
+            raise ProcessLostError(lost_message(e)) from None
 
     def gather_digests(self, digest: str) -> list[str]:
         """Every process's hex `digest` (a SHA-256), in process order."""
@@ -134,7 +134,8 @@ class Cluster:
         return [i for i, d in enumerate(digests) if d != digests[0]]
 
 
-def _lost_message(error: Exception) -> str:
+def lost_message(error: Exception) -> str:
+    """One line for a failed collective (the runtime's own message is many lines long)."""
     first = str(error).splitlines()[0] if str(error) else type(error).__name__
     return (
         f"process {jax.process_index()}: lost contact with another process of the run "
