@@ -32,7 +32,8 @@ def test_cartpole_learns(tmp_path):
     """The default CartPole run, in process: greedy evaluation must pass 400 within 300k steps."""
     config, _ = parse_args(["--config", CARTPOLE, "--workdir", "unused", "--config.seed=1"])
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
-    assert summary["env_steps"] <= 300_000
+    # The config's budget: ceil(300k / 640) updates. Usually it stops at 475 within 40k steps.
+    assert summary["env_steps"] <= 300_160
     assert summary["best_eval_return"] >= 400, summary["evals"]
     assert os.path.isfile(tmp_path / "run" / "summary.json")
 
