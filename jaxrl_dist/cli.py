@@ -14,7 +14,7 @@ import traceback
 from jaxrl_dist import algorithms
 from jaxrl_dist.config import ConfigError, TrainConfig, apply_overrides, build_config
 from jaxrl_dist.runtime import distributed
-from jaxrl_dist.runtime.distributed import LaunchSpec  # noqa: F401  (re-exported for scripts)
+from jaxrl_dist.runtime.distributed import LaunchSpec
 
 EXIT_CONFIG_ERROR = 2
 

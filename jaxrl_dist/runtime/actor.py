@@ -176,9 +176,8 @@ class Actor(threading.Thread):
                 returns, lengths = tracker.update(env_ids, reward, terminated, truncated, info)
                 t2 = time.perf_counter()
                 min_version = 0
-                if (
-                    self._lockstep
-                ):  # hand over the finished unroll before waiting for the next params
+                if self._lockstep:
+                    # Hand over the finished unroll before waiting for the next params.
                     self._flush(buffer, timers)
                     min_version = self._start_version + steps // self._unroll
                     t2 = time.perf_counter()

@@ -27,7 +27,7 @@ class Learner:
         self._replicated = devices.replicated()
         self._batch_sharding = devices.batch_sharding()
         self.num_devices = devices.num_learner_devices
-        self.num_local_devices = self.num_devices // jax.process_count()
+        self.num_local_devices = len(devices.learner_mesh.local_devices)
         self._update = jax.jit(
             algorithm.update,
             in_shardings=(self._replicated, self._batch_sharding),
