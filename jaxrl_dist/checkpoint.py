@@ -23,7 +23,9 @@ class Checkpointer:
     def __init__(self, directory: str, max_to_keep: int | None = 3, create: bool = True):
         self.directory = os.path.abspath(directory)
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=create)
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_handlers=_item_handlers()
+        )
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
@@ -31,14 +33,13 @@ class Checkpointer:
     def all_steps(self) -> list[int]:
         return list(self._manager.all_steps())
 
-    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
-        self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
-            ),
-            force=True,
-        )
+    def save(self, step: int, state: Any, meta: dict[str, Any], replay: Any = None) -> None:
+        """`replay`: an optional tree of global arrays (deterministic mode's recorded actions),
+        kept as a third item."""
+        items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
+        if replay is not None:
+            items["replay"] = ocp.args.StandardSave(replay)
+        self._manager.save(step, args=ocp.args.Composite(**items), force=True)
 
     def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restores against `abstract_state` (a tree of `jax.ShapeDtypeStruct` with shardings),
@@ -53,6 +54,14 @@ class Checkpointer:
             ),
         )
         return restored["state"], restored["meta"]
+
+    def restore_replay(self, step: int) -> Any:
+        """The `replay` item of `step` as host arrays, whole (every process gets all of it)."""
+        target = _on_one_local_device(self._manager.item_metadata(step)["replay"])
+        restored = self._manager.restore(
+            step, args=ocp.args.Composite(replay=ocp.args.StandardRestore(target))
+        )
+        return jax.device_get(restored["replay"])
 
     def restore_meta(self, step: int | None = None) -> dict[str, Any]:
         step = self.latest_step() if step is None else step
@@ -93,27 +102,89 @@ def find_checkpoint_dir(path: str) -> str | None:
     return None
 
 
+def _on_one_local_device(saved_metadata: Any) -> Any:
+    """A restore target that puts every saved array whole on this process's first device."""
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return jax.tree.map(
+        lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), saved_metadata
+    )
+
+
+def _item_handlers() -> dict[str, ocp.CheckpointHandler]:
+    """Every item a step may hold, so any subset restores without Orbax's warnings."""
+    return {
+        "state": ocp.StandardCheckpointHandler(),
+        "meta": ocp.JsonCheckpointHandler(),
+        "replay": ocp.StandardCheckpointHandler(),
+    }
+
+
+def _reader(directory: str) -> ocp.CheckpointManager:
+    """A manager that reads any step's items without knowing how they were saved."""
+    options = ocp.CheckpointManagerOptions(create=False)
+    return ocp.CheckpointManager(
+        os.path.abspath(directory), options=options, item_handlers=_item_handlers()
+    )
+
+
 def restore_params(path: str, step: int | None = None) -> Any:
     """The params of a run's checkpoint (host arrays), whatever its optimizer was and whatever
     devices and processes saved it (restored onto one local device, then fetched)."""
     directory = find_checkpoint_dir(path)
     if directory is None:
         raise FileNotFoundError(f"no checkpoint under {path}")
-    handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
-    manager = ocp.CheckpointManager(os.path.abspath(directory), item_handlers=handlers)
+    manager = _reader(directory)
     try:
         step = manager.latest_step() if step is None else step
-        saved = manager.item_metadata(step)["state"]
-        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-        target = jax.tree.map(
-            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), saved
-        )
+        target = _on_one_local_device(manager.item_metadata(step)["state"])
         restored = manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
         )
     finally:
         manager.close()
     return jax.device_get(restored["state"]["params"])
+
+
+class CheckpointReadError(RuntimeError):
+    """A checkpoint step that cannot be read (a partial copy, a damaged file); one line."""
+
+
+def state_mismatch(directory: str, abstract_state: Any, step: int | None = None) -> str | None:
+    """Compares the saved state of `step` (default: the latest) with `abstract_state` (shapes and
+    dtypes, leaf by leaf, by key path). Returns None if they match, else one line naming the
+    first leaf that differs. Raises FileNotFoundError (no step) or CheckpointReadError."""
+    manager = _reader(directory)
+    try:
+        step = manager.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"no checkpoint in {directory}")
+        try:
+            saved = manager.item_metadata(step)["state"]
+            if saved is None:
+                raise ValueError("no state metadata")
+        except Exception as e:  # noqa: BLE001  Orbax raises many kinds here
+            raise CheckpointReadError(f"step {step} cannot be read ({first_line(e)})") from None
+    finally:
+        manager.close()
+    have = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(saved)[0]}
+    want = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(abstract_state)[0]}
+    for name in sorted(set(have) | set(want)):
+        h, w = have.get(name), want.get(name)
+        if h is None or w is None:
+            where = "the checkpoint" if w is None else "this config"
+            return f"{name} exists only in {where}"
+        if (tuple(h.shape), np.dtype(h.dtype)) != (tuple(w.shape), np.dtype(w.dtype)):
+            return (
+                f"{name} is {np.dtype(h.dtype).name}{list(h.shape)} in the checkpoint but "
+                f"{np.dtype(w.dtype).name}{list(w.shape)} with this config"
+            )
+    return None
+
+
+def first_line(error: BaseException) -> str:
+    """`Type: the first line of the message` (at most 200 characters of it)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
 
 
 def restore_params_like(path: str, params_shapes: Any) -> Any:
@@ -139,8 +210,11 @@ def _path_str(path) -> str:
 
 
 def tree_digest(tree: Any) -> str:
-    """SHA-256 of a tree's array bytes: equal digests mean bit-identical arrays."""
+    """SHA-256 of a tree's array bytes, leaves taken in the order of their key paths: equal
+    digests mean bit-identical arrays, whether a node is a NamedTuple or (as Orbax restores it)
+    a dict."""
     digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(jax.device_get(tree)):  # replicated arrays: the local copy
+    leaves = jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]  # local copies
+    for _, leaf in sorted(leaves, key=lambda item: _path_str(item[0])):
         digest.update(np.ascontiguousarray(leaf).tobytes())
     return digest.hexdigest()

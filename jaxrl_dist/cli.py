@@ -17,6 +17,7 @@ from jaxrl_dist.runtime import distributed
 from jaxrl_dist.runtime.distributed import LaunchSpec
 
 EXIT_CONFIG_ERROR = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a death by SIGINT
 
 
 def load_config_file(spec: str) -> dict:
@@ -122,6 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     except distributed.ProcessLostError as e:
         print(f"error: {e}", file=sys.stderr)
         distributed.exit_now(1)  # skip jax.distributed.shutdown's barrier: a process is gone
+    except KeyboardInterrupt:  # a second Ctrl-C (the first asks for a clean stop)
+        print(
+            "error: interrupted twice: left at once, without a final checkpoint (the last one "
+            "saved is kept; continue with --resume)",
+            file=sys.stderr,
+        )
+        if launch.enabled:
+            distributed.exit_now(EXIT_INTERRUPTED)  # the others wait in a collective: go now
+        return EXIT_INTERRUPTED
     except BaseException:
         if not launch.enabled:
             raise

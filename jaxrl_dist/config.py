@@ -50,6 +50,10 @@ class TrainConfig:
     batch_size: int = 32
     queue_size: int = 2  # rollouts in flight per actor (back-pressure bounds policy lag)
     max_policy_lag: int = 0  # drop rollouts acted more than this many updates ago; 0 = keep all
+    # Supervision: a failed actor restarts with a fresh EnvPool; more than this many restarts
+    # within the window (over this process's actors) stops the run with a final checkpoint.
+    actor_max_restarts: int = 3  # 0 = the first actor failure stops the run
+    actor_restart_window_s: float = 600.0
     actor_device_ids: tuple[int, ...] = (0,)
     learner_device_ids: tuple[int, ...] = ()  # empty = every local device
     # Stopping.
@@ -69,6 +73,9 @@ class TrainConfig:
     # the newest params (actors wait for the learner), batched in actor order. Slower; the data,
     # and so the run, do not depend on thread timing or on how actors are spread over processes.
     deterministic: bool = False
+    # Deterministic mode: actors start new envs (seeded from the epoch) every this many updates,
+    # so a resume replays at most this many unrolls of recorded actions to rebuild the envs.
+    env_epoch_updates: int = 100
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     algo: Any = None
 
@@ -76,6 +83,7 @@ class TrainConfig:
         positive = (
             "num_actor_threads", "envs_per_actor", "unroll_length", "batch_size", "queue_size",
             "total_env_steps", "eval_episodes", "keep_checkpoints", "log_every_updates",
+            "actor_restart_window_s", "env_epoch_updates",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
@@ -84,6 +92,8 @@ class TrainConfig:
             _fail("seed", self.seed, "must be in [0, 2**32)")
         if self.max_policy_lag < 0:
             _fail("max_policy_lag", self.max_policy_lag, "must be >= 0 (0 keeps every rollout)")
+        if self.actor_max_restarts < 0:
+            _fail("actor_max_restarts", self.actor_max_restarts, "must be >= 0 (0 = no restarts)")
         if self.env_threads_per_actor < 0:
             _fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
         for name in ("max_wall_time_s", "eval_every_updates", "checkpoint_every_updates"):

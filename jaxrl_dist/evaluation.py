@@ -6,6 +6,7 @@ over-counted (taking the first N episodes to finish across envs would bias the m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -42,14 +43,20 @@ class Evaluator:
             jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
         )
 
-    def run(self, params, greedy: bool = True) -> dict[str, float]:
-        """Plays one episode per env; returns mean/std/min/max return and mean length."""
+    def run(
+        self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+    ) -> dict[str, float] | None:
+        """Plays one episode per env; returns mean/std/min/max return and mean length, or None
+        if `abort()` turned true first (checked every step: a signal must not wait for a long
+        Atari evaluation)."""
         params = jax.device_put(local_replica(params), self._device)
         obs, _ = self._env.reset()
         returns = np.zeros(self._num, np.float64)
         lengths = np.zeros(self._num, np.int64)
         finished = np.zeros(self._num, bool)
         while not finished.all():
+            if abort():
+                return None
             if greedy:
                 action = self._greedy(params, obs)
             else:

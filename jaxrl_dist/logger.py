@@ -152,6 +152,7 @@ class LogWindow:
         record["stats/policy_lag"] = total["lag_sum"] / max(1.0, total["lag_count"])
         record["stats/queue_size"] = mean["queue_size"]
         record["stats/dropped_rollouts"] = counters["dropped_rollouts"]  # since the run began
+        record["stats/actor_restarts"] = counters["actor_restarts"]  # since the run began
         record["stats/processes"] = len(rows)
         for k in ACTOR_TIMERS:  # seconds per second, summed over all actor threads
             record[f"timers/{k}"] = total[k] / interval

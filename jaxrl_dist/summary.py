@@ -25,6 +25,7 @@ def run_summary(
         "env_steps_to_target": reached[0]["env_steps"] if reached else None,
         "wall_time_s_to_target": reached[0]["wall_time_s"] if reached else None,
         "dropped_rollouts": counters["dropped_rollouts"],
+        "actor_restarts": counters["actor_restarts"],
         "stop_reason": stop_reason or "finished",
         "checkpoint_dir": ckpt.directory,
         "latest_checkpoint_step": ckpt.latest_step(),

@@ -22,23 +22,32 @@ import numpy as np
 
 from jaxrl_dist import algorithms
 from jaxrl_dist.algorithms.base import LearnerState
-from jaxrl_dist.checkpoint import Checkpointer, abstract_like, restore_params_like, tree_digest
+from jaxrl_dist.checkpoint import (
+    Checkpointer,
+    abstract_like,
+    first_line,
+    restore_params_like,
+    tree_digest,
+)
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.envs import check_env, env_spec
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.evaluation import Evaluator
 from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
-from jaxrl_dist.runtime import Actor, ActorStats, Learner, ParamsStore, select_devices
-from jaxrl_dist.runtime.actor import start_actors
+from jaxrl_dist.resume import ReplayLog, check_resumable, put_replay, replay_for_actors
+from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore, select_devices
+from jaxrl_dist.runtime.actor import QueueItem, actor_spawner
 from jaxrl_dist.runtime.collect import collect_rollouts
 from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.runtime.learner import host_metrics
+from jaxrl_dist.runtime.supervisor import ActorSupervisor, RestartBudget
 from jaxrl_dist.summary import run_summary
 from jaxrl_dist.types import concatenate_rollouts
 
 # What each process reports after gathering its batch; every process acts on all reports.
 # A stop by a signal reports SIGNALLED + the signal number, so the others know it was one.
 CONTINUE, STOP, FAILED, SIGNALLED = 0, 1, 2, 100
+ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
 
 
 def validate_for_machine(config: TrainConfig):
@@ -72,7 +81,7 @@ class _Run:
     learner: Learner
     store: ParamsStore
     rollouts: queue.Queue
-    actors: list[Actor]
+    supervisor: ActorSupervisor | None  # None until the actors start
     stats: ActorStats
     evaluator: Evaluator | None  # process 0 only
     ckpt: Checkpointer
@@ -81,6 +90,7 @@ class _Run:
     counters: dict
     clock: Any  # () -> wall seconds of the whole run, resumed runs included
     state: LearnerState  # the newest state; the one before it was donated to the update
+    replay: ReplayLog | None  # deterministic mode: env actions since the env epoch began
 
 
 class Trainer:
@@ -112,6 +122,7 @@ class Trainer:
         self._stop_reason = ""
         self._signals = 0
         self._stop_signal = 0
+        self._restarts_reported = 0
         # Checks that read this machine (devices, files) may fail on one process only: all
         # processes learn of it, so none goes on alone into a collective.
         try:
@@ -136,8 +147,6 @@ class Trainer:
                 f"{self.workdir} already holds a run's checkpoints; pass --resume to continue "
                 "it, or choose another --workdir (nothing was overwritten)"
             )
-        if resume and not has_ckpt:
-            raise ConfigError(f"--resume: no checkpoint in {ckpt_dir}; drop --resume to start anew")
         entry = algorithms.get(config.algorithm)
         problem = entry.check(config.algo, config)
         if problem:
@@ -147,6 +156,8 @@ class Trainer:
             init_shapes = jax.eval_shape(self.algorithm.init, jax.random.PRNGKey(0))
         except (ValueError, TypeError) as e:
             raise ConfigError(str(e).splitlines()[0]) from None
+        if resume:  # a damaged checkpoint or one of other shapes: refused before any write
+            check_resumable(ckpt_dir, init_shapes)
         self._warm_params = None
         if config.warm_start:
             try:
@@ -180,38 +191,55 @@ class Trainer:
         return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
     # ----------------------------------------------------------------------------- state
-    def _initial_state(self, learner: Learner, ckpt: Checkpointer) -> tuple[LearnerState, dict]:
+    def _initial_state(self, learner: Learner, ckpt: Checkpointer, replay: ReplayLog | None):
+        """(state, counters, the replay for the actors {global actor index: env actions})."""
         cfg = self.config
         state = learner.init_state(lambda: self.algorithm.init(jax.random.PRNGKey(cfg.seed)))
         counters = {
-            "env_steps": 0, "updates": 0, "wall_time_s": 0.0, "evals": [], "dropped_rollouts": 0
+            "env_steps": 0, "updates": 0, "wall_time_s": 0.0, "evals": [], "dropped_rollouts": 0,
+            "actor_restarts": 0,
         }  # fmt: skip
         if self._resume:
-            state, meta = ckpt.restore(abstract_like(state))
+            try:
+                state, meta = ckpt.restore(abstract_like(state))
+                full = None
+                if replay is not None:
+                    columns = cfg.process_batch_size(self.cluster.count)
+                    columns = slice(
+                        self.cluster.index * columns, (self.cluster.index + 1) * columns
+                    )
+                    full = replay.restore(ckpt, ckpt.latest_step(), meta, columns)
+            except Exception as e:  # noqa: BLE001  metadata was fine, the arrays were not
+                step = ckpt.latest_step()
+                raise ConfigError(
+                    f"--resume: checkpoint {step} in {ckpt.directory} cannot be restored "
+                    f"({first_line(e)}); delete that step's directory to resume from an earlier one"
+                ) from None
             counters.update({k: meta[k] for k in counters if k in meta})
             target = cfg.stop_at_eval_return
             if target is not None and any(e["return"] >= target for e in counters["evals"]):
                 self.request_stop(f"an earlier evaluation already reached {target}")
-        elif self._warm_params is not None:
+            return state, counters, replay_for_actors(full, cfg.envs_per_actor)
+        if self._warm_params is not None:
             state = state._replace(params=learner.put_state(self._warm_params))
-        return state, counters
+        return state, counters, {}
 
     def _save(self, run: _Run) -> None:
         meta = {**copy.deepcopy(run.counters), "config": jsonable(self.config.to_dict())}
         step = run.counters["updates"]
+        window = run.replay.window(step) if run.replay is not None else None
+        replay = None
+        if window is not None:
+            meta["replay"] = run.replay.meta(step)
+            replay = put_replay(window, self.devices.batch_sharding(axis=2))
         run.ckpt.wait()  # a save may still be finalising in the background: never race it
         if run.ckpt.latest_step() == step:  # a periodic save at this update lacks what followed
             run.ckpt.delete(step)
-        run.ckpt.save(step, run.state, meta)
+        run.ckpt.save(step, run.state, meta, replay)
 
     # ----------------------------------------------------------------------------- run
     def run(self) -> dict[str, Any]:
         """Trains until a stop condition; returns the summary (also in `summary.json`)."""
-        cfg = self.config
-        os.makedirs(self.workdir, exist_ok=True)
-        if self.cluster.is_primary:
-            with open(os.path.join(self.workdir, "config.json"), "w") as f:
-                json.dump(jsonable(cfg.to_dict()), f, indent=2)
         previous_handlers = self._install_signal_handlers()
         try:
             return self._run()
@@ -223,7 +251,16 @@ class Trainer:
         cfg, cluster = self.config, self.cluster
         ckpt = Checkpointer(os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints)
         learner = Learner(self.algorithm, self.devices)
-        state, counters = self._initial_state(learner, ckpt)
+        replay = ReplayLog(cfg.env_epoch_updates) if cfg.deterministic else None
+        try:
+            state, counters, actor_replay = self._initial_state(learner, ckpt, replay)
+        except BaseException:
+            ckpt.close()
+            raise
+        self._resumed_from = counters["updates"] if self._resume else None
+        if cluster.is_primary:  # the first write to the work dir (besides checkpoints/)
+            with open(os.path.join(self.workdir, "config.json"), "w") as f:
+                json.dump(jsonable(cfg.to_dict()), f, indent=2)
         initial_digests = tree_digest(state.params), tree_digest(state.opt_state)
         differ = cluster.disagreeing(initial_digests[0])
         if differ:  # the same config and seed must give every process the same params
@@ -236,7 +273,7 @@ class Trainer:
             learner=learner,
             store=store,
             rollouts=queue.Queue(maxsize=cfg.queue_size * cfg.num_actor_threads),
-            actors=[],
+            supervisor=None,
             stats=ActorStats(),
             evaluator=Evaluator(
                 cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, self.algorithm,
@@ -248,16 +285,19 @@ class Trainer:
             counters=counters,
             clock=lambda: base_wall + time.monotonic() - start,
             state=state,
+            replay=replay,
         )  # fmt: skip
         del state  # from here on run.state is the only live state
         stop_actors = threading.Event()
         error: RunError | None = None
         try:
-            run.actors = start_actors(
+            spawn = actor_spawner(
                 cfg, self.algorithm, self.devices.actor_devices, run.store, run.rollouts,
                 stop_actors, run.stats, start_update=counters["updates"],
-                process_index=cluster.index,
+                process_index=cluster.index, replay=actor_replay,
             )  # fmt: skip
+            budget = RestartBudget(cfg.actor_max_restarts, cfg.actor_restart_window_s)
+            run.supervisor = ActorSupervisor(spawn, cfg.num_actor_threads, budget)
             self._loop(run)
         except RunError as e:
             error = e
@@ -268,8 +308,8 @@ class Trainer:
             raise
         finally:
             stop_actors.set()
-            for actor in run.actors:
-                actor.join(timeout=10.0)
+            if run.supervisor is not None:
+                run.supervisor.join(timeout_s=ACTOR_JOIN_TIMEOUT_S)
         try:
             counters["wall_time_s"] = run.clock()
             if error is None and not self._stop_reason.startswith("SIG"):
@@ -296,6 +336,7 @@ class Trainer:
             run.counters, self.config.stop_at_eval_return, self._stop_reason, run.ckpt
         )
         summary["initial_params_sha256"], summary["initial_opt_state_sha256"] = initial_digests
+        summary["resumed_from_update"] = self._resumed_from
         if not isinstance(error, NonFiniteError):  # else run.state was donated to the update
             summary["params_sha256"] = tree_digest(run.state.params)
             summary["opt_state_sha256"] = tree_digest(run.state.opt_state)
@@ -313,26 +354,30 @@ class Trainer:
         )
         return summary
 
-    def _next_batch(self, run: _Run) -> tuple[list | None, int]:
-        """This process's rollouts for the next update (None on a stop request), and how many
+    def _next_batch(self, run: _Run) -> tuple[list[QueueItem] | None, int]:
+        """This process's actor items for the next update (None on a stop request), and how many
         were dropped as stragglers."""
         cfg, processes = self.config, self.cluster.count
         return collect_rollouts(
-            run.rollouts, run.actors,
+            run.rollouts, run.supervisor.check,
             need=cfg.process_batch_size(processes) // cfg.rollout_segments(processes),
             stop=self._stop_requested, updates=run.counters["updates"],
             max_policy_lag=cfg.max_policy_lag, in_actor_order=cfg.deterministic,
         )  # fmt: skip
 
     def _agree(self, run: _Run, batch_ready: bool, failure: RunError | None, dropped: int) -> bool:
-        """Every process reports (continue, stop or failed; rollouts dropped); all act alike:
-        True = update, False = stop. Raises this process's failure, or a RunError naming the
-        failed process. On one process this is local."""
+        """Every process reports (continue, stop or failed; rollouts dropped; actor restarts
+        since its last report); all act alike: True = update, False = stop. Raises this
+        process's failure, or a RunError naming the failed process. On one process this is
+        local."""
         code = FAILED if failure else CONTINUE if batch_ready else STOP
         if code == STOP and self._stop_signal:
             code = SIGNALLED + self._stop_signal
-        rows = self.cluster.gather(np.array([code, dropped], np.int64))
+        restarts = run.supervisor.restarts - self._restarts_reported
+        self._restarts_reported += restarts
+        rows = self.cluster.gather(np.array([code, dropped, restarts], np.int64))
         run.counters["dropped_rollouts"] += int(rows[:, 1].sum())
+        run.counters["actor_restarts"] += int(rows[:, 2].sum())
         if failure is not None:
             raise failure
         failed = np.flatnonzero(rows[:, 0] == FAILED)
@@ -359,15 +404,18 @@ class Trainer:
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
             t0 = time.perf_counter()
-            failure, rollouts, dropped = None, None, 0
+            failure, items, dropped = None, None, 0
             try:
-                rollouts, dropped = self._next_batch(run)
+                items, dropped = self._next_batch(run)
             except RunError as e:
                 failure = e
-            if not self._agree(run, rollouts is not None, failure, dropped):
+            if not self._agree(run, items is not None, failure, dropped):
                 return
             t1 = time.perf_counter()
-            batch = concatenate_rollouts(rollouts)
+            batch = concatenate_rollouts([item.rollout for item in items])
+            if run.replay is not None:  # items in actor order: columns in global actor order
+                env_actions = np.concatenate([item.env_actions for item in items], axis=1)
+                run.replay.record(counters["updates"], env_actions)
             window.lags.append(counters["updates"] - float(np.mean(batch.policy_version)))
             t2 = time.perf_counter()
             device_batch = run.learner.put_batch(batch)
@@ -419,7 +467,10 @@ class Trainer:
         record = {}
         modes = ("greedy", "sampled") if cfg.eval_mode == "both" else (cfg.eval_mode,)
         for mode in modes:
-            result = run.evaluator.run(run.state.params, greedy=(mode == "greedy"))
+            signalled = lambda: self._signals > 0  # noqa: E731
+            result = run.evaluator.run(run.state.params, mode == "greedy", abort=signalled)
+            if result is None:  # a signal: stop promptly, without this evaluation
+                return
             record.update({f"eval/{mode}_{k}": v for k, v in result.items()})
         main = modes[0]
         record["eval/return"] = record[f"eval/{main}_return"]

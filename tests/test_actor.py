@@ -23,15 +23,16 @@ def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
     out, stop, stats = queue.Queue(maxsize=1), threading.Event(), ActorStats()
     act_step = make_act_step(algo.act, algo.env_action)
     actor = Actor(
-        0, lambda: make_env("CartPole-v1", {}, num_envs, batch, seed=3), act_step, store,
+        0, lambda _: make_env("CartPole-v1", {}, num_envs, batch, seed=3), act_step, store,
         device, jax.random.PRNGKey(1), out, stop, stats, unroll, batch,
     )  # fmt: skip
     actor.start()
     items = [out.get(timeout=60) for _ in range(num_rollouts // 2)]
     store.publish(algo.init(jax.random.PRNGKey(2)).params, version=8)  # the learner moved on
     items += [out.get(timeout=60) for _ in range(num_rollouts - num_rollouts // 2)]
-    assert {index for index, _ in items} == {0}  # queue items carry the actor's index
-    rollouts = [rollout for _, rollout in items]
+    assert {item.actor_index for item in items} == {0}  # queue items carry the actor's index
+    assert all(item.env_actions is None for item in items)  # kept by lockstep actors only
+    rollouts = [item.rollout for item in items]
     stop.set()
     actor.join(timeout=10)
     assert not actor.is_alive() and actor.error is None

@@ -32,7 +32,7 @@ def test_log_record_weights_episodes_across_processes():
     ])  # fmt: skip
     assert rows.shape == (2, len(WINDOW_FIELDS))
     w0._time -= 2.0  # a 2 s window
-    counters = {"env_steps": 640, "updates": 2, "dropped_rollouts": 5}
+    counters = {"env_steps": 640, "updates": 2, "dropped_rollouts": 5, "actor_restarts": 1}
     record = w0.record({"loss": 1.5}, counters, rows)
     assert record["charts/episodes"] == 4
     assert record["charts/episode_return"] == pytest.approx(25.0)
@@ -44,13 +44,14 @@ def test_log_record_weights_episodes_across_processes():
     assert record["timers/inference_s"] == pytest.approx(4.0 / 2.0, rel=0.01)  # summed
     assert record["timers/update_s"] == pytest.approx(0.6 / 2.0, rel=0.01)  # averaged
     assert record["losses/loss"] == 1.5 and record["stats/dropped_rollouts"] == 5
+    assert record["stats/actor_restarts"] == 1
 
 
 def test_one_process_record_is_its_own_window():
     w = LogWindow(0)
     timers = dict.fromkeys(("env_s", "rollout_s", "inference_s", "queue_put_s"), 0.0)
-    record = w.record({}, {"env_steps": 0, "updates": 1, "dropped_rollouts": 0},
-                      w.totals(_actor(50, [], timers), queue_size=1))  # fmt: skip
+    counters = {"env_steps": 0, "updates": 1, "dropped_rollouts": 0, "actor_restarts": 0}
+    record = w.record({}, counters, w.totals(_actor(50, [], timers), queue_size=1))
     assert record["stats/processes"] == 1 and "charts/episode_return" not in record
 
 

@@ -132,7 +132,7 @@ def test_resume_without_checkpoint_and_rerun_over_existing_run_are_refused(tmp_p
     from jaxrl_dist.cli import main
 
     assert main(["--config", CARTPOLE, "--workdir", str(tmp_path / "none"), "--resume"]) == 2
-    assert "no checkpoint" in capsys.readouterr().err
+    assert "no complete checkpoint" in capsys.readouterr().err
     os.makedirs(tmp_path / "old" / "checkpoints" / "7")
     assert main(["--config", CARTPOLE, "--workdir", str(tmp_path / "old")]) == 2
     assert "--resume" in capsys.readouterr().err
@@ -161,37 +161,6 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
     second = Trainer(config, str(tmp_path / "b"), quiet=True).run()
     assert second["initial_params_sha256"] == first["params_sha256"]
     assert second["updates"] == first["updates"]  # counted from zero again, same budget
-
-
-def test_dead_actor_stops_the_run_with_a_checkpoint(tmp_path, monkeypatch):
-    """An actor whose env raises ends the run with RunError (no hang), a checkpoint, a summary."""
-    import jaxrl_dist.runtime.actor as actor_module
-    from jaxrl_dist.trainer import RunError
-
-    real_make_env = actor_module.make_env
-
-    class Failing:
-        def __init__(self, env):
-            self._env, self._calls = env, 0
-
-        def recv(self):
-            self._calls += 1
-            if self._calls > 300:
-                raise RuntimeError("injected env failure")
-            return self._env.recv()
-
-        def __getattr__(self, name):
-            return getattr(self._env, name)
-
-    monkeypatch.setattr(actor_module, "make_env", lambda *a, **k: Failing(real_make_env(*a, **k)))
-    config, _ = parse_args(["--config", f"{CARTPOLE}:quick", "--workdir", "unused"])
-    start = time.monotonic()
-    with pytest.raises(RunError, match="injected env failure"):
-        Trainer(config, str(tmp_path / "run"), quiet=True).run()
-    assert time.monotonic() - start < 60
-    summary = _summary(tmp_path / "run")
-    assert summary["stop_reason"].startswith("error: actor 0 stopped")
-    assert summary["latest_checkpoint_step"] == summary["updates"] > 0
 
 
 def test_max_policy_lag_drops_stale_rollouts(tmp_path):

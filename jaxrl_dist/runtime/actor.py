@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from jaxrl_dist.envs import EpisodeTracker, derive_seed, make_env
 from jaxrl_dist.logger import ACTOR_TIMERS
 from jaxrl_dist.runtime.params_store import ParamsStore
 from jaxrl_dist.runtime.segments import SegmentBuffer
+from jaxrl_dist.types import Rollout
 
 log = logging.getLogger(__name__)
 
 # Every blocking call wakes at least this often to check the stop flag.
 POLL_S = 0.1
 ACTOR_SEED_PURPOSE = 1  # derive_seed/fold_in path of the actors' env seeds and keys
+LOCKSTEP_SEED_PURPOSE = 3  # derive_seed path of lockstep actors' env seeds (per env epoch)
 
 
 class ActorStats:
@@ -76,22 +80,51 @@ def make_act_step(act: Callable, env_action: Callable) -> Callable:
     return jax.jit(act_step)
 
 
+class QueueItem(NamedTuple):
+    """What an actor hands the learner through the rollout queue.
+
+    Attributes:
+      actor_index: the actor's global index (over all processes).
+      rollout: a `[T + 1, B]` rollout.
+      env_actions: from a lockstep actor, the env actions it sent during that unroll, `[T, B,
+        ...]` by env id, for the replay of a resumed run (see `Lockstep`); None otherwise.
+    """
+
+    actor_index: int
+    rollout: Rollout
+    env_actions: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Lockstep:
+    """Deterministic mode for one actor on a synchronous EnvPool.
+
+    Unroll `v` (from `start_version` on) is acted with exactly version `v` of the params, waiting
+    for the learner to publish it, and with the key `fold_in(key, v)`. At every multiple of
+    `epoch_updates` the actor starts a new EnvPool seeded from the epoch, so the env state at any
+    unroll follows from the epoch's seed and the actions sent since the epoch began. A resumed
+    actor rebuilds it by replaying `replay`: `[n, T, num_envs, ...]` env actions of the unrolls
+    `start_version - n .. start_version - 1` (all in `start_version`'s epoch). The data then do
+    not depend on thread timing, nor on whether or where the run was interrupted.
+    """
+
+    start_version: int
+    epoch_updates: int
+    replay: np.ndarray | None = None
+
+
 class Actor(threading.Thread):
-    """Steps one EnvPool with the newest published params and queues `(index, [T + 1, B] rollout)`
-    items.
+    """Steps one EnvPool with the newest published params and queues `QueueItem`s.
 
-    Exceptions are logged with their traceback and kept in `self.error`; the learner checks
-    `is_alive()`/`error` on every queue wait, so a dead actor never hangs the run.
-
-    `lockstep` (deterministic mode, a synchronous EnvPool): the k-th unroll of T steps is acted
-    with exactly version `start_version + k` of the params, waiting for the learner to publish
-    it, so the data does not depend on thread timing.
+    Exceptions are logged with their traceback and kept in `self.error`; the learner's supervisor
+    checks the actors on every queue wait, so a dead actor never hangs the run, and restarts it.
+    `make_env(generation)` builds the actor's EnvPool: generation 0, or the epoch in lockstep.
     """
 
     def __init__(
         self,
         index: int,
-        make_env: Callable[[], Any],
+        make_env: Callable[[int], Any],
         act_step: Callable,
         params_store: ParamsStore,
         device: jax.Device,
@@ -101,8 +134,7 @@ class Actor(threading.Thread):
         stats: ActorStats,
         unroll_length: int,
         segments_per_rollout: int,
-        lockstep: bool = False,
-        start_version: int = 0,
+        lockstep: Lockstep | None = None,
     ):
         super().__init__(name=f"actor-{index}", daemon=True)
         self.index = index
@@ -117,12 +149,16 @@ class Actor(threading.Thread):
         self._unroll = unroll_length
         self._segments_per_rollout = segments_per_rollout
         self._lockstep = lockstep
-        self._start_version = start_version
+        # Lockstep: the next unroll's params version (where a restarted actor carries on).
+        self.next_version = lockstep.start_version if lockstep else 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self._loop()
+            if self._lockstep is None:
+                self._async_loop()
+            else:
+                self._lockstep_loop()
         except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
             self.error = e
             log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
@@ -136,7 +172,7 @@ class Actor(threading.Thread):
                 continue
         return None
 
-    def _flush(self, buffer: SegmentBuffer, timers: dict[str, float]) -> None:
+    def _flush(self, buffer: SegmentBuffer, timers: dict[str, float], env_actions=None) -> None:
         """Queues every complete rollout (one recv() can complete several), timing the rollout
         assembly (`rollout_s`) and the wait for room in the queue (`queue_put_s`)."""
         while True:
@@ -145,9 +181,9 @@ class Actor(threading.Thread):
             timers["rollout_s"] += time.perf_counter() - start
             if rollout is None:
                 return
-            timers["queue_put_s"] += self._put((self.index, rollout))
+            timers["queue_put_s"] += self._put(QueueItem(self.index, rollout, env_actions))
 
-    def _put(self, item) -> float:
+    def _put(self, item: QueueItem) -> float:
         start = time.perf_counter()
         while not self._stop_event.is_set():
             try:
@@ -157,14 +193,13 @@ class Actor(threading.Thread):
                 continue
         return time.perf_counter() - start
 
-    def _loop(self) -> None:
-        env = self._make_env()
+    def _async_loop(self) -> None:
+        env = self._make_env(0)
         num_envs = env.config["num_envs"]
         buffer = SegmentBuffer(num_envs, self._unroll, self._segments_per_rollout)
         tracker = EpisodeTracker(num_envs)
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
         key = self._key
-        steps = 0  # recv()s acted on: one step of every env when lockstep (a sync EnvPool)
         env.async_reset()
         try:
             while not self._stop_event.is_set():
@@ -175,17 +210,10 @@ class Actor(threading.Thread):
                 buffer.add_observation(env_ids, obs, reward, terminated, truncated)
                 returns, lengths = tracker.update(env_ids, reward, terminated, truncated, info)
                 t2 = time.perf_counter()
-                min_version = 0
-                if self._lockstep:
-                    # Hand over the finished unroll before waiting for the next params.
-                    self._flush(buffer, timers)
-                    min_version = self._start_version + steps // self._unroll
-                    t2 = time.perf_counter()
-                got = self._params(min_version)
+                got = self._params(0)
                 if got is None:
                     break
                 params, version = got
-                steps += 1
                 key, action, env_action, extras = self._act_step(params, obs, key)
                 action, env_action, extras = jax.device_get((action, env_action, extras))
                 t3 = time.perf_counter()
@@ -202,8 +230,85 @@ class Actor(threading.Thread):
         finally:
             env.close()
 
+    def _lockstep_loop(self) -> None:
+        lockstep, env = self._lockstep, None
+        try:
+            while not self._stop_event.is_set():
+                version = self.next_version
+                if env is None or version % lockstep.epoch_updates == 0:
+                    if env is not None:
+                        env.close()
+                    env = None  # a failed make_env must not close the old pool twice
+                    env = self._make_env(version // lockstep.epoch_updates)
+                    replay = lockstep.replay if version == lockstep.start_version else None
+                    buffer, tracker, step = self._start_epoch(env, replay)
+                step = self._lockstep_unroll(env, buffer, tracker, step, version)
+                if step is None:
+                    return
+                self.next_version = version + 1
+        finally:
+            if env is not None:
+                env.close()
 
-def start_actors(
+    def _start_epoch(self, env, replay: np.ndarray | None) -> tuple:
+        """Resets a new synchronous pool and replays `replay`'s env actions (no inference, no
+        data kept); returns a fresh segment buffer, episode tracker and the first recv()."""
+        num_envs = env.config["num_envs"]
+        tracker = EpisodeTracker(num_envs)
+        every_env = np.arange(num_envs)
+        env.async_reset()
+        for env_action in () if replay is None else replay.reshape(-1, *replay.shape[2:]):
+            _, reward, terminated, truncated, info = env.recv()
+            tracker.update(info["env_id"], reward, terminated, truncated, info)
+            env.send(env_action, every_env)
+        step = env.recv()
+        tracker.update(step[4]["env_id"], *step[1:4], step[4])  # reported before the stop
+        buffer = SegmentBuffer(num_envs, self._unroll, self._segments_per_rollout)
+        buffer.add_observation(step[4]["env_id"], *step[:4])
+        return buffer, tracker, step
+
+    def _lockstep_unroll(self, env, buffer, tracker, step, version: int) -> tuple | None:
+        """Acts T steps from the recv() result `step` with params `version`, queues the unroll's
+        rollout with the env actions sent; returns the last recv() (None on a stop)."""
+        t0 = time.perf_counter()
+        got = self._params(version)
+        if got is None:
+            return None
+        params, published = got
+        if published != version:
+            raise RuntimeError(f"lockstep actor wanted params {version}, got {published}")
+        key = jax.random.fold_in(self._key, version)
+        timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
+        timers["inference_s"] += time.perf_counter() - t0
+        sent = []
+        for _ in range(self._unroll):
+            obs, env_ids = step[0], step[4]["env_id"]
+            t0 = time.perf_counter()
+            key, action, env_action, extras = self._act_step(params, obs, key)
+            action, env_action, extras = jax.device_get((action, env_action, extras))
+            t1 = time.perf_counter()
+            buffer.add_action(env_ids, action, extras, version)
+            by_env = np.empty_like(env_action)
+            by_env[env_ids] = env_action
+            sent.append(by_env)
+            t2 = time.perf_counter()
+            env.send(env_action, env_ids)
+            step = env.recv()
+            t3 = time.perf_counter()
+            _, reward, terminated, truncated, info = step
+            buffer.add_observation(info["env_id"], *step[:4])
+            returns, lengths = tracker.update(info["env_id"], reward, terminated, truncated, info)
+            timers["inference_s"] += t1 - t0
+            timers["env_s"] += t3 - t2
+            timers["rollout_s"] += (t2 - t1) + time.perf_counter() - t3
+            self._stats.add(timers, len(env_ids), returns, lengths)
+            timers = dict.fromkeys(timers, 0.0)
+        self._flush(buffer, timers, np.stack(sent))
+        self._stats.add(timers, 0, (), ())
+        return step
+
+
+def actor_spawner(
     config: Any,
     algorithm: Any,
     devices: list[jax.Device],
@@ -213,31 +318,60 @@ def start_actors(
     stats: ActorStats,
     start_update: int = 0,
     process_index: int = 0,
-) -> list[Actor]:
-    """Starts `config.num_actor_threads` actors, round-robin over this process's actor `devices`.
+    replay: dict[int, np.ndarray] | None = None,
+) -> Callable[[int, int, Actor | None], Actor]:
+    """`spawn(slot, restarts=0, previous=None)` starts this process's actor `slot`, round-robin
+    over the actor `devices`; `previous` is the dead actor a restart replaces.
 
-    Actor `i` of process `p` has the global index `g = p * num_actor_threads + i`; its env seed
-    and key fold in `g` (and the update count the run starts from, so a resumed run does not
-    replay the first run's episodes and samples). No two actors of a run share a stream, and an
-    actor slot gets the same stream however the run's actors are spread over processes.
+    Actor `slot` of process `p` has the global index `g = p * num_actor_threads + slot`; its env
+    seed and key fold in `g`, and in a restart the restart count (fresh episodes). No two actors
+    of a run share a stream, and an actor slot gets the same stream however the run's actors are
+    spread over processes.
+    - Asynchronous actors also fold in the update the run starts from, so a resumed run does not
+      replay the first run's episodes and samples.
+    - Lockstep actors (`config.deterministic`) derive their env seed from the env epoch and their
+      key per unroll (see `Lockstep`): nothing depends on when the run was resumed. `replay`
+      maps a global actor index to its env actions to replay on resume.
     """
     act_step = make_act_step(algorithm.act, algorithm.env_action)
-    root = jax.random.PRNGKey(config.seed)
-    root = jax.random.fold_in(jax.random.fold_in(root, ACTOR_SEED_PURPOSE), start_update)
+    root = jax.random.fold_in(jax.random.PRNGKey(config.seed), ACTOR_SEED_PURPOSE)
+    if not config.deterministic:
+        root = jax.random.fold_in(root, start_update)
     segments = config.rollout_segments(jax.process_count())
-    actors = []
-    for i in range(config.num_actor_threads):
-        g = process_index * config.num_actor_threads + i
-        env_seed = derive_seed(config.seed, ACTOR_SEED_PURPOSE, start_update, g)
-        make = lambda s=env_seed: make_env(  # noqa: E731
-            config.env_id, config.env_kwargs, config.envs_per_actor, config.env_batch_size, s,
-            config.env_threads_per_actor,
-        )  # fmt: skip
+    replay = replay or {}
+
+    def spawn(slot: int, restarts: int = 0, previous: Actor | None = None) -> Actor:
+        g = process_index * config.num_actor_threads + slot
+        again = (restarts,) if restarts else ()  # first incarnations keep their old streams
+
+        def make(generation: int):
+            if config.deterministic:
+                path = (LOCKSTEP_SEED_PURPOSE, generation, g, *again)
+            else:
+                path = (ACTOR_SEED_PURPOSE, start_update, g, *again)
+            return make_env(
+                config.env_id, config.env_kwargs, config.envs_per_actor, config.env_batch_size,
+                derive_seed(config.seed, *path), config.env_threads_per_actor,
+            )  # fmt: skip
+
+        lockstep = None
+        if config.deterministic:
+            start = previous.next_version if previous else start_update
+            replayed = None if restarts else replay.get(g)
+            lockstep = Lockstep(start, config.env_epoch_updates, replayed)
+        key = jax.random.fold_in(root, g)
+        key = jax.random.fold_in(key, restarts) if restarts else key
         actor = Actor(
-            g, make, act_step, store, devices[i % len(devices)], jax.random.fold_in(root, g),
-            out_queue, stop, stats, config.unroll_length, segments,
-            lockstep=config.deterministic, start_version=start_update,
+            g, make, act_step, store, devices[slot % len(devices)], key, out_queue, stop, stats,
+            config.unroll_length, segments, lockstep,
         )  # fmt: skip
         actor.start()
-        actors.append(actor)
-    return actors
+        return actor
+
+    return spawn
+
+
+def start_actors(config: Any, *args, **kwargs) -> list[Actor]:
+    """Starts `config.num_actor_threads` actors (see `actor_spawner` for the arguments)."""
+    spawn = actor_spawner(config, *args, **kwargs)
+    return [spawn(slot) for slot in range(config.num_actor_threads)]

@@ -24,9 +24,9 @@ class Devices(NamedTuple):
         """Params and optimizer state: a full copy on every learner device."""
         return NamedSharding(self.learner_mesh, PartitionSpec())
 
-    def batch_sharding(self) -> NamedSharding:
-        """Rollouts `[T(+1), B, ...]`: split along the env axis B."""
-        return NamedSharding(self.learner_mesh, PartitionSpec(None, DATA_AXIS))
+    def batch_sharding(self, axis: int = 1) -> NamedSharding:
+        """Rollouts `[T(+1), B, ...]`: split along the env axis B (`axis`)."""
+        return NamedSharding(self.learner_mesh, PartitionSpec(*[None] * axis, DATA_AXIS))
 
 
 def local_replica(tree):

@@ -1,0 +1,29 @@
+"""`python tests/signal_at_update.py SIGNAL N [train.py args]`: runs the training CLI and sends
+this process SIGNAL (a real one, through the trainer's own handler, or SIGKILL) right after
+its N-th update, so fault tests interrupt a run at a known point instead of a timed guess."""
+
+import os
+import signal
+import sys
+
+from jaxrl_dist import cli
+from jaxrl_dist.runtime.learner import Learner
+
+
+def main() -> int:
+    name, at, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    real_update, done = Learner.update, [0]
+
+    def update(self, state, batch):
+        out = real_update(self, state, batch)
+        done[0] += 1
+        if done[0] == at:
+            os.kill(os.getpid(), getattr(signal, name))
+        return out
+
+    Learner.update = update
+    return cli.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
