@@ -1,0 +1,82 @@
+"""benchmarks/soak.py: a short real soak writes a consistent result; bad arguments write nothing.
+
+The soak is a subprocess running `scripts/train.py` (CartPole :quick, evaluation and checkpoints
+on) for about 25 s; nothing here asserts that memory stays flat, only that the figures are there.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOAK = os.path.join(ROOT, "benchmarks", "soak.py")
+CARTPOLE_QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
+
+
+def _run(args: list[str], timeout: float = 150) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, SOAK, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_short_soak_records_rss_and_the_run(tmp_path):
+    out, workdir = tmp_path / "results" / "soak.json", tmp_path / "run"
+    args = ["--minutes", "0.4", "--warmup-s", "4", "--sample-s", "1", "--config", CARTPOLE_QUICK,
+            "--out", str(out), "--workdir", str(workdir), "--config.eval_every_updates=40",
+            "--config.checkpoint_every_updates=100", "--config.log_every_updates=10"]  # fmt: skip
+    proc = _run(args)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}"
+    with open(out) as f:
+        result = json.load(f)
+
+    samples = result["samples"]
+    assert len(samples) >= 5
+    times = [t for t, _ in samples]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    assert all(rss > 0 for _, rss in samples)
+    assert result["start_s"] >= result["first_log_s"] + 4
+    assert [result["start_s"], result["start_rss_mib"]] in samples
+    assert [result["end_s"], result["end_rss_mib"]] == samples[-1]
+    assert result["start_rss_mib"] > 0 and result["end_rss_mib"] > 0
+    assert result["peak_rss_mib"] >= max(result["start_rss_mib"], result["end_rss_mib"])
+    assert result["samples_after_warmup"] >= 2
+    growth = 100 * (result["end_rss_mib"] / result["start_rss_mib"] - 1)
+    assert math.isfinite(result["growth_pct"]) and result["growth_pct"] == pytest.approx(
+        growth, abs=1e-3
+    )
+    assert math.isfinite(result["slope_mib_per_h"])
+
+    assert result["exit_code"] == 0 and result["stop_reason"] == "max_wall_time_s reached"
+    assert result["env_steps"] > 0 and result["sps"] > 0 and result["evals"] >= 1
+    assert {"platform", "cpu_count", "python", "versions"} <= set(result["machine"])
+    assert result["machine"]["versions"]["jax"] and result["machine"]["versions"]["envpool"]
+    assert "--config.max_wall_time_s=24.0" in result["train_command"]
+    assert result["train_command"].endswith("--config.log_every_updates=10")  # overrides last
+    assert os.listdir(workdir / "checkpoints")  # checkpointing was on
+    assert "RSS start" in proc.stdout and str(out) in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--minutes", "0"],
+        ["--minutes", "1", "--warmup-s", "60"],  # no room left for samples after the warm-up
+        ["--minutes", "5", "--sample-s", "-1"],
+        ["--minutes", "x"],
+        ["--minutes", "5", "--seconds", "3"],
+        ["--minutes", "5", "--config.no_such_field=1"],
+        ["--minutes", "5", "--config", "configs/no_such_config.py"],
+    ],
+)
+def test_bad_argument_exits_2_with_one_line(tmp_path, bad):
+    """Caught before training starts: one line naming the argument, exit 2, nothing written."""
+    out = tmp_path / "out" / "soak.json"
+    proc = _run([*bad, "--out", str(out), "--workdir", str(tmp_path / "run")], timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert os.listdir(tmp_path) == []
