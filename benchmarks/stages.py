@@ -34,11 +34,12 @@ import numpy as np
 from jaxrl_dist import algorithms
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.envs import EnvSpec, make_env
+from jaxrl_dist.preflight import validate_for_machine
 from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore, start_actors
 from jaxrl_dist.runtime.actor import POLL_S, make_act_step
 from jaxrl_dist.runtime.learner import host_metrics
 from jaxrl_dist.runtime.segments import SegmentBuffer
-from jaxrl_dist.trainer import Trainer, validate_for_machine
+from jaxrl_dist.trainer import Trainer
 from jaxrl_dist.types import Rollout
 
 # Dense datasheet peaks (FLOP/s) per compute dtype; float32 convolutions and matmuls run as TF32

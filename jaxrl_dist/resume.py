@@ -17,7 +17,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.checkpoint import Checkpointer, CheckpointReadError, state_mismatch
+from jaxrl_dist.checkpoint import (
+    Checkpointer,
+    CheckpointReadError,
+    abstract_like,
+    first_line,
+    state_mismatch,
+)
 from jaxrl_dist.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -49,6 +55,24 @@ def check_resumable(ckpt_dir: str, abstract_state: Any) -> None:
             "resume with the run's own config (its config.json), or start anew in another "
             "--workdir (nothing was overwritten)"
         )
+
+
+def restore_checkpoint(
+    ckpt: Checkpointer, template: Any, replay: ReplayLog | None, process_columns: slice
+) -> tuple[Any, dict, np.ndarray | None]:
+    """The latest step's (state, with `template`'s shardings; meta; the whole replay, its
+    `process_columns` loaded into `replay`). Raises ConfigError when the arrays cannot be read
+    (`check_resumable` found their metadata in order)."""
+    step = ckpt.latest_step()
+    try:
+        state, meta = ckpt.restore(abstract_like(template), step)
+        full = replay.restore(ckpt, step, meta, process_columns) if replay is not None else None
+    except Exception as e:  # noqa: BLE001  Orbax and tensorstore raise many kinds here
+        raise ConfigError(
+            f"--resume: checkpoint {step} in {ckpt.directory} cannot be restored "
+            f"({first_line(e)}); delete that step's directory to resume from an earlier one"
+        ) from None
+    return state, meta, full
 
 
 class ReplayLog:

@@ -20,22 +20,18 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist import algorithms
 from jaxrl_dist.algorithms.base import LearnerState
 from jaxrl_dist.checkpoint import (
     Checkpointer,
-    abstract_like,
-    first_line,
-    restore_params_like,
     tree_digest,
 )
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
-from jaxrl_dist.envs import check_env, env_spec
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.evaluation import Evaluator
 from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
-from jaxrl_dist.resume import ReplayLog, check_resumable, put_replay, replay_for_actors
-from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore, select_devices
+from jaxrl_dist.preflight import prepare
+from jaxrl_dist.resume import ReplayLog, put_replay, replay_for_actors, restore_checkpoint
+from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore
 from jaxrl_dist.runtime.actor import QueueItem, actor_spawner
 from jaxrl_dist.runtime.collect import collect_rollouts
 from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError, lost_message
@@ -48,30 +44,6 @@ from jaxrl_dist.types import concatenate_rollouts
 # A stop by a signal reports SIGNALLED + the signal number, so the others know it was one.
 CONTINUE, STOP, FAILED, SIGNALLED = 0, 1, 2, 100
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
-
-
-def validate_for_machine(config: TrainConfig):
-    """Checks what needs EnvPool's registry, the devices and the process count; raises
-    ConfigError.
-
-    Returns (env spec, devices). Nothing is written before this passes.
-    """
-    problem = check_env(config.env_id, config.env_kwargs) or config.process_problem(
-        jax.process_count()
-    )
-    if problem:
-        raise ConfigError(problem)
-    try:
-        devices = select_devices(config.actor_device_ids, config.learner_device_ids)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    n = devices.num_learner_devices
-    if config.batch_size % n:
-        raise ConfigError(
-            f"config.batch_size={config.batch_size} does not split over {n} learner devices "
-            f"(of all processes); fix it with --config.batch_size=<a multiple of {n}>"
-        )
-    return env_spec(config.env_id, config.env_kwargs), devices
 
 
 @dataclasses.dataclass
@@ -126,7 +98,8 @@ class Trainer:
         # Checks that read this machine (devices, files) may fail on one process only: all
         # processes learn of it, so none goes on alone into a collective.
         try:
-            self._prepare(config)
+            self._prepared = prepare(config, self.workdir, resume)
+            self.devices, self.algorithm = self._prepared.devices, self._prepared.algorithm
             problem = ""
         except ConfigError as e:
             problem = str(e)
@@ -135,42 +108,6 @@ class Trainer:
             raise ConfigError(problem)
         if failed.size:
             raise ConfigError(f"process {failed[0]} refused the run (see its error)")
-
-    def _prepare(self, config: TrainConfig) -> None:
-        """Devices, the work directory, the algorithm, the warm-start params; ConfigError."""
-        resume = self._resume
-        self.spec, self.devices = validate_for_machine(config)
-        ckpt_dir = os.path.join(self.workdir, "checkpoints")
-        has_ckpt = os.path.isdir(ckpt_dir) and bool(os.listdir(ckpt_dir))
-        if has_ckpt and not resume:
-            raise ConfigError(
-                f"{self.workdir} already holds a run's checkpoints; pass --resume to continue "
-                "it, or choose another --workdir (nothing was overwritten)"
-            )
-        entry = algorithms.get(config.algorithm)
-        problem = entry.check(config.algo, config)
-        if problem:
-            raise ConfigError(problem)
-        try:
-            self.algorithm = entry.make(config.algo, config.network, self.spec, config.num_updates)
-            init_shapes = jax.eval_shape(self.algorithm.init, jax.random.PRNGKey(0))
-        except (ValueError, TypeError) as e:
-            raise ConfigError(str(e).splitlines()[0]) from None
-        if resume:  # a damaged checkpoint or one of other shapes: refused before any write
-            check_resumable(ckpt_dir, init_shapes)
-        self._warm_params = None
-        if config.warm_start:
-            try:
-                self._warm_params = restore_params_like(config.warm_start, init_shapes.params)
-            except FileNotFoundError:
-                msg = f"config.warm_start={config.warm_start!r} holds no checkpoint"
-                raise ConfigError(msg) from None
-            except ValueError:
-                raise ConfigError(
-                    f"config.warm_start={config.warm_start!r}: its params do not match this "
-                    "config's network (different torso, sizes or env); warm-start from a run "
-                    "with the same network"
-                ) from None
 
     # ----------------------------------------------------------------------------- signals
     def request_stop(self, reason: str) -> None:
@@ -200,28 +137,16 @@ class Trainer:
             "actor_restarts": 0,
         }  # fmt: skip
         if self._resume:
-            try:
-                state, meta = ckpt.restore(abstract_like(state))
-                full = None
-                if replay is not None:
-                    columns = cfg.process_batch_size(self.cluster.count)
-                    columns = slice(
-                        self.cluster.index * columns, (self.cluster.index + 1) * columns
-                    )
-                    full = replay.restore(ckpt, ckpt.latest_step(), meta, columns)
-            except Exception as e:  # noqa: BLE001  metadata was fine, the arrays were not
-                step = ckpt.latest_step()
-                raise ConfigError(
-                    f"--resume: checkpoint {step} in {ckpt.directory} cannot be restored "
-                    f"({first_line(e)}); delete that step's directory to resume from an earlier one"
-                ) from None
+            columns = cfg.process_batch_size(self.cluster.count)
+            columns = slice(self.cluster.index * columns, (self.cluster.index + 1) * columns)
+            state, meta, full = restore_checkpoint(ckpt, state, replay, columns)
             counters.update({k: meta[k] for k in counters if k in meta})
             target = cfg.stop_at_eval_return
             if target is not None and any(e["return"] >= target for e in counters["evals"]):
                 self.request_stop(f"an earlier evaluation already reached {target}")
             return state, counters, replay_for_actors(full, cfg.envs_per_actor)
-        if self._warm_params is not None:
-            state = state._replace(params=learner.put_state(self._warm_params))
+        if self._prepared.warm_params is not None:
+            state = state._replace(params=learner.put_state(self._prepared.warm_params))
         return state, counters, {}
 
     def _save(self, run: _Run) -> None:

@@ -1,0 +1,91 @@
+"""Checks before a run writes anything: the env, the devices, the work directory, the algorithm,
+the checkpoint to resume and the params to warm-start from. Each failure is a ConfigError with
+one line that says what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import jax
+
+from jaxrl_dist import algorithms
+from jaxrl_dist.algorithms.base import Algorithm
+from jaxrl_dist.checkpoint import restore_params_like
+from jaxrl_dist.config import ConfigError, TrainConfig
+from jaxrl_dist.envs import EnvSpec, check_env, env_spec
+from jaxrl_dist.resume import check_resumable
+from jaxrl_dist.runtime import Devices, select_devices
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What the checks produced: the env's spec, the device split, the algorithm's functions,
+    and the warm-start params (host arrays) if `config.warm_start` names a run."""
+
+    spec: EnvSpec
+    devices: Devices
+    algorithm: Algorithm
+    warm_params: Any = None
+
+
+def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
+    """Checks what needs EnvPool's registry, the devices and the process count; raises
+    ConfigError.
+
+    Returns (env spec, devices). Nothing is written before this passes.
+    """
+    problem = check_env(config.env_id, config.env_kwargs) or config.process_problem(
+        jax.process_count()
+    )
+    if problem:
+        raise ConfigError(problem)
+    try:
+        devices = select_devices(config.actor_device_ids, config.learner_device_ids)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    n = devices.num_learner_devices
+    if config.batch_size % n:
+        raise ConfigError(
+            f"config.batch_size={config.batch_size} does not split over {n} learner devices "
+            f"(of all processes); fix it with --config.batch_size=<a multiple of {n}>"
+        )
+    return env_spec(config.env_id, config.env_kwargs), devices
+
+
+def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
+    """Devices, the work directory, the algorithm, the warm-start params; ConfigError."""
+    spec, devices = validate_for_machine(config)
+    ckpt_dir = os.path.join(workdir, "checkpoints")
+    has_ckpt = os.path.isdir(ckpt_dir) and bool(os.listdir(ckpt_dir))
+    if has_ckpt and not resume:
+        raise ConfigError(
+            f"{workdir} already holds a run's checkpoints; pass --resume to continue "
+            "it, or choose another --workdir (nothing was overwritten)"
+        )
+    entry = algorithms.get(config.algorithm)
+    problem = entry.check(config.algo, config)
+    if problem:
+        raise ConfigError(problem)
+    try:
+        algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
+        init_shapes = jax.eval_shape(algorithm.init, jax.random.PRNGKey(0))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    if resume:  # a damaged checkpoint or one of other shapes: refused before any write
+        check_resumable(ckpt_dir, init_shapes)
+    warm_params = None
+    if config.warm_start:
+        try:
+            warm_params = restore_params_like(config.warm_start, init_shapes.params)
+        except FileNotFoundError:
+            msg = f"config.warm_start={config.warm_start!r} holds no checkpoint"
+            raise ConfigError(msg) from None
+        except ValueError:
+            raise ConfigError(
+                f"config.warm_start={config.warm_start!r}: its params do not match this "
+                "config's network (different torso, sizes or env); warm-start from a run "
+                "with the same network"
+            ) from None
+    return Prepared(spec, devices, algorithm, warm_params)
