@@ -38,6 +38,12 @@ BAD = [
     (["--config.algo.learning_rate=1e999"], "finite"),
     (["--config.env_threads_per_actor=-3"], "env_threads_per_actor"),
     (["--config.warm_start=/nonexistent/run"], "warm_start"),
+    (["--config.actor_max_restarts=-1"], "config.actor_max_restarts=-1 must be >= 0"),
+    (["--config.actor_restart_window_s=0"], "config.actor_restart_window_s=0.0 must be > 0"),
+    (["--config.env_epoch_updates=0"], "config.env_epoch_updates=0 must be > 0"),
+    (["--config.deterministic=true"], "async_envs"),  # lockstep needs synchronous pools
+    (["--config.deterministic=true", "--config.async_envs=false"], "--config.batch_size=32"),
+    (["--config.learner_device_ids=(0,0)"], "learner_device_ids"),
 ]
 
 
