@@ -105,6 +105,22 @@ def test_an_actor_that_always_fails_stops_the_run_within_the_budget(tmp_path, mo
     assert summary["latest_checkpoint_step"] == summary["updates"] > 0  # the final checkpoint
 
 
+def test_a_lockstep_actor_restarts_at_the_unroll_it_failed_in(tmp_path, monkeypatch):
+    """Deterministic mode: actor 1's first EnvPool fails mid-unroll; its replacement acts that
+    unroll again with the same params version, and the run completes every update."""
+    made = _inject_env_failures(monkeypatch, lambda n: 50 if n == 1 else None)
+    config, _ = parse_args(
+        [*QUICK, "--config.deterministic=true", "--config.async_envs=false",
+         "--config.envs_per_actor=8", "--config.batch_size=16", "--config.num_actor_threads=2",
+         "--config.total_env_steps=6400", "--config.eval_every_updates=0",
+         "--config.env_epoch_updates=3"]
+    )  # fmt: skip
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    assert summary["actor_restarts"] == 1
+    assert summary["updates"] == 20 and summary["stop_reason"] == "total_env_steps reached"
+    assert len(made) == 2 * 7 + 1  # a pool per actor per epoch of 3 updates, and the restart
+
+
 # Deterministic mode: two actors of 8 sync envs, one unroll of each per update; new envs every 3
 # updates, so every resume below replays recorded actions to rebuild the envs.
 DETERMINISTIC = [

@@ -46,15 +46,21 @@ class RestartBudget:
 class ActorSupervisor:
     """Owns this process's actor threads; restarts failed ones (main thread only).
 
-    `spawn(slot, restarts)` starts the actor of `slot` (0..num_actors-1), its `restarts`-th
-    incarnation, and returns the running thread.
+    `spawn(slot, restarts, previous)` starts the actor of `slot` (0..num_actors-1), its
+    `restarts`-th incarnation replacing the dead thread `previous` (None at first), and returns
+    the running thread.
     """
 
-    def __init__(self, spawn: Callable[[int, int], Actor], num_actors: int, budget: RestartBudget):
+    def __init__(
+        self,
+        spawn: Callable[[int, int, Actor | None], Actor],
+        num_actors: int,
+        budget: RestartBudget,
+    ):
         self._spawn = spawn
         self._budget = budget
         self._restarts_by_slot = [0] * num_actors
-        self.actors: list[Actor] = [spawn(slot, 0) for slot in range(num_actors)]
+        self.actors: list[Actor] = [spawn(slot, 0, None) for slot in range(num_actors)]
 
     @property
     def restarts(self) -> int:
@@ -82,7 +88,7 @@ class ActorSupervisor:
                 actor.index, self._restarts_by_slot[slot], self._budget.max_restarts,
                 self._budget.window_s, error,
             )  # fmt: skip
-            self.actors[slot] = self._spawn(slot, self._restarts_by_slot[slot])
+            self.actors[slot] = self._spawn(slot, self._restarts_by_slot[slot], actor)
 
     def join(self, timeout_s: float) -> None:
         """Waits for every actor to end (the caller set their stop flag), `timeout_s` in all."""
