@@ -123,10 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     except distributed.ProcessLostError as e:
         print(f"error: {e}", file=sys.stderr)
         distributed.exit_now(1)  # skip jax.distributed.shutdown's barrier: a process is gone
-    except KeyboardInterrupt:  # a second Ctrl-C (the first asks for a clean stop)
+    except KeyboardInterrupt:  # a second Ctrl-C (the first asks for a clean stop), or one
+        # before the trainer's handlers are in place
         print(
-            "error: interrupted twice: left at once, without a final checkpoint (the last one "
-            "saved is kept; continue with --resume)",
+            "error: interrupted: left at once, without a final checkpoint (the last one saved "
+            "is kept; continue with --resume)",
             file=sys.stderr,
         )
         if launch.enabled:

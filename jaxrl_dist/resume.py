@@ -79,8 +79,11 @@ class ReplayLog:
     """This process's env actions since the current env epoch began, one `[T, B_process, ...]`
     array per update (columns: its actors in order, each actor's envs by env id)."""
 
-    def __init__(self, epoch_updates: int):
+    def __init__(self, epoch_updates: int, layout: dict[str, int]):
+        """`layout`: what the recorded arrays' shapes follow from (unroll length, envs per
+        actor, ...); a checkpoint with another layout is not replayed."""
         self._epoch = epoch_updates
+        self._layout = layout
         self._start = 0  # the update the kept unrolls start at
         self._unrolls: list[np.ndarray] = []
 
@@ -101,7 +104,8 @@ class ReplayLog:
 
     def meta(self, updates: int) -> dict[str, int]:
         """What a checkpoint with a replay window after `updates` updates records of it."""
-        return {"epoch_updates": self._epoch, "first_update": updates - updates % self._epoch}
+        first = updates - updates % self._epoch
+        return {"epoch_updates": self._epoch, "first_update": first, **self._layout}
 
     def restore(self, ckpt: Checkpointer, step: int, meta: dict, process_columns: slice) -> Any:
         """Loads the unrolls of checkpoint `step` (saved after `step` updates): this process's
@@ -114,9 +118,9 @@ class ReplayLog:
             return None
         if saved != self.meta(step):
             log.warning(
-                "deterministic resume is not exact: checkpoint %d holds no replay for "
-                "env_epoch_updates=%d (saved: %s); the actors start new envs",
-                step, self._epoch, saved,
+                "deterministic resume is not exact: checkpoint %d holds no replay for this "
+                "config (saved: %s, wanted: %s); the actors start new envs",
+                step, saved, self.meta(step),
             )  # fmt: skip
             return None
         full = np.asarray(ckpt.restore_replay(step)["env_actions"])

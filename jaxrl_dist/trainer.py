@@ -158,8 +158,11 @@ class Trainer:
             meta["replay"] = run.replay.meta(step)
             replay = put_replay(window, self.devices.batch_sharding(axis=2))
         run.ckpt.wait()  # a save may still be finalising in the background: never race it
-        if run.ckpt.latest_step() == step:  # a periodic save at this update lacks what followed
-            run.ckpt.delete(step)
+        if run.ckpt.latest_step() == step:
+            # The same state is saved already (a periodic save at this update). Replacing it
+            # would open a window with no checkpoint at all; its meta only lacks what followed
+            # (a final evaluation, which a resume from it runs again).
+            return
         run.ckpt.save(step, run.state, meta, replay)
 
     # ----------------------------------------------------------------------------- run
@@ -176,7 +179,10 @@ class Trainer:
         cfg, cluster = self.config, self.cluster
         ckpt = Checkpointer(os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints)
         learner = Learner(self.algorithm, self.devices)
-        replay = ReplayLog(cfg.env_epoch_updates) if cfg.deterministic else None
+        replay = None
+        if cfg.deterministic:
+            layout = {"unroll_length": cfg.unroll_length, "envs_per_actor": cfg.envs_per_actor}
+            replay = ReplayLog(cfg.env_epoch_updates, {**layout, "batch_size": cfg.batch_size})
         try:
             state, counters, actor_replay = self._initial_state(learner, ckpt, replay)
         except BaseException:

@@ -188,8 +188,9 @@ def test_runtime_and_trainer_name_no_algorithm():
 
 
 def test_final_save_over_a_periodic_save_at_the_same_update(tmp_path):
-    """Stop at an evaluation that falls on a checkpoint update: the final save replaces the
-    periodic one (which may still be finalising) and keeps the evaluation in its meta."""
+    """Stop at an evaluation that falls on a checkpoint update: the final save keeps the periodic
+    one (waiting for it to finalise, never replacing it: no window without a checkpoint), whose
+    meta already holds that evaluation."""
     from jaxrl_dist.checkpoint import Checkpointer
 
     config, _ = parse_args(

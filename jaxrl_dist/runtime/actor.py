@@ -104,8 +104,10 @@ class Lockstep:
     `epoch_updates` the actor starts a new EnvPool seeded from the epoch, so the env state at any
     unroll follows from the epoch's seed and the actions sent since the epoch began. A resumed
     actor rebuilds it by replaying `replay`: `[n, T, num_envs, ...]` env actions of the unrolls
-    `start_version - n .. start_version - 1` (all in `start_version`'s epoch). The data then do
-    not depend on thread timing, nor on whether or where the run was interrupted.
+    `start_version - n .. start_version - 1` (all in `start_version`'s epoch). A restarted actor
+    does the same with the actions its predecessor sent, so the data do not depend on thread
+    timing, on whether or where the run was interrupted, nor on a restart (unless the env fails
+    again on the same steps).
     """
 
     start_version: int
@@ -149,8 +151,10 @@ class Actor(threading.Thread):
         self._unroll = unroll_length
         self._segments_per_rollout = segments_per_rollout
         self._lockstep = lockstep
-        # Lockstep: the next unroll's params version (where a restarted actor carries on).
+        # Lockstep: the next unroll's params version, and the env actions of this epoch's
+        # unrolls before it: where, and from what, a restarted actor carries on.
         self.next_version = lockstep.start_version if lockstep else 0
+        self.epoch_sent: list[np.ndarray] = []
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -195,13 +199,13 @@ class Actor(threading.Thread):
 
     def _async_loop(self) -> None:
         env = self._make_env(0)
-        num_envs = env.config["num_envs"]
-        buffer = SegmentBuffer(num_envs, self._unroll, self._segments_per_rollout)
-        tracker = EpisodeTracker(num_envs)
-        timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
-        key = self._key
-        env.async_reset()
         try:
+            num_envs = env.config["num_envs"]
+            buffer = SegmentBuffer(num_envs, self._unroll, self._segments_per_rollout)
+            tracker = EpisodeTracker(num_envs)
+            timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
+            key = self._key
+            env.async_reset()
             while not self._stop_event.is_set():
                 t0 = time.perf_counter()
                 obs, reward, terminated, truncated, info = env.recv()
@@ -241,7 +245,11 @@ class Actor(threading.Thread):
                     env = None  # a failed make_env must not close the old pool twice
                     env = self._make_env(version // lockstep.epoch_updates)
                     replay = lockstep.replay if version == lockstep.start_version else None
-                    buffer, tracker, step = self._start_epoch(env, replay)
+                    self.epoch_sent = [] if replay is None else list(replay)
+                    started = self._start_epoch(env, replay)
+                    if started is None:
+                        return
+                    buffer, tracker, step = started
                 step = self._lockstep_unroll(env, buffer, tracker, step, version)
                 if step is None:
                     return
@@ -250,19 +258,23 @@ class Actor(threading.Thread):
             if env is not None:
                 env.close()
 
-    def _start_epoch(self, env, replay: np.ndarray | None) -> tuple:
+    def _start_epoch(self, env, replay: np.ndarray | None) -> tuple | None:
         """Resets a new synchronous pool and replays `replay`'s env actions (no inference, no
-        data kept); returns a fresh segment buffer, episode tracker and the first recv()."""
+        data kept); returns a fresh segment buffer, episode tracker and the first recv() (None
+        on a stop)."""
         num_envs = env.config["num_envs"]
         tracker = EpisodeTracker(num_envs)
         every_env = np.arange(num_envs)
         env.async_reset()
         for env_action in () if replay is None else replay.reshape(-1, *replay.shape[2:]):
+            if self._stop_event.is_set():
+                return None
             _, reward, terminated, truncated, info = env.recv()
             tracker.update(info["env_id"], reward, terminated, truncated, info)
             env.send(env_action, every_env)
         step = env.recv()
-        tracker.update(step[4]["env_id"], *step[1:4], step[4])  # reported before the stop
+        # Episodes this recv() ends were reported by the run (or actor) that first played them.
+        tracker.update(step[4]["env_id"], *step[1:4], step[4])
         buffer = SegmentBuffer(num_envs, self._unroll, self._segments_per_rollout)
         buffer.add_observation(step[4]["env_id"], *step[:4])
         return buffer, tracker, step
@@ -303,7 +315,8 @@ class Actor(threading.Thread):
             timers["rollout_s"] += (t2 - t1) + time.perf_counter() - t3
             self._stats.add(timers, len(env_ids), returns, lengths)
             timers = dict.fromkeys(timers, 0.0)
-        self._flush(buffer, timers, np.stack(sent))
+        self.epoch_sent.append(np.stack(sent))
+        self._flush(buffer, timers, self.epoch_sent[-1])
         self._stats.add(timers, 0, (), ())
         return step
 
@@ -324,14 +337,14 @@ def actor_spawner(
     over the actor `devices`; `previous` is the dead actor a restart replaces.
 
     Actor `slot` of process `p` has the global index `g = p * num_actor_threads + slot`; its env
-    seed and key fold in `g`, and in a restart the restart count (fresh episodes). No two actors
-    of a run share a stream, and an actor slot gets the same stream however the run's actors are
-    spread over processes.
+    seed and key fold in `g`. No two actors of a run share a stream, and an actor slot gets the
+    same stream however the run's actors are spread over processes.
     - Asynchronous actors also fold in the update the run starts from, so a resumed run does not
-      replay the first run's episodes and samples.
+      replay the first run's episodes and samples, and a restart count (fresh episodes).
     - Lockstep actors (`config.deterministic`) derive their env seed from the env epoch and their
       key per unroll (see `Lockstep`): nothing depends on when the run was resumed. `replay`
-      maps a global actor index to its env actions to replay on resume.
+      maps a global actor index to its env actions to replay on resume; a restarted lockstep
+      actor replays its predecessor's instead, and carries on exactly where it died.
     """
     act_step = make_act_step(algorithm.act, algorithm.env_action)
     root = jax.random.fold_in(jax.random.PRNGKey(config.seed), ACTOR_SEED_PURPOSE)
@@ -342,7 +355,8 @@ def actor_spawner(
 
     def spawn(slot: int, restarts: int = 0, previous: Actor | None = None) -> Actor:
         g = process_index * config.num_actor_threads + slot
-        again = (restarts,) if restarts else ()  # first incarnations keep their old streams
+        # Restarted async actors take fresh streams (first incarnations keep the old ones).
+        again = (restarts,) if restarts and not config.deterministic else ()
 
         def make(generation: int):
             if config.deterministic:
@@ -356,11 +370,14 @@ def actor_spawner(
 
         lockstep = None
         if config.deterministic:
-            start = previous.next_version if previous else start_update
-            replayed = None if restarts else replay.get(g)
+            start, replayed = start_update, replay.get(g)
+            if previous is not None:
+                start = previous.next_version
+                played = previous.epoch_sent[: start % config.env_epoch_updates]
+                replayed = np.stack(played) if played else None
             lockstep = Lockstep(start, config.env_epoch_updates, replayed)
         key = jax.random.fold_in(root, g)
-        key = jax.random.fold_in(key, restarts) if restarts else key
+        key = jax.random.fold_in(key, restarts) if again else key
         actor = Actor(
             g, make, act_step, store, devices[slot % len(devices)], key, out_queue, stop, stats,
             config.unroll_length, segments, lockstep,

@@ -42,6 +42,8 @@ def collect_rollouts(
             item = rollouts.get(timeout=POLL_S)
             last_item = time.monotonic()
         except queue.Empty:
+            if stop.is_set():  # no restarts while stopping
+                continue
             check_actors()
             if time.monotonic() - last_item > ACTOR_DEAD_TIMEOUT_S:
                 msg = f"no rollout for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
