@@ -21,10 +21,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist.algorithms.base import LearnerState
-from jaxrl_dist.checkpoint import (
-    Checkpointer,
-    tree_digest,
-)
+from jaxrl_dist.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.evaluation import Evaluator
@@ -150,19 +147,19 @@ class Trainer:
         return state, counters, {}
 
     def _save(self, run: _Run) -> None:
-        meta = {**copy.deepcopy(run.counters), "config": jsonable(self.config.to_dict())}
         step = run.counters["updates"]
-        window = run.replay.window(step) if run.replay is not None else None
-        replay = None
-        if window is not None:
-            meta["replay"] = run.replay.meta(step)
-            replay = put_replay(window, self.devices.batch_sharding(axis=2))
         run.ckpt.wait()  # a save may still be finalising in the background: never race it
         if run.ckpt.latest_step() == step:
             # The same state is saved already (a periodic save at this update). Replacing it
             # would open a window with no checkpoint at all; its meta only lacks what followed
             # (a final evaluation, which a resume from it runs again).
             return
+        meta = {**copy.deepcopy(run.counters), "config": jsonable(self.config.to_dict())}
+        window = run.replay.window(step) if run.replay is not None else None
+        replay = None
+        if window is not None:
+            meta["replay"] = run.replay.meta(step)
+            replay = put_replay(window, self.devices.batch_sharding(axis=2))
         run.ckpt.save(step, run.state, meta, replay)
 
     # ----------------------------------------------------------------------------- run
@@ -397,8 +394,8 @@ class Trainer:
             return
         record = {}
         modes = ("greedy", "sampled") if cfg.eval_mode == "both" else (cfg.eval_mode,)
+        signalled = lambda: self._signals > 0  # noqa: E731
         for mode in modes:
-            signalled = lambda: self._signals > 0  # noqa: E731
             result = run.evaluator.run(run.state.params, mode == "greedy", abort=signalled)
             if result is None:  # a signal: stop promptly, without this evaluation
                 return

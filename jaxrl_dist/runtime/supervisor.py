@@ -95,3 +95,6 @@ class ActorSupervisor:
         deadline = time.monotonic() + timeout_s
         for actor in self.actors:
             actor.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = [actor.index for actor in self.actors if actor.is_alive()]
+        if stuck:  # daemon threads: they end with the process (most likely inside an env step)
+            log.warning("actors %s did not stop within %gs; leaving them", stuck, timeout_s)
