@@ -70,9 +70,6 @@ class Checkpointer:
         restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return restored["meta"]
 
-    def delete(self, step: int) -> None:
-        self._manager.delete(step)
-
     def wait(self) -> None:
         self._manager.wait_until_finished()
 
