@@ -163,8 +163,19 @@ def state_mismatch(directory: str, abstract_state: Any, step: int | None = None)
             raise CheckpointReadError(f"step {step} cannot be read ({first_line(e)})") from None
     finally:
         manager.close()
-    have = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(saved)[0]}
-    want = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(abstract_state)[0]}
+    return _tree_difference(saved, abstract_state)
+
+
+def _by_path(tree: Any) -> dict[str, Any]:
+    """Leaves by key path: Orbax restores NamedTuples as dicts, so trees are matched this way,
+    not by their structure."""
+    return {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _tree_difference(saved: Any, wanted: Any) -> str | None:
+    """One line naming the first leaf (by key path) whose shape or dtype differs between a saved
+    tree and the wanted one, or that only one of them has; None if they match."""
+    have, want = _by_path(saved), _by_path(wanted)
     for name in sorted(set(have) | set(want)):
         h, w = have.get(name), want.get(name)
         if h is None or w is None:
@@ -188,17 +199,12 @@ def restore_params_like(path: str, params_shapes: Any) -> Any:
     """Params of another run (its work dir or checkpoint dir) in the tree structure of
     `params_shapes`. Raises FileNotFoundError, or ValueError if they do not fit."""
     params = restore_params(path)
-    # Orbax restores NamedTuples as dicts: match leaves by their key paths, not tree structure.
+    problem = _tree_difference(params, params_shapes)
+    if problem:
+        raise ValueError(f"the params under {path!r} do not match this network ({problem})")
+    have = _by_path(params)
     want, treedef = jax.tree_util.tree_flatten_with_path(params_shapes)
-    have = {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
-    leaves = [have.get(_path_str(p)) for p, _ in want]
-    fits = len(have) == len(want) and all(
-        x is not None and (x.shape, x.dtype) == (w.shape, w.dtype)
-        for x, (_, w) in zip(leaves, want, strict=True)
-    )
-    if not fits:
-        raise ValueError(f"the params under {path!r} do not match this network")
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+    return jax.tree_util.tree_unflatten(treedef, [have[_path_str(p)] for p, _ in want])
 
 
 def _path_str(path) -> str:

@@ -87,6 +87,9 @@ class ReplayLog:
         self._start = 0  # the update the kept unrolls start at
         self._unrolls: list[np.ndarray] = []
 
+    def _epoch_start(self, update: int) -> int:
+        return update - update % self._epoch
+
     def record(self, update: int, env_actions: np.ndarray) -> None:
         """Adds the env actions of the unrolls update `update` (0-based) learned from."""
         if update % self._epoch == 0 or update != self._start + len(self._unrolls):
@@ -97,14 +100,14 @@ class ReplayLog:
         """`[n, T, B_process, ...]`: what a run resumed after `updates` updates replays (the
         unrolls of its epoch before it). None when it starts a new epoch, or when the log lacks
         part of the epoch (after a resume that could not replay): that resume is not exact."""
-        first = updates - updates % self._epoch
+        first = self._epoch_start(updates)
         if updates == first or self._start != first or len(self._unrolls) != updates - first:
             return None
         return np.stack(self._unrolls)
 
     def meta(self, updates: int) -> dict[str, int]:
         """What a checkpoint with a replay window after `updates` updates records of it."""
-        first = updates - updates % self._epoch
+        first = self._epoch_start(updates)
         return {"epoch_updates": self._epoch, "first_update": first, **self._layout}
 
     def restore(self, ckpt: Checkpointer, step: int, meta: dict, process_columns: slice) -> Any:
@@ -113,7 +116,7 @@ class ReplayLog:
         replay). An unusable replay (another `env_epoch_updates`, a checkpoint saved outside
         deterministic mode) is logged: the resume then continues, but not exactly."""
         saved = meta.get("replay")
-        first = step - step % self._epoch
+        first = self._epoch_start(step)
         if first == step:
             return None
         if saved != self.meta(step):
