@@ -1,13 +1,19 @@
 """`python tests/signal_at_update.py SIGNAL N [train.py args]`: runs the training CLI and sends
 this process SIGNAL (a real one, through the trainer's own handler, or SIGKILL) right after
-its N-th update, so fault tests interrupt a run at a known point instead of a timed guess."""
+its N-th update, so fault tests interrupt a run at a known point instead of a timed guess.
+
+With `HOLD_SAVE=PATH` in the environment, every checkpoint save first touches PATH and then
+waits 120 s, so a test can signal a run that is certainly in the middle of its shutdown."""
 
 import os
+import pathlib
 import signal
 import sys
+import time
 
 from jaxrl_dist import cli
 from jaxrl_dist.runtime.learner import Learner
+from jaxrl_dist.trainer import Trainer
 
 
 def main() -> int:
@@ -22,6 +28,13 @@ def main() -> int:
         return out
 
     Learner.update = update
+    if hold := os.environ.get("HOLD_SAVE"):
+
+        def held_save(self, run):
+            pathlib.Path(hold).touch()
+            time.sleep(120)
+
+        Trainer._save = held_save
     return cli.main(argv)
 
 

@@ -283,17 +283,18 @@ def test_a_damaged_checkpoint_is_refused_with_the_way_out(tmp_path, capsys):
 
 
 def test_a_second_ctrl_c_leaves_at_once(tmp_path):
-    workdir = tmp_path / "run"
-    args = [sys.executable, TRAIN, *QUICK[:2], "--workdir", str(workdir), "--quiet",
-            "--config.total_env_steps=100_000_000", "--config.log_every_updates=5"]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + 180
-    while not (metrics.exists() and metrics.stat().st_size > 0):
+    # The first Ctrl-C (after update 2) asks for a clean stop; its final save is held open, so
+    # the second one certainly lands in the middle of the shutdown.
+    workdir, holding = tmp_path / "run", tmp_path / "holding"
+    args = [sys.executable, AT_UPDATE, "SIGINT", "2", *QUICK[:2], "--workdir", str(workdir),
+            "--quiet", "--config.total_env_steps=100_000_000"]  # fmt: skip
+    env = {**os.environ, "HOLD_SAVE": str(holding)}
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 180
+    while not holding.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:]
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)  # two signals at once may reach Python's handler as one
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)  # the held save would take 120 s
     assert proc.returncode == 130, err[-3000:]
     assert err.strip().splitlines()[-1].startswith("error: interrupted: left at once"), err[-3000:]
