@@ -361,7 +361,7 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
     watcher = threading.Thread(target=stop_after_window, daemon=True)
     watcher.start()
     try:
-        summary = trainer.run()
+        summary = trainer.run().summary
         with open(metrics_path) as f:
             logs = [json.loads(line) for line in f if "charts/sps" in line]
     finally:

@@ -57,6 +57,7 @@ def get_config(variant=None):
         "baseline_cost": 0.5,
     }
     if variant == "quick":
+        c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         # The small-CPU-box settings (2 cores, measured: benchmarks/results/cpu/): the ResNet
         # learner takes ~100 transitions/s and bounds everything, so one actor thread with 8
         # envs keeps it fed (its queue is full half the time); a short smoke run.

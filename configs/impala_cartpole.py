@@ -54,6 +54,7 @@ def get_config(variant=None):
         "baseline_cost": 0.5,
     }
     if variant == "quick":
+        c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.total_env_steps = 20_000
         c.stop_at_eval_return = None
         c.eval_every_updates = 0

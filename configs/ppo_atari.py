@@ -46,6 +46,7 @@ def get_config(variant=None):
         "max_grad_norm": 0.5,
     }
     if variant == "quick":
+        c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.num_actor_threads = 1
         c.envs_per_actor = 8
         c.unroll_length = 8

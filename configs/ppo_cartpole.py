@@ -49,6 +49,7 @@ def get_config(variant=None):
         "max_grad_norm": 0.5,
     }
     if variant == "quick":
+        c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.total_env_steps = 20_000
         c.stop_at_eval_return = None
         c.eval_every_updates = 0

@@ -48,6 +48,7 @@ def get_config(variant=None):
         "reward_scale": 0.1,
     }
     if variant == "quick":
+        c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.envs_per_actor = 16
         c.unroll_length = 16
         c.batch_size = 8

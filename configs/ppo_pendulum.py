@@ -51,6 +51,7 @@ def get_config(variant=None):
         "reward_scale": 0.1,
     }
     if variant == "quick":
+        c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.total_env_steps = 8_192
         c.eval_every_updates = 0
         c.eval_episodes = 2

@@ -1,3 +1,26 @@
-"""jaxrl_dist: JAX-first distributed reinforcement learning (Sebulba actors, sharded learners)."""
+"""jaxrl_dist: JAX-first distributed reinforcement learning (Sebulba actors, sharded learners).
+
+The Python API (README, "Python API"): `load_config`, `Trainer`, `Hooks`, `EvalReport`,
+`RunResult`, `load_policy`. They are imported on first use, so `import jaxrl_dist` stays cheap
+(the CLI checks a config before it imports JAX).
+"""
+
+import importlib
 
 __version__ = "0.1.0"
+
+_API = {
+    "load_config": "jaxrl_dist.cli",
+    "Trainer": "jaxrl_dist.trainer",
+    "Hooks": "jaxrl_dist.hooks",
+    "EvalReport": "jaxrl_dist.hooks",
+    "RunResult": "jaxrl_dist.summary",
+    "load_policy": "jaxrl_dist.policy",
+}
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'jaxrl_dist' has no attribute {name!r}")

@@ -9,6 +9,7 @@ main thread calls `save`.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from typing import Any
 
@@ -16,13 +17,38 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+# Orbax warns at every save without metrics once `best_fn` is set; most saves have none.
+logging.getLogger("absl").addFilter(
+    lambda record: "did not provide metrics" not in record.getMessage()
+)
+
+METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
+
 
 class Checkpointer:
-    """Save and restore `(state, meta)` pairs under `directory/<step>`."""
+    """Save and restore `(state, meta)` pairs under `directory/<step>`.
 
-    def __init__(self, directory: str, max_to_keep: int | None = 3, create: bool = True):
+    Retention (Orbax preservation policies): a step survives while it is one of the newest
+    `keep_latest`, or one of the `keep_best` with the highest evaluation metric (only steps saved
+    with a metric compete; 0 keeps none for being best).
+    """
+
+    def __init__(
+        self, directory: str, keep_latest: int = 3, keep_best: int = 0, create: bool = True
+    ):
         self.directory = os.path.abspath(directory)
-        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=create)
+        policies = [ocp.checkpoint_managers.LatestN(n=keep_latest)]
+        if keep_best:
+            policies.append(
+                ocp.checkpoint_managers.BestN(
+                    get_metric_fn=_metric, n=keep_best, keep_checkpoints_without_metrics=False
+                )
+            )
+        options = ocp.CheckpointManagerOptions(
+            create=create,
+            preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
+            best_fn=_metric,  # so Orbax writes and reads each step's metrics
+        )
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_handlers=_item_handlers()
         )
@@ -33,13 +59,26 @@ class Checkpointer:
     def all_steps(self) -> list[int]:
         return list(self._manager.all_steps())
 
-    def save(self, step: int, state: Any, meta: dict[str, Any], replay: Any = None) -> None:
+    def best_step(self) -> int | None:
+        """The kept step with the highest evaluation metric (None if no step has one)."""
+        return self._manager.best_step()
+
+    def save(
+        self,
+        step: int,
+        state: Any,
+        meta: dict[str, Any],
+        replay: Any = None,
+        metric: float | None = None,
+    ) -> None:
         """`replay`: an optional tree of global arrays (deterministic mode's recorded actions),
-        kept as a third item."""
+        kept as a third item. `metric`: the evaluation metric of exactly this state, if it was
+        evaluated; it ranks the step for `keep_best` (and is kept in `meta[METRIC]`)."""
         items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
         if replay is not None:
             items["replay"] = ocp.args.StandardSave(replay)
-        self._manager.save(step, args=ocp.args.Composite(**items), force=True)
+        metrics = None if metric is None else {METRIC: float(metric)}
+        self._manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
 
     def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restores against `abstract_state` (a tree of `jax.ShapeDtypeStruct` with shardings),
@@ -81,6 +120,10 @@ class Checkpointer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _metric(metrics: dict[str, float]) -> float:
+    return metrics[METRIC]
 
 
 def abstract_like(tree: Any) -> Any:
@@ -163,7 +206,7 @@ def state_mismatch(directory: str, abstract_state: Any, step: int | None = None)
             raise CheckpointReadError(f"step {step} cannot be read ({first_line(e)})") from None
     finally:
         manager.close()
-    return _tree_difference(saved, abstract_state)
+    return tree_difference(saved, abstract_state)
 
 
 def _by_path(tree: Any) -> dict[str, Any]:
@@ -172,7 +215,7 @@ def _by_path(tree: Any) -> dict[str, Any]:
     return {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def _tree_difference(saved: Any, wanted: Any) -> str | None:
+def tree_difference(saved: Any, wanted: Any) -> str | None:
     """One line naming the first leaf (by key path) whose shape or dtype differs between a saved
     tree and the wanted one, or that only one of them has; None if they match."""
     have, want = _by_path(saved), _by_path(wanted)
@@ -199,11 +242,17 @@ def restore_params_like(path: str, params_shapes: Any) -> Any:
     """Params of another run (its work dir or checkpoint dir) in the tree structure of
     `params_shapes`. Raises FileNotFoundError, or ValueError if they do not fit."""
     params = restore_params(path)
-    problem = _tree_difference(params, params_shapes)
+    problem = tree_difference(params, params_shapes)
     if problem:
         raise ValueError(f"the params under {path!r} do not match this network ({problem})")
-    have = _by_path(params)
-    want, treedef = jax.tree_util.tree_flatten_with_path(params_shapes)
+    return restructure_like(params, params_shapes)
+
+
+def restructure_like(tree: Any, like: Any) -> Any:
+    """`tree`'s leaves in `like`'s tree structure, matched by key path (Orbax restores
+    NamedTuples as dicts). Check with `tree_difference` first."""
+    have = _by_path(tree)
+    want, treedef = jax.tree_util.tree_flatten_with_path(like)
     return jax.tree_util.tree_unflatten(treedef, [have[_path_str(p)] for p, _ in want])
 
 

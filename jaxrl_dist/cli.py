@@ -39,6 +39,24 @@ def load_config_file(spec: str) -> dict:
     return config.to_dict() if hasattr(config, "to_dict") else dict(config)
 
 
+def load_config(spec: str, **overrides: object) -> TrainConfig:
+    """The config of `path[:variant]` with overrides, for Python code: `load_config(
+    "configs/impala_cartpole.py:quick", total_env_steps=50_000, **{"algo.learning_rate": 3e-4})`.
+    Values are checked and typed exactly as `--config.field=value` would be (ConfigError)."""
+    return _build(load_config_file(spec), {k: str(v) for k, v in overrides.items()})
+
+
+def _build(raw: dict, overrides: dict[str, str]) -> TrainConfig:
+    name = overrides.get("algorithm", raw.get("algorithm", "impala"))
+    if name not in algorithms.REGISTRY:
+        raise ConfigError(
+            f"config.algorithm={name!r} is not registered; "
+            f"choose one of {sorted(algorithms.REGISTRY)}"
+        )
+    algo_cls = algorithms.get(name).config_cls
+    return build_config(apply_overrides(raw, overrides, algo_cls), algo_cls)
+
+
 def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
     """Splits `--config.field=value` overrides from the other flags and builds the config."""
     overrides, rest = {}, []
@@ -73,16 +91,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
     problem = launch.problem()
     if problem:
         raise ConfigError(problem)
-    raw = load_config_file(args.config)
-    name = overrides.get("algorithm", raw.get("algorithm", "impala"))
-    if name not in algorithms.REGISTRY:
-        raise ConfigError(
-            f"config.algorithm={name!r} is not registered; "
-            f"choose one of {sorted(algorithms.REGISTRY)}"
-        )
-    algo_cls = algorithms.get(name).config_cls
-    raw = apply_overrides(raw, overrides, algo_cls)
-    return build_config(raw, algo_cls), args
+    return _build(load_config_file(args.config), overrides), args
 
 
 def launch_spec(args: argparse.Namespace) -> LaunchSpec:

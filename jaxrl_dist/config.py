@@ -64,10 +64,17 @@ class TrainConfig:
     eval_every_updates: int = 100  # 0 = only at the end
     eval_episodes: int = 20
     eval_mode: str = "greedy"
-    # Checkpoints, logs.
-    checkpoint_every_updates: int = 500  # 0 = only at the end
+    # Checkpoints: a save when any interval is due (0 disables that interval), and at the end.
+    checkpoint_every_updates: int = 500
+    checkpoint_every_env_steps: int = 0
+    checkpoint_every_s: float = 0.0
+    # Retention: the newest `keep_checkpoints` steps, and the `keep_best_checkpoints` steps with
+    # the best evaluation metric (a new best is saved when it is evaluated; 0 = no best saves).
     keep_checkpoints: int = 3
+    keep_best_checkpoints: int = 1
+    # Logs, and `learning_curve.png` in the work dir at the end (scripts/plot.py draws it any time).
     log_every_updates: int = 10
+    learning_curve: bool = True
     warm_start: str = ""  # a run's work dir or checkpoint dir: start from its params
     # Deterministic mode: sync EnvPools, each update takes one unroll of every actor, acted with
     # the newest params (actors wait for the learner), batched in actor order. Slower; the data,
@@ -96,7 +103,11 @@ class TrainConfig:
             _fail("actor_max_restarts", self.actor_max_restarts, "must be >= 0 (0 = no restarts)")
         if self.env_threads_per_actor < 0:
             _fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
-        for name in ("max_wall_time_s", "eval_every_updates", "checkpoint_every_updates"):
+        nonnegative = (
+            "max_wall_time_s", "eval_every_updates", "checkpoint_every_updates",
+            "checkpoint_every_env_steps", "checkpoint_every_s", "keep_best_checkpoints",
+        )  # fmt: skip
+        for name in nonnegative:
             if getattr(self, name) < 0:
                 _fail(name, getattr(self, name), "must be >= 0 (0 disables it)")
         if self.eval_mode not in EVAL_MODES:

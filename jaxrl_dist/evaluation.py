@@ -6,6 +6,7 @@ over-counted (taking the first N episodes to finish across envs would bias the m
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,30 @@ from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.runtime.mesh import local_replica
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """The episodes of one evaluation.
+
+    Attributes:
+      returns: `[episodes, agents]` float64 undiscounted returns (game scores where EnvPool
+        reports unclipped rewards); `agents` is 1 for single-agent envs.
+      lengths: `[episodes]` int64 episode lengths in agent steps.
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+
+    def stats(self) -> dict[str, float]:
+        """Mean, std, min and max return (over episodes and agents) and mean length."""
+        return {
+            "return": float(self.returns.mean()),
+            "return_std": float(self.returns.std()),
+            "return_min": float(self.returns.min()),
+            "return_max": float(self.returns.max()),
+            "length": float(self.lengths.mean()),
+        }
 
 
 class Evaluator:
@@ -45,10 +70,9 @@ class Evaluator:
 
     def run(
         self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
-    ) -> dict[str, float] | None:
-        """Plays one episode per env; returns mean/std/min/max return and mean length, or None
-        if `abort()` turned true first (checked every step: a signal must not wait for a long
-        Atari evaluation)."""
+    ) -> EvalResult | None:
+        """Plays one episode per env and returns them; None if `abort()` turned true first
+        (checked every step: a signal must not wait for a long Atari evaluation)."""
         params = jax.device_put(local_replica(params), self._device)
         obs, _ = self._env.reset()
         returns = np.zeros(self._num, np.float64)
@@ -68,13 +92,7 @@ class Evaluator:
             returns[live] += raw[live]
             lengths[live] += 1
             finished |= np.logical_or(terminated, truncated)
-        return {
-            "return": float(returns.mean()),
-            "return_std": float(returns.std()),
-            "return_min": float(returns.min()),
-            "return_max": float(returns.max()),
-            "length": float(lengths.mean()),
-        }
+        return EvalResult(returns[:, None], lengths)
 
     def close(self) -> None:
         self._env.close()

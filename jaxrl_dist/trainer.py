@@ -6,7 +6,6 @@ calls the returned pure functions. Only the main thread updates, evaluates and s
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
@@ -25,21 +24,30 @@ from jaxrl_dist.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.evaluation import Evaluator
+from jaxrl_dist.hooks import Hooks
+from jaxrl_dist.hparams import HyperparamControl
 from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
+from jaxrl_dist.monitor import EvalMonitor
+from jaxrl_dist.plotting import draw_learning_curve
+from jaxrl_dist.policy import describe_policy
 from jaxrl_dist.preflight import prepare
-from jaxrl_dist.resume import ReplayLog, put_replay, replay_for_actors, restore_checkpoint
+from jaxrl_dist.resume import ReplayLog, replay_for_actors, restore_checkpoint
 from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore
 from jaxrl_dist.runtime.actor import QueueItem, actor_spawner
 from jaxrl_dist.runtime.collect import collect_rollouts
 from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.runtime.learner import host_metrics
 from jaxrl_dist.runtime.supervisor import ActorSupervisor, RestartBudget
-from jaxrl_dist.summary import run_summary
+from jaxrl_dist.saving import Saver
+from jaxrl_dist.stopping import StopControl
+from jaxrl_dist.summary import RunResult, run_summary
 from jaxrl_dist.types import concatenate_rollouts
 
 # What each process reports after gathering its batch; every process acts on all reports.
 # A stop by a signal reports SIGNALLED + the signal number, so the others know it was one.
 CONTINUE, STOP, FAILED, SIGNALLED = 0, 1, 2, 100
+# Process 0's requests to every process, as bits of its report: save now, new hyperparameters.
+SAVE_NOW, NEW_HPARAMS = 1, 2
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
 
 
@@ -52,8 +60,8 @@ class _Run:
     rollouts: queue.Queue
     supervisor: ActorSupervisor | None  # None until the actors start
     stats: ActorStats
-    evaluator: Evaluator | None  # process 0 only
-    ckpt: Checkpointer
+    monitor: EvalMonitor | None  # process 0 only
+    saver: Saver
     logger: MetricLogger | None  # process 0 only
     progress: Progress
     counters: dict
@@ -63,17 +71,25 @@ class _Run:
 
 
 class Trainer:
-    """One training run in `workdir` (`checkpoints/`, `metrics.jsonl`, `tb/`, `summary.json`).
+    """One training run in `workdir` (`checkpoints/`, `metrics.jsonl`, `tb/`, `summary.json`,
+    `learning_curve.png`): `Trainer(config, workdir, hooks=Hooks(...)).run() -> RunResult`.
 
     In a multi-process run every process builds a Trainer on the same (shared) `workdir`: each
-    runs its own actors and its part of the update; process 0 evaluates and writes the logs and
-    the summary; every process takes part in each checkpoint save (Orbax's multi-process rules).
+    runs its own actors and its part of the update; process 0 evaluates, calls the hooks and
+    writes the logs and the summary; every process takes part in each checkpoint save (Orbax's
+    multi-process rules).
     """
 
     def __init__(
-        self, config: TrainConfig, workdir: str, resume: bool = False, quiet: bool = False
+        self,
+        config: TrainConfig,
+        workdir: str,
+        resume: bool = False,
+        quiet: bool = False,
+        hooks: Hooks | None = None,
     ):
         self.config = config
+        self.hooks = hooks or Hooks()
         self.workdir = os.path.abspath(workdir)
         self.cluster = Cluster()
         launch = json.dumps(
@@ -87,10 +103,7 @@ class Trainer:
             )
         self._resume = resume
         self._quiet = quiet
-        self._stop_requested = threading.Event()
-        self._stop_reason = ""
-        self._signals = 0
-        self._stop_signal = 0
+        self.stop = StopControl()
         self._restarts_reported = 0
         # Checks that read this machine (devices, files) may fail on one process only: all
         # processes learn of it, so none goes on alone into a collective.
@@ -105,24 +118,22 @@ class Trainer:
             raise ConfigError(problem)
         if failed.size:
             raise ConfigError(f"process {failed[0]} refused the run (see its error)")
+        self.hparams = HyperparamControl(
+            config.algo, self.algorithm.hyperparams, self.workdir, self.cluster.is_primary
+        )
+        self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
+        self._episodes_reported = 0
+
+    def set_hyperparams(self, **values: float) -> None:
+        """Changes run-time hyperparameters (`Algorithm.hyperparams`, e.g. learning_rate) from
+        the next update on; call it from a hook (process 0). Raises HyperparamError (one line)
+        for a name that cannot change or a value the algorithm's config refuses."""
+        self.hparams.request(values, source="set_hyperparams")
 
     # ----------------------------------------------------------------------------- signals
     def request_stop(self, reason: str) -> None:
-        self._stop_reason = self._stop_reason or reason
-        self._stop_requested.set()
-
-    def _install_signal_handlers(self) -> dict:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-
-        def handler(signum, frame):
-            self._signals += 1
-            if self._signals > 1 and signum == signal.SIGINT:
-                raise KeyboardInterrupt  # a second Ctrl-C: leave at once
-            self._stop_signal = self._stop_signal or signum
-            self.request_stop(signal.Signals(signum).name)
-
-        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        """Asks the run to stop after the current update (any thread)."""
+        self.stop.request(reason)
 
     # ----------------------------------------------------------------------------- state
     def _initial_state(self, learner: Learner, ckpt: Checkpointer, replay: ReplayLog | None):
@@ -131,13 +142,14 @@ class Trainer:
         state = learner.init_state(lambda: self.algorithm.init(jax.random.PRNGKey(cfg.seed)))
         counters = {
             "env_steps": 0, "updates": 0, "wall_time_s": 0.0, "evals": [], "dropped_rollouts": 0,
-            "actor_restarts": 0,
+            "actor_restarts": 0, "episodes": 0, "best_eval": None, "hparam_changes": [],
         }  # fmt: skip
         if self._resume:
             columns = cfg.process_batch_size(self.cluster.count)
             columns = slice(self.cluster.index * columns, (self.cluster.index + 1) * columns)
             state, meta, full = restore_checkpoint(ckpt, state, replay, columns)
             counters.update({k: meta[k] for k in counters if k in meta})
+            self.hparams.sync(state.hparams)  # values changed at run time are kept
             target = cfg.stop_at_eval_return
             if target is not None and any(e["return"] >= target for e in counters["evals"]):
                 self.request_stop(f"an earlier evaluation already reached {target}")
@@ -146,35 +158,18 @@ class Trainer:
             state = state._replace(params=learner.put_state(self._prepared.warm_params))
         return state, counters, {}
 
-    def _save(self, run: _Run) -> None:
-        step = run.counters["updates"]
-        run.ckpt.wait()  # a save may still be finalising in the background: never race it
-        if run.ckpt.latest_step() == step:
-            # The same state is saved already (a periodic save at this update). Replacing it
-            # would open a window with no checkpoint at all; its meta only lacks what followed
-            # (a final evaluation, which a resume from it runs again).
-            return
-        meta = {**copy.deepcopy(run.counters), "config": jsonable(self.config.to_dict())}
-        window = run.replay.window(step) if run.replay is not None else None
-        replay = None
-        if window is not None:
-            meta["replay"] = run.replay.meta(step)
-            replay = put_replay(window, self.devices.batch_sharding(axis=2))
-        run.ckpt.save(step, run.state, meta, replay)
-
     # ----------------------------------------------------------------------------- run
-    def run(self) -> dict[str, Any]:
-        """Trains until a stop condition; returns the summary (also in `summary.json`)."""
-        previous_handlers = self._install_signal_handlers()
-        try:
+    def run(self) -> RunResult:
+        """Trains until a stop condition; returns the result (its summary is `summary.json`)."""
+        with self.stop.signal_handlers():
             return self._run()
-        finally:
-            for s, h in previous_handlers.items():
-                signal.signal(s, h)
 
     def _run(self) -> dict[str, Any]:
         cfg, cluster = self.config, self.cluster
-        ckpt = Checkpointer(os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints)
+        ckpt = Checkpointer(
+            os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints,
+            cfg.keep_best_checkpoints,
+        )  # fmt: skip
         learner = Learner(self.algorithm, self.devices)
         replay = None
         if cfg.deterministic:
@@ -197,24 +192,29 @@ class Trainer:
         store = ParamsStore(self.devices.actor_devices)
         store.publish(state.params, counters["updates"])
         primary = cluster.is_primary
+        logger = MetricLogger(self.workdir, wall_time_offset=base_wall) if primary else None
+        progress = Progress(cfg.total_env_steps, quiet=self._quiet or not primary)
         run = _Run(
             learner=learner,
             store=store,
             rollouts=queue.Queue(maxsize=cfg.queue_size * cfg.num_actor_threads),
             supervisor=None,
             stats=ActorStats(),
-            evaluator=Evaluator(
+            monitor=EvalMonitor(cfg, Evaluator(
                 cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, self.algorithm,
                 self.devices.actor_devices[0],
-            ) if primary else None,
-            ckpt=ckpt,
-            logger=MetricLogger(self.workdir, wall_time_offset=base_wall) if primary else None,
-            progress=Progress(cfg.total_env_steps, quiet=self._quiet or not primary),
+            ), self.hooks, logger, progress) if primary else None,
+            saver=Saver(
+                cfg, cluster, self.devices, ckpt, describe_policy(cfg, self._prepared.spec)
+            ),
+            logger=logger,
+            progress=progress,
             counters=counters,
             clock=lambda: base_wall + time.monotonic() - start,
             state=state,
             replay=replay,
         )  # fmt: skip
+        run.saver.last_save_s = base_wall
         del state  # from here on run.state is the only live state
         stop_actors = threading.Event()
         error: RunError | None = None
@@ -240,7 +240,7 @@ class Trainer:
                 run.supervisor.join(timeout_s=ACTOR_JOIN_TIMEOUT_S)
         try:
             counters["wall_time_s"] = run.clock()
-            if error is None and not self._stop_reason.startswith("SIG"):
+            if error is None and not self.stop.by_signal:
                 last = counters["evals"][-1]["updates"] if counters["evals"] else None
                 if last != counters["updates"]:
                     self._evaluate(run)
@@ -248,20 +248,25 @@ class Trainer:
                 self._save(run)
             ckpt.wait()
             summary = self._final_summary(run, initial_digests, error)
+            if error is None and primary and self.hooks.save_last is not None:
+                last = counters["evals"][-1]["metric"] if counters["evals"] else None
+                self.hooks.save_last(run.state.params, last, counters["env_steps"])
         finally:
-            if run.evaluator is not None:
-                run.evaluator.close()
+            if run.monitor is not None:
+                run.monitor.close()
             ckpt.close()
             if run.logger is not None:
                 run.logger.close()
+        if primary and cfg.learning_curve:
+            draw_learning_curve(self.workdir, run.progress.message)
         if error is not None:
             raise error
-        return summary
+        return RunResult.from_summary(summary, self.workdir)
 
     def _final_summary(self, run: _Run, initial_digests, error) -> dict[str, Any]:
         """The summary (`summary.json`, written by process 0), params digests of every process."""
         summary = run_summary(
-            run.counters, self.config.stop_at_eval_return, self._stop_reason, run.ckpt
+            run.counters, self.config.stop_at_eval_return, self.stop.reason, run.saver.ckpt
         )
         summary["initial_params_sha256"], summary["initial_opt_state_sha256"] = initial_digests
         summary["resumed_from_update"] = self._resumed_from
@@ -282,6 +287,10 @@ class Trainer:
         )
         return summary
 
+    def _save(self, run: _Run) -> None:
+        run.counters["wall_time_s"] = run.clock()
+        run.saver.save(run.counters, run.state, run.replay, run.counters["wall_time_s"])
+
     def _next_batch(self, run: _Run) -> tuple[list[QueueItem] | None, int]:
         """This process's actor items for the next update (None on a stop request), and how many
         were dropped as stragglers."""
@@ -289,7 +298,7 @@ class Trainer:
         return collect_rollouts(
             run.rollouts, run.supervisor.check,
             need=cfg.process_batch_size(processes) // cfg.rollout_segments(processes),
-            stop=self._stop_requested, updates=run.counters["updates"],
+            stop=self.stop.requested, updates=run.counters["updates"],
             max_policy_lag=cfg.max_policy_lag, in_actor_order=cfg.deterministic,
         )  # fmt: skip
 
@@ -299,13 +308,21 @@ class Trainer:
         process's failure, or a RunError naming the failed process. On one process this is
         local."""
         code = FAILED if failure else CONTINUE if batch_ready else STOP
-        if code == STOP and self._stop_signal:
-            code = SIGNALLED + self._stop_signal
+        if code == STOP and self.stop.signal:
+            code = SIGNALLED + self.stop.signal
         restarts = run.supervisor.restarts - self._restarts_reported
         self._restarts_reported += restarts
-        rows = self.cluster.gather(np.array([code, dropped, restarts], np.int64))
+        episodes = run.stats.episodes_finished - self._episodes_reported
+        self._episodes_reported += episodes
+        requests = (SAVE_NOW if self._save_now else 0) | (
+            NEW_HPARAMS if self.hparams.has_pending else 0
+        )
+        rows = self.cluster.gather(
+            np.array([code, dropped, restarts, episodes, requests], np.int64)
+        )
         run.counters["dropped_rollouts"] += int(rows[:, 1].sum())
         run.counters["actor_restarts"] += int(rows[:, 2].sum())
+        run.counters["episodes"] += int(rows[:, 3].sum())
         if failure is not None:
             raise failure
         failed = np.flatnonzero(rows[:, 0] == FAILED)
@@ -320,7 +337,27 @@ class Trainer:
         if stopping.size:
             self.request_stop(f"process {stopping[0]} stopped")
             return False
+        self._serve_requests(run, int(rows[0, 4]))  # process 0's requests, on every process
         return True
+
+    def _serve_requests(self, run: _Run, requests: int) -> None:
+        """Before the next update: a save process 0 asked for (a new best, or
+        checkpoint_every_s due), then its new hyperparameters (a gather of their values)."""
+        if requests & SAVE_NOW:
+            self._save_now = False
+            self._save(run)
+        if requests & NEW_HPARAMS:
+            row = self.cluster.gather(self.hparams.pending_row())[0]
+            sources = self.hparams.take_sources()
+            hparams, changes = self.hparams.apply(run.state.hparams, row, run.learner.put_state)
+            run.state = run.state._replace(hparams=hparams)
+            self._log_hparams(run, changes, sources)
+
+    def _log_hparams(self, run: _Run, changes: dict, sources: str) -> None:
+        record, line = self.hparams.record(run.counters, changes, sources)
+        if run.logger is not None:
+            run.logger.write(run.counters["env_steps"], record)
+            run.progress.message(line)
 
     def _loop(self, run: _Run) -> None:
         cfg, counters = self.config, run.counters
@@ -331,6 +368,9 @@ class Trainer:
                 return
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
+            if self.cluster.is_primary:
+                self.hparams.poll()
+                self._save_now = self._save_now or run.saver.time_due(run.clock())
             t0 = time.perf_counter()
             failure, items, dropped = None, None, 0
             try:
@@ -371,12 +411,13 @@ class Trainer:
             counters["updates"] += 1
             counters["env_steps"] += cfg.steps_per_update
             updates = counters["updates"]
+            if self.cluster.is_primary and self.hooks.on_iteration is not None:
+                self.hooks.on_iteration(counters["episodes"], counters["env_steps"])
             if cfg.eval_every_updates and updates % cfg.eval_every_updates == 0:
                 self._evaluate(run)
             if updates % cfg.log_every_updates == 0:
                 self._log(run, window, metrics)
-            if cfg.checkpoint_every_updates and updates % cfg.checkpoint_every_updates == 0:
-                counters["wall_time_s"] = run.clock()
+            if run.saver.due(counters):
                 self._save(run)
 
     def _log(self, run: _Run, window: LogWindow, metrics: dict[str, float]) -> None:
@@ -388,28 +429,16 @@ class Trainer:
             run.progress.line(run.counters["env_steps"], record)
 
     def _evaluate(self, run: _Run) -> None:
-        """Process 0 evaluates; a stop it requests reaches the others through `_agree`."""
-        cfg, counters = self.config, run.counters
-        if run.evaluator is None:
+        """Process 0 evaluates (and calls the evaluation hooks); a stop it requests reaches
+        the others through `_agree`, and so does the save of a new best."""
+        if run.monitor is None:
             return
-        record = {}
-        modes = ("greedy", "sampled") if cfg.eval_mode == "both" else (cfg.eval_mode,)
-        signalled = lambda: self._signals > 0  # noqa: E731
-        for mode in modes:
-            result = run.evaluator.run(run.state.params, mode == "greedy", abort=signalled)
-            if result is None:  # a signal: stop promptly, without this evaluation
-                return
-            record.update({f"eval/{mode}_{k}": v for k, v in result.items()})
-        main = modes[0]
-        record["eval/return"] = record[f"eval/{main}_return"]
-        record["eval/return_std"] = record[f"eval/{main}_return_std"]
-        counters["evals"].append(
-            {"env_steps": counters["env_steps"], "updates": counters["updates"],
-             "wall_time_s": round(run.clock(), 3), "return": record["eval/return"],
-             "mode": main}
-        )  # fmt: skip
-        run.logger.write(counters["env_steps"], record)
-        run.progress.line(counters["env_steps"], record)
-        target = cfg.stop_at_eval_return
-        if target is not None and record["eval/return"] >= target:
-            self.request_stop(f"eval return {record['eval/return']:.1f} >= {target}")
+        signalled = lambda: self.stop.signals > 0  # noqa: E731
+        outcome = run.monitor.evaluate(run.state.params, run.counters, run.clock(), signalled)
+        if outcome is None:  # a signal: stop promptly, without this evaluation
+            return
+        report, stop_reason = outcome
+        if report.best and self.config.keep_best_checkpoints:
+            self._save_now = True
+        if stop_reason:
+            self.request_stop(stop_reason)

@@ -18,7 +18,7 @@ RANDOM_PENDULUM_RETURN = -1251.7  # uniform random actions, 100 episodes (README
 
 def _run(tmp_path, *args):
     config, _ = parse_args([*args, "--workdir", "unused"])
-    return Trainer(config, str(tmp_path / "run"), quiet=True).run(), config
+    return Trainer(config, str(tmp_path / "run"), quiet=True).run().summary, config
 
 
 def test_ppo_learns_pendulum(tmp_path):

@@ -91,11 +91,26 @@ def test_two_processes_equal_one_process_and_resume_across_layouts(tmp_path):
     for a, b in zip(r2, r1, strict=True):  # losses from the same batches; episode counts summed
         assert a["charts/episodes"] == b["charts/episodes"] > 0
         np.testing.assert_allclose(a["losses/loss"], b["losses/loss"], rtol=1e-4)
-    # Each checkpoint resumes in the other layout; both continue alike to update 8.
-    _one_process(two, 8, "--resume")
-    _two_processes(one, 8, "--resume")
-    assert _summary(two)["updates"] == _summary(one)["updates"] == 8
+    # Each checkpoint resumes in the other layout; both continue alike to update 10, with a
+    # run-time change (applied before the first update after the resume) and evaluations whose
+    # new bests are saves that process 0 asks the others for.
+    for workdir in (two, one):
+        (workdir / "control.json").write_text('{"learning_rate": 5e-4, "entropy_cost": 0.02}')
+    evaluate = "--config.eval_every_updates=2"
+    _one_process(two, 10, "--resume", evaluate)
+    _two_processes(one, 10, "--resume", evaluate)
+    s2, s1 = _summary(two), _summary(one)
+    assert s2["updates"] == s1["updates"] == 10
     assert _max_param_diff(two, one) < 1e-5
+    assert len(set(s1["params_sha256_by_process"])) == 1
+    for s in (s2, s1):
+        (change,) = s["hparam_changes"]
+        assert change["updates"] == 6
+        assert change["values"] == {"learning_rate": 5e-4, "entropy_cost": 0.02}
+        assert [e["updates"] for e in s["evals"]] == [8, 10]
+        assert s["best_checkpoint_step"] in (8, 10)
+    # The first evaluation is a new best: saved at update 8 on request, by both processes.
+    assert 8 in s1["checkpoint_steps"]
 
 
 def _start_long_run(workdir, *extra):

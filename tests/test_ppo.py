@@ -108,7 +108,7 @@ def test_vtrace_targets_equal_gae_targets_on_policy():
 def test_ppo_learns_cartpole(tmp_path):
     config_file = os.path.join(ROOT, "configs", "ppo_cartpole.py")
     config, _ = parse_args(["--config", config_file, "--workdir", "unused", "--config.seed=2"])
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["env_steps"] <= 300_000
     assert summary["best_eval_return"] >= 400, summary["evals"]
 
@@ -116,5 +116,5 @@ def test_ppo_learns_cartpole(tmp_path):
 def test_ppo_atari_quick_runs(tmp_path):
     config_file = os.path.join(ROOT, "configs", "ppo_atari.py")
     config, _ = parse_args(["--config", f"{config_file}:quick", "--workdir", "unused"])
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["updates"] == config.num_updates and summary["final_eval_return"] is not None

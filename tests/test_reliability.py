@@ -78,7 +78,7 @@ def _inject_env_failures(monkeypatch, fail_after_by_env):
 def test_an_actor_that_fails_once_is_restarted_and_the_run_goes_on(tmp_path, monkeypatch):
     made = _inject_env_failures(monkeypatch, lambda n: 200 if n == 0 else None)
     config, _ = parse_args(QUICK)
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert len(made) == 2  # the first EnvPool and its replacement
     assert summary["actor_restarts"] == 1
     assert summary["stop_reason"] == "total_env_steps reached"
@@ -115,9 +115,9 @@ def test_a_lockstep_actor_restarts_exactly_where_it_failed(tmp_path, monkeypatch
          "--config.total_env_steps=6400", "--config.eval_every_updates=0",
          "--config.env_epoch_updates=3"]
     )  # fmt: skip
-    clean = Trainer(config, str(tmp_path / "clean"), quiet=True).run()
+    clean = Trainer(config, str(tmp_path / "clean"), quiet=True).run().summary
     made = _inject_env_failures(monkeypatch, lambda n: 50 if n == 1 else None)
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["actor_restarts"] == 1
     assert summary["updates"] == 20 and summary["stop_reason"] == "total_env_steps reached"
     assert len(made) == 2 * 7 + 1  # a pool per actor per epoch of 3 updates, and the restart

@@ -31,7 +31,7 @@ def _metrics(workdir):
 def test_cartpole_learns(tmp_path):
     """The default CartPole run, in process: greedy evaluation must pass 400 within 300k steps."""
     config, _ = parse_args(["--config", CARTPOLE, "--workdir", "unused", "--config.seed=1"])
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     # The config's budget: ceil(300k / 640) updates. Usually it stops at 475 within 40k steps.
     assert summary["env_steps"] <= 300_160
     assert summary["best_eval_return"] >= 400, summary["evals"]
@@ -56,7 +56,7 @@ def test_learner_batch_independent_of_the_env_batch(tmp_path, monkeypatch):
          "--config.batch_size=8", "--config.total_env_steps=4800"]
     )  # fmt: skip
     assert (config.env_batch_size, config.rollout_segments()) == (32, 8)
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["updates"] == 4800 // (8 * config.unroll_length)
     assert widths and set(widths) == {8}, widths
 
@@ -156,9 +156,9 @@ def test_breakout_quick_runs_and_logs_sps(tmp_path):
 def test_warm_start_takes_params_but_not_counters(tmp_path):
     quick = ["--config", f"{CARTPOLE}:quick", "--workdir", "unused"]
     config, _ = parse_args(quick)
-    first = Trainer(config, str(tmp_path / "a"), quiet=True).run()
+    first = Trainer(config, str(tmp_path / "a"), quiet=True).run().summary
     config, _ = parse_args([*quick, f"--config.warm_start={tmp_path / 'a'}"])
-    second = Trainer(config, str(tmp_path / "b"), quiet=True).run()
+    second = Trainer(config, str(tmp_path / "b"), quiet=True).run().summary
     assert second["initial_params_sha256"] == first["params_sha256"]
     assert second["updates"] == first["updates"]  # counted from zero again, same budget
 
@@ -169,7 +169,7 @@ def test_max_policy_lag_drops_stale_rollouts(tmp_path):
         ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.queue_size=8",
          "--config.max_policy_lag=1", "--config.total_env_steps=6_400"]
     )  # fmt: skip
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["dropped_rollouts"] > 0
     lags = [m["stats/policy_lag"] for m in _metrics(tmp_path / "run") if "stats/policy_lag" in m]
     assert max(lags) <= 1.0
@@ -197,7 +197,7 @@ def test_final_save_over_a_periodic_save_at_the_same_update(tmp_path):
         ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.eval_every_updates=10",
          "--config.checkpoint_every_updates=10", "--config.stop_at_eval_return=-1"]
     )  # fmt: skip
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run()
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["updates"] == summary["latest_checkpoint_step"] == 10
     with Checkpointer(str(tmp_path / "run" / "checkpoints"), create=False) as ckpt:
         assert ckpt.restore_meta(10)["evals"][-1]["updates"] == 10

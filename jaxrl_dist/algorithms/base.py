@@ -25,12 +25,16 @@ class LearnerState(NamedTuple):
       opt_state: optimizer state; its step count drives learning-rate schedules.
       rng: `[2]` uint32 PRNG key for updates that sample (minibatch shuffles, ...).
       update_step: `[]` int32 number of updates applied.
+      hparams: `{name: [] float32}` the hyperparameters that may change while the run goes on
+        (`Algorithm.hyperparams`). The update reads them from here, traced, so a change needs no
+        recompile, and a resume continues with the values the run had.
     """
 
     params: PyTree
     opt_state: PyTree
     rng: jax.Array
     update_step: jax.Array
+    hparams: dict[str, jax.Array]
 
 
 Metrics = dict[str, jax.Array]
@@ -49,6 +53,8 @@ class Algorithm:
       env_action: `env_action(action [B, ...]) -> [B, ...]`, what is sent to the environment for
         an action the policy chose (e.g. a Gaussian sample squashed or clipped to the bounds);
         the rollout stores the policy's action. Identity by default.
+      hyperparams: names of the algorithm config's fields that `LearnerState.hparams` carries
+        and a run may change while it goes on (learning rate, loss coefficients, clip ranges).
     """
 
     init: Callable[[jax.Array], LearnerState]
@@ -56,6 +62,7 @@ class Algorithm:
     greedy_act: Callable[[PyTree, jax.Array], jax.Array]
     update: Callable[[LearnerState, Rollout], tuple[LearnerState, Metrics]]
     env_action: Callable[[jax.Array], jax.Array] = lambda action: action
+    hyperparams: tuple[str, ...] = ()
 
 
 def bad_algo_field(config: Any, field: str, why: str) -> NoReturn:

@@ -3,8 +3,10 @@ action distribution, observation normalisation), masked means and schedules."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -58,13 +60,36 @@ def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.sum(x * mask) / jnp.maximum(mask.sum(), 1.0)
 
 
-def linear_or_constant(value: float, anneal: bool, steps: int) -> optax.Schedule:
-    """Linear decay to 0 over `steps` optimizer steps, or a constant."""
-    return (
-        optax.linear_schedule(value, 0.0, max(1, steps))
-        if anneal
-        else optax.constant_schedule(value)
-    )
+def lr_fraction(anneal: bool, steps: int) -> optax.Schedule:
+    """The multiplier of the base learning rate at an optimizer step: a linear decay from 1 to 0
+    over `steps` steps, or 1. The base rate itself is a run-time hyperparameter."""
+    if anneal:
+        return optax.linear_schedule(1.0, 0.0, max(1, steps))
+    return optax.constant_schedule(1.0)
+
+
+def injected_optimizer(
+    build: Callable[[float], optax.GradientTransformation], learning_rate: float
+) -> optax.GradientTransformation:
+    """`build(learning_rate)` with the rate held in the optimizer state
+    (`optax.inject_hyperparams`), so `gradient_step` sets it each step without a recompile."""
+    return optax.inject_hyperparams(build)(learning_rate=learning_rate)
+
+
+def initial_hparams(config: Any, names: Sequence[str]) -> dict[str, jax.Array]:
+    """`LearnerState.hparams` at the start of a run: the config's values as float32 scalars."""
+    return {name: jnp.asarray(getattr(config, name), jnp.float32) for name in names}
+
+
+def with_hparams(config: Any, hparams: dict[str, jax.Array]) -> Any:
+    """A copy of the frozen algorithm config whose run-time fields are the traced values of
+    `hparams`: the loss reads `config.entropy_cost` as always, and a new value needs no
+    recompile. (`dataclasses.replace` would run `__post_init__`'s checks on tracers; the values
+    were checked when they were set.)"""
+    config = copy.copy(config)
+    for name, value in hparams.items():
+        object.__setattr__(config, name, value)
+    return config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,18 +178,35 @@ def actor_functions(model: PolicyModel):
 
 
 def init_learner_state(
-    model: PolicyModel, optimizer: optax.GradientTransformation, key: jax.Array
+    model: PolicyModel,
+    optimizer: optax.GradientTransformation,
+    key: jax.Array,
+    hparams: dict[str, jax.Array] | None = None,
 ) -> LearnerState:
-    """Fresh params, optimizer state over the trained `"net"` part, an RNG key, update 0."""
+    """Fresh params, optimizer state over the trained `"net"` part, an RNG key, update 0, the
+    run-time hyperparameters (`initial_hparams`; none by default)."""
     params = model.init(key)
     return LearnerState(
-        params, optimizer.init(params["net"]), jax.random.fold_in(key, 1), jnp.zeros((), jnp.int32)
+        params,
+        optimizer.init(params["net"]),
+        jax.random.fold_in(key, 1),
+        jnp.zeros((), jnp.int32),
+        hparams or {},
     )
 
 
 def gradient_step(
-    optimizer: optax.GradientTransformation, params: dict, opt_state: Any, net_grads: Any
+    optimizer: optax.GradientTransformation,
+    params: dict,
+    opt_state: Any,
+    net_grads: Any,
+    learning_rate: jax.Array | None = None,
 ) -> tuple[dict, Any]:
-    """Applies `net_grads` to `params["net"]`; the rest of the params is left as it is."""
+    """Applies `net_grads` to `params["net"]`; the rest of the params is left as it is. With
+    `learning_rate` (an `injected_optimizer`), at that rate: it is set in the optimizer state."""
+    if learning_rate is not None:
+        opt_state = opt_state._replace(
+            hyperparams={**opt_state.hyperparams, "learning_rate": learning_rate}
+        )
     updates, opt_state = optimizer.update(net_grads, opt_state, params["net"])
     return {**params, "net": optax.apply_updates(params["net"], updates)}, opt_state

@@ -24,10 +24,13 @@ from jaxrl_dist.algorithms.common import (
     actor_functions,
     gradient_step,
     init_learner_state,
-    linear_or_constant,
+    initial_hparams,
+    injected_optimizer,
+    lr_fraction,
     make_policy_model,
     masked_mean,
     transitions,
+    with_hparams,
 )
 from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
@@ -36,6 +39,8 @@ from jaxrl_dist.ops import vtrace_td_error_and_advantage
 from jaxrl_dist.types import Rollout, assert_rollout_shapes
 
 OPTIMIZERS = ("rmsprop", "adam")
+# Fields a run may change while it goes on (`LearnerState.hparams`; README, "Run-time changes").
+RUNTIME_HPARAMS = ("learning_rate", "entropy_cost", "baseline_cost")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,13 +141,18 @@ def impala_loss(
     return loss, metrics
 
 
-def make_optimizer(config: ImpalaConfig, lr: optax.Schedule) -> optax.GradientTransformation:
-    if config.optimizer == "rmsprop":
-        opt = optax.rmsprop(lr, decay=config.rmsprop_decay, eps=config.rmsprop_eps)
-    else:
-        opt = optax.adam(lr, eps=config.adam_eps)
-    clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
-    return optax.chain(*clip, opt)
+def make_optimizer(config: ImpalaConfig) -> optax.GradientTransformation:
+    """Gradient clipping, then RMSProp or Adam; the learning rate is set at each step."""
+
+    def build(learning_rate):
+        if config.optimizer == "rmsprop":
+            opt = optax.rmsprop(learning_rate, decay=config.rmsprop_decay, eps=config.rmsprop_eps)
+        else:
+            opt = optax.adam(learning_rate, eps=config.adam_eps)
+        clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
+        return optax.chain(*clip, opt)
+
+    return injected_optimizer(build, config.learning_rate)
 
 
 def make_impala(
@@ -150,29 +160,35 @@ def make_impala(
 ) -> Algorithm:
     """Builds IMPALA's pure functions (discrete or continuous actions)."""
     model = make_policy_model(network_config, env_spec)
-    schedule = linear_or_constant(config.learning_rate, config.anneal_lr, num_updates)
-    optimizer = make_optimizer(config, schedule)
+    fraction = lr_fraction(config.anneal_lr, num_updates)
+    optimizer = make_optimizer(config)
     act, greedy_act = actor_functions(model)
 
-    def loss_fn(net, params, rollout):
+    def loss_fn(net, params, rollout, loss_config):
         policy, values = model.apply({**params, "net": net}, rollout.obs)
-        return impala_loss(policy, values, rollout, config, model.dist)
+        return impala_loss(policy, values, rollout, loss_config, model.dist)
 
     def update(state: LearnerState, rollout: Rollout):
         assert_rollout_shapes(rollout)
+        loss_config = with_hparams(config, state.hparams)
         params = model.update_obs_stats(state.params, rollout.obs)
-        grads, metrics = jax.grad(loss_fn, has_aux=True)(params["net"], params, rollout)
-        params, opt_state = gradient_step(optimizer, params, state.opt_state, grads)
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(
+            params["net"], params, rollout, loss_config
+        )
+        lr = state.hparams["learning_rate"] * fraction(state.update_step)
+        params, opt_state = gradient_step(optimizer, params, state.opt_state, grads, lr)
         metrics["grad_norm"] = optax.tree.norm(grads)
-        metrics["learning_rate"] = jnp.asarray(schedule(state.update_step), jnp.float32)
+        metrics["learning_rate"] = jnp.asarray(lr, jnp.float32)
         return state._replace(
             params=params, opt_state=opt_state, update_step=state.update_step + 1
         ), metrics
 
+    hparams = initial_hparams(config, RUNTIME_HPARAMS)
     return Algorithm(
-        init=lambda key: init_learner_state(model, optimizer, key),
+        init=lambda key: init_learner_state(model, optimizer, key, hparams),
         act=act,
         greedy_act=greedy_act,
         update=update,
         env_action=model.env_action,
+        hyperparams=RUNTIME_HPARAMS,
     )

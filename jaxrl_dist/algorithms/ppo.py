@@ -29,10 +29,13 @@ from jaxrl_dist.algorithms.common import (
     actor_functions,
     gradient_step,
     init_learner_state,
-    linear_or_constant,
+    initial_hparams,
+    injected_optimizer,
+    lr_fraction,
     make_policy_model,
     masked_mean,
     transitions,
+    with_hparams,
 )
 from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
@@ -41,6 +44,8 @@ from jaxrl_dist.ops import truncated_generalized_advantage_estimation, vtrace_td
 from jaxrl_dist.types import Rollout, assert_rollout_shapes
 
 ESTIMATORS = ("gae", "vtrace")
+# Fields a run may change while it goes on (`LearnerState.hparams`; README, "Run-time changes").
+RUNTIME_HPARAMS = ("learning_rate", "entropy_cost", "value_cost", "clip_eps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,23 +181,33 @@ def make_ppo(
     """Builds PPO's pure functions (discrete or continuous actions)."""
     model = make_policy_model(network_config, env_spec)
     steps_per_update = config.num_epochs * config.num_minibatches
-    schedule = linear_or_constant(
-        config.learning_rate, config.anneal_lr, num_updates * steps_per_update
-    )
-    clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
-    optimizer = optax.chain(*clip, optax.adam(schedule, eps=config.adam_eps))
+    fraction = lr_fraction(config.anneal_lr, num_updates * steps_per_update)
+
+    def build(learning_rate):
+        clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
+        return optax.chain(*clip, optax.adam(learning_rate, eps=config.adam_eps))
+
+    optimizer = injected_optimizer(build, config.learning_rate)
     act, greedy_act = actor_functions(model)
 
-    def minibatch_loss(net, params, mb):
+    def minibatch_loss(net, params, mb, loss_config):
         policy, values = model.apply({**params, "net": net}, mb["obs"])
-        return ppo_loss(policy, values, mb, config, model.dist)
+        return ppo_loss(policy, values, mb, loss_config, model.dist)
 
-    def sgd_step(carry, mb):
-        params, opt_state = carry
-        grads, metrics = jax.grad(minibatch_loss, has_aux=True)(params["net"], params, mb)
-        params, opt_state = gradient_step(optimizer, params, opt_state, grads)
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return (params, opt_state), metrics
+    def sgd_steps(params, opt_state, minibatches, hparams):
+        loss_config = with_hparams(config, hparams)
+
+        def sgd_step(carry, mb):
+            params, opt_state = carry
+            grads, metrics = jax.grad(minibatch_loss, has_aux=True)(
+                params["net"], params, mb, loss_config
+            )
+            lr = hparams["learning_rate"] * fraction(opt_state.count)  # per optimizer step
+            params, opt_state = gradient_step(optimizer, params, opt_state, grads, lr)
+            metrics["grad_norm"] = optax.tree.norm(grads)
+            return (params, opt_state), metrics
+
+        return jax.lax.scan(sgd_step, (params, opt_state), minibatches)
 
     def update(state: LearnerState, rollout: Rollout):
         assert_rollout_shapes(rollout)
@@ -209,23 +224,28 @@ def make_ppo(
         data = jax.tree.map(jax.lax.stop_gradient, data)
         rng, key = jax.random.split(state.rng)
         minibatches = _shuffled_minibatches(data, key, config.num_epochs, config.num_minibatches)
-        (params, opt_state), metrics = jax.lax.scan(
-            sgd_step, (params, state.opt_state), minibatches
+        (params, opt_state), metrics = sgd_steps(
+            params, state.opt_state, minibatches, state.hparams
         )
         metrics = jax.tree.map(jnp.mean, metrics)
         metrics["learning_rate"] = jnp.asarray(
-            schedule(state.update_step * steps_per_update), jnp.float32
+            state.hparams["learning_rate"] * fraction(state.update_step * steps_per_update),
+            jnp.float32,
         )
         metrics["advantage_mean"] = masked_mean(adv, mask)
         metrics["value_mean"] = masked_mean(values[:-1], mask)
-        return LearnerState(params, opt_state, rng, state.update_step + 1), metrics
+        return state._replace(
+            params=params, opt_state=opt_state, rng=rng, update_step=state.update_step + 1
+        ), metrics
 
+    hparams = initial_hparams(config, RUNTIME_HPARAMS)
     return Algorithm(
-        init=lambda key: init_learner_state(model, optimizer, key),
+        init=lambda key: init_learner_state(model, optimizer, key, hparams),
         act=act,
         greedy_act=greedy_act,
         update=update,
         env_action=model.env_action,
+        hyperparams=RUNTIME_HPARAMS,
     )
 
 

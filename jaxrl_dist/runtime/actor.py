@@ -38,6 +38,7 @@ class ActorStats:
 
     def __init__(self):
         self._lock = threading.Lock()
+        self.episodes_finished = 0  # since the start; never reset
         self._reset()
 
     def _reset(self):
@@ -51,6 +52,7 @@ class ActorStats:
             for k, v in timers.items():
                 self.timers[k] += v
             self.env_steps += steps
+            self.episodes_finished += len(returns)
             self.episode_returns.extend(returns)
             self.episode_lengths.extend(lengths)
 

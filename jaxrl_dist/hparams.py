@@ -1,0 +1,149 @@
+"""Hyperparameters changed while a run goes on: from a hook, or from a JSON control file.
+
+The values live in `LearnerState.hparams` (traced by the update, so a change needs no recompile,
+and checkpointed, so a resume keeps them). Requests are checked on arrival with the algorithm
+config's own checks; all processes apply them at the same update (process 0's requests travel in
+the trainer's per-update agreement). `control.json` in the work dir is polled by process 0:
+
+    echo '{"learning_rate": 1e-4, "entropy_cost": 0.005}' > RUN/control.json
+
+Once applied, the file is renamed `control.json.applied` (a run that stops first leaves it in
+place, and a resume applies it); a rejected one becomes `control.json.rejected`, with one line
+saying why on stderr; the run goes on either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+CONTROL_FILE = "control.json"
+POLL_EVERY_S = 1.0
+
+
+class HyperparamError(ValueError):
+    """A run-time hyperparameter request that cannot be applied; the message is one line."""
+
+
+class HyperparamControl:
+    """Pending run-time changes of the algorithm config fields named in `names`."""
+
+    def __init__(self, algo_config: Any, names: tuple[str, ...], workdir: str, poll_file: bool):
+        self.names = names
+        self._config = algo_config  # the values now in force, for the checks
+        self._pending: dict[str, float] = {}
+        self._sources: list[str] = []
+        self._path = os.path.join(workdir, CONTROL_FILE)
+        self._poll_file = poll_file
+        self._next_poll = 0.0
+        self._file_queued = False  # its values wait for the next update; renamed when applied
+
+    def sync(self, hparams: dict[str, jax.Array]) -> None:
+        """Takes the values a (restored) state holds as the ones in force."""
+        self._config = dataclasses.replace(
+            self._config, **{k: float(np.asarray(jax.device_get(v))) for k, v in hparams.items()}
+        )
+
+    def current(self) -> dict[str, float]:
+        return {name: float(getattr(self._config, name)) for name in self.names}
+
+    def request(self, values: dict[str, Any], source: str = "hook") -> None:
+        """Queues `values` for the next update. Raises HyperparamError (nothing queued) for an
+        unknown name or a value the algorithm's config refuses."""
+        values = self._checked(values)
+        self._pending.update(values)
+        self._sources.append(source)
+
+    def _checked(self, values: dict[str, Any]) -> dict[str, float]:
+        if not isinstance(values, dict) or not values:
+            raise HyperparamError('give a JSON object of new values, e.g. {"learning_rate": 1e-4}')
+        unknown = sorted(set(values) - set(self.names))
+        if unknown:
+            names, can = ", ".join(unknown), ", ".join(self.names)
+            raise HyperparamError(f"{names} cannot change at run time; these can: {can}")
+        out = {}
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise HyperparamError(f"{name}={value!r} is not a number")
+            if not math.isfinite(value):
+                raise HyperparamError(f"{name}={value!r} is not finite")
+            out[name] = float(value)
+        try:  # the config's own checks, against everything now in force and pending
+            dataclasses.replace(self._config, **{**self._pending, **out})
+        except ValueError as e:
+            raise HyperparamError(str(e).split("; fix it")[0]) from None
+        return out
+
+    def poll(self) -> None:
+        """Reads the control file (at most every POLL_EVERY_S; process 0 only)."""
+        now = time.monotonic()
+        if not self._poll_file or self._file_queued or now < self._next_poll:
+            return
+        self._next_poll = now + POLL_EVERY_S
+        if not os.path.exists(self._path):
+            return
+        try:
+            with open(self._path) as f:
+                values = json.load(f)
+            self.request(values, source=CONTROL_FILE)
+            self._file_queued = True
+        except (OSError, json.JSONDecodeError, HyperparamError) as e:
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            print(
+                f"warning: {self._path} rejected ({why}); renamed to {CONTROL_FILE}.rejected, "
+                "the run goes on with its values",
+                file=sys.stderr,
+            )
+            if os.path.exists(self._path):
+                os.replace(self._path, self._path + ".rejected")
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def pending_row(self) -> np.ndarray:
+        """`[len(names)]` float32: the pending values, NaN where a value does not change."""
+        return np.array([self._pending.get(n, np.nan) for n in self.names], np.float32)
+
+    def apply(self, hparams: dict[str, jax.Array], row: np.ndarray, put) -> tuple[dict, dict]:
+        """New `hparams` with the non-NaN values of `row` (process 0's pending row) placed by
+        `put` (the learner's replicated layout), and `{name: (old, new)}` of what changed."""
+        exact = self._pending  # process 0 logs the values as given, not float32-rounded
+        changes = {
+            name: (float(getattr(self._config, name)), exact.get(name, float(value)))
+            for name, value in zip(self.names, row, strict=True)
+            if not np.isnan(value)
+        }
+        self._config = dataclasses.replace(
+            self._config, **{name: new for name, (_, new) in changes.items()}
+        )
+        self._pending.clear()
+        if self._file_queued:
+            os.replace(self._path, self._path + ".applied")
+            self._file_queued = False
+        new = {name: jnp.asarray(new, jnp.float32) for name, (_, new) in changes.items()}
+        return {**hparams, **put(new)}, changes
+
+    def record(self, counters: dict, changes: dict, sources: str) -> tuple[dict[str, float], str]:
+        """Notes `changes` in `counters["hparam_changes"]` (kept in checkpoints and the summary);
+        returns the metrics record (`hparams/<name>`) and a progress line."""
+        counters["hparam_changes"].append(
+            {"updates": counters["updates"], "env_steps": counters["env_steps"],
+             "source": sources, "values": {k: new for k, (_, new) in changes.items()}}
+        )  # fmt: skip
+        text = ", ".join(f"{k} {old:g} -> {new:g}" for k, (old, new) in changes.items())
+        record = {f"hparams/{k}": new for k, (_, new) in changes.items()}
+        return record, f"update {counters['updates']}: {text} ({sources})"
+
+    def take_sources(self) -> str:
+        sources, self._sources = self._sources, []
+        return ", ".join(dict.fromkeys(sources)) or "process 0"

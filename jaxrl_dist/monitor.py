@@ -1,0 +1,91 @@
+"""Process 0's evaluations: the monitored metric, the best so far, and the evaluation hooks.
+
+The metric is `hooks.reward_metric(returns [episodes, agents])` of the main mode; "best" means
+better than every earlier evaluation of the run (resumes included), never just the previous one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.evaluation import EvalResult, Evaluator
+from jaxrl_dist.hooks import EvalReport, Hooks
+from jaxrl_dist.logger import MetricLogger, Progress
+
+
+class EvalMonitor:
+    """Runs an evaluation of every configured mode, keeps `counters["evals"]` and
+    `counters["best_eval"]` (both checkpointed with the counters), logs it and calls the
+    evaluation hooks."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        evaluator: Evaluator,
+        hooks: Hooks,
+        logger: MetricLogger,
+        progress: Progress,
+    ):
+        self._modes = ("greedy", "sampled") if config.eval_mode == "both" else (config.eval_mode,)
+        self._target = config.stop_at_eval_return
+        self._evaluator = evaluator
+        self._hooks = hooks
+        self._logger, self._progress = logger, progress
+
+    def evaluate(
+        self, params: Any, counters: dict, wall_time_s: float, abort: Callable[[], bool]
+    ) -> tuple[EvalReport, str] | None:
+        """Evaluates `params`, logs, calls `on_eval`, `save_best` (on a new best) and `stop`.
+        Returns the report and why the run should stop ("" if it should not); None if
+        `abort()` turned true first (nothing is recorded)."""
+        report = self._run(params, counters, wall_time_s, abort)
+        if report is None:
+            return None
+        self._logger.write(report.env_steps, report.record)
+        self._progress.line(report.env_steps, report.record)
+        hooks = self._hooks
+        if hooks.on_eval is not None:
+            hooks.on_eval(report)
+        if report.best and hooks.save_best is not None:
+            hooks.save_best(params, report.metric, report.env_steps)
+        stop = ""
+        if self._target is not None and report.record["eval/return"] >= self._target:
+            stop = f"eval return {report.record['eval/return']:.1f} >= {self._target}"
+        if hooks.stop is not None and hooks.stop(report.metric, report.env_steps):
+            stop = stop or f"the stop hook (metric {report.metric:g})"
+        return report, stop
+
+    def _run(
+        self, params: Any, counters: dict, wall_time_s: float, abort: Callable[[], bool]
+    ) -> EvalReport | None:
+        record, results = {}, {}
+        for mode in self._modes:
+            result = self._evaluator.run(params, mode == "greedy", abort=abort)
+            if result is None:
+                return None
+            results[mode] = result
+            record.update({f"eval/{mode}_{k}": v for k, v in result.stats().items()})
+        main: EvalResult = results[self._modes[0]]
+        metric = float(self._hooks.reward_metric(main.returns))
+        record["eval/return"] = record[f"eval/{self._modes[0]}_return"]
+        record["eval/return_std"] = record[f"eval/{self._modes[0]}_return_std"]
+        record["eval/metric"] = metric
+        best = counters["best_eval"] is None or metric > counters["best_eval"]["metric"]
+        entry = {
+            "env_steps": counters["env_steps"], "updates": counters["updates"],
+            "wall_time_s": round(wall_time_s, 3), "return": record["eval/return"],
+            "metric": metric, "mode": self._modes[0],
+        }  # fmt: skip
+        counters["evals"].append(entry)
+        if best:
+            counters["best_eval"] = entry
+        return EvalReport(
+            env_steps=counters["env_steps"], updates=counters["updates"],
+            wall_time_s=entry["wall_time_s"], metric=metric, best=best, returns=main.returns,
+            lengths=main.lengths, record=record,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self._evaluator.close()

@@ -1,0 +1,320 @@
+"""A trained policy from a checkpoint, without the training script or its config file.
+
+Every checkpoint's `meta["policy"]` (from `describe_policy`) holds what acting needs: the
+algorithm's name, its config and the network config, the env spec, the env id and options, and
+a format version. `load_policy(run_dir, "latest" | "best" | step)` rebuilds the algorithm from it,
+restores the params of that step and returns a `Policy` whose `act` maps a batch of observations
+to env actions. Checkpoints written before `meta["policy"]` existed are read through their
+`meta["config"]` and EnvPool's spec of the env.
+
+Errors are `FileNotFoundError` or `ValueError` with one line naming what is wrong and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_dist import algorithms
+from jaxrl_dist.algorithms.base import Algorithm
+from jaxrl_dist.checkpoint import (
+    Checkpointer,
+    find_checkpoint_dir,
+    first_line,
+    restore_params,
+    restructure_like,
+    tree_difference,
+)
+from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
+from jaxrl_dist.envs import EnvSpec, env_spec
+
+POLICY_FORMAT = 1  # bump when describe_policy's dict changes in a way old readers cannot read
+STEP_CHOICES = ("latest", "best")
+READ_ATTEMPTS = 3  # reads of a step that fail while a run deletes other steps are retried
+READ_RETRY_S = 0.2
+
+
+class StepGoneError(FileNotFoundError):
+    """A checkpoint step that was listed but deleted before it was read (a run's retention)."""
+
+
+def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
+    """What rebuilds the acting network of a run, as plain JSON (kept in each checkpoint's meta).
+
+    `num_updates` is stored because `Algorithm.make` takes it (for schedules; acting ignores it).
+    """
+    return {
+        "format": POLICY_FORMAT,
+        "algorithm": config.algorithm,
+        "algo": jsonable(config.algo),
+        "network": jsonable(config.network),
+        "env_id": config.env_id,
+        "env_kwargs": jsonable(config.env_kwargs),
+        "env_spec": _spec_to_json(spec),
+        "num_updates": config.num_updates,
+    }
+
+
+class Policy:
+    """The params of one checkpoint step and the algorithm that acts with them.
+
+    Attributes:
+      params: the network params, on the default device.
+      algorithm: the `Algorithm` rebuilt from `description`.
+      description: the `describe_policy` dict it was built from.
+      step: the checkpoint step (the run's update count when it was saved).
+      meta: the checkpoint's meta (counters such as `env_steps`, the run config).
+    """
+
+    def __init__(
+        self,
+        params: Any,
+        algorithm: Algorithm,
+        description: dict[str, Any],
+        step: int,
+        meta: dict[str, Any] | None = None,
+    ):
+        self.params = jax.device_put(params)  # once, not at every act call
+        self.algorithm = algorithm
+        self.description = description
+        self.step = step
+        self.meta = meta or {}
+        self.spec = _spec_from_json(description["env_spec"])
+        to_env = algorithm.env_action
+        self._greedy = jax.jit(lambda p, o: to_env(algorithm.greedy_act(p, o)))
+        self._sample = jax.jit(lambda p, o, k: to_env(algorithm.act(p, o, k)[0]))
+
+    @property
+    def env_id(self) -> str:
+        return self.description["env_id"]
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        return dict(self.description["env_kwargs"])
+
+    def act(self, obs: Any, greedy: bool = True, key: jax.Array | None = None) -> np.ndarray:
+        """Env actions for a batch of observations.
+
+        Args:
+          obs: `[B, *obs_shape]` observations as the env returns them.
+          greedy: the policy's mode (True) or a sample from it (False, needs `key`).
+          key: a PRNG key for sampled actions.
+
+        Returns:
+          `[B]` int actions (discrete) or `[B, action_dim]` floats within the env's bounds.
+        """
+        obs = np.asarray(obs)
+        if obs.shape[1:] != self.spec.obs_shape:
+            raise ValueError(
+                f"obs of shape {list(obs.shape)} do not fit {self.env_id}: give a batch "
+                f"[B, {', '.join(map(str, self.spec.obs_shape))}]"
+            )
+        if greedy:
+            return np.asarray(self._greedy(self.params, obs))
+        if key is None:
+            raise ValueError("sampled actions need a key: act(obs, greedy=False, key=PRNGKey(0))")
+        return np.asarray(self._sample(self.params, obs, key))
+
+
+def checkpoint_dir(path: str) -> str:
+    """The checkpoint directory of `path` (a run's work dir or its checkpoints dir)."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path!r} is not a directory; give a run's work dir")
+    directory = find_checkpoint_dir(path)
+    if directory is None:
+        raise FileNotFoundError(
+            f"no checkpoint under {path!r}; give a run's work dir (with checkpoints/<step>/) "
+            "or its checkpoints dir"
+        )
+    return directory
+
+
+def list_steps(directory: str) -> list[int]:
+    """Complete steps in a checkpoint dir, ascending. Orbax writes a step to a temporary
+    directory and renames it to its number when complete, so only digit names count."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def read_meta(directory: str, step: int) -> dict[str, Any]:
+    """The meta of `step` in a checkpoint dir. Raises StepGoneError if the step is no longer
+    there (deleted by the run's retention), ValueError if it cannot be read."""
+
+    def read() -> dict[str, Any]:
+        with Checkpointer(directory, create=False) as ckpt:
+            return ckpt.restore_meta(step)
+
+    return _read_step(directory, step, "the meta", read)
+
+
+def _read_step(directory: str, step: int, what: str, read: Callable[[], Any]) -> Any:
+    """`read()`, retried: Orbax opens a directory by reading every step's metadata, so a run
+    deleting an old step meanwhile fails a read of another step once. Raises StepGoneError if
+    the step itself is gone, ValueError if it stays unreadable."""
+    step_dir = os.path.join(directory, str(step))
+    for attempt in range(READ_ATTEMPTS):
+        if not os.path.isdir(step_dir):
+            raise StepGoneError(f"step {step} is no longer in {directory}")
+        try:
+            return read()
+        except Exception as e:  # noqa: BLE001  Orbax raises many kinds here
+            error = e
+        if attempt + 1 < READ_ATTEMPTS:
+            time.sleep(READ_RETRY_S)
+    if not os.path.isdir(step_dir):
+        raise StepGoneError(f"step {step} is no longer in {directory}")
+    raise ValueError(
+        f"{what} of step {step} in {directory} cannot be read ({first_line(error)}); "
+        "choose another --step"
+    )
+
+
+def resolve_step(path: str, which: str | int = "latest") -> int:
+    """The checkpoint step `which` names in the run at `path`.
+
+    `which`: "latest"; "best", the step with the highest `meta["eval_metric"]` (saved right
+    after an evaluation of exactly those params); or a step number (int or digits).
+    """
+    directory = checkpoint_dir(path)
+    steps = list_steps(directory)
+    if not steps:  # every step deleted since checkpoint_dir looked
+        raise FileNotFoundError(f"no checkpoint under {path!r} any more")
+    if isinstance(which, str) and which.isdigit():
+        which = int(which)
+    if which == "latest":
+        return steps[-1]
+    if which == "best":
+        return _best_step(path, directory, steps)
+    if isinstance(which, int) and not isinstance(which, bool):
+        if which not in steps:
+            raise ValueError(
+                f"step {which} is not a checkpoint of {path!r}; available: "
+                f"{', '.join(map(str, steps))} (or latest, best)"
+            )
+        return which
+    raise ValueError(f"step {which!r}: give latest, best or a step number")
+
+
+def _best_step(path: str, directory: str, steps: list[int]) -> int:
+    scored = []
+    for step in steps:
+        try:
+            metric = read_meta(directory, step).get("eval_metric")
+        except StepGoneError:  # deleted by retention while we looked: not a candidate
+            continue
+        if metric is not None:
+            scored.append((float(metric), step))  # ties go to the later step
+    if not scored:
+        raise ValueError(
+            f"no checkpoint of {path!r} records an evaluation (meta eval_metric); train with "
+            "evaluation on (--config.eval_every_updates=N) or use --step latest"
+        )
+    return max(scored)[1]
+
+
+def load_policy(path: str, step: str | int = "latest") -> Policy:
+    """The policy of checkpoint `step` ("latest", "best" or a number) of the run at `path`
+    (its work dir or checkpoints dir)."""
+    return load_policy_at(checkpoint_dir(path), resolve_step(path, step))
+
+
+def load_policy_at(directory: str, step: int) -> Policy:
+    """The policy of a listed `step` of a checkpoint dir. Raises StepGoneError if the step was
+    deleted since it was listed (a run keeps only its newest checkpoints)."""
+    meta = read_meta(directory, step)
+    description = policy_description(meta, step)
+    algorithm = build_algorithm(description)
+    params = _read_step(directory, step, "the params", lambda: restore_params(directory, step))
+    return Policy(_fit_params(params, algorithm, step), algorithm, description, step, meta)
+
+
+def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
+    """`meta["policy"]`, or for older checkpoints one built from `meta["config"]`."""
+    description = meta.get("policy")
+    if description is None:
+        if "config" not in meta:
+            raise ValueError(
+                f"step {step} has neither a policy description nor a run config in its meta; "
+                "it was not saved by jaxrl_dist's trainer"
+            )
+        config = _config_from_json(meta["config"], step)
+        return describe_policy(config, env_spec(config.env_id, config.env_kwargs))
+    if description.get("format", 0) > POLICY_FORMAT:
+        raise ValueError(
+            f"step {step} holds a policy of format {description['format']} (this jaxrl_dist "
+            f"reads up to {POLICY_FORMAT}); upgrade jaxrl_dist"
+        )
+    return description
+
+
+def build_algorithm(description: dict[str, Any]) -> Algorithm:
+    """The `Algorithm` a `describe_policy` dict names, built as the trainer built it."""
+    name = description["algorithm"]
+    if name not in algorithms.REGISTRY:
+        raise ValueError(
+            f"the checkpoint's algorithm {name!r} is not registered in this jaxrl_dist "
+            f"({sorted(algorithms.REGISTRY)})"
+        )
+    raw = {key: description[key] for key in ("algorithm", "env_id", "env_kwargs")}
+    # build_config checks the values and turns JSON lists back into the tuples the configs hold.
+    config = _config_from_json(
+        {**raw, "network": description["network"], "algo": description["algo"]}, None
+    )
+    spec = _spec_from_json(description["env_spec"])
+    return algorithms.get(name).make(config.algo, config.network, spec, description["num_updates"])
+
+
+def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
+    name = raw.get("algorithm", "impala")
+    if name not in algorithms.REGISTRY:
+        raise ValueError(f"the checkpoint's algorithm {name!r} is not registered in jaxrl_dist")
+    try:
+        return build_config(raw, algorithms.get(name).config_cls)
+    except ConfigError as e:
+        where = "its config" if step is None else f"step {step}'s config"
+        raise ValueError(
+            f"{where} does not fit this version of jaxrl_dist ({e}); use the version that "
+            "trained it"
+        ) from None
+
+
+def _fit_params(params: Any, algorithm: Algorithm, step: int) -> Any:
+    """Restored params (Orbax gives NamedTuples back as dicts) in the tree structure the
+    algorithm's functions expect, after checking every leaf's shape and dtype."""
+    shapes = jax.eval_shape(algorithm.init, jax.random.PRNGKey(0)).params
+    problem = tree_difference(params, shapes)
+    if problem:
+        raise ValueError(
+            f"the params of step {step} do not fit the network its description builds ({problem})"
+        )
+    return restructure_like(params, shapes)
+
+
+def _spec_to_json(spec: EnvSpec) -> dict[str, Any]:
+    return {
+        "obs_shape": list(spec.obs_shape),
+        "obs_dtype": np.dtype(spec.obs_dtype).name,
+        "num_actions": int(spec.num_actions),
+        "action_dim": int(spec.action_dim),
+        "action_low": [float(x) for x in spec.action_low],
+        "action_high": [float(x) for x in spec.action_high],
+    }
+
+
+def _spec_from_json(raw: dict[str, Any]) -> EnvSpec:
+    return EnvSpec(
+        obs_shape=tuple(raw["obs_shape"]),
+        obs_dtype=np.dtype(raw["obs_dtype"]),
+        num_actions=raw["num_actions"],
+        action_dim=raw["action_dim"],
+        action_low=tuple(raw["action_low"]),
+        action_high=tuple(raw["action_high"]),
+    )

@@ -1,0 +1,83 @@
+"""When a run saves a checkpoint, and what a save holds.
+
+A save is due by updates or env steps (the same on every process, so all save together), or by
+seconds (process 0's clock decides and asks the others through the trainer's agreement), and
+after a new best evaluation (process 0 asks). Every process takes part in every save.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from jaxrl_dist.checkpoint import METRIC, Checkpointer
+from jaxrl_dist.config import TrainConfig, jsonable
+from jaxrl_dist.resume import ReplayLog, put_replay
+from jaxrl_dist.runtime.distributed import Cluster
+from jaxrl_dist.runtime.mesh import Devices
+
+
+class Saver:
+    """Decides and writes the run's saves into `ckpt`."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        cluster: Cluster,
+        devices: Devices,
+        ckpt: Checkpointer,
+        policy: dict[str, Any],
+    ):
+        self._config, self._cluster, self._devices = config, cluster, devices
+        self.ckpt = ckpt
+        self._policy = policy  # how to rebuild the acting network (jaxrl_dist.policy)
+        self.last_save_s = 0.0  # run wall time of the last save
+
+    def due(self, counters: dict) -> bool:
+        """A save by updates or env steps is due after this update."""
+        cfg = self._config
+        every_steps, steps = cfg.checkpoint_every_env_steps, counters["env_steps"]
+        crossed = (
+            every_steps and steps // every_steps > (steps - cfg.steps_per_update) // every_steps
+        )
+        by_updates = (
+            cfg.checkpoint_every_updates and counters["updates"] % cfg.checkpoint_every_updates == 0
+        )
+        return bool(by_updates or crossed)
+
+    def time_due(self, wall_time_s: float) -> bool:
+        every = self._config.checkpoint_every_s
+        return bool(every) and wall_time_s - self.last_save_s >= every
+
+    def save(self, counters: dict, state: Any, replay: ReplayLog | None, wall_time_s: float):
+        """Every process saves `state` at this update, with its evaluation metric if it was just
+        evaluated (as process 0 says), unless a save at this update exists already."""
+        step, evals = counters["updates"], counters["evals"]
+        self.ckpt.wait()  # a save may still be finalising in the background: never race it
+        if self.ckpt.latest_step() == step:
+            # The same state is saved already (a periodic save at this update). Replacing it
+            # would open a window with no checkpoint at all; its meta only lacks what followed
+            # (a final evaluation, which a resume from it runs again).
+            return
+        evaluated = evals and evals[-1]["updates"] == step
+        local = evals[-1]["metric"] if evaluated else np.nan
+        metric = float(self._cluster.gather(np.float32(local))[0])  # process 0 evaluates
+        if np.isnan(metric):
+            metric = None
+        elif self._cluster.is_primary:
+            metric = float(local)  # exact; the others rank by its float32 copy
+        meta = {
+            **copy.deepcopy(counters), "config": jsonable(self._config.to_dict()),
+            "policy": self._policy,
+        }  # fmt: skip
+        if metric is not None:
+            meta[METRIC] = metric
+        window = replay.window(step) if replay is not None else None
+        replay_item = None
+        if window is not None:
+            meta["replay"] = replay.meta(step)
+            replay_item = put_replay(window, self._devices.batch_sharding(axis=2))
+        self.ckpt.save(step, state, meta, replay_item, metric=metric)
+        self.last_save_s = wall_time_s
