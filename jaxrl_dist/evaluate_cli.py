@@ -1,0 +1,389 @@
+"""`scripts/evaluate.py`: evaluate a run's checkpoint, record a GIF, or follow a run as it trains.
+
+    python scripts/evaluate.py RUN_DIR [--step latest|best|N] [--episodes 10]
+        [--mode greedy|sampled] [--seed S] [--json OUT.json] [--video OUT.gif]
+    python scripts/evaluate.py RUN_DIR --follow [--poll_s 5] [--idle_exit_s 0]
+
+One evaluation plays the first episode of each of `--episodes` fresh EnvPool envs (the trainer's
+`Evaluator`), seeded by default with the run's seed + `SEED_OFFSET`, so they are not the episodes
+the run's own evaluations played. It prints a table row and writes JSON (default
+`RUN_DIR/eval/step_<N>_<mode>.json`) with the per-episode returns. `--follow` evaluates each new
+checkpoint of a run while it trains and appends one JSON line per step to
+`RUN_DIR/validation.jsonl`. Bad input prints one `error: ...` line and exits 2, before anything
+is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_dist.evaluation import EvalResult, Evaluator
+from jaxrl_dist.policy import (
+    STEP_CHOICES,
+    Policy,
+    StepGoneError,
+    checkpoint_dir,
+    list_steps,
+    load_policy,
+    load_policy_at,
+)
+
+# A run deletes old steps while --follow reads; Orbax then warns of a step's missing metadata
+# file. jaxrl_dist.policy retries or skips that step: the warning is noise here.
+logging.getLogger("absl").addFilter(
+    lambda record: "Metadata file does not exist" not in record.getMessage()
+)
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+SEED_OFFSET = 10_000  # default eval seed = the run's seed + this
+MODES = ("greedy", "sampled")
+VIDEO_MAX_FRAMES = 1000  # a GIF holds every frame in memory: cap long (Atari) episodes
+VIDEO_MAX_SIDE = 320  # frames are scaled down to this many pixels on their longer side
+VIDEO_FRAME_MS = 40  # 25 frames a second (GIF delays are in 10 ms units)
+TABLE_HEADER = (
+    f"{'step':>8} {'env_steps':>12} {'episodes':>8} {'return (mean ± std)':>21} "
+    f"{'min':>9} {'max':>9} {'length':>8}"
+)
+
+
+class UsageError(ValueError):
+    """Bad command-line input; one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, as every other bad input (not usage + error)
+        raise UsageError(f"{message} (see --help)")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parses and checks the flags that need no file access; raises UsageError."""
+    p = _Parser(prog="evaluate.py", description="Evaluate a jaxrl_dist run's checkpoints.")
+    p.add_argument("run_dir", help="a run's work dir (or its checkpoints dir)")
+    p.add_argument("--step", help="latest (default), best or a step number")
+    p.add_argument("--episodes", type=int, default=10, help="episodes (one per env)")
+    p.add_argument("--mode", default="greedy", help="greedy or sampled actions")
+    p.add_argument("--seed", type=int, help=f"env seed (default: the run's + {SEED_OFFSET})")
+    p.add_argument("--json", help="output file (default RUN_DIR/eval/step_<N>_<mode>.json)")
+    p.add_argument("--video", help="also record one episode to this .gif")
+    p.add_argument("--follow", action="store_true", help="evaluate new checkpoints as they come")
+    p.add_argument("--poll_s", type=float, default=5.0, help="--follow: seconds between looks")
+    p.add_argument(
+        "--idle_exit_s", type=float, default=0.0,
+        help="--follow: stop after this long without a new step (0: until the run finishes)",
+    )  # fmt: skip
+    args = p.parse_args(argv)
+    if args.mode not in MODES:
+        raise UsageError(f"--mode {args.mode!r}: choose greedy or sampled")
+    if args.episodes <= 0:
+        raise UsageError(f"--episodes {args.episodes}: must be > 0")
+    if args.seed is not None and not 0 <= args.seed < 2**32:
+        raise UsageError(f"--seed {args.seed}: must be in [0, 2**32)")
+    if args.step is not None and args.step not in STEP_CHOICES and not args.step.isdigit():
+        raise UsageError(f"--step {args.step!r}: give latest, best or a step number")
+    if args.video is not None and not args.video.lower().endswith(".gif"):
+        raise UsageError(f"--video {args.video!r}: only animated GIFs are written; name a .gif")
+    if args.poll_s <= 0 or args.idle_exit_s < 0:
+        raise UsageError("--poll_s must be > 0 and --idle_exit_s >= 0")
+    if args.follow:
+        given = [f for f in ("step", "json", "video") if getattr(args, f) is not None]
+        if given:
+            raise UsageError(
+                "--follow evaluates every new step into RUN_DIR/validation.jsonl; "
+                f"drop --{given[0]}"
+            )
+    return args
+
+
+def run_dir_of(path: str, ckpt_dir: str) -> str:
+    """The run's work dir: `path` itself, or the parent of a checkpoints dir given directly."""
+    if ckpt_dir == os.path.join(path, "checkpoints"):
+        return path
+    return os.path.dirname(os.path.abspath(ckpt_dir))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse_args(argv)
+        if args.follow:
+            return follow(args)
+        return evaluate_once(args)
+    except (UsageError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("error: interrupted (what was written so far is kept)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+# ------------------------------------------------------------------------------- one step
+def evaluate_once(args: argparse.Namespace) -> int:
+    """Evaluates one checkpoint (and records a video): prints the table, writes the JSON."""
+    ckpt_dir = checkpoint_dir(args.run_dir)
+    policy = load_policy(args.run_dir, args.step or "latest")
+    if args.video is not None:  # before anything is evaluated or written
+        problem = _pillow_problem() or render_problem(policy.env_id, policy.env_kwargs)
+        if problem:
+            raise ValueError(problem)
+    seed = _seed(args, policy)
+    result = evaluate(policy, args.episodes, args.mode == "greedy", seed)
+    record = eval_record(policy, result, args.mode, seed)
+    print(TABLE_HEADER)
+    print(table_row(record), flush=True)
+    if args.video is not None:
+        record["video"] = record_video(policy, args.video, args.mode == "greedy", seed)
+        v = record["video"]
+        cut = f", cut at {VIDEO_MAX_FRAMES} frames" if v["cut"] else ""
+        print(f"video: {args.video} ({v['frames']} frames, return {v['return']:.1f}{cut})")
+    out = args.json or os.path.join(
+        run_dir_of(args.run_dir, ckpt_dir), "eval", f"step_{policy.step}_{args.mode}.json"
+    )
+    _write_json(out, record)
+    print(f"wrote {out}")
+    return 0
+
+
+def _seed(args: argparse.Namespace, policy: Policy) -> int:
+    if args.seed is not None:
+        return args.seed
+    run_seed = policy.meta.get("config", {}).get("seed", 0)
+    return (run_seed + SEED_OFFSET) % 2**32
+
+
+def evaluate(policy: Policy, episodes: int, greedy: bool, seed: int) -> EvalResult:
+    """The first episode of each of `episodes` new envs. New envs each time (not one Evaluator
+    kept for --follow): EnvPool seeds an env only when it is made, so only new envs give every
+    step the same starting states, and a rerun the same result."""
+    evaluator = Evaluator(
+        policy.env_id, policy.env_kwargs, episodes, seed, policy.algorithm, jax.local_devices()[0]
+    )
+    try:
+        return evaluator.run(policy.params, greedy=greedy)
+    finally:
+        evaluator.close()
+
+
+def eval_record(policy: Policy, result: EvalResult, mode: str, seed: int) -> dict[str, Any]:
+    """The JSON of one evaluation: the step, the stats, and per-episode `returns`
+    (`[episodes][agents]`) and `lengths` (`[episodes]`)."""
+    return {
+        "step": policy.step,
+        "env_steps": policy.meta.get("env_steps"),
+        "env_id": policy.env_id,
+        "algorithm": policy.description["algorithm"],
+        "mode": mode,
+        "seed": seed,
+        "episodes": int(result.lengths.shape[0]),
+        **result.stats(),
+        "returns": result.returns.tolist(),
+        "lengths": result.lengths.tolist(),
+        "train_eval_metric": policy.meta.get("eval_metric"),  # the run's own, if it had one
+        "time": time.time(),
+    }
+
+
+def table_row(record: dict[str, Any]) -> str:
+    env_steps = record["env_steps"]
+    env_steps = "?" if env_steps is None else f"{env_steps:,}"
+    return (
+        f"{record['step']:>8} {env_steps:>12} {record['episodes']:>8} "
+        f"{record['return']:>11.1f} ± {record['return_std']:>7.1f} "
+        f"{record['return_min']:>9.1f} {record['return_max']:>9.1f} {record['length']:>8.1f}"
+    )
+
+
+def _write_json(path: str, record: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(record, f, indent=2)
+
+
+# ------------------------------------------------------------------------------- video
+_RENDER_PROBE = """
+import sys, json, warnings
+warnings.simplefilter("ignore")
+import envpool
+env = envpool.make(sys.argv[1], env_type="gymnasium", num_envs=1, batch_size=1, seed=0,
+                   render_mode="rgb_array", **json.loads(sys.argv[2]))
+env.reset()
+frames = env.render()
+assert frames is not None and frames.ndim == 4 and frames.size > 0, "no frame"
+"""
+
+
+def _pillow_problem() -> str | None:
+    if importlib.util.find_spec("PIL") is None:  # only --video needs it
+        return "--video needs Pillow; install it with pip install pillow"
+    return None
+
+
+def render_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """None if EnvPool renders `env_id` here as RGB frames, else one line saying it does not.
+
+    Probed in a child process: MuJoCo without an OpenGL context ends the whole process from C
+    (it cannot be caught), and toy-text envs raise "render not implemented".
+    """
+    try:
+        with tempfile.TemporaryDirectory() as scratch:  # MuJoCo leaves MUJOCO_LOG.TXT in cwd
+            probe = subprocess.run(
+                [sys.executable, "-c", _RENDER_PROBE, env_id, json.dumps(env_kwargs)],
+                capture_output=True, text=True, timeout=120, cwd=scratch,
+            )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"--video: {env_id} did not render a frame within 120 s; drop --video"
+    if probe.returncode == 0:
+        return None
+    # Python's traceback ends on stderr; MuJoCo prints its fatal error on stdout.
+    lines = [ln.strip() for ln in probe.stderr.splitlines() if ln.strip()] or [
+        ln.strip() for ln in probe.stdout.splitlines() if ln.strip()
+    ]
+    why = lines[-1][:200] if lines else f"exit status {probe.returncode}"
+    return f"--video: {env_id} does not render in EnvPool here ({why}); drop --video"
+
+
+def record_video(policy: Policy, path: str, greedy: bool, seed: int) -> dict[str, Any]:
+    """Plays one episode on a rendering env and writes it to `path` as an animated GIF.
+
+    Returns `{path, frames, return, length, cut}`: `frames` rendered (the reset's and one per
+    step; the GIF writer merges identical neighbours, adding up their delays), `cut` if the
+    episode passed `VIDEO_MAX_FRAMES` frames (the GIF then ends there).
+    """
+    from jaxrl_dist.envs import make_env
+
+    env = make_env(policy.env_id, {**policy.env_kwargs, "render_mode": "rgb_array"}, 1, 1, seed)
+    key = jax.random.PRNGKey(seed)
+    try:
+        obs, _ = env.reset()
+        frames = [_gif_frame(env.render()[0])]
+        total, done = 0.0, False
+        while not done and len(frames) < VIDEO_MAX_FRAMES:
+            key, sub = jax.random.split(key)
+            obs, reward, terminated, truncated, info = env.step(policy.act(obs, greedy, sub))
+            total += float(info.get("reward", reward)[0])  # the game score where EnvPool has it
+            done = bool(terminated[0] or truncated[0])
+            frames.append(_gif_frame(env.render()[0]))  # the terminal state included
+    finally:
+        env.close()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=VIDEO_FRAME_MS, loop=0)
+    length = len(frames) - 1
+    return {"path": path, "frames": len(frames), "return": total, "length": length, "cut": not done}
+
+
+def _gif_frame(rgb: np.ndarray) -> Any:
+    """`[H, W, 3]` uint8 -> a PIL palette image at most VIDEO_MAX_SIDE on its longer side (a
+    palette image is a third of the RGB's memory, and the GIF's format anyway)."""
+    from PIL import Image
+
+    image = Image.fromarray(np.ascontiguousarray(rgb))
+    scale = VIDEO_MAX_SIDE / max(image.size)
+    if scale < 1:
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.Resampling.BILINEAR)
+    return image.quantize(256)
+
+
+# ------------------------------------------------------------------------------- follow
+def _wait(seconds: float) -> None:
+    time.sleep(seconds)  # a function of its own, so a test can step the follower
+
+
+def run_finished(run_dir: str) -> bool:
+    """Whether the run has ended: its `summary.json` is written at every end and its
+    `config.json` at every start (a resume too), so a summary older than the config is that of
+    an earlier, resumed part of the run."""
+    summary, config = (os.path.join(run_dir, name) for name in ("summary.json", "config.json"))
+    if not os.path.exists(summary):
+        return False
+    return not os.path.exists(config) or os.path.getmtime(summary) >= os.path.getmtime(config)
+
+
+def follow(args: argparse.Namespace) -> int:
+    """Evaluates each new checkpoint of a run as it appears, in step order, skipping to the
+    newest when more than one came since the last look. Stops when the run's `summary.json`
+    exists and every step then present was considered, or after `--idle_exit_s` without a new
+    step."""
+    path = args.run_dir
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path!r} is not a directory; give a run's work dir")
+    ckpt_dir = _follow_checkpoint_dir(path)
+    run_dir = run_dir_of(path, ckpt_dir)
+    out = os.path.join(run_dir, "validation.jsonl")
+    last, evaluated = -1, 0  # the newest step considered (evaluated, skipped or gone)
+    last_new = time.monotonic()
+    _say(f"following {ckpt_dir}; results go to {out}")
+    _say(TABLE_HEADER)
+    while True:
+        # Looked at before listing: the run writes its last checkpoint before its summary, so
+        # once the summary exists the listing holds every step the run will have.
+        finished = run_finished(run_dir)
+        new = [s for s in list_steps(ckpt_dir) if s > last]
+        if new:
+            target, skipped = new[-1], new[:-1]
+            last, last_new = target, time.monotonic()
+            if skipped:
+                _say(f"note: skipped steps {_steps(skipped)} (behind: evaluating the newest)")
+            record = _follow_step(ckpt_dir, target, args)
+            if record is not None:
+                record["skipped"] = skipped
+                with open(out, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                evaluated += 1
+                last_new = time.monotonic()  # idle time starts after the evaluation
+            continue  # look again at once: new steps may have come while evaluating
+        if finished:
+            _say(f"note: the run finished; evaluated {evaluated} step(s)")
+            return 0
+        if args.idle_exit_s and time.monotonic() - last_new >= args.idle_exit_s:
+            _say(
+                f"note: no new checkpoint in {args.idle_exit_s:g} s; evaluated {evaluated} step(s)"
+            )
+            return 0
+        _wait(args.poll_s)
+
+
+def _follow_checkpoint_dir(path: str) -> str:
+    """`checkpoint_dir(path)` once the run has one; before its first save, `path/checkpoints`."""
+    try:
+        return checkpoint_dir(path)
+    except FileNotFoundError:
+        return os.path.join(path, "checkpoints")
+
+
+def _follow_step(ckpt_dir: str, step: int, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Evaluates one step for --follow: its record, or None with a note if it was deleted
+    (a run keeps only its newest checkpoints) before it could be read."""
+    try:
+        policy = load_policy_at(ckpt_dir, step)
+    except StepGoneError:
+        _say(f"note: step {step} was deleted before it could be read (retention); skipped")
+        return None
+    except ValueError as e:  # a damaged step must not end the validation of the others
+        _say(f"note: {e}; skipped")
+        return None
+    seed = _seed(args, policy)
+    result = evaluate(policy, args.episodes, args.mode == "greedy", seed)
+    record = eval_record(policy, result, args.mode, seed)
+    _say(table_row(record))
+    return record
+
+
+def _steps(steps: list[int]) -> str:
+    return ", ".join(map(str, steps))
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)  # at once, also into a pipe or a log file

@@ -1,0 +1,303 @@
+"""Policies from checkpoints (jaxrl_dist.policy) and scripts/evaluate.py (jaxrl_dist.evaluate_cli):
+one quick CartPole run (checkpoints at updates 5 and 10) is trained once and read by every test."""
+
+import json
+import os
+import queue
+import shutil
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+from PIL import Image, ImageSequence
+
+from jaxrl_dist import algorithms, cli, evaluate_cli
+from jaxrl_dist.checkpoint import Checkpointer, abstract_like, tree_digest
+from jaxrl_dist.config import build_config
+from jaxrl_dist.envs import env_spec, make_env
+from jaxrl_dist.policy import describe_policy, list_steps, load_policy, resolve_step
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A finished run: 3,200 env steps = 10 updates of 320, checkpoints at updates 5 and 10."""
+    workdir = str(tmp_path_factory.mktemp("evaluate") / "run")
+    rc = cli.main(
+        ["--config", CARTPOLE + ":quick", "--workdir", workdir, "--quiet",
+         "--config.total_env_steps=3200", "--config.checkpoint_every_updates=5"]
+    )  # fmt: skip
+    assert rc == 0
+    assert list_steps(os.path.join(workdir, "checkpoints")) == [5, 10]
+    return workdir
+
+
+def _copy(run, tmp_path, summary=False):
+    """A copy of the run to modify; without its summary.json, a run still training."""
+    ignore = None if summary else shutil.ignore_patterns("summary.json")
+    return shutil.copytree(run, str(tmp_path / "run"), ignore=ignore)
+
+
+def _add_step(workdir, step, source="latest", drop=(), **meta_updates):
+    """Saves `step` into a run: the state and meta of step `source`, the meta keys `drop`
+    removed and `meta_updates` applied. The Checkpointer keeps its default number of steps, so
+    older ones go, as in a run."""
+    policy = load_policy(workdir, source)
+    target = abstract_like(policy.algorithm.init(jax.random.PRNGKey(0)))
+    with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
+        state, meta = ckpt.restore(target, policy.step)
+        meta = {k: v for k, v in meta.items() if k not in drop}
+        ckpt.save(step, state, {**meta, **meta_updates})
+
+
+def _run_config(run):
+    with open(os.path.join(run, "config.json")) as f:
+        raw = json.load(f)
+    return build_config(raw, algorithms.get(raw["algorithm"]).config_cls)
+
+
+def _files(directory):
+    return sorted(os.path.relpath(os.path.join(d, n), directory)
+                  for d, _, names in os.walk(directory) for n in names)  # fmt: skip
+
+
+def _cartpole_obs(n):
+    env = make_env("CartPole-v1", {}, n, n, seed=7)
+    obs, _ = env.reset()
+    env.close()
+    return obs
+
+
+def test_load_policy_acts_with_the_chosen_step(run):
+    policy = load_policy(run)
+    assert (policy.step, policy.meta["env_steps"], policy.env_id) == (10, 3200, "CartPole-v1")
+    config = _run_config(run)
+    expected = describe_policy(config, env_spec(config.env_id, config.env_kwargs))
+    assert json.loads(json.dumps(expected)) == policy.description
+    assert policy.meta["policy"] == policy.description  # the trainer saved it with the step
+    assert policy.description["env_spec"]["obs_dtype"] in ("float32", "float64")
+
+    obs = _cartpole_obs(5)
+    action = policy.act(obs)
+    assert action.shape == (5,) and np.issubdtype(action.dtype, np.integer)
+    assert set(action.tolist()) <= {0, 1}
+    np.testing.assert_array_equal(policy.act(obs), action)  # greedy: the same every time
+    assert policy.act(obs, greedy=False, key=jax.random.PRNGKey(0)).shape == (5,)
+    with pytest.raises(ValueError, match="need a key"):
+        policy.act(obs, greedy=False)
+    with pytest.raises(ValueError, match=r"\[B, 4\]"):
+        policy.act(obs[:, :3])
+
+    earlier = load_policy(os.path.join(run, "checkpoints"), 5)  # the checkpoints dir works too
+    assert earlier.step == 5
+    assert tree_digest(earlier.params) != tree_digest(policy.params)
+
+
+def test_the_policy_description_in_meta_is_what_builds_the_network(run, tmp_path):
+    work = _copy(run, tmp_path)
+    config = _run_config(run)
+    description = describe_policy(config, env_spec(config.env_id, config.env_kwargs))
+    _add_step(work, 20, policy=description)
+    obs = _cartpole_obs(8)
+    np.testing.assert_array_equal(load_policy(work, 20).act(obs), load_policy(work, 10).act(obs))
+    _add_step(work, 25, drop=("policy",))  # as saved before meta["policy"] existed
+    older = load_policy(work, 25)  # built from meta["config"] and EnvPool's spec
+    assert "policy" not in older.meta and older.description == load_policy(work, 20).description
+    np.testing.assert_array_equal(older.act(obs), load_policy(work, 10).act(obs))
+
+    other = {**description, "network": {**description["network"], "hidden_sizes": [32, 32]}}
+    _add_step(work, 30, source=20, policy=other)  # steps 20, 25, 30 kept
+    with pytest.raises(ValueError, match="params of step 30 do not fit") as e:
+        load_policy(work, 30)
+    assert "\n" not in str(e.value)
+    _add_step(work, 40, source=20, policy={**description, "format": 99})
+    with pytest.raises(ValueError, match="upgrade jaxrl_dist"):
+        load_policy(work, 40)
+    os.makedirs(os.path.join(work, "checkpoints", "50"))  # a damaged step (an empty copy)
+    with pytest.raises(ValueError, match="meta of step 50 .* cannot be read") as e:
+        load_policy(work, "latest")
+    assert "\n" not in str(e.value)
+
+
+def test_resolve_step(run, tmp_path):
+    assert resolve_step(run, "latest") == 10
+    assert resolve_step(run, 5) == resolve_step(run, "5") == 5
+    with pytest.raises(ValueError, match=r"step 7 is not a checkpoint .*available: 5, 10"):
+        resolve_step(run, 7)
+    with pytest.raises(ValueError, match="records an evaluation.*eval_every_updates"):
+        resolve_step(run, "best")
+    with pytest.raises(ValueError, match="give latest, best or a step number"):
+        resolve_step(run, "newest")
+    with pytest.raises(FileNotFoundError, match="no checkpoint under"):
+        resolve_step(str(tmp_path), "latest")
+
+    work = _copy(run, tmp_path)
+    _add_step(work, 20, eval_metric=30.0)
+    _add_step(work, 30, eval_metric=12.5)
+    _add_step(work, 40)  # saved without an evaluation: never "best"
+    assert list_steps(os.path.join(work, "checkpoints")) == [20, 30, 40]  # 3 kept, as a run
+    assert resolve_step(work, "best") == 20
+    assert resolve_step(work, "latest") == 40
+
+
+def test_evaluate_script_prints_and_writes_the_same_numbers(run, tmp_path, capsys):
+    out = str(tmp_path / "e.json")
+    assert evaluate_cli.main([run, "--episodes", "4", "--json", out]) == 0
+    record = json.load(open(out))
+    assert (record["step"], record["env_steps"], record["episodes"]) == (10, 3200, 4)
+    assert (record["mode"], record["seed"]) == ("greedy", 10_000)  # run seed 0 + 10,000
+    returns = np.array(record["returns"])
+    assert returns.shape == (4, 1) and len(record["lengths"]) == 4
+    np.testing.assert_array_equal(returns[:, 0], record["lengths"])  # CartPole: +1 per step
+    assert record["return"] == pytest.approx(returns.mean())
+    assert (record["return_min"], record["return_max"]) == (returns.min(), returns.max())
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:3] == ["10", "3,200", "4"]
+    assert row[3:] == [f"{record[k]:.1f}" for k in ("return",)] + ["±"] + [
+        f"{record[k]:.1f}" for k in ("return_std", "return_min", "return_max", "length")
+    ]
+
+    # The default output, and the same seed gives the same episodes.
+    assert evaluate_cli.main([run, "--episodes", "4"]) == 0
+    again = json.load(open(os.path.join(run, "eval", "step_10_greedy.json")))
+    assert again["returns"] == record["returns"]
+    assert evaluate_cli.main([run, "--step", "5", "--mode", "sampled", "--seed", "3",
+                              "--episodes", "4", "--json", out]) == 0  # fmt: skip
+    sampled = json.load(open(out))
+    assert (sampled["step"], sampled["mode"], sampled["seed"]) == (5, "sampled", 3)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{missing}"], "is not a directory"),
+        (["{empty}"], "no checkpoint under"),
+        (["{run}", "--step", "7"], "step 7 is not a checkpoint"),
+        (["{run}", "--step", "best"], "records an evaluation"),
+        (["{run}", "--step", "soon"], "give latest, best or a step number"),
+        (["{run}", "--episodes", "0"], "--episodes 0: must be > 0"),
+        (["{run}", "--mode", "greedier"], "choose greedy or sampled"),
+        (["{run}", "--video", "{tmp}/x.mp4"], "name a .gif"),
+        (["{run}", "--follow", "--step", "5"], "drop --step"),
+        (["{run}", "--episodes", "many"], "invalid int value"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(run, tmp_path, capsys, args, message):
+    os.makedirs(tmp_path / "empty")
+    names = {"run": run, "missing": str(tmp_path / "nope"), "empty": str(tmp_path / "empty"),
+             "tmp": str(tmp_path)}  # fmt: skip
+    before = _files(run), _files(tmp_path)
+    assert evaluate_cli.main([a.format(**names) for a in args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert message in captured.err
+    assert (_files(run), _files(tmp_path)) == before  # nothing written
+
+
+def test_video_records_one_episode_as_a_gif(run, tmp_path):
+    gif, out = str(tmp_path / "v" / "cartpole.gif"), str(tmp_path / "e.json")
+    assert evaluate_cli.main([run, "--episodes", "2", "--video", gif, "--json", out]) == 0
+    video = json.load(open(out))["video"]
+    assert video["length"] >= 8 and video["return"] == video["length"] and not video["cut"]
+    with Image.open(gif) as image:
+        assert image.n_frames > 1
+        assert max(image.size) == evaluate_cli.VIDEO_MAX_SIDE  # 600x400 renders, scaled down
+        # Identical neighbouring frames are merged, their delays added: the episode's time.
+        total_ms = sum(frame.info["duration"] for frame in ImageSequence.Iterator(image))
+    assert total_ms == (video["length"] + 1) * evaluate_cli.VIDEO_FRAME_MS
+
+
+def test_video_of_an_env_that_does_not_render(run, tmp_path, capsys, monkeypatch):
+    problem = evaluate_cli.render_problem("FrozenLake-v1", {})  # EnvPool's toy-text envs
+    assert "FrozenLake-v1 does not render" in problem and "render not implemented" in problem
+    real = evaluate_cli.render_problem
+    # No FrozenLake checkpoint here: the CartPole run's env is replaced in the probe only.
+    monkeypatch.setattr(
+        evaluate_cli, "render_problem", lambda env_id, kw: real("FrozenLake-v1", kw)
+    )
+    before = _files(run)
+    assert evaluate_cli.main([run, "--video", str(tmp_path / "x.gif")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --video: FrozenLake-v1 does not render") and err.count("\n") == 1
+    assert _files(run) == before and not os.listdir(tmp_path)
+
+
+def _lines(workdir):
+    with open(os.path.join(workdir, "validation.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_follow_evaluates_new_steps_skipping_to_the_newest_until_the_run_ends(
+    run, tmp_path, monkeypatch
+):
+    work = _copy(run, tmp_path)
+    polls, resume = queue.Queue(), queue.Queue()
+
+    def wait(seconds):  # the follower found nothing new: let the test act, then go on
+        polls.put(seconds)
+        resume.get(timeout=120)
+
+    monkeypatch.setattr(evaluate_cli, "_wait", wait)
+    result = {}
+    args = [work, "--follow", "--episodes", "2", "--poll_s", "0.01"]
+    thread = threading.Thread(target=lambda: result.update(rc=evaluate_cli.main(args)))
+    thread.start()
+    try:
+        polls.get(timeout=120)  # steps 5 and 10 were there: 10 evaluated, 5 skipped
+        assert [(r["step"], r["skipped"]) for r in _lines(work)] == [(10, [5])]
+        _add_step(work, 20)
+        _add_step(work, 30)  # two new steps since the last look
+        resume.put(None)
+        polls.get(timeout=120)
+    finally:  # the run has finished: the follower stops (also when an assert failed above)
+        with open(os.path.join(work, "summary.json"), "w") as f:
+            json.dump({}, f)
+        for _ in range(3):
+            resume.put(None)
+        thread.join(timeout=120)
+    assert result == {"rc": 0}
+    lines = _lines(work)
+    assert [(r["step"], r["skipped"]) for r in lines] == [(10, [5]), (30, [20])]
+    assert [r["env_steps"] for r in lines] == [3200, 3200]  # step 30 holds step 10's meta
+    assert all(len(r["returns"]) == 2 for r in lines)
+
+
+def test_follow_skips_a_step_deleted_before_it_is_read_and_stops_when_idle(
+    run, tmp_path, monkeypatch, capsys
+):
+    work = _copy(run, tmp_path)
+    listings = []
+
+    def list_steps_racing_retention(directory):
+        if len(listings) == 1:
+            _add_step(work, 20)  # the run saves a new step...
+        steps = list_steps(directory)
+        if not listings:
+            shutil.rmtree(os.path.join(directory, "10"))  # ...and deletes a listed one
+        listings.append(steps)
+        return steps
+
+    monkeypatch.setattr(evaluate_cli, "list_steps", list_steps_racing_retention)
+    start = time.monotonic()
+    args = [work, "--follow", "--episodes", "2", "--poll_s", "0.1", "--idle_exit_s", "1"]
+    assert evaluate_cli.main(args) == 0
+    assert 1 <= time.monotonic() - start < 60
+    out = capsys.readouterr().out
+    assert "skipped steps 5" in out and "step 10 was deleted before it could be read" in out
+    assert "no new checkpoint in 1 s; evaluated 1 step(s)" in out
+    assert [(r["step"], r["skipped"]) for r in _lines(work)] == [(20, [])]
+
+
+def test_a_resumed_run_is_not_finished_until_it_writes_a_new_summary(tmp_path):
+    summary, config = tmp_path / "summary.json", tmp_path / "config.json"
+    assert not evaluate_cli.run_finished(str(tmp_path))
+    summary.write_text("{}")  # the end of the first part
+    config.write_text("{}")  # a resume starts
+    os.utime(summary, (1_000, 1_000))
+    assert not evaluate_cli.run_finished(str(tmp_path))
+    summary.write_text("{}")  # the resumed part ends
+    assert evaluate_cli.run_finished(str(tmp_path))
