@@ -19,7 +19,23 @@ def test_writing_an_algorithm_example_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(algorithms, "REGISTRY", dict(algorithms.REGISTRY))
     namespace: dict = {}
     exec(compile(_python_block_after("## Writing an algorithm"), "README.md", "exec"), namespace)
-    summary = namespace["summary"]
-    assert summary["updates"] == namespace["config"].num_updates > 0
-    assert summary["final_eval_return"] is not None
+    result = namespace["result"]
+    assert result.updates == namespace["config"].num_updates > 0
+    assert result.final_eval_return is not None
     assert (tmp_path / "runs" / "a2c_cartpole" / "summary.json").is_file()
+
+
+def test_python_api_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the example names configs/ relative to the repository
+    block = _python_block_after("## Python API, hooks and run artifacts")
+    block = block.replace('"runs/api_example"', repr(str(tmp_path / "api_example")))
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    result, best = namespace["result"], namespace["best"]
+    assert result.env_steps == 20_160 and result.episodes > 0 and result.sps > 0
+    # The metric is the worst episode's return, and save_best saw the best one.
+    assert best["metric"] == result.best_eval_metric == result.summary["best_eval"]["metric"]
+    assert result.best_checkpoint.endswith(f"/{result.summary['best_eval']['updates']}")
+    changes = result.summary["hparam_changes"]
+    assert [c["values"] for c in changes] == [{"learning_rate": 3e-4}]
+    assert (tmp_path / "api_example" / "learning_curve.png").is_file()
