@@ -7,16 +7,17 @@ the trainer's per-update agreement). `control.json` in the work dir is polled by
 
     echo '{"learning_rate": 1e-4, "entropy_cost": 0.005}' > RUN/control.json
 
-Once applied, the file is renamed `control.json.applied` (a run that stops first leaves it in
-place, and a resume applies it); a rejected one becomes `control.json.rejected`, with one line
-saying why on stderr; the run goes on either way.
+Process 0 claims the file by renaming it `control.json.queued` (a file written later is the next
+request), renames it `control.json.applied` once every process applied it (a run that stops
+first leaves it queued, and a resume applies it), or `control.json.rejected` with one line on
+stderr saying why; the run goes on either way. Each change is saved after the next update.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
+import numbers
 import os
 import sys
 import time
@@ -28,6 +29,7 @@ import numpy as np
 
 CONTROL_FILE = "control.json"
 POLL_EVERY_S = 1.0
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class HyperparamError(ValueError):
@@ -37,21 +39,31 @@ class HyperparamError(ValueError):
 class HyperparamControl:
     """Pending run-time changes of the algorithm config fields named in `names`."""
 
-    def __init__(self, algo_config: Any, names: tuple[str, ...], workdir: str, poll_file: bool):
+    def __init__(self, algo_config: Any, names: tuple[str, ...], workdir: str, primary: bool):
         self.names = names
         self._config = algo_config  # the values now in force, for the checks
         self._pending: dict[str, float] = {}
         self._sources: list[str] = []
         self._path = os.path.join(workdir, CONTROL_FILE)
-        self._poll_file = poll_file
+        self._queued = self._path + ".queued"
+        self._primary = primary  # process 0: polls the file; its pending values are the ones
         self._next_poll = 0.0
-        self._file_queued = False  # its values wait for the next update; renamed when applied
+        self._file_queued = False  # its values wait for the next update
 
-    def sync(self, hparams: dict[str, jax.Array]) -> None:
-        """Takes the values a (restored) state holds as the ones in force."""
-        self._config = dataclasses.replace(
-            self._config, **{k: float(np.asarray(jax.device_get(v))) for k, v in hparams.items()}
-        )
+    def resume(self, hparams: dict[str, jax.Array], saved_algo: dict[str, Any]) -> None:
+        """Takes the values a restored state holds as the ones in force, except where this
+        run's config differs from the config the checkpoint was saved with: there the user
+        changed it for this resume, and it is requested (applied before the first update)."""
+        given = self._config
+        restored = {k: float(np.asarray(jax.device_get(v))) for k, v in hparams.items()}
+        self._config = dataclasses.replace(given, **restored)
+        changed = {
+            name: getattr(given, name)
+            for name in self.names
+            if name in saved_algo and float(getattr(given, name)) != float(saved_algo[name])
+        }
+        if changed:
+            self.request(changed, source="the config at resume")
 
     def current(self) -> dict[str, float]:
         return {name: float(getattr(self._config, name)) for name in self.names}
@@ -72,39 +84,44 @@ class HyperparamControl:
             raise HyperparamError(f"{names} cannot change at run time; these can: {can}")
         out = {}
         for name, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            number = isinstance(value, numbers.Real) or (
+                hasattr(value, "dtype") and np.ndim(value) == 0  # a NumPy or JAX scalar
+            )
+            if isinstance(value, bool) or not number:
                 raise HyperparamError(f"{name}={value!r} is not a number")
-            if not math.isfinite(value):
-                raise HyperparamError(f"{name}={value!r} is not finite")
             out[name] = float(value)
-        try:  # the config's own checks, against everything now in force and pending
-            dataclasses.replace(self._config, **{**self._pending, **out})
+            if not abs(out[name]) <= FLOAT32_MAX:  # the update reads float32
+                raise HyperparamError(f"{name}={value!r} is not a finite float32")
+        as_used = {k: float(np.float32(v)) for k, v in {**self._pending, **out}.items()}
+        try:  # the config's own checks, on the values the update will read
+            dataclasses.replace(self._config, **as_used)
         except ValueError as e:
             raise HyperparamError(str(e).split("; fix it")[0]) from None
         return out
 
     def poll(self) -> None:
-        """Reads the control file (at most every POLL_EVERY_S; process 0 only)."""
+        """Claims and reads the control file (at most every POLL_EVERY_S; process 0 only)."""
         now = time.monotonic()
-        if not self._poll_file or self._file_queued or now < self._next_poll:
+        if not self._primary or self._file_queued or now < self._next_poll:
             return
         self._next_poll = now + POLL_EVERY_S
-        if not os.path.exists(self._path):
-            return
         try:
-            with open(self._path) as f:
+            if not os.path.exists(self._queued):  # else left queued by an earlier part of the run
+                if not os.path.exists(self._path):
+                    return
+                os.replace(self._path, self._queued)
+            with open(self._queued) as f:
                 values = json.load(f)
             self.request(values, source=CONTROL_FILE)
             self._file_queued = True
-        except (OSError, json.JSONDecodeError, HyperparamError) as e:
+        except (OSError, ValueError, OverflowError) as e:  # JSON, encoding, HyperparamError
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
             print(
                 f"warning: {self._path} rejected ({why}); renamed to {CONTROL_FILE}.rejected, "
                 "the run goes on with its values",
                 file=sys.stderr,
             )
-            if os.path.exists(self._path):
-                os.replace(self._path, self._path + ".rejected")
+            _rename(self._queued, self._path + ".rejected")
 
     @property
     def has_pending(self) -> bool:
@@ -117,7 +134,8 @@ class HyperparamControl:
     def apply(self, hparams: dict[str, jax.Array], row: np.ndarray, put) -> tuple[dict, dict]:
         """New `hparams` with the non-NaN values of `row` (process 0's pending row) placed by
         `put` (the learner's replicated layout), and `{name: (old, new)}` of what changed."""
-        exact = self._pending  # process 0 logs the values as given, not float32-rounded
+        # Process 0 logs the values as given, not float32-rounded; the others take its row.
+        exact = self._pending if self._primary else {}
         changes = {
             name: (float(getattr(self._config, name)), exact.get(name, float(value)))
             for name, value in zip(self.names, row, strict=True)
@@ -128,7 +146,7 @@ class HyperparamControl:
         )
         self._pending.clear()
         if self._file_queued:
-            os.replace(self._path, self._path + ".applied")
+            _rename(self._queued, self._path + ".applied")
             self._file_queued = False
         new = {name: jnp.asarray(new, jnp.float32) for name, (_, new) in changes.items()}
         return {**hparams, **put(new)}, changes
@@ -147,3 +165,11 @@ class HyperparamControl:
     def take_sources(self) -> str:
         sources, self._sources = self._sources, []
         return ", ".join(dict.fromkeys(sources)) or "process 0"
+
+
+def _rename(source: str, target: str) -> None:
+    """Renames if it can: a file someone removed is no reason to stop a run."""
+    try:
+        os.replace(source, target)
+    except OSError as e:
+        print(f"warning: could not rename {source} to {target} ({e})", file=sys.stderr)

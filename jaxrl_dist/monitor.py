@@ -6,10 +6,12 @@ better than every earlier evaluation of the run (resumes included), never just t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.errors import RunError
 from jaxrl_dist.evaluation import EvalResult, Evaluator
 from jaxrl_dist.hooks import EvalReport, Hooks
 from jaxrl_dist.logger import MetricLogger, Progress
@@ -69,6 +71,8 @@ class EvalMonitor:
             record.update({f"eval/{mode}_{k}": v for k, v in result.stats().items()})
         main: EvalResult = results[self._modes[0]]
         metric = float(self._hooks.reward_metric(main.returns))
+        if not math.isfinite(metric):  # it would never be beaten, nor be valid JSON
+            raise RunError(f"reward_metric returned {metric}; it must return a finite number")
         record["eval/return"] = record[f"eval/{self._modes[0]}_return"]
         record["eval/return_std"] = record[f"eval/{self._modes[0]}_return_std"]
         record["eval/metric"] = metric

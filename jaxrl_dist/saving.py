@@ -63,17 +63,16 @@ class Saver:
             return
         evaluated = evals and evals[-1]["updates"] == step
         local = evals[-1]["metric"] if evaluated else np.nan
-        metric = float(self._cluster.gather(np.float32(local))[0])  # process 0 evaluates
-        if np.isnan(metric):
-            metric = None
-        elif self._cluster.is_primary:
-            metric = float(local)  # exact; the others rank by its float32 copy
+        # Process 0 evaluates; every process ranks the step by the same float32 copy (Orbax's
+        # retention runs on each), and the meta keeps process 0's exact value.
+        metric = float(self._cluster.gather(np.float32(local))[0])
+        metric = None if np.isnan(metric) else metric
         meta = {
             **copy.deepcopy(counters), "config": jsonable(self._config.to_dict()),
             "policy": self._policy,
         }  # fmt: skip
         if metric is not None:
-            meta[METRIC] = metric
+            meta[METRIC] = float(local) if self._cluster.is_primary else metric
         window = replay.window(step) if replay is not None else None
         replay_item = None
         if window is not None:

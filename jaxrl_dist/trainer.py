@@ -122,6 +122,7 @@ class Trainer:
             config.algo, self.algorithm.hyperparams, self.workdir, self.cluster.is_primary
         )
         self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
+        self._save_after_update = False  # every process: new hyperparameters must reach disk
         self._episodes_reported = 0
 
     def set_hyperparams(self, **values: float) -> None:
@@ -149,7 +150,7 @@ class Trainer:
             columns = slice(self.cluster.index * columns, (self.cluster.index + 1) * columns)
             state, meta, full = restore_checkpoint(ckpt, state, replay, columns)
             counters.update({k: meta[k] for k in counters if k in meta})
-            self.hparams.sync(state.hparams)  # values changed at run time are kept
+            self.hparams.resume(state.hparams, meta["config"]["algo"])  # kept unless re-set
             target = cfg.stop_at_eval_return
             if target is not None and any(e["return"] >= target for e in counters["evals"]):
                 self.request_stop(f"an earlier evaluation already reached {target}")
@@ -234,6 +235,9 @@ class Trainer:
             if run.logger is not None:
                 run.logger.close()
             raise
+        except Exception:  # a bug or a hook's exception: no final save; release what it holds
+            self._release(run)
+            raise
         finally:
             stop_actors.set()
             if run.supervisor is not None:
@@ -248,20 +252,25 @@ class Trainer:
                 self._save(run)
             ckpt.wait()
             summary = self._final_summary(run, initial_digests, error)
-            if error is None and primary and self.hooks.save_last is not None:
+            donated = isinstance(error, NonFiniteError)  # no valid params to hand over
+            if not donated and primary and self.hooks.save_last is not None:
                 last = counters["evals"][-1]["metric"] if counters["evals"] else None
                 self.hooks.save_last(run.state.params, last, counters["env_steps"])
         finally:
-            if run.monitor is not None:
-                run.monitor.close()
-            ckpt.close()
-            if run.logger is not None:
-                run.logger.close()
+            self._release(run)
         if primary and cfg.learning_curve:
             draw_learning_curve(self.workdir, run.progress.message)
         if error is not None:
             raise error
         return RunResult.from_summary(summary, self.workdir)
+
+    def _release(self, run: _Run) -> None:
+        """Closes the evaluator, the checkpointer (after its last save) and the logs."""
+        if run.monitor is not None:
+            run.monitor.close()
+        run.saver.ckpt.close()
+        if run.logger is not None:
+            run.logger.close()
 
     def _final_summary(self, run: _Run, initial_digests, error) -> dict[str, Any]:
         """The summary (`summary.json`, written by process 0), params digests of every process."""
@@ -352,6 +361,9 @@ class Trainer:
             hparams, changes = self.hparams.apply(run.state.hparams, row, run.learner.put_state)
             run.state = run.state._replace(hparams=hparams)
             self._log_hparams(run, changes, sources)
+            # Saved after the next update, so a crash cannot lose a change whose control file
+            # is already renamed (a save now would be skipped: this update may be saved already).
+            self._save_after_update = True
 
     def _log_hparams(self, run: _Run, changes: dict, sources: str) -> None:
         record, line = self.hparams.record(run.counters, changes, sources)
@@ -417,7 +429,13 @@ class Trainer:
                 self._evaluate(run)
             if updates % cfg.log_every_updates == 0:
                 self._log(run, window, metrics)
-            if run.saver.due(counters):
+            # At the last update (the same on every process) the final save follows the final
+            # evaluation, after the actors stopped: a save now would leave that one without its
+            # metric (a save at an update that has one is not made twice).
+            last = counters["env_steps"] >= cfg.total_env_steps
+            if not last and (run.saver.due(counters) or self._save_after_update):
+                self._save_after_update = False
+                self._save_now = False  # a new best of this update is in this save
                 self._save(run)
 
     def _log(self, run: _Run, window: LogWindow, metrics: dict[str, float]) -> None:

@@ -25,7 +25,8 @@ CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A finished run: 3,200 env steps = 10 updates of 320, checkpoints at updates 5 and 10."""
+    """A finished run: 3,200 env steps = 10 updates of 320, checkpoints at updates 5 and 10
+    (the final one after the final evaluation, with its metric)."""
     workdir = str(tmp_path_factory.mktemp("evaluate") / "run")
     rc = cli.main(
         ["--config", CARTPOLE + ":quick", "--workdir", workdir, "--quiet",
@@ -36,10 +37,10 @@ def run(tmp_path_factory):
     return workdir
 
 
-def _copy(run, tmp_path, summary=False):
+def _copy(run, tmp_path, summary=False, name="run"):
     """A copy of the run to modify; without its summary.json, a run still training."""
     ignore = None if summary else shutil.ignore_patterns("summary.json")
-    return shutil.copytree(run, str(tmp_path / "run"), ignore=ignore)
+    return shutil.copytree(run, str(tmp_path / name), ignore=ignore)
 
 
 def _add_step(workdir, step, source="latest", drop=(), **meta_updates):
@@ -123,13 +124,12 @@ def test_the_policy_description_in_meta_is_what_builds_the_network(run, tmp_path
     assert "\n" not in str(e.value)
 
 
-def test_resolve_step(run, tmp_path):
+def test_resolve_step(run, tmp_path, capsys):
     assert resolve_step(run, "latest") == 10
     assert resolve_step(run, 5) == resolve_step(run, "5") == 5
     with pytest.raises(ValueError, match=r"step 7 is not a checkpoint .*available: 5, 10"):
         resolve_step(run, 7)
-    with pytest.raises(ValueError, match="records an evaluation.*eval_every_updates"):
-        resolve_step(run, "best")
+    assert resolve_step(run, "best") == 10  # the final evaluation's step
     with pytest.raises(ValueError, match="give latest, best or a step number"):
         resolve_step(run, "newest")
     with pytest.raises(FileNotFoundError, match="no checkpoint under"):
@@ -138,10 +138,20 @@ def test_resolve_step(run, tmp_path):
     work = _copy(run, tmp_path)
     _add_step(work, 20, eval_metric=30.0)
     _add_step(work, 30, eval_metric=12.5)
-    _add_step(work, 40)  # saved without an evaluation: never "best"
+    _add_step(work, 40, drop=("eval_metric",))  # saved without an evaluation: never "best"
     assert list_steps(os.path.join(work, "checkpoints")) == [20, 30, 40]  # 3 kept, as a run
     assert resolve_step(work, "best") == 20
     assert resolve_step(work, "latest") == 40
+
+    # No kept step was evaluated: "best" is refused, by the script too (one line, exit 2).
+    unevaluated = _copy(run, tmp_path, name="unevaluated")
+    for step in (20, 30, 40):
+        _add_step(unevaluated, step, drop=("eval_metric",))
+    with pytest.raises(ValueError, match="records an evaluation.*eval_every_updates"):
+        resolve_step(unevaluated, "best")
+    assert evaluate_cli.main([unevaluated, "--step", "best"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "records an evaluation" in err
 
 
 def test_evaluate_script_prints_and_writes_the_same_numbers(run, tmp_path, capsys):
@@ -177,7 +187,6 @@ def test_evaluate_script_prints_and_writes_the_same_numbers(run, tmp_path, capsy
         (["{missing}"], "is not a directory"),
         (["{empty}"], "no checkpoint under"),
         (["{run}", "--step", "7"], "step 7 is not a checkpoint"),
-        (["{run}", "--step", "best"], "records an evaluation"),
         (["{run}", "--step", "soon"], "give latest, best or a step number"),
         (["{run}", "--episodes", "0"], "--episodes 0: must be > 0"),
         (["{run}", "--mode", "greedier"], "choose greedy or sampled"),

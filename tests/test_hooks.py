@@ -11,6 +11,7 @@ from jaxrl_dist import hparams
 from jaxrl_dist import trainer as trainer_module
 from jaxrl_dist.checkpoint import Checkpointer
 from jaxrl_dist.cli import parse_args
+from jaxrl_dist.errors import RunError
 from jaxrl_dist.hooks import Hooks
 from jaxrl_dist.hparams import HyperparamError
 from jaxrl_dist.trainer import Trainer
@@ -104,6 +105,11 @@ def test_checkpoints_by_env_steps_and_seconds(tmp_path):
     )  # fmt: skip
     result = Trainer(config, str(tmp_path / "steps"), quiet=True).run()
     assert result.summary["checkpoint_steps"] == [5, 10, 15, 20]
+    # The final evaluation (eval_every_updates=0: only at the end) ran before the save of the
+    # last update, so that save holds its metric and is the best step.
+    assert result.summary["best_checkpoint_step"] == 20
+    with Checkpointer(result.checkpoint_dir, create=False) as ckpt:
+        assert ckpt.restore_meta(20)["eval_metric"] == result.best_eval_metric is not None
     every_s = 0.2
     config = _config(
         f"--config.checkpoint_every_s={every_s}", "--config.keep_checkpoints=100",
@@ -160,6 +166,7 @@ def test_learning_rate_changed_from_a_hook_without_recompiling(tmp_path, monkeyp
     ]  # fmt: skip
     (learner,) = _RecordingLearner.made
     assert learner._update._cache_size() == 1  # one compile for the whole run
+    assert 11 in result.summary["checkpoint_steps"]  # saved after the first update it changed
 
 
 def test_control_file_changes_a_running_job_and_the_change_survives_resume(
@@ -190,12 +197,89 @@ def test_control_file_changes_a_running_job_and_the_change_survives_resume(
     # from update 4 on.
     assert _records(workdir, "hparams/learning_rate") == [(3 * STEPS_PER_UPDATE, 2e-4)]
 
-    # Resume with a longer run: the changed rate goes on (the config still says 1e-3).
+    # Resume with a longer run: the changed rate goes on (the config still says 1e-3), and an
+    # entropy cost the resume's config changes is a change too.
     config = _config(
         "--config.log_every_updates=1", "--config.total_env_steps=8000",
+        "--config.algo.entropy_cost=0.03",
     )  # fmt: skip
-    Trainer(config, str(workdir), resume=True, quiet=True).run()
+    result = Trainer(config, str(workdir), resume=True, quiet=True).run()
     lr = dict(_records(workdir, "losses/learning_rate"))
     after = 21 * STEPS_PER_UPDATE  # the first update after the resume
     assert lr[after] == pytest.approx(2e-4 * (1.0 - 20 / config.num_updates), rel=1e-5)
-    assert np.isfinite(lr[after])
+    changes = result.summary["hparam_changes"]
+    assert [(c["updates"], c["source"], c["values"]) for c in changes] == [
+        (3, "control.json", {"learning_rate": 2e-4}),
+        (20, "the config at resume", {"entropy_cost": 0.03}),
+    ]
+
+
+def test_a_hook_exception_ends_the_run_and_a_non_finite_metric_is_an_error(tmp_path):
+    config = _config(
+        "--config.total_env_steps=3200", "--config.checkpoint_every_updates=2",
+        "--config.eval_every_updates=4", "--config.eval_episodes=2",
+    )  # fmt: skip
+    workdir = str(tmp_path / "run")
+
+    def on_iteration(episodes, env_steps):
+        if env_steps == 5 * STEPS_PER_UPDATE:
+            raise ValueError("a bug in research code")
+
+    with pytest.raises(ValueError, match="a bug in research code"):
+        Trainer(config, workdir, quiet=True, hooks=Hooks(on_iteration=on_iteration)).run()
+    assert not os.path.exists(os.path.join(workdir, "summary.json"))  # no final save
+    # What the run held was released: it resumes in the same process from update 4.
+    hooks = Hooks(reward_metric=lambda returns: float("nan"))
+    with pytest.raises(RunError, match="reward_metric returned nan; it must return a finite"):
+        Trainer(config, workdir, resume=True, quiet=True, hooks=hooks).run()
+    with open(os.path.join(workdir, "summary.json")) as f:
+        summary = json.load(f)  # valid JSON: the non-finite metric was not recorded
+    assert summary["resumed_from_update"] == 4 and summary["updates"] == 8
+
+
+def _control(tmp_path, primary=True):
+    from jaxrl_dist.algorithms.impala import RUNTIME_HPARAMS, ImpalaConfig
+
+    return hparams.HyperparamControl(ImpalaConfig(), RUNTIME_HPARAMS, str(tmp_path), primary)
+
+
+def test_control_file_claims_rejects_and_applies(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(hparams, "POLL_EVERY_S", 0.0)
+    control = _control(tmp_path)
+    path = tmp_path / "control.json"
+    bad = {
+        b"\xff\xfe{": "codec can't decode",  # not UTF-8 (PowerShell's echo writes UTF-16)
+        b'{"entropy_cost": 1e39}': "is not a finite float32",
+        b'{"entropy_cost": ' + b"9" * 400 + b"}": "int too large",
+        b'{"learning_rate": 0}': "learning_rate=0.0 must be > 0",
+        b"[0.1]": "give a JSON object",
+    }
+    for content, why in bad.items():
+        path.write_bytes(content)
+        control.poll()
+        err = capsys.readouterr().err
+        assert "control.json rejected (" in err and why in err, err
+        assert not path.exists() and (tmp_path / "control.json.rejected").read_bytes() == content
+        assert not control.has_pending
+    path.write_text('{"learning_rate": 2e-4}')
+    control.poll()
+    assert (tmp_path / "control.json.queued").exists() and control.has_pending
+    path.write_text('{"learning_rate": 3e-4}')  # the next request: waits for the first's apply
+    control.poll()
+    assert path.exists()
+    row = control.pending_row()
+    _, changes = control.apply({}, row, put=lambda tree: tree)
+    assert changes == {"learning_rate": (6e-4, 2e-4)}
+    assert json.loads((tmp_path / "control.json.applied").read_text()) == {"learning_rate": 2e-4}
+    control.poll()  # the second file is claimed now; removed before it is applied: a warning
+    (tmp_path / "control.json.queued").unlink()
+    _, changes = control.apply({}, control.pending_row(), put=lambda tree: tree)
+    assert changes == {"learning_rate": (2e-4, 3e-4)}
+    assert "could not rename" in capsys.readouterr().err
+    # NumPy scalars are numbers; only process 0 reads the file.
+    control.request({"entropy_cost": np.float32(0.5)})
+    assert control.pending_row()[1] == np.float32(0.5)
+    path.write_text('{"learning_rate": 1e-4}')
+    other = _control(tmp_path, primary=False)
+    other.poll()
+    assert path.exists() and not other.has_pending

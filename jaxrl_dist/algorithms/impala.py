@@ -40,7 +40,9 @@ from jaxrl_dist.types import Rollout, assert_rollout_shapes
 
 OPTIMIZERS = ("rmsprop", "adam")
 # Fields a run may change while it goes on (`LearnerState.hparams`; README, "Run-time changes").
-RUNTIME_HPARAMS = ("learning_rate", "entropy_cost", "baseline_cost")
+RUNTIME_HPARAMS = (
+    "learning_rate", "entropy_cost", "baseline_cost", "clip_rho_threshold", "clip_pg_rho_threshold",
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
