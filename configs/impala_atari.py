@@ -43,6 +43,7 @@ def get_config(variant=None):
     c.eval_episodes = 10
     c.eval_mode = "greedy"
     c.checkpoint_every_updates = 2_000
+    c.keep_best_checkpoints = 1  # a long run: a save per new best costs next to nothing
     c.log_every_updates = 20
     c.network = {"torso": "impala_resnet", "dtype": "float32"}
     c.algo = {

@@ -31,6 +31,7 @@ def get_config(variant=None):
     c.eval_episodes = 10
     c.eval_mode = "greedy"
     c.checkpoint_every_updates = 500
+    c.keep_best_checkpoints = 1  # a long run: a save per new best costs next to nothing
     c.log_every_updates = 10
     c.network = {"torso": "nature_cnn", "shared_torso": True}
     c.algo = {

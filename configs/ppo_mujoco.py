@@ -29,6 +29,7 @@ def get_config(variant=None):
     c.eval_episodes = 10
     c.eval_mode = "greedy"
     c.checkpoint_every_updates = 100
+    c.keep_best_checkpoints = 1  # a long run: a save per new best costs next to nothing
     c.log_every_updates = 5
     c.network = {
         "torso": "mlp", "hidden_sizes": (64, 64), "activation": "tanh", "shared_torso": False,

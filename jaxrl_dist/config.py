@@ -69,9 +69,10 @@ class TrainConfig:
     checkpoint_every_env_steps: int = 0
     checkpoint_every_s: float = 0.0
     # Retention: the newest `keep_checkpoints` steps, and the `keep_best_checkpoints` steps with
-    # the best evaluation metric (a new best is saved when it is evaluated; 0 = no best saves).
+    # the best evaluation metric (a new best is saved when it is evaluated; 0 = no best saves:
+    # on a 12 s CartPole run its 3-8 saves cost a median 4% of SPS; on long runs next to nothing).
     keep_checkpoints: int = 3
-    keep_best_checkpoints: int = 1
+    keep_best_checkpoints: int = 0
     # Logs, and `learning_curve.png` in the work dir at the end (scripts/plot.py draws it any time).
     log_every_updates: int = 10
     learning_curve: bool = True

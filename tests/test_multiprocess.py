@@ -95,9 +95,9 @@ def test_two_processes_equal_one_process_and_resume_across_layouts(tmp_path):
     # run-time change (applied before the first update after the resume) and evaluations.
     for workdir in (two, one):
         (workdir / "control.json").write_text('{"learning_rate": 5e-4, "entropy_cost": 0.02}')
-    evaluate = "--config.eval_every_updates=2"
-    _one_process(two, 10, "--resume", evaluate)
-    _two_processes(one, 10, "--resume", evaluate)
+    evaluate, best = "--config.eval_every_updates=2", "--config.keep_best_checkpoints=1"
+    _one_process(two, 10, "--resume", evaluate, best)
+    _two_processes(one, 10, "--resume", evaluate, best)
     s2, s1 = _summary(two), _summary(one)
     assert s2["updates"] == s1["updates"] == 10
     assert _max_param_diff(two, one) < 1e-5
