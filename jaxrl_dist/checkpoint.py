@@ -73,7 +73,7 @@ class Checkpointer:
     ) -> None:
         """`replay`: an optional tree of global arrays (deterministic mode's recorded actions),
         kept as a third item. `metric`: the evaluation metric of exactly this state, if it was
-        evaluated; it ranks the step for `keep_best` (and is kept in `meta[METRIC]`)."""
+        evaluated; Orbax keeps it beside the step, and it ranks the step for `keep_best`."""
         items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
         if replay is not None:
             items["replay"] = ocp.args.StandardSave(replay)

@@ -65,9 +65,6 @@ class HyperparamControl:
         if changed:
             self.request(changed, source="the config at resume")
 
-    def current(self) -> dict[str, float]:
-        return {name: float(getattr(self._config, name)) for name in self.names}
-
     def request(self, values: dict[str, Any], source: str = "hook") -> None:
         """Queues `values` for the next update. Raises HyperparamError (nothing queued) for an
         unknown name or a value the algorithm's config refuses."""
@@ -131,9 +128,10 @@ class HyperparamControl:
         """`[len(names)]` float32: the pending values, NaN where a value does not change."""
         return np.array([self._pending.get(n, np.nan) for n in self.names], np.float32)
 
-    def apply(self, hparams: dict[str, jax.Array], row: np.ndarray, put) -> tuple[dict, dict]:
+    def apply(self, hparams: dict[str, jax.Array], row: np.ndarray, put) -> tuple[dict, dict, str]:
         """New `hparams` with the non-NaN values of `row` (process 0's pending row) placed by
-        `put` (the learner's replicated layout), and `{name: (old, new)}` of what changed."""
+        `put` (the learner's replicated layout), `{name: (old, new)}` of what changed, and who
+        asked for it."""
         # Process 0 logs the values as given, not float32-rounded; the others take its row.
         exact = self._pending if self._primary else {}
         changes = {
@@ -145,11 +143,12 @@ class HyperparamControl:
             self._config, **{name: new for name, (_, new) in changes.items()}
         )
         self._pending.clear()
+        sources, self._sources = ", ".join(dict.fromkeys(self._sources)) or "process 0", []
         if self._file_queued:
             _rename(self._queued, self._path + ".applied")
             self._file_queued = False
         new = {name: jnp.asarray(new, jnp.float32) for name, (_, new) in changes.items()}
-        return {**hparams, **put(new)}, changes
+        return {**hparams, **put(new)}, changes, sources
 
     def record(self, counters: dict, changes: dict, sources: str) -> tuple[dict[str, float], str]:
         """Notes `changes` in `counters["hparam_changes"]` (kept in checkpoints and the summary);
@@ -161,10 +160,6 @@ class HyperparamControl:
         text = ", ".join(f"{k} {old:g} -> {new:g}" for k, (old, new) in changes.items())
         record = {f"hparams/{k}": new for k, (_, new) in changes.items()}
         return record, f"update {counters['updates']}: {text} ({sources})"
-
-    def take_sources(self) -> str:
-        sources, self._sources = self._sources, []
-        return ", ".join(dict.fromkeys(sources)) or "process 0"
 
 
 def _rename(source: str, target: str) -> None:

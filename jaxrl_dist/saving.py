@@ -29,11 +29,12 @@ class Saver:
         devices: Devices,
         ckpt: Checkpointer,
         policy: dict[str, Any],
+        wall_time_s: float,
     ):
         self._config, self._cluster, self._devices = config, cluster, devices
         self.ckpt = ckpt
         self._policy = policy  # how to rebuild the acting network (jaxrl_dist.policy)
-        self.last_save_s = 0.0  # run wall time of the last save
+        self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
 
     def due(self, counters: dict) -> bool:
         """A save by updates or env steps is due after this update."""
@@ -49,11 +50,12 @@ class Saver:
 
     def time_due(self, wall_time_s: float) -> bool:
         every = self._config.checkpoint_every_s
-        return bool(every) and wall_time_s - self.last_save_s >= every
+        return bool(every) and wall_time_s - self._last_save_s >= every
 
-    def save(self, counters: dict, state: Any, replay: ReplayLog | None, wall_time_s: float):
-        """Every process saves `state` at this update, with its evaluation metric if it was just
-        evaluated (as process 0 says), unless a save at this update exists already."""
+    def save(self, counters: dict, state: Any, replay: ReplayLog | None) -> None:
+        """Every process saves `state` at this update (`counters["wall_time_s"]` up to date),
+        with its evaluation metric if it was just evaluated (as process 0 says), unless a save at
+        this update exists already."""
         step, evals = counters["updates"], counters["evals"]
         self.ckpt.wait()  # a save may still be finalising in the background: never race it
         if self.ckpt.latest_step() == step:
@@ -79,4 +81,4 @@ class Saver:
             meta["replay"] = replay.meta(step)
             replay_item = put_replay(window, self._devices.batch_sharding(axis=2))
         self.ckpt.save(step, state, meta, replay_item, metric=metric)
-        self.last_save_s = wall_time_s
+        self._last_save_s = counters["wall_time_s"]

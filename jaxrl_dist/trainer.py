@@ -165,7 +165,7 @@ class Trainer:
         with self.stop.signal_handlers():
             return self._run()
 
-    def _run(self) -> dict[str, Any]:
+    def _run(self) -> RunResult:
         cfg, cluster = self.config, self.cluster
         ckpt = Checkpointer(
             os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints,
@@ -206,7 +206,8 @@ class Trainer:
                 self.devices.actor_devices[0],
             ), self.hooks, logger, progress) if primary else None,
             saver=Saver(
-                cfg, cluster, self.devices, ckpt, describe_policy(cfg, self._prepared.spec)
+                cfg, cluster, self.devices, ckpt, describe_policy(cfg, self._prepared.spec),
+                wall_time_s=base_wall,
             ),
             logger=logger,
             progress=progress,
@@ -215,7 +216,6 @@ class Trainer:
             state=state,
             replay=replay,
         )  # fmt: skip
-        run.saver.last_save_s = base_wall
         del state  # from here on run.state is the only live state
         stop_actors = threading.Event()
         error: RunError | None = None
@@ -298,7 +298,7 @@ class Trainer:
 
     def _save(self, run: _Run) -> None:
         run.counters["wall_time_s"] = run.clock()
-        run.saver.save(run.counters, run.state, run.replay, run.counters["wall_time_s"])
+        run.saver.save(run.counters, run.state, run.replay)
 
     def _next_batch(self, run: _Run) -> tuple[list[QueueItem] | None, int]:
         """This process's actor items for the next update (None on a stop request), and how many
@@ -357,8 +357,9 @@ class Trainer:
             self._save(run)
         if requests & NEW_HPARAMS:
             row = self.cluster.gather(self.hparams.pending_row())[0]
-            sources = self.hparams.take_sources()
-            hparams, changes = self.hparams.apply(run.state.hparams, row, run.learner.put_state)
+            hparams, changes, sources = self.hparams.apply(
+                run.state.hparams, row, run.learner.put_state
+            )
             run.state = run.state._replace(hparams=hparams)
             self._log_hparams(run, changes, sources)
             # Saved after the next update, so a crash cannot lose a change whose control file

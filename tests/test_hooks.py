@@ -268,12 +268,12 @@ def test_control_file_claims_rejects_and_applies(tmp_path, monkeypatch, capsys):
     control.poll()
     assert path.exists()
     row = control.pending_row()
-    _, changes = control.apply({}, row, put=lambda tree: tree)
+    _, changes, _ = control.apply({}, row, put=lambda tree: tree)
     assert changes == {"learning_rate": (6e-4, 2e-4)}
     assert json.loads((tmp_path / "control.json.applied").read_text()) == {"learning_rate": 2e-4}
     control.poll()  # the second file is claimed now; removed before it is applied: a warning
     (tmp_path / "control.json.queued").unlink()
-    _, changes = control.apply({}, control.pending_row(), put=lambda tree: tree)
+    _, changes, _ = control.apply({}, control.pending_row(), put=lambda tree: tree)
     assert changes == {"learning_rate": (2e-4, 3e-4)}
     assert "could not rename" in capsys.readouterr().err
     # NumPy scalars are numbers; only process 0 reads the file.
