@@ -69,11 +69,19 @@ def lr_fraction(anneal: bool, steps: int) -> optax.Schedule:
 
 
 def injected_optimizer(
-    build: Callable[[float], optax.GradientTransformation], learning_rate: float
+    build: Callable[[float], optax.GradientTransformation],
+    learning_rate: float,
+    max_grad_norm: float,
 ) -> optax.GradientTransformation:
-    """`build(learning_rate)` with the rate held in the optimizer state
+    """Gradients clipped to a global norm of `max_grad_norm` (0: not clipped), then
+    `build(learning_rate)`, with the rate held in the optimizer state
     (`optax.inject_hyperparams`), so `gradient_step` sets it each step without a recompile."""
-    return optax.inject_hyperparams(build)(learning_rate=learning_rate)
+
+    def clipped(learning_rate):
+        clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
+        return optax.chain(*clip, build(learning_rate))
+
+    return optax.inject_hyperparams(clipped)(learning_rate=learning_rate)
 
 
 def initial_hparams(config: Any, names: Sequence[str]) -> dict[str, jax.Array]:

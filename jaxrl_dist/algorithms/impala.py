@@ -148,13 +148,10 @@ def make_optimizer(config: ImpalaConfig) -> optax.GradientTransformation:
 
     def build(learning_rate):
         if config.optimizer == "rmsprop":
-            opt = optax.rmsprop(learning_rate, decay=config.rmsprop_decay, eps=config.rmsprop_eps)
-        else:
-            opt = optax.adam(learning_rate, eps=config.adam_eps)
-        clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
-        return optax.chain(*clip, opt)
+            return optax.rmsprop(learning_rate, decay=config.rmsprop_decay, eps=config.rmsprop_eps)
+        return optax.adam(learning_rate, eps=config.adam_eps)
 
-    return injected_optimizer(build, config.learning_rate)
+    return injected_optimizer(build, config.learning_rate, config.max_grad_norm)
 
 
 def make_impala(

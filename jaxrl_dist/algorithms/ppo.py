@@ -183,11 +183,11 @@ def make_ppo(
     steps_per_update = config.num_epochs * config.num_minibatches
     fraction = lr_fraction(config.anneal_lr, num_updates * steps_per_update)
 
-    def build(learning_rate):
-        clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm > 0 else []
-        return optax.chain(*clip, optax.adam(learning_rate, eps=config.adam_eps))
-
-    optimizer = injected_optimizer(build, config.learning_rate)
+    optimizer = injected_optimizer(
+        lambda learning_rate: optax.adam(learning_rate, eps=config.adam_eps),
+        config.learning_rate,
+        config.max_grad_norm,
+    )
     act, greedy_act = actor_functions(model)
 
     def minibatch_loss(net, params, mb, loss_config):
