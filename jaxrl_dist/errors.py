@@ -1,4 +1,6 @@
-"""Errors that end a run; each message is one line that says why."""
+"""Errors that end a run or refuse a command line; each message is one line that says why."""
+
+import argparse
 
 
 class RunError(RuntimeError):
@@ -7,3 +9,15 @@ class RunError(RuntimeError):
 
 class NonFiniteError(RunError):
     """A non-finite loss or gradient: the state is not saved (the last checkpoint is kept)."""
+
+
+class UsageError(ValueError):
+    """Bad command-line input; one line."""
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise UsageError with one line, as every other bad input
+    of the scripts (not argparse's usage block and exit)."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see --help)")

@@ -29,6 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.errors import OneLineArgumentParser, UsageError
 from jaxrl_dist.evaluation import EvalResult, Evaluator
 from jaxrl_dist.policy import (
     STEP_CHOICES,
@@ -59,18 +60,11 @@ TABLE_HEADER = (
 )
 
 
-class UsageError(ValueError):
-    """Bad command-line input; one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, as every other bad input (not usage + error)
-        raise UsageError(f"{message} (see --help)")
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Parses and checks the flags that need no file access; raises UsageError."""
-    p = _Parser(prog="evaluate.py", description="Evaluate a jaxrl_dist run's checkpoints.")
+    p = OneLineArgumentParser(
+        prog="evaluate.py", description="Evaluate a jaxrl_dist run's checkpoints."
+    )
     p.add_argument("run_dir", help="a run's work dir (or its checkpoints dir)")
     p.add_argument("--step", help="latest (default), best or a step number")
     p.add_argument("--episodes", type=int, default=10, help="episodes (one per env)")

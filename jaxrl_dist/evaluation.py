@@ -44,6 +44,15 @@ class EvalResult:
         }
 
 
+def env_policies(algorithm: Algorithm) -> tuple[Callable, Callable]:
+    """The jitted `greedy(params, obs [B, ...])` and `sample(params, obs, key)`, each returning
+    the env actions `[B, ...]` (`algorithm.env_action` of the policy's choice)."""
+    to_env = algorithm.env_action
+    greedy = jax.jit(lambda p, o: to_env(algorithm.greedy_act(p, o)))
+    sample = jax.jit(lambda p, o, k: to_env(algorithm.act(p, o, k)[0]))
+    return greedy, sample
+
+
 class Evaluator:
     """Runs greedy or sampled episodes of the current params on a dedicated EnvPool."""
 
@@ -61,9 +70,7 @@ class Evaluator:
         )
         self._num = num_episodes
         self._device = device
-        to_env = algorithm.env_action
-        self._greedy = jax.jit(lambda p, o: to_env(algorithm.greedy_act(p, o)))
-        self._sample = jax.jit(lambda p, o, k: to_env(algorithm.act(p, o, k)[0]))
+        self._greedy, self._sample = env_policies(algorithm)
         self._key = jax.device_put(
             jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
         )

@@ -298,13 +298,11 @@ def _output_problem(out: str) -> str | None:
 
 
 def _parse_args(argv: list[str]):
-    import argparse
+    from jaxrl_dist.errors import OneLineArgumentParser
 
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # one line, not argparse's usage block
-            raise ValueError(f"{message} (see --help)")
-
-    parser = Parser(prog="plot.py", description="Plot learning curves of training runs.")
+    parser = OneLineArgumentParser(
+        prog="plot.py", description="Plot learning curves of training runs."
+    )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a run's --workdir")
     parser.add_argument("--out", help="PNG to write (default: see scripts/plot.py)")
     parser.add_argument("--labels", help="comma-separated legend labels, one per run")

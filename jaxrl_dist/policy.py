@@ -32,6 +32,7 @@ from jaxrl_dist.checkpoint import (
 )
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.envs import EnvSpec, env_spec
+from jaxrl_dist.evaluation import env_policies
 
 POLICY_FORMAT = 1  # bump when describe_policy's dict changes in a way old readers cannot read
 STEP_CHOICES = ("latest", "best")
@@ -85,9 +86,7 @@ class Policy:
         self.step = step
         self.meta = meta or {}
         self.spec = _spec_from_json(description["env_spec"])
-        to_env = algorithm.env_action
-        self._greedy = jax.jit(lambda p, o: to_env(algorithm.greedy_act(p, o)))
-        self._sample = jax.jit(lambda p, o, k: to_env(algorithm.act(p, o, k)[0]))
+        self._greedy, self._sample = env_policies(algorithm)
 
     @property
     def env_id(self) -> str:
