@@ -155,32 +155,40 @@ def read_meta(directory: str, step: int) -> dict[str, Any]:
 
 
 def _read_step(directory: str, step: int, what: str, read: Callable[[], Any]) -> Any:
-    """`read()`, retried: Orbax opens a directory by reading every step's metadata, so a run
-    deleting an old step meanwhile fails a read of another step once. Raises StepGoneError if
-    the step itself is gone, ValueError if it stays unreadable."""
+    """`read()` of `step`, retried (`_retried`). Raises StepGoneError if the step itself is
+    gone, ValueError if it stays unreadable."""
     step_dir = os.path.join(directory, str(step))
-    for attempt in range(READ_ATTEMPTS):
+
+    def check_present() -> None:
         if not os.path.isdir(step_dir):
             raise StepGoneError(f"step {step} is no longer in {directory}")
+
+    return _retried(read, f"{what} of step {step} in {directory}", check_present)
+
+
+def _retried(read: Callable[[], Any], what: str, check: Callable[[], None] = lambda: None) -> Any:
+    """`read()`, tried READ_ATTEMPTS times: Orbax opens a directory by reading every step's
+    metadata, so a run deleting an old step meanwhile fails a read of another one once.
+    `check()` runs before each try and after the last (it raises if retrying is pointless).
+    Raises ValueError naming `what` if every try fails."""
+    for attempt in range(READ_ATTEMPTS):
+        check()
         try:
             return read()
         except Exception as e:  # noqa: BLE001  Orbax raises many kinds here
             error = e
         if attempt + 1 < READ_ATTEMPTS:
             time.sleep(READ_RETRY_S)
-    if not os.path.isdir(step_dir):
-        raise StepGoneError(f"step {step} is no longer in {directory}")
-    raise ValueError(
-        f"{what} of step {step} in {directory} cannot be read ({first_line(error)}); "
-        "choose another --step"
-    )
+    check()
+    raise ValueError(f"{what} cannot be read ({first_line(error)}); choose another --step")
 
 
 def resolve_step(path: str, which: str | int = "latest") -> int:
     """The checkpoint step `which` names in the run at `path`.
 
-    `which`: "latest"; "best", the step with the highest `meta["eval_metric"]` (saved right
-    after an evaluation of exactly those params); or a step number (int or digits).
+    `which`: "latest"; "best", the kept step with the highest evaluation metric (saved right
+    after an evaluation of exactly those params; `Checkpointer.best_step`, as the run's
+    summary names it); or a step number (int or digits).
     """
     directory = checkpoint_dir(path)
     steps = list_steps(directory)
@@ -191,7 +199,7 @@ def resolve_step(path: str, which: str | int = "latest") -> int:
     if which == "latest":
         return steps[-1]
     if which == "best":
-        return _best_step(path, directory, steps)
+        return _best_step(path, directory)
     if isinstance(which, int) and not isinstance(which, bool):
         if which not in steps:
             raise ValueError(
@@ -202,21 +210,20 @@ def resolve_step(path: str, which: str | int = "latest") -> int:
     raise ValueError(f"step {which!r}: give latest, best or a step number")
 
 
-def _best_step(path: str, directory: str, steps: list[int]) -> int:
-    scored = []
-    for step in steps:
-        try:
-            metric = read_meta(directory, step).get("eval_metric")
-        except StepGoneError:  # deleted by retention while we looked: not a candidate
-            continue
-        if metric is not None:
-            scored.append((float(metric), step))  # ties go to the later step
-    if not scored:
+def _best_step(path: str, directory: str) -> int:
+    """Orbax ranks the steps by the metric it keeps beside each (ties go to the later step)."""
+
+    def best() -> int | None:
+        with Checkpointer(directory, create=False) as ckpt:
+            return ckpt.best_step()
+
+    step = _retried(best, f"the checkpoints' metrics in {directory}")
+    if step is None:
         raise ValueError(
-            f"no checkpoint of {path!r} records an evaluation (meta eval_metric); train with "
+            f"no checkpoint of {path!r} records an evaluation (an eval_metric); train with "
             "evaluation on (--config.eval_every_updates=N) or use --step latest"
         )
-    return max(scored)[1]
+    return step
 
 
 def load_policy(path: str, step: str | int = "latest") -> Policy:

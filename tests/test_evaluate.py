@@ -52,7 +52,8 @@ def _add_step(workdir, step, source="latest", drop=(), **meta_updates):
     with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
         state, meta = ckpt.restore(target, policy.step)
         meta = {k: v for k, v in meta.items() if k not in drop}
-        ckpt.save(step, state, {**meta, **meta_updates})
+        meta = {**meta, **meta_updates}
+        ckpt.save(step, state, meta, metric=meta.get("eval_metric"))  # as the trainer's Saver
 
 
 def _run_config(run):
