@@ -1,0 +1,446 @@
+"""Learning results over many seeds, quiet or on a busy machine: does a config learn, every time?
+
+    python benchmarks/learning.py --config configs/impala_cartpole.py --seeds 0-19
+    python benchmarks/learning.py --config configs/impala_cartpole.py --seeds 0-19 --load 1
+    python benchmarks/learning.py --config configs/ppo_pendulum.py --seeds 0-4 --target -300
+    python benchmarks/learning.py --config configs/ppo_cartpole.py --seeds 0,3,7 \
+        --config.algo.learning_rate=5e-4 --name ppo_lr5e-4
+
+Each seed is its own `scripts/train.py` process (`--config.seed=N`, then any `--config.field=value`
+overrides given here), run one after another so seeds do not compete with each other for cores.
+`--load N` keeps N busy background processes (a pure-Python spin each, one core's worth) running
+for the whole sweep: the condition of a researcher's laptop doing other work, where thread
+timing in an asynchronous pipeline differs from a quiet machine.
+
+A seed succeeds when a greedy evaluation returns at least `--target` (default: the config's
+`stop_at_eval_return`) within the budget (default: the config's `total_env_steps`). Reported:
+the success rate; env steps and seconds (the run's own clock, compilation included) to the
+target, median and interquartile range over the seeds that reached it; each seed's best and
+final evaluation, stop reason and whole command time; the load average during the sweep; and
+each seed's evaluation and training-return curves. Written to
+`benchmarks/results/<device>/learning/<name>.json` and `.png` (or `--out-dir`); `<name>` is the
+config's file name, with `_load<N>` under load. Exits 1 if a run crashed, or with
+`--min-success K` if fewer than K seeds succeeded; 2 on a bad argument (one line, nothing
+written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, NoReturn
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TRAIN = os.path.join(ROOT, "scripts", "train.py")
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from jaxrl_dist.cli import load_config_file  # noqa: E402
+from jaxrl_dist.config import ConfigError  # noqa: E402
+from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
+
+SPIN = "while True: pass"  # one core's worth of pure-Python work
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0-19`, `0,3,7` or `0-4,10` -> sorted unique seeds."""
+    seeds: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            first, last = int(lo), int(hi) if hi else int(lo)
+            if first < 0 or last < first:
+                raise ValueError
+            seeds.update(range(first, last + 1))
+    except ValueError:
+        _fail(f"--seeds {text!r}: give seeds like 0-19, 0,3,7 or 0-4,10 (non-negative)")
+    return sorted(seeds)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = OneLineArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="FILE[:variant], as for train.py")
+    parser.add_argument("--seeds", default="0-9", help="e.g. 0-19, 0,3,7 (default 0-9)")
+    parser.add_argument("--load", type=int, default=0, help="busy background processes")
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        help="greedy eval return to reach (default: stop_at_eval_return)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="env steps within which to reach it (default: total_env_steps)",
+    )
+    parser.add_argument("--name", default=None, help="result file name (default: from config)")
+    parser.add_argument(
+        "--out-dir", default=None, help="default: benchmarks/results/<device>/learning"
+    )
+    parser.add_argument(
+        "--keep-runs",
+        default=None,
+        help="keep each seed's work dir under this directory (default: a tmp)",
+    )
+    parser.add_argument(
+        "--min-success", type=int, default=None, help="exit 1 if fewer seeds than this succeed"
+    )
+    parser.add_argument(
+        "--metrics",
+        default="",
+        help="logged metrics to summarise per seed, e.g. "
+        "losses/advantage_mean,stats/policy_lag (10th/50th/90th percentiles)",
+    )
+    parser.add_argument("--timeout-s", type=float, default=1800.0, help="per seed")
+    return parser  # fmt: skip
+
+
+def _check(args: argparse.Namespace, extra: list[str]) -> dict:
+    bad = [a for a in extra if not a.startswith("--config.")]
+    if bad:
+        _fail(f"unrecognized arguments: {' '.join(bad)} (overrides are --config.field=value)")
+    if any(a.startswith("--config.seed=") for a in extra):
+        _fail("--config.seed is set per run; choose the seeds with --seeds")
+    if not 0 <= args.load <= 64:
+        _fail(f"--load {args.load} must be between 0 and 64")
+    if args.timeout_s <= 0:
+        _fail("--timeout-s must be > 0")
+    try:
+        raw = load_config_file(args.config)
+    except ConfigError as e:
+        _fail(str(e))
+    if args.target is None:
+        args.target = _override(extra, "stop_at_eval_return", raw.get("stop_at_eval_return"))
+        if args.target is None:
+            _fail(f"{args.config} has no stop_at_eval_return: give --target RETURN")
+    if args.budget is None:
+        args.budget = int(float(_override(extra, "total_env_steps", raw["total_env_steps"])))
+    if not math.isfinite(args.target) or args.budget <= 0:
+        _fail("--target must be finite and --budget > 0")
+    if args.out_dir and os.path.isfile(args.out_dir):
+        _fail(f"--out-dir {args.out_dir} is a file; give a directory")
+    return raw
+
+
+def _override(extra: list[str], field: str, default):
+    for arg in extra:
+        key, _, value = arg[len("--config.") :].partition("=")
+        if key == field:
+            return None if value.lower() in ("none", "null") else float(value)
+    return default
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+class BackgroundLoad:
+    """`n` busy processes for the lifetime of a `with` block (killed on exit, whatever happens)."""
+
+    def __init__(self, n: int):
+        self._n, self._procs = n, []
+
+    def __enter__(self) -> BackgroundLoad:
+        self._procs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(self._n)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self._procs:
+            proc.kill()
+        for proc in self._procs:
+            proc.wait()
+
+
+def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
+    """One `scripts/train.py` process; returns what it reached (see `seed_result`)."""
+    cmd = [sys.executable, TRAIN, "--config", args.config, "--workdir", workdir,
+           f"--config.seed={seed}", *extra]  # fmt: skip
+    os.makedirs(workdir, exist_ok=True)
+    start = time.monotonic()
+    with open(os.path.join(workdir, "train.log"), "w") as log:
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=args.timeout_s)  # fmt: skip
+            returncode = proc.returncode
+        except subprocess.TimeoutExpired:
+            returncode = None
+    command_s = time.monotonic() - start
+    return seed_result(seed, workdir, returncode, command_s, args.target, args.budget,
+                       _metric_names(args.metrics))  # fmt: skip
+
+
+def _metric_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def seed_result(
+    seed: int,
+    workdir: str,
+    returncode: int | None,
+    command_s: float,
+    target: float,
+    budget: int,
+    metric_names: list[str] = (),
+) -> dict[str, Any]:
+    """A seed's outcome from its work dir: success, steps and seconds to the target, best and
+    final evaluation, curves (evaluations from `summary.json`, training return per log line),
+    and the 10th/50th/90th percentiles over the run of each of `metric_names`."""
+    summary_path = os.path.join(workdir, "summary.json")
+    summary = None
+    if os.path.exists(summary_path):
+        with open(summary_path) as f:
+            summary = json.load(f)
+    evals = summary["evals"] if summary else []
+    reached = [e for e in evals if e["return"] >= target and e["env_steps"] <= budget]
+    train_curve, logged = [], {name: [] for name in metric_names}
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    if os.path.exists(metrics_path):
+        with open(metrics_path) as f:
+            for line in f:
+                record = json.loads(line)
+                if record.get("charts/episode_return") is not None:
+                    train_curve.append([record["env_steps"], record["charts/episode_return"]])
+                for name, values in logged.items():
+                    if record.get(name) is not None:
+                        values.append(record[name])
+    error = None
+    if returncode != 0 or summary is None:
+        tail = _tail(os.path.join(workdir, "train.log"))
+        error = "timed out" if returncode is None else f"exit {returncode}: {tail}"
+    return {
+        "seed": seed,
+        "success": bool(reached),
+        "env_steps_to_target": reached[0]["env_steps"] if reached else None,
+        "seconds_to_target": reached[0]["wall_time_s"] if reached else None,
+        "best_eval_return": max((e["return"] for e in evals), default=None),
+        "final_eval_return": evals[-1]["return"] if evals else None,
+        "env_steps": summary["env_steps"] if summary else None,
+        "stop_reason": summary["stop_reason"] if summary else None,
+        "command_s": round(command_s, 2),
+        "error": error,
+        "metrics": {name: percentiles(values) for name, values in logged.items()},
+        "eval_curve": [[e["env_steps"], e["return"]] for e in evals],
+        "train_curve": train_curve,
+    }
+
+
+def _tail(path: str, lines: int = 3) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(f.read().strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# --- the result ----------------------------------------------------------------------------------
+
+
+def quartiles(values: list[float]) -> dict[str, float] | None:
+    """Median and interquartile range (25th, 75th percentiles), or None for no values."""
+    if not values:
+        return None
+    q25, q50, q75 = np.percentile(np.asarray(values, np.float64), [25, 50, 75])
+    return {"median": float(q50), "q25": float(q25), "q75": float(q75)}
+
+
+def percentiles(values: list[float]) -> dict[str, float] | None:
+    """10th, 50th and 90th percentiles of a logged metric over a run, or None if never logged."""
+    if not values:
+        return None
+    p10, p50, p90 = np.percentile(np.asarray(values, np.float64), [10, 50, 90])
+    return {"p10": float(p10), "p50": float(p50), "p90": float(p90)}
+
+
+def aggregate(seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [s for s in seeds if s["success"]]
+    names = {name for s in seeds for name in s.get("metrics", {})}
+    medians = {  # per metric: the median over seeds of each seed's run median
+        name: float(np.median([s["metrics"][name]["p50"] for s in seeds if s["metrics"][name]]))
+        for name in sorted(names)
+        if any(s["metrics"][name] for s in seeds)
+    }
+    return {
+        "seeds": len(seeds),
+        "successes": len(ok),
+        "success_rate": len(ok) / len(seeds) if seeds else 0.0,
+        "failed_seeds": [s["seed"] for s in seeds if not s["success"]],
+        "crashed_seeds": [s["seed"] for s in seeds if s["error"]],
+        "env_steps_to_target": quartiles([s["env_steps_to_target"] for s in ok]),
+        "seconds_to_target": quartiles([s["seconds_to_target"] for s in ok]),
+        "command_s": quartiles([s["command_s"] for s in seeds]),
+        "final_eval_return": quartiles(
+            [s["final_eval_return"] for s in seeds if s["final_eval_return"] is not None]
+        ),
+        "metric_medians": medians,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """A Markdown table of the sweep, one row per seed, and a closing summary line."""
+    columns = ("seed", "env steps to target", "seconds to target", "best eval", "final eval",
+               "command s")  # fmt: skip
+    rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    fmt = lambda v, spec: "—" if v is None else format(v, spec)  # noqa: E731
+    for s in result["per_seed"]:
+        rows.append(
+            f"| {s['seed']} | {fmt(s['env_steps_to_target'], ',')} | "
+            f"{fmt(s['seconds_to_target'], '.1f')} | {fmt(s['best_eval_return'], '.1f')} | "
+            f"{fmt(s['final_eval_return'], '.1f')} | {s['command_s']:.1f} |"
+        )
+    return "\n".join(rows) + "\n\n" + headline(result)
+
+
+def headline(result: dict[str, Any]) -> str:
+    agg = result["aggregate"]
+    line = (f"{agg['successes']}/{agg['seeds']} seeds reach {result['target']:g} within "
+            f"{result['budget']:,} env steps (load {result['load']})")  # fmt: skip
+    steps, secs = agg["env_steps_to_target"], agg["seconds_to_target"]
+    if steps:
+        line += (f"; env steps to target median {steps['median']:,.0f} "
+                 f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), seconds median "
+                 f"{secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})")  # fmt: skip
+    return line
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """Each seed's evaluations (left) and training return (right) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    cmap = plt.get_cmap("viridis")
+    n = max(1, len(result["per_seed"]) - 1)
+    for i, s in enumerate(result["per_seed"]):
+        style = {"color": cmap(i / n), "lw": 1.0, "alpha": 0.8}
+        if not s["success"]:
+            style.update(color="crimson", lw=1.6, alpha=1.0)
+        for ax, curve in zip(axes, (s["eval_curve"], s["train_curve"]), strict=True):
+            if curve:
+                x, y = zip(*curve, strict=True)
+                ax.plot(x, y, label=f"seed {s['seed']}", **style)
+    for ax, title in zip(axes, ("greedy evaluation return", "training return"), strict=True):
+        ax.axhline(result["target"], color="k", ls="--", lw=0.8)
+        ax.axvline(result["budget"], color="grey", ls=":", lw=0.8)
+        ax.set_xlabel("env steps")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("return")
+    fig.suptitle(f"{result['name']}: {headline(result)}\n(failed seeds in red)", fontsize=9)
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _default_out_dir() -> str:
+    from throughput import device_dir
+
+    return os.path.join(HERE, "results", device_dir(), "learning")
+
+
+def _environment() -> dict[str, Any]:
+    from throughput import environment
+
+    env = environment()
+    env["cpu_model"] = _cpu_model()
+    return env
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10)  # fmt: skip
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args, extra = _parser().parse_known_args(argv)
+    except UsageError as e:
+        _fail(str(e))
+    _check(args, extra)
+    seeds = parse_seeds(args.seeds)
+    config_name = os.path.splitext(os.path.basename(args.config.partition(":")[0]))[0]
+    variant = args.config.partition(":")[2]
+    name = args.name or config_name + (f"_{variant}" if variant else "")
+    name += f"_load{args.load}" if args.load and not args.name else ""
+    out_dir = args.out_dir or _default_out_dir()
+    runs_root = args.keep_runs or tempfile.mkdtemp(prefix="learning_")
+    result: dict[str, Any] = {
+        "name": name, "config": args.config, "overrides": extra, "seeds": seeds,
+        "load": args.load, "target": args.target, "budget": args.budget,
+        "command": " ".join([os.path.relpath(__file__, ROOT), *(argv or sys.argv[1:])]),
+        "git_commit": _git_commit(), "environment": _environment(), "per_seed": [],
+    }  # fmt: skip
+    load_before = os.getloadavg()[0]
+    start = time.monotonic()
+    try:
+        with BackgroundLoad(args.load):
+            for seed in seeds:
+                outcome = run_seed(args, extra, seed, os.path.join(runs_root, f"seed_{seed}"))
+                result["per_seed"].append(outcome)
+                _progress(outcome)
+                result["load_average_1min"] = os.getloadavg()[0]
+    finally:
+        if not args.keep_runs:
+            shutil.rmtree(runs_root, ignore_errors=True)
+    result["sweep_s"] = round(time.monotonic() - start, 1)
+    result["load_average_1min_before"] = load_before
+    result["aggregate"] = aggregate(result["per_seed"])
+    os.makedirs(out_dir, exist_ok=True)
+    json_path, png_path = (os.path.join(out_dir, name + ext) for ext in (".json", ".png"))
+    with open(json_path + ".tmp", "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(json_path + ".tmp", json_path)
+    plot(result, png_path)
+    print(table(result))
+    print(f"wrote {json_path} and {png_path}")
+    if result["aggregate"]["crashed_seeds"]:
+        return 1
+    if args.min_success is not None and result["aggregate"]["successes"] < args.min_success:
+        return 1
+    return 0
+
+
+def _progress(s: dict[str, Any]) -> None:
+    reached = (f"target at {s['env_steps_to_target']:,} steps ({s['seconds_to_target']:.1f} s)"
+               if s["success"] else "target NOT reached")  # fmt: skip
+    best = "—" if s["best_eval_return"] is None else f"{s['best_eval_return']:.1f}"
+    error = f"; {s['error']}" if s["error"] else ""
+    print(f"seed {s['seed']}: {reached}, best eval {best}, {s['command_s']:.1f} s{error}",
+          flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""benchmarks/learning.py: seeds as separate runs, busy background load, what it reports.
+
+One real sweep (two seeds of CartPole :quick under `--load 1`, a subprocess) checks the whole
+path; the reductions (success, quartiles, metric percentiles) are checked on hand-made work
+directories against numbers worked out here. Nothing asserts that anything learns.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import psutil
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+LEARNING = os.path.join(BENCHMARKS, "learning.py")
+CARTPOLE_QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+sys.path.insert(0, BENCHMARKS)
+import learning  # noqa: E402
+
+
+def _run(args, timeout=300):
+    return subprocess.run(
+        [sys.executable, LEARNING, *args], cwd=ROOT, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def _spinners() -> list[psutil.Process]:
+    """Live background-load processes (the harness's `python -c 'while True: pass'`)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = p.info["cmdline"] or []
+        if learning.SPIN in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(p)
+    return found
+
+
+def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
+    """Two seeds, each its own train.py with its seed; one busy process meanwhile (gone after);
+    target 0 is reached at the final evaluation; the JSON's aggregate follows from its seeds."""
+    out_dir, runs = tmp_path / "out", tmp_path / "runs"
+    args = ["--config", CARTPOLE_QUICK, "--seeds", "3,5", "--load", "1", "--target", "0",
+            "--out-dir", str(out_dir), "--keep-runs", str(runs),
+            "--metrics", "losses/entropy,stats/policy_lag,no/such_metric",
+            "--config.total_env_steps=6400"]  # fmt: skip
+    proc = _run(args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not _spinners()
+    name = "impala_cartpole_quick_load1"
+    with open(out_dir / f"{name}.json") as f:
+        result = json.load(f)
+    with open(out_dir / f"{name}.png", "rb") as f:
+        assert f.read(len(PNG_MAGIC)) == PNG_MAGIC
+
+    assert [s["seed"] for s in result["per_seed"]] == [3, 5]
+    for s in result["per_seed"]:
+        with open(runs / f"seed_{s['seed']}" / "config.json") as f:
+            assert json.load(f)["seed"] == s["seed"]  # each run got its own seed
+        assert s["success"] and s["error"] is None and s["env_steps"] == 6400
+        assert s["env_steps_to_target"] == 6400  # the final (only) evaluation
+        assert s["eval_curve"] == [[6400, s["final_eval_return"]]]
+        assert s["train_curve"] and s["metrics"]["no/such_metric"] is None
+        lag = s["metrics"]["stats/policy_lag"]
+        assert lag["p10"] <= lag["p50"] <= lag["p90"]
+    agg = result["aggregate"]
+    assert (agg["seeds"], agg["successes"], agg["success_rate"]) == (2, 2, 1.0)
+    assert agg["env_steps_to_target"] == {"median": 6400, "q25": 6400, "q75": 6400}
+    assert set(agg["metric_medians"]) == {"losses/entropy", "stats/policy_lag"}
+    assert (result["load"], result["target"], result["budget"]) == (1, 0.0, 6400)
+    assert result["overrides"] == ["--config.total_env_steps=6400"]
+    assert result["environment"]["cpu_count"] == os.cpu_count()
+    assert "2/2 seeds reach 0 within 6,400 env steps (load 1)" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--target", "1", "--seeds", "5-2"], "--seeds '5-2'"),
+        (["--target", "1", "--seeds", "a"], "--seeds 'a'"),
+        (["--target", "1", "--load", "-1"], "--load -1"),
+        (["--target", "1", "--config.seed=3"], "--config.seed is set per run"),
+        (["--target", "1", "--bogus"], "unrecognized arguments: --bogus"),
+        ([], "has no stop_at_eval_return: give --target RETURN"),
+        (["--config", "configs/nope.py"], "no such file"),
+    ],
+)
+def test_bad_arguments_are_one_line_exit_2_and_write_nothing(tmp_path, args, message):
+    base = ["--config", CARTPOLE_QUICK, "--out-dir", str(tmp_path / "out")]
+    proc = _run([*base, *args], timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def _workdir(tmp_path, evals, metrics=(), returncode=0):
+    work = tmp_path / "run"
+    work.mkdir()
+    summary = {"evals": [{"env_steps": s, "return": r, "wall_time_s": s / 1000} for s, r in evals],
+               "env_steps": evals[-1][0] if evals else 0, "stop_reason": "finished"}  # fmt: skip
+    (work / "summary.json").write_text(json.dumps(summary))
+    (work / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    return str(work)
+
+
+def test_success_is_the_first_evaluation_at_the_target_within_the_budget(tmp_path):
+    evals = [(1000, 10.0), (2000, 480.0), (3000, 200.0), (4000, 500.0)]
+    work = _workdir(tmp_path, evals)
+    s = learning.seed_result(0, work, 0, 1.0, target=475, budget=4000)
+    assert s["success"] and s["env_steps_to_target"] == 2000 and s["seconds_to_target"] == 2.0
+    assert (s["best_eval_return"], s["final_eval_return"]) == (500.0, 500.0)
+    late = learning.seed_result(0, work, 0, 1.0, target=490, budget=3999)  # 500 came too late
+    assert not late["success"] and late["env_steps_to_target"] is None
+
+
+def test_a_crashed_run_is_a_failure_with_its_error(tmp_path):
+    work = _workdir(tmp_path, [(1000, 500.0)])
+    (tmp_path / "run" / "train.log").write_text("a\nb\nRuntimeError: boom\n")
+    s = learning.seed_result(0, work, 1, 1.0, target=475, budget=10**6)
+    assert s["error"] == "exit 1: a | b | RuntimeError: boom"
+    assert learning.aggregate([s])["crashed_seeds"] == [0]
+
+
+def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here(tmp_path):
+    assert learning.quartiles([]) is None
+    assert learning.quartiles([10, 20, 30, 40, 50]) == {"median": 30, "q25": 20, "q75": 40}
+    p = learning.percentiles(list(range(11)))
+    assert p == pytest.approx({"p10": 1.0, "p50": 5.0, "p90": 9.0})
+    metrics = [{"env_steps": 1, "stats/policy_lag": v} for v in (1.0, 2.0, 3.0)]
+    work = _workdir(tmp_path, [(1000, 500.0)], metrics)
+    ok = learning.seed_result(7, work, 0, 2.0, 475, 1000, ["stats/policy_lag"])
+    assert ok["metrics"]["stats/policy_lag"]["p50"] == 2.0
+    failed = {**ok, "seed": 8, "success": False, "env_steps_to_target": None,
+              "seconds_to_target": None, "metrics": {"stats/policy_lag": None}}  # fmt: skip
+    agg = learning.aggregate([ok, failed])
+    assert (agg["successes"], agg["success_rate"], agg["failed_seeds"]) == (1, 0.5, [8])
+    assert agg["env_steps_to_target"]["median"] == 1000
+    assert agg["metric_medians"] == {"stats/policy_lag": 2.0}
+    assert learning.parse_seeds("0-2,7,1") == [0, 1, 2, 7]
+    np.testing.assert_equal(learning.quartiles([5.0])["q75"], 5.0)
