@@ -107,6 +107,21 @@ def test_off_policy_rho_is_clipped_in_targets_and_advantages():
     np.testing.assert_allclose(m["baseline_loss"], 0.5 * np.mean(errors**2), rtol=1e-5)
     np.testing.assert_allclose(m["pg_loss"], -np.log(0.5) * np.mean(adv), rtol=1e-5)
     np.testing.assert_allclose(m["rho_mean"], rho, rtol=1e-5)
+    np.testing.assert_allclose(m["advantage_mean"], np.mean(adv), rtol=1e-5)
+    assert m["rho_clipped_fraction"] == 0.0  # 2/3 is below rho-bar = 1
+
+
+def test_the_diagnostics_count_truncated_weights_and_the_mean_advantage_on_valid_steps():
+    """mu(a)=0.25 on steps 0 and 1 (rho = 2 > rho-bar = 1, truncated), 0.5 elsewhere; the reset
+    transition 2 counts in neither the clipping share nor the mean advantage."""
+    log_mu = np.log(np.array([0.25, 0.25, 0.25, 0.5], np.float32))[:, None]
+    rollout = _rollout(terminated_at=2)._replace(agent_extras={"log_prob": jnp.asarray(log_mu)})
+    m = _loss(rollout)
+    np.testing.assert_allclose(m["rho_clipped_fraction"], 2.0 / 3.0, rtol=1e-6)  # steps 0, 1
+    # Clipped at 1, steps 0 and 1 are on-policy targets: vs1 = R[2] (terminal), vs0 = R[1] +
+    # GAMMA * vs1; step 3 bootstraps from V[4]. Advantages r + GAMMA * vs_{t+1} - V(t).
+    adv = [R[1] + GAMMA * R[2] - V[0], R[2] - V[1], R[4] + GAMMA * V[4] - V[3]]
+    np.testing.assert_allclose(m["advantage_mean"], np.mean(adv), rtol=1e-5)
 
 
 def test_gradients_flow_only_where_they_should():

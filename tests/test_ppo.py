@@ -109,8 +109,10 @@ def test_ppo_learns_cartpole(tmp_path):
     config_file = os.path.join(ROOT, "configs", "ppo_cartpole.py")
     config, _ = parse_args(["--config", config_file, "--workdir", "unused", "--config.seed=2"])
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
-    assert summary["env_steps"] <= 300_000
-    assert summary["best_eval_return"] >= 400, summary["evals"]
+    # The bar benchmarks/learning.py showed 20 of 20 seeds clear, quiet and under --load 1.
+    assert summary["env_steps_to_target"] is not None, summary["evals"]
+    assert summary["env_steps_to_target"] <= 300_000
+    assert summary["best_eval_return"] >= 475, summary["evals"]
 
 
 def test_ppo_atari_quick_runs(tmp_path):

@@ -29,12 +29,14 @@ def _metrics(workdir):
 
 
 def test_cartpole_learns(tmp_path):
-    """The default CartPole run, in process: greedy evaluation must pass 400 within 300k steps."""
+    """The default CartPole run, in process: a greedy evaluation reaches 475 within 300k steps,
+    the bar `benchmarks/learning.py` showed all 20 seeds clear, quiet and under `--load 1`
+    (README, "Learning results"; the median is 28k-48k steps)."""
     config, _ = parse_args(["--config", CARTPOLE, "--workdir", "unused", "--config.seed=1"])
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
-    # The config's budget: ceil(300k / 640) updates. Usually it stops at 475 within 40k steps.
-    assert summary["env_steps"] <= 300_160
-    assert summary["best_eval_return"] >= 400, summary["evals"]
+    assert summary["env_steps_to_target"] is not None, summary["evals"]
+    assert summary["env_steps_to_target"] <= 300_000
+    assert summary["best_eval_return"] >= 475, summary["evals"]
     assert os.path.isfile(tmp_path / "run" / "summary.json")
 
 

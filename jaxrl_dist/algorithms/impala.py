@@ -137,7 +137,11 @@ def impala_loss(
         "baseline_loss": baseline_loss,
         "entropy": entropy,
         "rho_mean": masked_mean(rho_tm1, mask),
+        # How far off-policy the batch is: the share of importance weights V-trace truncates.
+        "rho_clipped_fraction": masked_mean(rho_tm1 > config.clip_rho_threshold, mask),
         "value_mean": masked_mean(v_tm1, mask),
+        # Far from 0 when the critic lags the returns: the policy gradient then follows its bias.
+        "advantage_mean": masked_mean(vtrace.pg_advantage, mask),
         "valid_fraction": mask.mean(),
     }
     return loss, metrics
