@@ -1,6 +1,6 @@
 """Command-line parsing for `scripts/train.py`: `--config FILE[:variant]`, `--config.x=v`, ...
 
-Config errors print one line and exit with status 2 before anything is written.
+Config errors and bad flags print one line and exit with status 2 before anything is written.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import traceback
 
 from jaxrl_dist import algorithms
 from jaxrl_dist.config import ConfigError, TrainConfig, apply_overrides, build_config
+from jaxrl_dist.errors import OneLineArgumentParser, UsageError
 from jaxrl_dist.runtime import distributed
 from jaxrl_dist.runtime.distributed import LaunchSpec
 
@@ -58,7 +59,8 @@ def _build(raw: dict, overrides: dict[str, str]) -> TrainConfig:
 
 
 def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
-    """Splits `--config.field=value` overrides from the other flags and builds the config."""
+    """Splits `--config.field=value` overrides from the other flags and builds the config.
+    A bad flag raises ConfigError with one line, as a bad config value does."""
     overrides, rest = {}, []
     for arg in argv:
         if arg.startswith("--config."):
@@ -68,7 +70,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
             overrides[key] = value
         else:
             rest.append(arg)
-    parser = argparse.ArgumentParser(prog="train.py", description="Train with jaxrl_dist.")
+    parser = OneLineArgumentParser(prog="train.py", description="Train with jaxrl_dist.")
     parser.add_argument("--config", required=True, help="config file, e.g. configs/x.py:quick")
     parser.add_argument("--workdir", required=True, help="run directory (checkpoints, logs)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --workdir")
@@ -86,7 +88,10 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
         "--heartbeat_timeout_s", type=int, default=30,
         help="a process silent this long is dead: the others stop",
     )  # fmt: skip
-    args = parser.parse_args(rest)
+    try:
+        args = parser.parse_args(rest)
+    except UsageError as e:  # a ConfigError, which main and the benchmarks' callers catch
+        raise ConfigError(str(e)) from None
     launch = launch_spec(args)
     problem = launch.problem()
     if problem:

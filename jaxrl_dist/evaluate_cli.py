@@ -2,15 +2,17 @@
 
     python scripts/evaluate.py RUN_DIR [--step latest|best|N] [--episodes 10]
         [--mode greedy|sampled] [--seed S] [--json OUT.json] [--video OUT.gif]
-    python scripts/evaluate.py RUN_DIR --follow [--poll_s 5] [--idle_exit_s 0]
+    python scripts/evaluate.py RUN_DIR --follow [--poll_s 5] [--idle_exit_s 1800]
 
 One evaluation plays the first episode of each of `--episodes` fresh EnvPool envs (the trainer's
 `Evaluator`), seeded by default with the run's seed + `SEED_OFFSET`, so they are not the episodes
 the run's own evaluations played. It prints a table row and writes JSON (default
 `RUN_DIR/eval/step_<N>_<mode>.json`) with the per-episode returns. `--follow` evaluates each new
 checkpoint of a run while it trains and appends one JSON line per step to
-`RUN_DIR/validation.jsonl`. Bad input prints one `error: ...` line and exits 2, before anything
-is written.
+`RUN_DIR/validation.jsonl`; it stops when the run writes its `summary.json`, or after
+`--idle_exit_s` seconds without a new checkpoint (default 1800, 30 minutes: a run that died
+never writes its summary; `--idle_exit_s 0` waits until the run ends, however long). Bad input
+prints one `error: ...` line and exits 2, before anything is written.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ logging.getLogger("absl").addFilter(
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 SEED_OFFSET = 10_000  # default eval seed = the run's seed + this
+FOLLOW_IDLE_EXIT_S = 1800.0  # --follow's default: a run that died writes no summary.json
 MODES = ("greedy", "sampled")
 VIDEO_MAX_FRAMES = 1000  # a GIF holds every frame in memory: cap long (Atari) episodes
 VIDEO_MAX_SIDE = 320  # frames are scaled down to this many pixels on their longer side
@@ -75,8 +78,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--follow", action="store_true", help="evaluate new checkpoints as they come")
     p.add_argument("--poll_s", type=float, default=5.0, help="--follow: seconds between looks")
     p.add_argument(
-        "--idle_exit_s", type=float, default=0.0,
-        help="--follow: stop after this long without a new step (0: until the run finishes)",
+        "--idle_exit_s", type=float, default=FOLLOW_IDLE_EXIT_S,
+        help=f"--follow: stop after this many seconds without a new checkpoint (default "
+        f"{FOLLOW_IDLE_EXIT_S:g}, 30 minutes: a run that died never writes its summary.json); "
+        "0: wait until the run finishes, however long",
     )  # fmt: skip
     args = p.parse_args(argv)
     if args.mode not in MODES:
@@ -343,7 +348,8 @@ def follow(args: argparse.Namespace) -> int:
             return 0
         if args.idle_exit_s and time.monotonic() - last_new >= args.idle_exit_s:
             _say(
-                f"note: no new checkpoint in {args.idle_exit_s:g} s; evaluated {evaluated} step(s)"
+                f"note: no new checkpoint in {args.idle_exit_s:g} s; evaluated {evaluated} step(s) "
+                "(--idle_exit_s 0 waits until the run ends)"
             )
             return 0
         _wait(args.poll_s)

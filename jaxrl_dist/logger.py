@@ -50,11 +50,25 @@ class MetricLogger:
             self._tb.close()
 
 
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def progress_console(stream: Any) -> Console:
+    """A rich console for run progress on `stream`: on a terminal, lines fit its width as rich
+    wraps them; into a pipe or a file (where rich assumes 80 columns) a line is never wrapped,
+    so each status line stays one line of the log."""
+    return Console(file=stream, highlight=False, soft_wrap=not _isatty(stream))
+
+
 class Progress:
     """One status line per log interval: steps, SPS, return, policy lag (rich-formatted)."""
 
     def __init__(self, total_env_steps: int, quiet: bool = False):
-        self._console = Console(file=sys.stdout, highlight=False)
+        self._console = progress_console(sys.stdout)
         self._total = total_env_steps
         self._quiet = quiet
 

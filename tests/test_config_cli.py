@@ -73,6 +73,55 @@ def test_missing_config_file(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+BAD_FLAGS = [
+    (["--no_such_flag"], "unrecognized arguments: --no_such_flag"),
+    (["stray"], "unrecognized arguments: stray"),
+    (["--num_processes", "two"], "argument --num_processes: invalid int value: 'two'"),
+    (["--heartbeat_timeout_s"], "argument --heartbeat_timeout_s: expected one argument"),
+]
+
+
+@pytest.mark.parametrize(("flags", "needle"), BAD_FLAGS)
+def test_bad_flag_is_one_line_exit_2_nothing_written(tmp_path, capsys, flags, needle):
+    """train.py's own flags fail as evaluate.py's and plot.py's do: one `error:` line (not
+    argparse's usage block), exit status 2, nothing written."""
+    workdir = tmp_path / "run"
+    code = main(["--config", CARTPOLE, "--workdir", str(workdir), *flags])
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert code == EXIT_CONFIG_ERROR
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and needle in err and "(see --help)" in err, err
+    assert "usage:" not in err and captured.out == ""
+    assert not workdir.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        ([], "--config, --workdir"),
+        (["--config", CARTPOLE], "--workdir"),
+        (["--config"], "--config"),
+    ],
+)
+def test_missing_flag_is_one_line_exit_2(tmp_path, capsys, argv, needle, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_CONFIG_ERROR
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and needle in err, err
+    assert not os.listdir(tmp_path)
+
+
+def test_help_still_prints_the_full_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: train.py") and "--heartbeat_timeout_s" in out
+    assert "--workdir" in out and "multi-process" in out
+
+
 def test_overrides_are_typed():
     config, args = parse_args(
         ["--config", f"{CARTPOLE}:quick", "--workdir", "w", "--config.algo.learning_rate=3e-4",

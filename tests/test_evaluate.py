@@ -241,6 +241,22 @@ def _lines(workdir):
         return [json.loads(line) for line in f]
 
 
+def test_follow_gives_up_on_a_dead_run_by_default(capsys):
+    """A run that died writes no summary.json: by default --follow stops after a while without
+    a new checkpoint; waiting forever is the explicit --idle_exit_s 0."""
+    default = evaluate_cli.parse_args(["runs/x", "--follow"]).idle_exit_s
+    assert 0 < default < float("inf")
+    assert default == evaluate_cli.FOLLOW_IDLE_EXIT_S == 1800
+    assert evaluate_cli.parse_args(["runs/x", "--follow", "--idle_exit_s", "0"]).idle_exit_s == 0
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_cli.parse_args(["--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
+    help_line = text[text.index("--idle_exit_s IDLE_EXIT_S") :]
+    assert "(default 1800, 30 minutes" in help_line
+    assert "0: wait until the run finishes" in help_line
+
+
 def test_follow_evaluates_new_steps_skipping_to_the_newest_until_the_run_ends(
     run, tmp_path, monkeypatch
 ):

@@ -1,12 +1,14 @@
 """Pure pieces of multi-process runs: metrics summed across processes, process-count checks."""
 
 import dataclasses
+import io
+import sys
 
 import numpy as np
 import pytest
 
 from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.logger import WINDOW_FIELDS, LogWindow
+from jaxrl_dist.logger import WINDOW_FIELDS, LogWindow, Progress
 
 
 def _actor(steps, returns, timers):
@@ -66,3 +68,43 @@ def test_process_count_checks():
     assert "one unroll of every actor" in one_actor_short.process_problem(2)
     assert "--config.batch_size=16" in one_actor_short.process_problem(2)
     assert TrainConfig(batch_size=48, envs_per_actor=32).rollout_segments(2) == 8  # gcd(24, 16)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _progress_output(monkeypatch, stream, columns):
+    """What Progress writes to `stream` (as sys.stdout) at a width of `columns`: an eval line,
+    a training line and a trainer-style final message over 200 characters."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setattr(sys, "stdout", stream)
+    progress = Progress(total_env_steps=1_000_000)
+    progress.line(500_000, {"eval/return": 175.9, "eval/return_std": 12.3})
+    progress.line(600_000, {"charts/sps": 12_345.0, "charts/episode_return": 88.0})
+    final = (
+        "done (total_env_steps): 1,000,000 env steps, 12,345 updates in 123.4s, final eval "
+        "return 175.9 " + "x" * 150
+    )
+    progress.message(final)
+    return stream.getvalue(), final
+
+
+def test_progress_lines_never_wrap_into_a_pipe_or_file(monkeypatch):
+    """Piped (`train.py ... | cat`, a log file), rich assumes 80 columns; a line must still be
+    one line, not cut in two mid-sentence ("final" / "eval return 175.9")."""
+    out, final = _progress_output(monkeypatch, io.StringIO(), columns=40)
+    lines = out.splitlines()
+    assert len(lines) == 3, out
+    assert "eval return    175.9" in lines[0] and "(+/- 12.3)" in lines[0]
+    assert "SPS" in lines[1] and "lag" in lines[1]
+    assert lines[2] == final and len(final) > 200
+
+
+def test_progress_lines_wrap_at_a_terminals_width(monkeypatch):
+    """On a terminal rich still fits lines to its width, as before."""
+    out, _ = _progress_output(monkeypatch, _Terminal(), columns=60)
+    assert len(out.splitlines()) > 3
