@@ -79,6 +79,8 @@ def _check(args: argparse.Namespace, extra: list[str]) -> None:
 def rss_mib(process: psutil.Process) -> float | None:
     """RSS of `process` and all its descendants in MiB; None once it is gone (or a zombie)."""
     try:
+        if process.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: RSS reads 0
+            return None
         tree = [process, *process.children(recursive=True)]
     except psutil.Error:
         return None

@@ -57,7 +57,7 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     """All six stages measured with a positive figure; the ratios, the sync/async speed-up and the
     bottleneck follow from the figures; command, environment, settings, PNG and table recorded."""
     out_dir = tmp_path / "out"
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "2", "--out-dir", str(out_dir)]
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--out-dir", str(out_dir)]
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
     with open(out_dir / "impala_cartpole_quick.json") as f:
@@ -92,12 +92,12 @@ def test_throughput_all_stages_consistent_result(tmp_path):
         measured["end_to_end"]["sps"] / capacities[bottleneck["stage"]], rel=1e-9
     )
 
-    assert "throughput.py" in result["command"] and "--seconds 2" in result["command"]
+    assert "throughput.py" in result["command"] and "--seconds 0.5" in result["command"]
     assert result["config"] == CARTPOLE_QUICK
     env = result["environment"]
     assert env["cpu_count"] == os.cpu_count()
     assert env["versions"]["jax"] == jax.__version__
-    assert result["seconds_per_stage"] == 2.0
+    assert result["seconds_per_stage"] == 0.5
     config, _ = parse_args(["--config", CARTPOLE_QUICK, "--workdir", "unused"])
     settings = result["settings"]
     assert settings["env_id"] == "CartPole-v1"
@@ -114,7 +114,7 @@ def test_throughput_repeats_interleave_and_report_medians(tmp_path):
     """--repeat 2: every stage measured twice; each shown figure is one of its runs; the
     speed-up is the median of the per-repeat ratios (robust to a drifting machine)."""
     out_dir = tmp_path / "out"
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "2", "--repeat", "2", "--stages",
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--repeat", "2", "--stages",
             "sync_baseline,end_to_end", "--out-dir", str(out_dir), "--no-plot"]  # fmt: skip
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
@@ -152,7 +152,7 @@ def test_scaling_actor_threads_and_two_fake_learner_devices(tmp_path):
     here). The 2-device point guards the crash where actors' params aliased the learner's donated
     buffers."""
     out_dir = tmp_path / "out"
-    args = [SCALING, "--config", CARTPOLE_QUICK, "--seconds", "2", "--actor-threads", "1,2",
+    args = [SCALING, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--actor-threads", "1,2",
             "--learner-devices", "2", "--out-dir", str(out_dir)]  # fmt: skip
     proc = _run(args, timeout=600)
     path = out_dir / "impala_cartpole_quick_scaling.json"
