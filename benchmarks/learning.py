@@ -37,15 +37,15 @@ import tempfile
 import time
 from typing import Any, NoReturn
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-from jaxrl_dist.cli import load_config_file  # noqa: E402
+from learning_report import aggregate, percentiles, plot, table  # noqa: E402
+
+from jaxrl_dist.cli import parse_args  # noqa: E402
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
 
@@ -108,10 +108,12 @@ def _parser() -> argparse.ArgumentParser:
         "losses/advantage_mean,stats/policy_lag (10th/50th/90th percentiles)",
     )
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per seed")
-    return parser  # fmt: skip
+    return parser
 
 
-def _check(args: argparse.Namespace, extra: list[str]) -> dict:
+def _check(args: argparse.Namespace, extra: list[str]) -> None:
+    """Refuses bad arguments (one line, exit 2); fills in the target and budget from the config
+    as train.py builds it, overrides included, so a bad override fails here, not in every seed."""
     bad = [a for a in extra if not a.startswith("--config.")]
     if bad:
         _fail(f"unrecognized arguments: {' '.join(bad)} (overrides are --config.field=value)")
@@ -122,28 +124,19 @@ def _check(args: argparse.Namespace, extra: list[str]) -> dict:
     if args.timeout_s <= 0:
         _fail("--timeout-s must be > 0")
     try:
-        raw = load_config_file(args.config)
+        config, _ = parse_args(["--config", args.config, "--workdir", "unused", *extra])
     except ConfigError as e:
         _fail(str(e))
     if args.target is None:
-        args.target = _override(extra, "stop_at_eval_return", raw.get("stop_at_eval_return"))
+        args.target = config.stop_at_eval_return
         if args.target is None:
             _fail(f"{args.config} has no stop_at_eval_return: give --target RETURN")
     if args.budget is None:
-        args.budget = int(float(_override(extra, "total_env_steps", raw["total_env_steps"])))
+        args.budget = config.total_env_steps
     if not math.isfinite(args.target) or args.budget <= 0:
         _fail("--target must be finite and --budget > 0")
     if args.out_dir and os.path.isfile(args.out_dir):
         _fail(f"--out-dir {args.out_dir} is a file; give a directory")
-    return raw
-
-
-def _override(extra: list[str], field: str, default):
-    for arg in extra:
-        key, _, value = arg[len("--config.") :].partition("=")
-        if key == field:
-            return None if value.lower() in ("none", "null") else float(value)
-    return default
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -245,109 +238,6 @@ def _tail(path: str, lines: int = 3) -> str:
             return " | ".join(f.read().strip().splitlines()[-lines:])
     except OSError:
         return ""
-
-
-# --- the result ----------------------------------------------------------------------------------
-
-
-def quartiles(values: list[float]) -> dict[str, float] | None:
-    """Median and interquartile range (25th, 75th percentiles), or None for no values."""
-    if not values:
-        return None
-    q25, q50, q75 = np.percentile(np.asarray(values, np.float64), [25, 50, 75])
-    return {"median": float(q50), "q25": float(q25), "q75": float(q75)}
-
-
-def percentiles(values: list[float]) -> dict[str, float] | None:
-    """10th, 50th and 90th percentiles of a logged metric over a run, or None if never logged."""
-    if not values:
-        return None
-    p10, p50, p90 = np.percentile(np.asarray(values, np.float64), [10, 50, 90])
-    return {"p10": float(p10), "p50": float(p50), "p90": float(p90)}
-
-
-def aggregate(seeds: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [s for s in seeds if s["success"]]
-    names = {name for s in seeds for name in s.get("metrics", {})}
-    medians = {  # per metric: the median over seeds of each seed's run median
-        name: float(np.median([s["metrics"][name]["p50"] for s in seeds if s["metrics"][name]]))
-        for name in sorted(names)
-        if any(s["metrics"][name] for s in seeds)
-    }
-    return {
-        "seeds": len(seeds),
-        "successes": len(ok),
-        "success_rate": len(ok) / len(seeds) if seeds else 0.0,
-        "failed_seeds": [s["seed"] for s in seeds if not s["success"]],
-        "crashed_seeds": [s["seed"] for s in seeds if s["error"]],
-        "env_steps_to_target": quartiles([s["env_steps_to_target"] for s in ok]),
-        "seconds_to_target": quartiles([s["seconds_to_target"] for s in ok]),
-        "command_s": quartiles([s["command_s"] for s in seeds]),
-        "final_eval_return": quartiles(
-            [s["final_eval_return"] for s in seeds if s["final_eval_return"] is not None]
-        ),
-        "metric_medians": medians,
-    }
-
-
-def table(result: dict[str, Any]) -> str:
-    """A Markdown table of the sweep, one row per seed, and a closing summary line."""
-    columns = ("seed", "env steps to target", "seconds to target", "best eval", "final eval",
-               "command s")  # fmt: skip
-    rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-    fmt = lambda v, spec: "—" if v is None else format(v, spec)  # noqa: E731
-    for s in result["per_seed"]:
-        rows.append(
-            f"| {s['seed']} | {fmt(s['env_steps_to_target'], ',')} | "
-            f"{fmt(s['seconds_to_target'], '.1f')} | {fmt(s['best_eval_return'], '.1f')} | "
-            f"{fmt(s['final_eval_return'], '.1f')} | {s['command_s']:.1f} |"
-        )
-    return "\n".join(rows) + "\n\n" + headline(result)
-
-
-def headline(result: dict[str, Any]) -> str:
-    agg = result["aggregate"]
-    line = (f"{agg['successes']}/{agg['seeds']} seeds reach {result['target']:g} within "
-            f"{result['budget']:,} env steps (load {result['load']})")  # fmt: skip
-    steps, secs = agg["env_steps_to_target"], agg["seconds_to_target"]
-    if steps:
-        line += (f"; env steps to target median {steps['median']:,.0f} "
-                 f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), seconds median "
-                 f"{secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})")  # fmt: skip
-    return line
-
-
-def plot(result: dict[str, Any], path: str) -> None:
-    """Each seed's evaluations (left) and training return (right) against env steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    cmap = plt.get_cmap("viridis")
-    n = max(1, len(result["per_seed"]) - 1)
-    for i, s in enumerate(result["per_seed"]):
-        style = {"color": cmap(i / n), "lw": 1.0, "alpha": 0.8}
-        if not s["success"]:
-            style.update(color="crimson", lw=1.6, alpha=1.0)
-        for ax, curve in zip(axes, (s["eval_curve"], s["train_curve"]), strict=True):
-            if curve:
-                x, y = zip(*curve, strict=True)
-                ax.plot(x, y, label=f"seed {s['seed']}", **style)
-    for ax, title in zip(axes, ("greedy evaluation return", "training return"), strict=True):
-        ax.axhline(result["target"], color="k", ls="--", lw=0.8)
-        ax.axvline(result["budget"], color="grey", ls=":", lw=0.8)
-        ax.set_xlabel("env steps")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("return")
-    fig.suptitle(f"{result['name']}: {headline(result)}\n(failed seeds in red)", fontsize=9)
-    fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 def _default_out_dir() -> str:

@@ -1,4 +1,4 @@
-"""benchmarks/learning.py: seeds as separate runs, busy background load, what it reports.
+"""benchmarks/learning.py and learning_report.py: seeds as separate runs, busy load, the report.
 
 One real sweep (two seeds of CartPole :quick under `--load 1`, a subprocess) checks the whole
 path; the reductions (success, quartiles, metric percentiles) are checked on hand-made work
@@ -22,6 +22,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 sys.path.insert(0, BENCHMARKS)
 import learning  # noqa: E402
+import learning_report  # noqa: E402
 
 
 def _run(args, timeout=300):
@@ -87,6 +88,7 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
         (["--target", "1", "--config.seed=3"], "--config.seed is set per run"),
         (["--target", "1", "--bogus"], "unrecognized arguments: --bogus"),
         ([], "has no stop_at_eval_return: give --target RETURN"),
+        (["--target", "1", "--config.algo.learning_rate=-1"], "learning_rate=-1.0 must be > 0"),
         (["--config", "configs/nope.py"], "no such file"),
     ],
 )
@@ -124,13 +126,13 @@ def test_a_crashed_run_is_a_failure_with_its_error(tmp_path):
     (tmp_path / "run" / "train.log").write_text("a\nb\nRuntimeError: boom\n")
     s = learning.seed_result(0, work, 1, 1.0, target=475, budget=10**6)
     assert s["error"] == "exit 1: a | b | RuntimeError: boom"
-    assert learning.aggregate([s])["crashed_seeds"] == [0]
+    assert learning_report.aggregate([s])["crashed_seeds"] == [0]
 
 
 def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here(tmp_path):
-    assert learning.quartiles([]) is None
-    assert learning.quartiles([10, 20, 30, 40, 50]) == {"median": 30, "q25": 20, "q75": 40}
-    p = learning.percentiles(list(range(11)))
+    assert learning_report.quartiles([]) is None
+    assert learning_report.quartiles([10, 20, 30, 40, 50]) == {"median": 30, "q25": 20, "q75": 40}
+    p = learning_report.percentiles(list(range(11)))
     assert p == pytest.approx({"p10": 1.0, "p50": 5.0, "p90": 9.0})
     metrics = [{"env_steps": 1, "stats/policy_lag": v} for v in (1.0, 2.0, 3.0)]
     work = _workdir(tmp_path, [(1000, 500.0)], metrics)
@@ -138,9 +140,9 @@ def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here
     assert ok["metrics"]["stats/policy_lag"]["p50"] == 2.0
     failed = {**ok, "seed": 8, "success": False, "env_steps_to_target": None,
               "seconds_to_target": None, "metrics": {"stats/policy_lag": None}}  # fmt: skip
-    agg = learning.aggregate([ok, failed])
+    agg = learning_report.aggregate([ok, failed])
     assert (agg["successes"], agg["success_rate"], agg["failed_seeds"]) == (1, 0.5, [8])
     assert agg["env_steps_to_target"]["median"] == 1000
     assert agg["metric_medians"] == {"stats/policy_lag": 2.0}
     assert learning.parse_seeds("0-2,7,1") == [0, 1, 2, 7]
-    np.testing.assert_equal(learning.quartiles([5.0])["q75"], 5.0)
+    np.testing.assert_equal(learning_report.quartiles([5.0])["q75"], 5.0)

@@ -1,0 +1,112 @@
+"""What `benchmarks/learning.py` makes of a sweep: per-seed reductions, the aggregate (success
+rate, median and interquartile range of steps and seconds to the target, metric medians), the
+Markdown table and the PNG of every seed's curves. Pure functions of the per-seed results."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+
+def _at(values: list[float], points: dict[str, float]) -> dict[str, float] | None:
+    """`{name: the values' percentile q}` for each `name: q` of `points`; None for no values."""
+    if not values:
+        return None
+    found = np.percentile(np.asarray(values, np.float64), list(points.values()))
+    return {name: float(v) for name, v in zip(points, found, strict=True)}
+
+
+def quartiles(values: list[float]) -> dict[str, float] | None:
+    """Median and interquartile range (25th, 75th percentiles), or None for no values."""
+    return _at(values, {"median": 50, "q25": 25, "q75": 75})
+
+
+def percentiles(values: list[float]) -> dict[str, float] | None:
+    """10th, 50th and 90th percentiles of a logged metric over a run, or None if never logged."""
+    return _at(values, {"p10": 10, "p50": 50, "p90": 90})
+
+
+def aggregate(seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [s for s in seeds if s["success"]]
+    names = {name for s in seeds for name in s.get("metrics", {})}
+    medians = {  # per metric: the median over seeds of each seed's run median
+        name: float(np.median([s["metrics"][name]["p50"] for s in seeds if s["metrics"][name]]))
+        for name in sorted(names)
+        if any(s["metrics"][name] for s in seeds)
+    }
+    return {
+        "seeds": len(seeds),
+        "successes": len(ok),
+        "success_rate": len(ok) / len(seeds) if seeds else 0.0,
+        "failed_seeds": [s["seed"] for s in seeds if not s["success"]],
+        "crashed_seeds": [s["seed"] for s in seeds if s["error"]],
+        "env_steps_to_target": quartiles([s["env_steps_to_target"] for s in ok]),
+        "seconds_to_target": quartiles([s["seconds_to_target"] for s in ok]),
+        "command_s": quartiles([s["command_s"] for s in seeds]),
+        "final_eval_return": quartiles(
+            [s["final_eval_return"] for s in seeds if s["final_eval_return"] is not None]
+        ),
+        "metric_medians": medians,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """A Markdown table of the sweep, one row per seed, and a closing summary line."""
+    columns = ("seed", "env steps to target", "seconds to target", "best eval", "final eval",
+               "command s")  # fmt: skip
+    rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    fmt = lambda v, spec: "—" if v is None else format(v, spec)  # noqa: E731
+    for s in result["per_seed"]:
+        rows.append(
+            f"| {s['seed']} | {fmt(s['env_steps_to_target'], ',')} | "
+            f"{fmt(s['seconds_to_target'], '.1f')} | {fmt(s['best_eval_return'], '.1f')} | "
+            f"{fmt(s['final_eval_return'], '.1f')} | {s['command_s']:.1f} |"
+        )
+    return "\n".join(rows) + "\n\n" + headline(result)
+
+
+def headline(result: dict[str, Any]) -> str:
+    agg = result["aggregate"]
+    line = (f"{agg['successes']}/{agg['seeds']} seeds reach {result['target']:g} within "
+            f"{result['budget']:,} env steps (load {result['load']})")  # fmt: skip
+    steps, secs = agg["env_steps_to_target"], agg["seconds_to_target"]
+    if steps:
+        line += (f"; env steps to target median {steps['median']:,.0f} "
+                 f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), seconds median "
+                 f"{secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})")  # fmt: skip
+    return line
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """Each seed's evaluations (left) and training return (right) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    cmap = plt.get_cmap("viridis")
+    n = max(1, len(result["per_seed"]) - 1)
+    for i, s in enumerate(result["per_seed"]):
+        style = {"color": cmap(i / n), "lw": 1.0, "alpha": 0.8}
+        if not s["success"]:
+            style.update(color="crimson", lw=1.6, alpha=1.0)
+        for ax, curve in zip(axes, (s["eval_curve"], s["train_curve"]), strict=True):
+            if curve:
+                x, y = zip(*curve, strict=True)
+                ax.plot(x, y, label=f"seed {s['seed']}", **style)
+    for ax, title in zip(axes, ("greedy evaluation return", "training return"), strict=True):
+        ax.axhline(result["target"], color="k", ls="--", lw=0.8)
+        ax.axvline(result["budget"], color="grey", ls=":", lw=0.8)
+        ax.set_xlabel("env steps")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("return")
+    fig.suptitle(f"{result['name']}: {headline(result)}\n(failed seeds in red)", fontsize=9)
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
