@@ -23,8 +23,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stages  # noqa: E402
 
-from jaxrl_dist.cli import parse_args  # noqa: E402
-from jaxrl_dist.runtime.actor import make_act_step  # noqa: E402
+from jaxrl_dist.config.cli import parse_args  # noqa: E402
+from jaxrl_dist.acting.actor import make_act_step  # noqa: E402
 
 
 def _median_us(fn, n: int) -> float:

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, HERE)
     from throughput import _default_name
 
-    from jaxrl_dist.cli import parse_args
+    from jaxrl_dist.config.cli import parse_args
     from jaxrl_dist.config import ConfigError
 
     try:

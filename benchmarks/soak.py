@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     from scaling import _backend, _first_error
     from throughput import RESULTS, _default_name, _version
 
-    from jaxrl_dist.cli import parse_args
+    from jaxrl_dist.config.cli import parse_args
     from jaxrl_dist.config import ConfigError
 
     try:  # the overrides, before anything starts

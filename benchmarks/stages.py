@@ -31,15 +31,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist import algorithms
+from jaxrl_dist import agents
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.envs import EnvSpec, make_env
-from jaxrl_dist.preflight import validate_for_machine
-from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore, start_actors
-from jaxrl_dist.runtime.actor import POLL_S, make_act_step
-from jaxrl_dist.runtime.learner import host_metrics
-from jaxrl_dist.runtime.segments import SegmentBuffer
-from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.run.preflight import validate_for_machine
+from jaxrl_dist.acting.actor import ActorStats, start_actors
+from jaxrl_dist.learning.learner import Learner
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.actor import POLL_S, make_act_step
+from jaxrl_dist.learning.learner import host_metrics
+from jaxrl_dist.data.segments import SegmentBuffer
+from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import Rollout
 
 # Dense datasheet peaks (FLOP/s) per compute dtype; float32 convolutions and matmuls run as TF32
@@ -115,7 +117,7 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
 def build(config: TrainConfig):
     """(env spec, devices, algorithm) for `config`, as the trainer builds them."""
     spec, devices = validate_for_machine(config)
-    entry = algorithms.get(config.algorithm)
+    entry = agents.get(config.algorithm)
     algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
     return spec, devices, algorithm
 

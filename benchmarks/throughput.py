@@ -28,9 +28,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stages  # noqa: E402
 
-from jaxrl_dist.cli import parse_args  # noqa: E402
+from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.config import ConfigError  # noqa: E402
-from jaxrl_dist.preflight import validate_for_machine  # noqa: E402
+from jaxrl_dist.run.preflight import validate_for_machine  # noqa: E402
 
 STAGES = ("raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

@@ -10,12 +10,12 @@ import importlib
 __version__ = "0.1.0"
 
 _API = {
-    "load_config": "jaxrl_dist.cli",
-    "Trainer": "jaxrl_dist.trainer",
-    "Hooks": "jaxrl_dist.hooks",
-    "EvalReport": "jaxrl_dist.hooks",
-    "RunResult": "jaxrl_dist.summary",
-    "load_policy": "jaxrl_dist.policy",
+    "load_config": "jaxrl_dist.config.cli",
+    "Trainer": "jaxrl_dist.run.trainer",
+    "Hooks": "jaxrl_dist.run.hooks",
+    "EvalReport": "jaxrl_dist.run.hooks",
+    "RunResult": "jaxrl_dist.run.summary",
+    "load_policy": "jaxrl_dist.tools.policy",
 }
 __all__ = sorted(_API)
 

@@ -3,13 +3,13 @@
     python scripts/launch_local.py --num_processes 2 --devices_per_process 2 \
         --config configs/impala_cartpole.py --workdir runs/cp_2proc
 
-Every argument it does not know goes to `scripts/train.py`. See `jaxrl_dist/launch.py`.
+Every argument it does not know goes to `scripts/train.py`. See `jaxrl_dist/tools/launch.py`.
 """
 
 import argparse
 import sys
 
-from jaxrl_dist.launch import run
+from jaxrl_dist.tools.launch import run
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -5,12 +5,12 @@ the runs' env_id and algorithm from config.json), `--x env_steps|wall_time_s`.
 Output: `--out FILE.png`; without it, one run is drawn into `<run>/learning_curve.png` and
 several runs into `learning_curves.png` in the current directory. The path is printed.
 Bad input (a directory without metrics.jsonl, a label count that does not match the runs) prints
-one `error:` line and exits with status 2, writing nothing. See `jaxrl_dist/plotting.py`.
+one `error:` line and exits with status 2, writing nothing. See `jaxrl_dist/tools/plotting.py`.
 """
 
 import sys
 
-from jaxrl_dist.plotting import main
+from jaxrl_dist.tools.plotting import main
 
 if __name__ == "__main__":
     sys.exit(main())

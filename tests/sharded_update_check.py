@@ -11,11 +11,12 @@ import sys
 import jax
 import numpy as np
 
-from jaxrl_dist.algorithms.impala import ImpalaConfig, make_impala
-from jaxrl_dist.algorithms.ppo import PPOConfig, make_ppo
+from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
+from jaxrl_dist.agents.ppo import PPOConfig, make_ppo
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig
-from jaxrl_dist.runtime import Learner, select_devices
+from jaxrl_dist.learning.learner import Learner
+from jaxrl_dist.learning.mesh import select_devices
 from jaxrl_dist.types import Rollout
 
 DISCRETE = EnvSpec((4,), np.dtype(np.float32), 3)

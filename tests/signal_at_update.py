@@ -11,9 +11,9 @@ import signal
 import sys
 import time
 
-from jaxrl_dist import cli
-from jaxrl_dist.runtime.learner import Learner
-from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.config import cli
+from jaxrl_dist.learning.learner import Learner
+from jaxrl_dist.run.trainer import Trainer
 
 
 def main() -> int:

@@ -6,11 +6,12 @@ import threading
 import jax
 import numpy as np
 
-from jaxrl_dist.algorithms.impala import ImpalaConfig, make_impala
+from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
 from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.networks import NetworkConfig
-from jaxrl_dist.runtime import Actor, ActorStats, ParamsStore
-from jaxrl_dist.runtime.actor import make_act_step
+from jaxrl_dist.acting.actor import Actor, ActorStats
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.actor import make_act_step
 from jaxrl_dist.types import assert_rollout_shapes
 
 

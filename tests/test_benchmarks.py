@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_dist.cli import parse_args
+from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.types import Rollout, assert_rollout_shapes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -274,7 +274,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxrl_dist.runtime import ParamsStore
+from jaxrl_dist.acting.params_store import ParamsStore
 
 devices = jax.devices()
 assert len(devices) == 2, devices

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from jaxrl_dist.cli import EXIT_CONFIG_ERROR, main, parse_args
+from jaxrl_dist.config.cli import EXIT_CONFIG_ERROR, main, parse_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
@@ -157,7 +157,7 @@ def test_settings_that_do_not_fit_the_env_are_refused(tmp_path, capsys):
 def test_tanh_squash_needs_finite_bounds():
     import numpy as np
 
-    from jaxrl_dist.algorithms.common import make_policy_model
+    from jaxrl_dist.agents.common import make_policy_model
     from jaxrl_dist.envs import EnvSpec
     from jaxrl_dist.networks import NetworkConfig
 

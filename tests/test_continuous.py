@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from jaxrl_dist.checkpoint import restore_params
-from jaxrl_dist.cli import parse_args
-from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.run.checkpoint import restore_params
+from jaxrl_dist.config.cli import parse_args
+from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PENDULUM = os.path.join(ROOT, "configs", "ppo_pendulum.py")
@@ -57,7 +57,7 @@ def test_mujoco_halfcheetah_runs(tmp_path, algorithm):
 def test_gaussian_log_std_is_shared_or_state_dependent(state_dependent):
     import jax
 
-    from jaxrl_dist.algorithms.common import make_policy_model
+    from jaxrl_dist.agents.common import make_policy_model
     from jaxrl_dist.envs import env_spec
     from jaxrl_dist.networks import NetworkConfig
 

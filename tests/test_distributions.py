@@ -1,4 +1,4 @@
-"""Tests for `jaxrl_dist.algorithms.distributions` against NumPy / closed-form references."""
+"""Tests for `jaxrl_dist.agents.distributions` against NumPy / closed-form references."""
 
 import math
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax.scipy.stats import norm
 
-from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
+from jaxrl_dist.agents.distributions import Categorical, Gaussian
 
 LEAD_SHAPES = [(5,), (4, 3)]  # [B] and [T, B].
 TOL = dict(rtol=1e-5, atol=1e-5)

@@ -1,4 +1,4 @@
-"""Policies from checkpoints (jaxrl_dist.policy) and scripts/evaluate.py (jaxrl_dist.evaluate_cli):
+"""Policies from checkpoints (jaxrl_dist.tools.policy) and scripts/evaluate.py (jaxrl_dist.tools.evaluate_cli):
 one quick CartPole run (checkpoints at updates 5 and 10) is trained once and read by every test."""
 
 import json
@@ -13,11 +13,13 @@ import numpy as np
 import pytest
 from PIL import Image, ImageSequence
 
-from jaxrl_dist import algorithms, cli, evaluate_cli
-from jaxrl_dist.checkpoint import Checkpointer, abstract_like, tree_digest
+from jaxrl_dist import agents
+from jaxrl_dist.config import cli
+from jaxrl_dist.tools import evaluate_cli
+from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
 from jaxrl_dist.config import build_config
 from jaxrl_dist.envs import env_spec, make_env
-from jaxrl_dist.policy import describe_policy, list_steps, load_policy, resolve_step
+from jaxrl_dist.tools.policy import describe_policy, list_steps, load_policy, resolve_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
@@ -59,7 +61,7 @@ def _add_step(workdir, step, source="latest", drop=(), **meta_updates):
 def _run_config(run):
     with open(os.path.join(run, "config.json")) as f:
         raw = json.load(f)
-    return build_config(raw, algorithms.get(raw["algorithm"]).config_cls)
+    return build_config(raw, agents.get(raw["algorithm"]).config_cls)
 
 
 def _files(directory):

@@ -7,14 +7,14 @@ import os
 import numpy as np
 import pytest
 
-from jaxrl_dist import hparams
-from jaxrl_dist import trainer as trainer_module
-from jaxrl_dist.checkpoint import Checkpointer
-from jaxrl_dist.cli import parse_args
+from jaxrl_dist.run import hparams
+from jaxrl_dist.run import trainer as trainer_module
+from jaxrl_dist.run.checkpoint import Checkpointer
+from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.hooks import Hooks
-from jaxrl_dist.hparams import HyperparamError
-from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.run.hooks import Hooks
+from jaxrl_dist.run.hparams import HyperparamError
+from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
@@ -238,7 +238,7 @@ def test_a_hook_exception_ends_the_run_and_a_non_finite_metric_is_an_error(tmp_p
 
 
 def _control(tmp_path, primary=True):
-    from jaxrl_dist.algorithms.impala import RUNTIME_HPARAMS, ImpalaConfig
+    from jaxrl_dist.agents.impala import RUNTIME_HPARAMS, ImpalaConfig
 
     return hparams.HyperparamControl(ImpalaConfig(), RUNTIME_HPARAMS, str(tmp_path), primary)
 

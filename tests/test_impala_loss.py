@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_dist.algorithms.impala import ImpalaConfig, impala_loss
+from jaxrl_dist.agents.impala import ImpalaConfig, impala_loss
 from jaxrl_dist.types import Rollout
 
 GAMMA = 0.9

@@ -13,8 +13,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_dist.checkpoint import restore_params
-from jaxrl_dist.launch import TRAIN, free_port, start_processes
+from jaxrl_dist.run.checkpoint import restore_params
+from jaxrl_dist.tools.launch import TRAIN, free_port, start_processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")

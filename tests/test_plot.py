@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jaxrl_dist import plotting
-from jaxrl_dist.plotting import default_labels, plot_learning_curves, read_curves
+from jaxrl_dist.tools import plotting
+from jaxrl_dist.tools.plotting import default_labels, plot_learning_curves, read_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "plot.py")

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.algorithms.distributions import Categorical
-from jaxrl_dist.algorithms.ppo import PPOConfig, advantages_and_targets, ppo_loss
-from jaxrl_dist.cli import parse_args
-from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.agents.distributions import Categorical
+from jaxrl_dist.agents.ppo import PPOConfig, advantages_and_targets, ppo_loss
+from jaxrl_dist.config.cli import parse_args
+from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import Rollout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.logger import WINDOW_FIELDS, LogWindow, Progress
+from jaxrl_dist.run.logger import WINDOW_FIELDS, LogWindow, Progress
 
 
 def _actor(steps, returns, timers):

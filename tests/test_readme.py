@@ -13,10 +13,10 @@ def _python_block_after(heading: str) -> str:
 
 
 def test_writing_an_algorithm_example_runs(tmp_path, monkeypatch):
-    from jaxrl_dist import algorithms
+    from jaxrl_dist import agents
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(algorithms, "REGISTRY", dict(algorithms.REGISTRY))
+    monkeypatch.setattr(algorithms, "REGISTRY", dict(agents.REGISTRY))
     namespace: dict = {}
     exec(compile(_python_block_after("## Writing an algorithm"), "README.md", "exec"), namespace)
     result = namespace["result"]

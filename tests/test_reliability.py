@@ -15,15 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jaxrl_dist.runtime.actor as actor_module
-from jaxrl_dist import algorithms
-from jaxrl_dist.algorithms.base import AlgorithmEntry
-from jaxrl_dist.algorithms.impala import ImpalaConfig, make_impala
-from jaxrl_dist.checkpoint import restore_params, tree_digest
-from jaxrl_dist.cli import main, parse_args
+import jaxrl_dist.acting.actor as actor_module
+from jaxrl_dist import agents
+from jaxrl_dist.agents.base import AlgorithmEntry
+from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
+from jaxrl_dist.run.checkpoint import restore_params, tree_digest
+from jaxrl_dist.config.cli import main, parse_args
 from jaxrl_dist.errors import NonFiniteError
-from jaxrl_dist.runtime.supervisor import RestartBudget
-from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.acting.supervisor import RestartBudget
+from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
@@ -218,7 +218,7 @@ def _impala_with_nan_loss_from(update: int):
 
 
 def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    monkeypatch.setitem(algorithms.REGISTRY, "impala_nan", _impala_with_nan_loss_from(7))
+    monkeypatch.setitem(agents.REGISTRY, "impala_nan", _impala_with_nan_loss_from(7))
     config, _ = parse_args(
         [*QUICK, "--config.algorithm=impala_nan", "--config.checkpoint_every_updates=5"]
     )

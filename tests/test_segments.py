@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from jaxrl_dist.runtime.segments import SegmentBuffer
+from jaxrl_dist.data.segments import SegmentBuffer
 
 
 def _run_fake_async_pool(num_envs, batch, unroll, num_recvs, seed=0, segments_per_rollout=None):

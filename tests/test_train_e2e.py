@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from jaxrl_dist.cli import parse_args
-from jaxrl_dist.trainer import Trainer
+from jaxrl_dist.config.cli import parse_args
+from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
@@ -43,7 +43,7 @@ def test_cartpole_learns(tmp_path):
 def test_learner_batch_independent_of_the_env_batch(tmp_path, monkeypatch):
     """32 envs per recv() feeding a learner batch of 8 segments: rollouts of gcd(8, 32) = 8
     segments, and every batch the learner receives is exactly 8 segments wide."""
-    from jaxrl_dist.runtime.learner import Learner
+    from jaxrl_dist.learning.learner import Learner
 
     widths = []
     real_put_batch = Learner.put_batch
@@ -131,7 +131,7 @@ def test_resume_continues_from_same_step_with_identical_params(tmp_path):
 
 
 def test_resume_without_checkpoint_and_rerun_over_existing_run_are_refused(tmp_path, capsys):
-    from jaxrl_dist.cli import main
+    from jaxrl_dist.config.cli import main
 
     assert main(["--config", CARTPOLE, "--workdir", str(tmp_path / "none"), "--resume"]) == 2
     assert "no complete checkpoint" in capsys.readouterr().err
@@ -193,7 +193,7 @@ def test_final_save_over_a_periodic_save_at_the_same_update(tmp_path):
     """Stop at an evaluation that falls on a checkpoint update: the final save keeps the periodic
     one (waiting for it to finalise, never replacing it: no window without a checkpoint), whose
     meta already holds that evaluation."""
-    from jaxrl_dist.checkpoint import Checkpointer
+    from jaxrl_dist.run.checkpoint import Checkpointer
 
     config, _ = parse_args(
         ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.eval_every_updates=10",

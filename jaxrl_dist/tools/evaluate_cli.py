@@ -32,8 +32,8 @@ import jax
 import numpy as np
 
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.evaluation import EvalResult, Evaluator
-from jaxrl_dist.policy import (
+from jaxrl_dist.run.evaluation import EvalResult, Evaluator
+from jaxrl_dist.tools.policy import (
     STEP_CHOICES,
     Policy,
     StepGoneError,
@@ -44,7 +44,7 @@ from jaxrl_dist.policy import (
 )
 
 # A run deletes old steps while --follow reads; Orbax then warns of a step's missing metadata
-# file. jaxrl_dist.policy retries or skips that step: the warning is noise here.
+# file. jaxrl_dist.tools.policy retries or skips that step: the warning is noise here.
 logging.getLogger("absl").addFilter(
     lambda record: "Metadata file does not exist" not in record.getMessage()
 )

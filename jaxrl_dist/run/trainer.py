@@ -19,28 +19,30 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.algorithms.base import LearnerState
-from jaxrl_dist.checkpoint import Checkpointer, tree_digest
+from jaxrl_dist.agents.base import LearnerState
+from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.errors import NonFiniteError, RunError
-from jaxrl_dist.evaluation import Evaluator
-from jaxrl_dist.hooks import Hooks
-from jaxrl_dist.hparams import HyperparamControl
-from jaxrl_dist.logger import LogWindow, MetricLogger, Progress
-from jaxrl_dist.monitor import EvalMonitor
-from jaxrl_dist.plotting import draw_learning_curve
-from jaxrl_dist.policy import describe_policy
-from jaxrl_dist.preflight import prepare
-from jaxrl_dist.resume import ReplayLog, replay_for_actors, restore_checkpoint
-from jaxrl_dist.runtime import ActorStats, Learner, ParamsStore
-from jaxrl_dist.runtime.actor import QueueItem, actor_spawner
-from jaxrl_dist.runtime.collect import collect_rollouts
-from jaxrl_dist.runtime.distributed import Cluster, ProcessLostError, lost_message
-from jaxrl_dist.runtime.learner import host_metrics
-from jaxrl_dist.runtime.supervisor import ActorSupervisor, RestartBudget
-from jaxrl_dist.saving import Saver
-from jaxrl_dist.stopping import StopControl
-from jaxrl_dist.summary import RunResult, run_summary
+from jaxrl_dist.run.evaluation import Evaluator
+from jaxrl_dist.run.hooks import Hooks
+from jaxrl_dist.run.hparams import HyperparamControl
+from jaxrl_dist.run.logger import LogWindow, MetricLogger, Progress
+from jaxrl_dist.run.monitor import EvalMonitor
+from jaxrl_dist.tools.plotting import draw_learning_curve
+from jaxrl_dist.tools.policy import describe_policy
+from jaxrl_dist.run.preflight import prepare
+from jaxrl_dist.run.resume import ReplayLog, replay_for_actors, restore_checkpoint
+from jaxrl_dist.acting.actor import ActorStats
+from jaxrl_dist.learning.learner import Learner
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.actor import QueueItem, actor_spawner
+from jaxrl_dist.data.on_policy import collect_rollouts
+from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
+from jaxrl_dist.learning.learner import host_metrics
+from jaxrl_dist.acting.supervisor import ActorSupervisor, RestartBudget
+from jaxrl_dist.run.saving import Saver
+from jaxrl_dist.run.stopping import StopControl
+from jaxrl_dist.run.summary import RunResult, run_summary
 from jaxrl_dist.types import concatenate_rollouts
 
 # What each process reports after gathering its batch; every process acts on all reports.

@@ -10,13 +10,13 @@ from typing import Any
 
 import jax
 
-from jaxrl_dist import algorithms
-from jaxrl_dist.algorithms.base import Algorithm
-from jaxrl_dist.checkpoint import restore_params_like
+from jaxrl_dist import agents
+from jaxrl_dist.agents.base import Algorithm
+from jaxrl_dist.run.checkpoint import restore_params_like
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec
-from jaxrl_dist.resume import check_resumable
-from jaxrl_dist.runtime import Devices, select_devices
+from jaxrl_dist.run.resume import check_resumable
+from jaxrl_dist.learning.mesh import Devices, select_devices
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,7 @@ def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
             f"{workdir} already holds a run's checkpoints; pass --resume to continue "
             "it, or choose another --workdir (nothing was overwritten)"
         )
-    entry = algorithms.get(config.algorithm)
+    entry = agents.get(config.algorithm)
     problem = entry.check(config.algo, config)
     if problem:
         raise ConfigError(problem)

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_dist.checkpoint import METRIC, Checkpointer
+from jaxrl_dist.run.checkpoint import METRIC, Checkpointer
 from jaxrl_dist.config import TrainConfig, jsonable
-from jaxrl_dist.resume import ReplayLog, put_replay
-from jaxrl_dist.runtime.distributed import Cluster
-from jaxrl_dist.runtime.mesh import Devices
+from jaxrl_dist.run.resume import ReplayLog, put_replay
+from jaxrl_dist.learning.distributed import Cluster
+from jaxrl_dist.learning.mesh import Devices
 
 
 class Saver:
@@ -33,7 +33,7 @@ class Saver:
     ):
         self._config, self._cluster, self._devices = config, cluster, devices
         self.ckpt = ckpt
-        self._policy = policy  # how to rebuild the acting network (jaxrl_dist.policy)
+        self._policy = policy  # how to rebuild the acting network (jaxrl_dist.tools.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
 
     def due(self, counters: dict) -> bool:

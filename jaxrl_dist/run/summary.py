@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import Any
 
-from jaxrl_dist.checkpoint import Checkpointer
+from jaxrl_dist.run.checkpoint import Checkpointer
 
 
 def run_summary(

@@ -11,11 +11,11 @@ import os
 import sys
 import traceback
 
-from jaxrl_dist import algorithms
+from jaxrl_dist import agents
 from jaxrl_dist.config import ConfigError, TrainConfig, apply_overrides, build_config
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.runtime import distributed
-from jaxrl_dist.runtime.distributed import LaunchSpec
+from jaxrl_dist.learning import distributed
+from jaxrl_dist.learning.distributed import LaunchSpec
 
 EXIT_CONFIG_ERROR = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a death by SIGINT
@@ -49,12 +49,12 @@ def load_config(spec: str, **overrides: object) -> TrainConfig:
 
 def _build(raw: dict, overrides: dict[str, str]) -> TrainConfig:
     name = overrides.get("algorithm", raw.get("algorithm", "impala"))
-    if name not in algorithms.REGISTRY:
+    if name not in agents.REGISTRY:
         raise ConfigError(
             f"config.algorithm={name!r} is not registered; "
-            f"choose one of {sorted(algorithms.REGISTRY)}"
+            f"choose one of {sorted(agents.REGISTRY)}"
         )
-    algo_cls = algorithms.get(name).config_cls
+    algo_cls = agents.get(name).config_cls
     return build_config(apply_overrides(raw, overrides, algo_cls), algo_cls)
 
 
@@ -110,7 +110,7 @@ def launch_spec(args: argparse.Namespace) -> LaunchSpec:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jaxrl_dist.trainer import RunError, Trainer  # heavy imports after the cheap checks
+    from jaxrl_dist.run.trainer import RunError, Trainer  # heavy imports after the cheap checks
 
     argv = sys.argv[1:] if argv is None else argv
     try:

@@ -12,9 +12,9 @@ from typing import Any
 
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.evaluation import EvalResult, Evaluator
-from jaxrl_dist.hooks import EvalReport, Hooks
-from jaxrl_dist.logger import MetricLogger, Progress
+from jaxrl_dist.run.evaluation import EvalResult, Evaluator
+from jaxrl_dist.run.hooks import EvalReport, Hooks
+from jaxrl_dist.run.logger import MetricLogger, Progress
 
 
 class EvalMonitor:

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_dist.algorithms.base import LearnerState
-from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
+from jaxrl_dist.agents.base import LearnerState
+from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, make_actor_critic
 from jaxrl_dist.ops.running_stats import (

@@ -15,9 +15,9 @@ import jax
 import numpy as np
 
 from jaxrl_dist.envs import EpisodeTracker, derive_seed, make_env
-from jaxrl_dist.logger import ACTOR_TIMERS
-from jaxrl_dist.runtime.params_store import ParamsStore
-from jaxrl_dist.runtime.segments import SegmentBuffer
+from jaxrl_dist.run.logger import ACTOR_TIMERS
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.data.segments import SegmentBuffer
 from jaxrl_dist.types import Rollout
 
 log = logging.getLogger(__name__)

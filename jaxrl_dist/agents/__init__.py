@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jaxrl_dist.algorithms import impala, ppo
-from jaxrl_dist.algorithms.base import Algorithm, AlgorithmEntry, LearnerState
+from jaxrl_dist.agents import impala, ppo
+from jaxrl_dist.agents.base import Algorithm, AlgorithmEntry, LearnerState
 
 REGISTRY: dict[str, AlgorithmEntry] = {
     "impala": AlgorithmEntry(impala.ImpalaConfig, impala.make_impala),

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.runtime.actor import Actor
+from jaxrl_dist.acting.actor import Actor
 
 log = logging.getLogger(__name__)
 

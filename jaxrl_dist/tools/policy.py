@@ -20,9 +20,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist import algorithms
-from jaxrl_dist.algorithms.base import Algorithm
-from jaxrl_dist.checkpoint import (
+from jaxrl_dist import agents
+from jaxrl_dist.agents.base import Algorithm
+from jaxrl_dist.run.checkpoint import (
     Checkpointer,
     find_checkpoint_dir,
     first_line,
@@ -32,7 +32,7 @@ from jaxrl_dist.checkpoint import (
 )
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.envs import EnvSpec, env_spec
-from jaxrl_dist.evaluation import env_policies
+from jaxrl_dist.run.evaluation import env_policies
 
 POLICY_FORMAT = 1  # bump when describe_policy's dict changes in a way old readers cannot read
 STEP_CHOICES = ("latest", "best")
@@ -264,10 +264,10 @@ def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
 def build_algorithm(description: dict[str, Any]) -> Algorithm:
     """The `Algorithm` a `describe_policy` dict names, built as the trainer built it."""
     name = description["algorithm"]
-    if name not in algorithms.REGISTRY:
+    if name not in agents.REGISTRY:
         raise ValueError(
             f"the checkpoint's algorithm {name!r} is not registered in this jaxrl_dist "
-            f"({sorted(algorithms.REGISTRY)})"
+            f"({sorted(agents.REGISTRY)})"
         )
     raw = {key: description[key] for key in ("algorithm", "env_id", "env_kwargs")}
     # build_config checks the values and turns JSON lists back into the tuples the configs hold.
@@ -275,15 +275,15 @@ def build_algorithm(description: dict[str, Any]) -> Algorithm:
         {**raw, "network": description["network"], "algo": description["algo"]}, None
     )
     spec = _spec_from_json(description["env_spec"])
-    return algorithms.get(name).make(config.algo, config.network, spec, description["num_updates"])
+    return agents.get(name).make(config.algo, config.network, spec, description["num_updates"])
 
 
 def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
     name = raw.get("algorithm", "impala")
-    if name not in algorithms.REGISTRY:
+    if name not in agents.REGISTRY:
         raise ValueError(f"the checkpoint's algorithm {name!r} is not registered in jaxrl_dist")
     try:
-        return build_config(raw, algorithms.get(name).config_cls)
+        return build_config(raw, agents.get(name).config_cls)
     except ConfigError as e:
         where = "its config" if step is None else f"step {step}'s config"
         raise ValueError(

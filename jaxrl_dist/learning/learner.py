@@ -11,8 +11,8 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from jaxrl_dist.algorithms.base import Algorithm, LearnerState, Metrics
-from jaxrl_dist.runtime.mesh import Devices, local_replica
+from jaxrl_dist.agents.base import Algorithm, LearnerState, Metrics
+from jaxrl_dist.learning.mesh import Devices, local_replica
 from jaxrl_dist.types import Rollout
 
 

@@ -7,7 +7,7 @@ import threading
 import jax
 import jax.numpy as jnp
 
-from jaxrl_dist.runtime.mesh import local_replica
+from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.types import PyTree
 
 # A jitted copy always writes new buffers. `device_put(x, d, may_alias=False)` is not enough:
@@ -36,6 +36,12 @@ class ParamsStore:
         with self._published:
             self._latest = (copies, version)  # one reference swap: readers never see a mix
             self._published.notify_all()
+
+    @property
+    def version(self) -> int | None:
+        """The newest published version (None before the first publish); no wait."""
+        latest = self._latest
+        return None if latest is None else latest[1]
 
     def get(
         self, device: jax.Device, timeout: float | None = None, min_version: int = 0

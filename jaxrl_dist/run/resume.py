@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.checkpoint import (
+from jaxrl_dist.run.checkpoint import (
     Checkpointer,
     CheckpointReadError,
     abstract_like,

@@ -13,9 +13,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.algorithms.base import Algorithm
+from jaxrl_dist.agents.base import Algorithm
 from jaxrl_dist.envs import derive_seed, make_env
-from jaxrl_dist.runtime.mesh import local_replica
+from jaxrl_dist.learning.mesh import local_replica
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
 

@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_dist.algorithms.base import Algorithm, LearnerState, bad_algo_field
-from jaxrl_dist.algorithms.common import (
+from jaxrl_dist.agents.base import Algorithm, LearnerState, bad_algo_field
+from jaxrl_dist.agents.common import (
     actor_functions,
     gradient_step,
     init_learner_state,
@@ -32,7 +32,7 @@ from jaxrl_dist.algorithms.common import (
     transitions,
     with_hparams,
 )
-from jaxrl_dist.algorithms.distributions import Categorical, Gaussian
+from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.ops import vtrace_td_error_and_advantage

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.runtime.actor import POLL_S, QueueItem
+from jaxrl_dist.acting.actor import POLL_S, QueueItem
 
 ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long from live actors: give up
 

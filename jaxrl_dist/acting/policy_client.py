@@ -1,0 +1,116 @@
+"""The policy seam: actors ask a policy client for actions and never see where inference runs.
+
+Two clients: `LocalClient` (the actor's own jitted inference on its device, as in Sebulba) and
+`ServerClient` (a central inference server batching many actors' requests, as in SEED RL;
+`inference_server.py`). Both run the agent's `ActorCore` through `make_inference_step`, so the
+same pure functions act either way, and both keep the actor's per-env state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import numpy as np
+
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.threads import POLL_S
+from jaxrl_dist.types import PyTree
+
+
+class ActResult(NamedTuple):
+    """Host (NumPy) results of one inference call for `B` envs.
+
+    Attributes:
+      action: `[B, ...]` the policy's actions (what the rollout stores).
+      env_action: `[B, ...]` what the envs receive.
+      extras: `{name: [B, ...]}` the actor core's extras (e.g. the behaviour log-probability).
+      version: the learner version of the params that acted.
+    """
+
+    action: np.ndarray
+    env_action: np.ndarray
+    extras: dict[str, np.ndarray]
+    version: int
+
+
+class PolicyClient(Protocol):
+    """What an actor thread asks for actions."""
+
+    def act(self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0) -> ActResult | None:
+        """Actions for `obs [B, ...]` of the envs `env_ids [B]`, with params of at least
+        `min_version`; None if the run stops while waiting."""
+
+    def reset(self, key: jax.Array) -> None:
+        """Re-initialises this actor's per-env state from `key` (lockstep: at every unroll)."""
+
+
+def make_inference_step(core: ActorCore) -> Callable:
+    """`step(params, obs [N, ...], rows [N], state [R, ...]) -> (action, env_action, extras,
+    state)`: gathers the per-env actor state of `rows`, acts, scatters the new state back.
+    Jit it with the state donated; rows may repeat a padding row whose result is ignored."""
+
+    def step(params, obs, rows, state):
+        picked = jax.tree.map(lambda s: s[rows], state)
+        action, extras, picked = core.act(params, obs, picked)
+        state = jax.tree.map(lambda s, new: s.at[rows].set(new), state, picked)
+        return action, core.env_action(action), extras, state
+
+    return step
+
+
+def wait_for_params(
+    store: ParamsStore, device: jax.Device, min_version: int, stop: threading.Event
+) -> tuple[PyTree, int] | None:
+    """(params on `device`, version >= `min_version`), or None once `stop` is set."""
+    while not stop.is_set():
+        try:
+            return store.get(device, POLL_S, min_version)
+        except TimeoutError:
+            continue
+    return None
+
+
+class LocalClient:
+    """Inference on the actor's own device: the newest params at every call, one jitted step
+    (key split, act, env action) per `recv()`."""
+
+    def __init__(
+        self,
+        step: Callable,
+        core: ActorCore,
+        store: ParamsStore,
+        device: jax.Device,
+        identity: ActorIdentity,
+        num_envs: int,
+        key: jax.Array,
+        stop: threading.Event,
+    ):
+        self._step, self._core, self._store = step, core, store
+        self._device, self._identity, self._num_envs = device, identity, num_envs
+        self._stop = stop
+        self.reset(key)
+
+    def reset(self, key: jax.Array) -> None:
+        state = self._core.init_state(self._identity, self._num_envs, key)
+        self._state = jax.device_put(state, self._device)
+
+    def act(self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0) -> ActResult | None:
+        got = wait_for_params(self._store, self._device, min_version, self._stop)
+        if got is None:
+            return None
+        params, version = got
+        action, env_action, extras, self._state = self._step(
+            params, obs, env_ids.astype(np.int32), self._state
+        )
+        action, env_action, extras = jax.device_get((action, env_action, extras))
+        return ActResult(action, env_action, extras, version)
+
+
+def jit_inference_step(core: ActorCore) -> Any:
+    """The jitted, state-donating `make_inference_step(core)`: one per process, shared by every
+    local client (jit caches a compile per device and shape)."""
+    return jax.jit(make_inference_step(core), donate_argnums=3)

@@ -1,0 +1,174 @@
+"""The agent interface, in two halves, and nothing algorithm-specific.
+
+An agent is a typed config plus `make(config, network_config, env_spec, run_shape) -> Agent`:
+
+- the **actor half** (`ActorCore`, after Acme's actor core) is pure and jitted wherever it runs,
+  on an actor's own device or inside a central inference server. It keeps *per-env* actor state
+  (an RNG key, later an epsilon from a ladder or a recurrent state), initialised from the
+  actor's identity, so a server can batch the requests of many actors and keep each one's state;
+- the **learner half** (`LearnerCore`) owns its state, any pytree (params, optimizer state,
+  target params, counters), updates it from a batch, says which params go to the actors and how
+  its state is sharded over the learner mesh.
+
+The registry entry (`AgentEntry.data`) names the data seam that feeds the learner
+(`jaxrl_dist.data`): the on-policy queue or a replay. The runtime stores whatever `act` returns as extras in the rollout without
+looking inside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple, NoReturn
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jaxrl_dist.types import PyTree, Rollout
+
+Metrics = dict[str, jax.Array]
+
+
+class ActorIdentity(NamedTuple):
+    """Who an actor is: its global index over all processes' actor threads, and their count
+    (an Ape-X epsilon ladder reads both; later a seat)."""
+
+    index: int
+    count: int
+
+
+class RunShape(NamedTuple):
+    """What schedules are defined over: the run's env steps, and how many env steps the data
+    seam inserts per update on average (batch x unroll for the on-policy queue; for a replay,
+    that divided by the samples-per-insert ratio)."""
+
+    total_env_steps: int
+    env_steps_per_update: float
+
+    @property
+    def num_updates(self) -> int:
+        return max(1, math.ceil(self.total_env_steps / self.env_steps_per_update))
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCore:
+    """The actor half: pure functions, jitted by whoever runs them.
+
+    Attributes:
+      init_state: `init_state(identity, num_envs, key) -> state`, every leaf `[num_envs, ...]`:
+        one row per env, so rows can be gathered by env id and batched across actors.
+      act: `act(params, obs [B, ...], state [B, ...]) -> (action [B, ...], extras {name:
+        [B, ...]}, state [B, ...])`, the behaviour policy; extras travel in the rollout.
+      greedy_act: `greedy_act(params, obs [B, ...]) -> action [B, ...]` for evaluation.
+      env_action: `env_action(action [B, ...]) -> [B, ...]`, what the env receives for a policy
+        action (a Gaussian sample clipped or squashed to the bounds); identity by default.
+    """
+
+    init_state: Callable[[ActorIdentity, int, jax.Array], PyTree]
+    act: Callable[[PyTree, jax.Array, PyTree], tuple[jax.Array, dict[str, jax.Array], PyTree]]
+    greedy_act: Callable[[PyTree, jax.Array], jax.Array]
+    env_action: Callable[[jax.Array], jax.Array] = lambda action: action
+
+
+def _params(state: Any) -> PyTree:
+    return state.params
+
+
+def _with_params(state: Any, params: PyTree) -> Any:
+    return state._replace(params=params)
+
+
+def _hparams(state: Any) -> dict[str, jax.Array]:
+    return getattr(state, "hparams", {})
+
+
+def _with_hparams(state: Any, hparams: dict[str, jax.Array]) -> Any:
+    return state._replace(hparams=hparams)
+
+
+def replicated_state(mesh: jax.sharding.Mesh, abstract_state: PyTree) -> PyTree:
+    """The default layout of a learner state: a full copy on every learner device."""
+    return NamedSharding(mesh, PartitionSpec())
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerCore:
+    """The learner half: pure functions the runtime jits on the learner mesh.
+
+    Attributes:
+      init: `init(key) -> state`, any pytree.
+      update: `update(state, batch) -> (state, metrics)`, or `(state, metrics, priorities [B])`
+        with `priorities=True` (a prioritised replay takes them back); `batch` is a `[T + 1, B]`
+        `Rollout` from the data seam; metrics are scalars.
+      actor_params: the params the actors and evaluation get, from the state.
+      with_params: the state with other params (a warm start).
+      hparams / with_hparams: the run-time hyperparameters in the state (`{name: [] float32}`,
+        read traced by `update`, so a change needs no recompile) and a state with new ones.
+      state_sharding: `state_sharding(mesh, abstract_state) -> shardings` (a sharding or a
+        pytree of them); replicated by default.
+      priorities: whether `update` returns priorities.
+    """
+
+    init: Callable[[jax.Array], PyTree]
+    update: Callable[[PyTree, Rollout], tuple]
+    actor_params: Callable[[PyTree], PyTree] = _params
+    with_params: Callable[[PyTree, PyTree], PyTree] = _with_params
+    hparams: Callable[[PyTree], dict[str, jax.Array]] = _hparams
+    with_hparams: Callable[[PyTree, dict[str, jax.Array]], PyTree] = _with_hparams
+    state_sharding: Callable[[jax.sharding.Mesh, PyTree], Any] = replicated_state
+    priorities: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent:
+    """An agent's two halves.
+
+    Attributes:
+      actor, learner: the halves.
+      hyperparams: names of the agent config's fields that a run may change while it goes on
+        (they live in the learner state; see `LearnerCore.hparams`).
+    """
+
+    actor: ActorCore
+    learner: LearnerCore
+    hyperparams: tuple[str, ...] = ()
+
+
+class LearnerState(NamedTuple):
+    """The learner state of the actor-critic agents (IMPALA, PPO); checkpointed whole.
+
+    Attributes:
+      params: network parameters (published to the actors after each update).
+      opt_state: optimizer state; its step count drives learning-rate schedules.
+      rng: `[2]` uint32 PRNG key for updates that sample (minibatch shuffles, ...).
+      update_step: `[]` int32 number of updates applied.
+      hparams: `{name: [] float32}` the hyperparameters that may change while the run goes on.
+    """
+
+    params: PyTree
+    opt_state: PyTree
+    rng: jax.Array
+    update_step: jax.Array
+    hparams: dict[str, jax.Array]
+
+
+def bad_algo_field(config: Any, field: str, why: str) -> NoReturn:
+    """Raises the one-line error for an agent config field (from `__post_init__`)."""
+    raise ValueError(f"config.algo.{field}={getattr(config, field)!r} {why}")
+
+
+def _no_check(algo_config: Any, train_config: Any) -> str | None:
+    return None
+
+
+class AgentEntry(NamedTuple):
+    """A registry entry: the config class, the factory `make(config, network_config, env_spec,
+    run_shape) -> Agent`, a check of the agent's config against the run's (one-line problem or
+    None, run before anything is written), and the data seam that feeds its learner: "on_policy"
+    (fresh rollouts, each learned from once) or "replay" (`jaxrl_dist.data`)."""
+
+    config_cls: type
+    make: Callable[..., Agent]
+    check: Callable[[Any, Any], str | None] = _no_check
+    data: str = "on_policy"

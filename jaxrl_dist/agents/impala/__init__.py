@@ -1,0 +1,3 @@
+"""IMPALA (V-trace actor-critic)."""
+
+from jaxrl_dist.agents.impala.agent import *  # noqa: F403

@@ -1,0 +1,3 @@
+"""PPO."""
+
+from jaxrl_dist.agents.ppo.agent import *  # noqa: F403

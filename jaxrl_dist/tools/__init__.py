@@ -1,0 +1,1 @@
+"""Tools around runs: evaluate checkpoints, load a policy, plot curves, launch processes."""
