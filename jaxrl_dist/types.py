@@ -26,6 +26,10 @@ PyTree = Any
 class Rollout(NamedTuple):
     """A batch of `B` independent env segments of `T` transitions, time-major.
 
+    Multi-agent envs add an optional agents axis after B where the env gives one value per
+    agent (`reward [T + 1, B, agents]`, per-agent observations); episode statistics and
+    evaluation keep it (`[episodes, agents]` returns).
+
     Attributes:
       obs: `[T + 1, B, *obs_shape]` observations; `obs[T]` is the next segment's `obs[0]`.
       reward: `[T + 1, B]` float32 reward received on arriving at `obs[i]`.

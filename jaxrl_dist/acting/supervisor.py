@@ -1,10 +1,11 @@
-"""Supervised actor threads: a failed actor is restarted with a fresh EnvPool, within a budget.
+"""Supervised threads (actors, inference servers): a failed one is restarted, within a budget.
 
-The main thread calls `ActorSupervisor.check` on every wait for rollouts. An actor that died
-(an environment error, an inference error, any exception: logged with its traceback by the
-actor itself) is replaced by a new thread in the same slot, with a fresh EnvPool whose seed folds
-in the restart count. More than `max_restarts` restarts in any `window_s` seconds stops the run
-with a RunError that names the actor, its error and the budget; the trainer then writes its
+The main thread calls `Supervisor.check` on every wait for data. A thread that died (an
+environment error, an inference error, any exception: logged with its traceback by the thread
+itself) is replaced by a new thread in the same slot (an actor with a fresh EnvPool whose seed
+folds in the restart count; a server with fresh per-actor state). More than `max_restarts`
+restarts in any `window_s` seconds, over every supervised thread of the process, stops the run
+with a RunError that names the thread, its error and the budget; the trainer then writes its
 final checkpoint.
 """
 
@@ -12,11 +13,11 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.acting.actor import Actor
 
 log = logging.getLogger(__name__)
 
@@ -43,58 +44,61 @@ class RestartBudget:
         return True
 
 
-class ActorSupervisor:
-    """Owns this process's actor threads; restarts failed ones (main thread only).
+class Supervisor:
+    """Owns threads of one kind (`what`: "actor", "inference server"); restarts failed ones
+    (main thread only). A thread has `index` and `error` (the exception it died of, or None).
 
-    `spawn(slot, restarts, previous)` starts the actor of `slot` (0..num_actors-1), its
-    `restarts`-th incarnation replacing the dead thread `previous` (None at first), and returns
-    the running thread.
+    `spawn(slot, restarts)` starts the thread of `slot` (0..count-1), its `restarts`-th
+    incarnation, and returns it running.
     """
 
     def __init__(
         self,
-        spawn: Callable[[int, int, Actor | None], Actor],
-        num_actors: int,
+        spawn: Callable[[int, int], threading.Thread],
+        count: int,
         budget: RestartBudget,
+        what: str = "actor",
     ):
         self._spawn = spawn
         self._budget = budget
-        self._restarts_by_slot = [0] * num_actors
-        self.actors: list[Actor] = [spawn(slot, 0, None) for slot in range(num_actors)]
+        self._what = what
+        self._restarts_by_slot = [0] * count
+        self.threads: list[threading.Thread] = [spawn(slot, 0) for slot in range(count)]
 
     @property
     def restarts(self) -> int:
-        """Restarts so far, over all actors."""
+        """Restarts so far, over all slots."""
         return sum(self._restarts_by_slot)
 
     def check(self) -> None:
-        """Restarts every dead actor; raises RunError once the restart budget is spent."""
-        for slot, actor in enumerate(self.actors):
-            if actor.is_alive():
+        """Restarts every dead thread; raises RunError once the restart budget is spent."""
+        for slot, thread in enumerate(self.threads):
+            if thread.is_alive():
                 continue
-            # An actor only returns early on an error; one that returned without one is a bug,
+            # A thread only returns early on an error; one that returned without one is a bug,
             # and restarting it is still the right thing to do.
-            error = actor.error or RuntimeError("the actor thread ended without an error")
+            error = thread.error or RuntimeError(f"the {self._what} thread ended without an error")
             if not self._budget.allow():
                 b = self._budget
                 raise RunError(
-                    f"actor {actor.index} stopped: {error!r}; the restart budget is spent "
+                    f"{self._what} {thread.index} stopped: {error!r}; the restart budget is spent "
                     f"({b.max_restarts} restarts within {b.window_s:g}s; raise "
                     "config.actor_max_restarts or config.actor_restart_window_s to allow more)"
                 ) from error
             self._restarts_by_slot[slot] += 1
             log.warning(
-                "restarting actor %d with a fresh env (restart %d of at most %d per %gs) after: %r",
-                actor.index, self._restarts_by_slot[slot], self._budget.max_restarts,
+                "restarting %s %d (restart %d of at most %d per %gs) after: %r",
+                self._what, thread.index, self._restarts_by_slot[slot], self._budget.max_restarts,
                 self._budget.window_s, error,
             )  # fmt: skip
-            self.actors[slot] = self._spawn(slot, self._restarts_by_slot[slot], actor)
+            self.threads[slot] = self._spawn(slot, self._restarts_by_slot[slot])
 
     def join(self, timeout_s: float) -> None:
-        """Waits for every actor to end (the caller set their stop flag), `timeout_s` in all."""
+        """Waits for every thread to end (the caller set their stop flag), `timeout_s` in all."""
         deadline = time.monotonic() + timeout_s
-        for actor in self.actors:
-            actor.join(timeout=max(0.0, deadline - time.monotonic()))
-        stuck = [actor.index for actor in self.actors if actor.is_alive()]
+        for thread in self.threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = [thread.index for thread in self.threads if thread.is_alive()]
         if stuck:  # daemon threads: they end with the process (most likely inside an env step)
-            log.warning("actors %s did not stop within %gs; leaving them", stuck, timeout_s)
+            what = self._what
+            log.warning("%ss %s did not stop within %gs; leaving them", what, stuck, timeout_s)

@@ -1,20 +1,26 @@
-"""Algorithm registry: name -> (config class, factory). The trainer looks algorithms up here."""
+"""The agent registry: name -> (config class, factory, check, data flow). The trainer looks
+agents up here; `register` adds one (from research code or a test) without editing the package."""
 
 from __future__ import annotations
 
 from jaxrl_dist.agents import impala, ppo
-from jaxrl_dist.agents.base import Algorithm, AlgorithmEntry, LearnerState
+from jaxrl_dist.agents.base import Agent, AgentEntry, LearnerState
 
-REGISTRY: dict[str, AlgorithmEntry] = {
-    "impala": AlgorithmEntry(impala.ImpalaConfig, impala.make_impala),
-    "ppo": AlgorithmEntry(ppo.PPOConfig, ppo.make_ppo, ppo.check_ppo),
+REGISTRY: dict[str, AgentEntry] = {
+    "impala": AgentEntry(impala.ImpalaConfig, impala.make_impala),
+    "ppo": AgentEntry(ppo.PPOConfig, ppo.make_ppo, ppo.check_ppo),
 }
 
 
-def get(name: str) -> AlgorithmEntry:
+def get(name: str) -> AgentEntry:
     if name not in REGISTRY:
         raise KeyError(name)
     return REGISTRY[name]
 
 
-__all__ = ["REGISTRY", "Algorithm", "AlgorithmEntry", "LearnerState", "get"]
+def register(name: str, entry: AgentEntry) -> None:
+    """Makes `config.algorithm=name` build `entry`'s agent (replacing an entry of that name)."""
+    REGISTRY[name] = entry
+
+
+__all__ = ["REGISTRY", "Agent", "AgentEntry", "LearnerState", "get", "register"]

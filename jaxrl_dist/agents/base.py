@@ -11,8 +11,8 @@ An agent is a typed config plus `make(config, network_config, env_spec, run_shap
   its state is sharded over the learner mesh.
 
 The registry entry (`AgentEntry.data`) names the data seam that feeds the learner
-(`jaxrl_dist.data`): the on-policy queue or a replay. The runtime stores whatever `act` returns as extras in the rollout without
-looking inside.
+(`jaxrl_dist.data`): the on-policy queue or a replay. The runtime stores whatever `act` returns
+as extras in the rollout without looking inside.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_dist.agents.base import LearnerState
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity, LearnerState
 from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, make_actor_critic
@@ -152,13 +152,13 @@ def make_policy_model(network_config: NetworkConfig, env_spec: EnvSpec) -> Polic
     if network_config.normalize_obs and len(env_spec.obs_shape) != 1:
         raise ValueError(
             "network.normalize_obs=True is for vector observations; image frames are already "
-            "scaled to [0, 1] by the torso: set --config.network.normalize_obs=false"
+            "scaled to [0, 1] by the torso: set config.network.normalize_obs=false"
         )
     bounds = (*env_spec.action_low, *env_spec.action_high)
     if network_config.tanh_squash and not all(math.isfinite(b) for b in bounds):
         raise ValueError(
             "network.tanh_squash=True needs finite action bounds, this env has "
-            f"{env_spec.action_low}..{env_spec.action_high}; set --config.network.tanh_squash=false"
+            f"{env_spec.action_low}..{env_spec.action_high}; set config.network.tanh_squash=false"
         )
     if env_spec.continuous:
         network = make_actor_critic(
@@ -171,18 +171,31 @@ def make_policy_model(network_config: NetworkConfig, env_spec: EnvSpec) -> Polic
     return PolicyModel(network, dist, env_spec, network_config.normalize_obs)
 
 
-def actor_functions(model: PolicyModel):
-    """`act` (samples; stores the behaviour log-prob for importance ratios) and `greedy_act`."""
+def per_env_keys(identity: ActorIdentity, num_envs: int, key: jax.Array) -> dict[str, jax.Array]:
+    """The per-env actor state of a stochastic policy: `{"key": [num_envs, 2]}`, one stream per
+    env (the actor's identity is already folded into `key` by the runtime)."""
+    return {"key": jax.random.split(key, num_envs)}
 
-    def act(params, obs, key):
+
+def sample_per_env(sample: Callable, policy: Any, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Samples row `i` of `policy` with env `i`'s key; returns (actions, the keys' next state)."""
+    split = jax.vmap(jax.random.split)(keys)  # [B, 2, 2]
+    return jax.vmap(sample)(policy, split[:, 1]), split[:, 0]
+
+
+def sampling_actor(model: PolicyModel) -> ActorCore:
+    """The actor half of an actor-critic: `act` samples (and stores the behaviour log-prob for
+    importance ratios), `greedy_act` takes the mode."""
+
+    def act(params, obs, state):
         policy, _ = model.apply(params, obs)
-        action = model.dist.sample(policy, key)
-        return action, {"log_prob": model.dist.log_prob(policy, action)}
+        action, key = sample_per_env(model.dist.sample, policy, state["key"])
+        return action, {"log_prob": model.dist.log_prob(policy, action)}, {"key": key}
 
     def greedy_act(params, obs):
         return model.dist.mode(model.apply(params, obs)[0])
 
-    return act, greedy_act
+    return ActorCore(per_env_keys, act, greedy_act, model.env_action)
 
 
 def init_learner_state(

@@ -17,6 +17,7 @@ import types
 import typing
 from typing import Any
 
+from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig
 from jaxrl_dist.networks import NetworkConfig
 
 
@@ -25,6 +26,8 @@ class ConfigError(ValueError):
 
 
 EVAL_MODES = ("greedy", "sampled", "both")
+# Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
+SECTIONS = {"network": NetworkConfig, "inference": InferenceConfig, "replay": ReplayConfig}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +88,10 @@ class TrainConfig:
     # so a resume replays at most this many unrolls of recorded actions to rebuild the envs.
     env_epoch_updates: int = 100
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    # The policy seam (local inference per actor, or a central server) and the replay's
+    # settings (agents that learn from a replay); nested sections: --config.inference.client=...
+    inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     algo: Any = None
 
     def __post_init__(self):
@@ -140,7 +147,7 @@ class TrainConfig:
         if self.batch_size % num_processes:
             return (
                 f"config.batch_size={self.batch_size} does not split over {num_processes} "
-                f"processes; fix it with --config.batch_size=<a multiple of {num_processes}>"
+                f"processes; make config.batch_size a multiple of {num_processes}"
             )
         want = num_processes * self.num_actor_threads * self.envs_per_actor
         if self.deterministic and self.batch_size != want:
@@ -148,18 +155,13 @@ class TrainConfig:
                 f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
                 f"every actor per update ({num_processes} processes x {self.num_actor_threads} "
                 f"actor threads x {self.envs_per_actor} envs); fix it with "
-                f"--config.batch_size={want}"
+                f"config.batch_size={want}"
             )
         return None
 
     @property
     def steps_per_update(self) -> int:
         return self.batch_size * self.unroll_length
-
-    @property
-    def num_updates(self) -> int:
-        """Updates the run makes: it stops at the first update that reaches total_env_steps."""
-        return max(1, math.ceil(self.total_env_steps / self.steps_per_update))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -177,7 +179,7 @@ def jsonable(value: Any) -> Any:
 
 
 def _fail(field: str, value: Any, why: str) -> typing.NoReturn:
-    raise ConfigError(f"config.{field}={value!r} {why}; fix it with --config.{field}=...")
+    raise ConfigError(f"config.{field}={value!r} {why}")
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -212,7 +214,7 @@ def _parse_value(text: str, hint: Any, field: str) -> Any:
         if type(value) is not hint:
             raise ConfigError(
                 f"config.{field}={text!r} is not {'an int' if hint is int else 'a float'}; "
-                f"give a number, e.g. --config.{field}={'3' if hint is int else '3e-4'}"
+                f"give a number, e.g. config.{field}={'3' if hint is int else '3e-4'}"
             )
         return value
     try:
@@ -250,7 +252,7 @@ def _check_type(value: Any, hint: Any, field: str) -> Any:
     if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
         raise ConfigError(
             f"config.{field}={value!r} has type {type(value).__name__}, expected "
-            f"{getattr(expected, '__name__', expected)}; fix it with --config.{field}=..."
+            f"{getattr(expected, '__name__', expected)}"
         )
     return value
 
@@ -281,7 +283,7 @@ def _build_dataclass(cls: type, values: dict, prefix: str) -> Any:
 def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type) -> dict:
     """Applies `{"a.b": "value"}` overrides to a nested dict, typed by the dataclass fields."""
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
-    group_classes = {"network": NetworkConfig, "algo": algo_config_cls}
+    group_classes = {**SECTIONS, "algo": algo_config_cls}
     top_hints = _field_types(TrainConfig)
     for dotted, text in overrides.items():
         parts = dotted.split(".")
@@ -303,6 +305,8 @@ def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type)
 def build_config(raw: dict, algo_config_cls: type) -> TrainConfig:
     """Validates a nested dict into a `TrainConfig` (raises `ConfigError`)."""
     raw = dict(raw)
-    network = _build_dataclass(NetworkConfig, dict(raw.pop("network", {}) or {}), "network.")
-    algo = _build_dataclass(algo_config_cls, dict(raw.pop("algo", {}) or {}), "algo.")
-    return _build_dataclass(TrainConfig, {**raw, "network": network, "algo": algo}, "")
+    sections = {
+        name: _build_dataclass(cls, dict(raw.pop(name, {}) or {}), f"{name}.")
+        for name, cls in {**SECTIONS, "algo": algo_config_cls}.items()
+    }
+    return _build_dataclass(TrainConfig, {**raw, **sections}, "")

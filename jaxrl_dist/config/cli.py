@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 import traceback
 
@@ -51,8 +52,7 @@ def _build(raw: dict, overrides: dict[str, str]) -> TrainConfig:
     name = overrides.get("algorithm", raw.get("algorithm", "impala"))
     if name not in agents.REGISTRY:
         raise ConfigError(
-            f"config.algorithm={name!r} is not registered; "
-            f"choose one of {sorted(agents.REGISTRY)}"
+            f"config.algorithm={name!r} is not registered; choose one of {sorted(agents.REGISTRY)}"
         )
     algo_cls = agents.get(name).config_cls
     return build_config(apply_overrides(raw, overrides, algo_cls), algo_cls)
@@ -109,6 +109,22 @@ def launch_spec(args: argparse.Namespace) -> LaunchSpec:
     )
 
 
+_FIELD_AT_START = re.compile(r"config\.([\w.]+)(?:=| names| is not)")
+_FIELD_IN_FIX = re.compile(r"(?<![-\w.])config\.(?=[\w.]+(?:=| a multiple| to ))")
+
+
+def command_line_message(error: ConfigError) -> str:
+    """The library's one-line error in the terms of this command line: a field it names in its
+    fix becomes the override flag (`set config.x=1` -> `set --config.x=1`), and an error about a
+    field that says no fix ends with `; fix it with --config.<field>=...`."""
+    text = str(error)
+    head, sep, fix = text.partition("; ")
+    if sep:
+        return f"{head}; {_FIELD_IN_FIX.sub('--config.', fix)}"
+    field = _FIELD_AT_START.match(text)
+    return f"{text}; fix it with --config.{field.group(1)}=..." if field else text
+
+
 def main(argv: list[str] | None = None) -> int:
     from jaxrl_dist.run.trainer import RunError, Trainer  # heavy imports after the cheap checks
 
@@ -116,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config, args = parse_args(argv)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {command_line_message(e)}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     launch = launch_spec(args)
     try:
@@ -129,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         trainer = Trainer(config, args.workdir, resume=args.resume, quiet=args.quiet)
         trainer.run()
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {command_line_message(e)}", file=sys.stderr)
         return EXIT_CONFIG_ERROR  # every process found the same problem: all leave together
     except RunError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,1 +1,68 @@
-"""The data seam between acting and learning: actors write, the learner loop reads."""
+"""The data seam between acting and learning: actors write, the learner loop reads.
+
+Two data flows (`AgentEntry.data` picks one): the on-policy queue (`on_policy.py`) and the
+uniform replay (`replay.py`). Both count env steps where data enters and hand the learner
+`Batch`es of `[T + 1, B]` rollouts, so the trainer loops over a reader and never knows which.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from jaxrl_dist.data.base import Batch
+from jaxrl_dist.data.on_policy import OnPolicyQueue
+from jaxrl_dist.data.replay import UniformReplay
+from jaxrl_dist.envs import derive_seed
+
+REPLAY_SEED_PURPOSE = 4  # derive_seed path of each process's replay sampling
+
+
+def replay_tolerance(config: Any, num_processes: int) -> float:
+    """`config.replay.tolerance`, or when 0 (automatic) room for one sampled batch plus every
+    actor thread's rollout in flight, so neither side waits in the steady state."""
+    if config.replay.tolerance:
+        return config.replay.tolerance
+    spi = config.replay.samples_per_insert
+    in_flight = config.num_actor_threads * config.rollout_segments(num_processes) * spi
+    return float(config.process_batch_size(num_processes) + spi + in_flight)
+
+
+def env_steps_per_update(flow: str, config: Any) -> float:
+    """Env steps the flow takes in per update on average (what schedules are defined over)."""
+    if flow == "replay":
+        return UniformReplay.env_steps_per_update(
+            config.unroll_length, config.batch_size, config.replay.samples_per_insert
+        )
+    return OnPolicyQueue.env_steps_per_update(config.unroll_length, config.batch_size)
+
+
+def make_data(
+    flow: str,
+    config: Any,
+    num_processes: int,
+    process_index: int,
+    stop_writers: threading.Event,
+    stop_reading: threading.Event,
+) -> OnPolicyQueue | UniformReplay:
+    """This process's data seam for `flow` ("on_policy" or "replay"); `stop_writers` ends the
+    actors' waits, `stop_reading` the learner's."""
+    batch = config.process_batch_size(num_processes)
+    if flow == "replay":
+        r = config.replay
+        return UniformReplay(
+            r.capacity, r.min_size, r.samples_per_insert, replay_tolerance(config, num_processes),
+            batch, derive_seed(config.seed, REPLAY_SEED_PURPOSE, process_index), stop_writers,
+            read_stop=stop_reading,
+        )  # fmt: skip
+    return OnPolicyQueue(
+        config.queue_size * config.num_actor_threads,
+        batch // config.rollout_segments(num_processes),
+        config.max_policy_lag,
+        config.deterministic,
+        stop_writers,
+        stop_reading,
+    )
+
+
+__all__ = ["Batch", "OnPolicyQueue", "UniformReplay", "env_steps_per_update", "make_data"]

@@ -1,4 +1,9 @@
-"""The learner side of the rollout queue: one process's share of an update's batch."""
+"""The on-policy data flow: a bounded queue between the actors and the learner.
+
+Back-pressure (`queue_size` rollouts per actor) bounds policy lag; `max_policy_lag` drops
+stragglers; in lockstep (deterministic) mode a batch is one unroll of every actor in actor order.
+Every rollout is learned from once.
+"""
 
 from __future__ import annotations
 
@@ -7,53 +12,87 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
+
+from jaxrl_dist.data.base import Batch
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.acting.actor import POLL_S, QueueItem
+from jaxrl_dist.threads import POLL_S, put_until_stopped
+from jaxrl_dist.types import concatenate_rollouts
 
 ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long from live actors: give up
 
 
-def collect_rollouts(
-    rollouts: queue.Queue,
-    check_actors: Callable[[], None],
-    need: int,
-    stop: threading.Event,
-    updates: int,
-    max_policy_lag: int = 0,
-    in_actor_order: bool = False,
-) -> tuple[list[QueueItem] | None, int]:
-    """Takes `need` items from the actors' queue.
+class OnPolicyQueue:
+    """Actors `write` `QueueItem`s (`jaxrl_dist.acting.actor`); `read` takes `items_per_batch`
+    of them for the next update.
 
-    Returns (the items, or None once `stop` is set; how many were dropped as stragglers, acted
-    more than `max_policy_lag` updates before `updates`). Never waits without checking the
-    actors: `check_actors()` runs at least every `POLL_S` while the queue is empty (it restarts
-    dead actors, or raises RunError), and none delivering for `ACTOR_DEAD_TIMEOUT_S` raises
-    RunError. `in_actor_order` (deterministic mode) sorts them by actor, each actor's in its own
-    order.
+    Args:
+      maxsize: rollouts the queue holds (then `write` waits: back-pressure).
+      items_per_batch: actor rollouts per update (this process's batch / segments per rollout).
+      max_policy_lag: drop rollouts acted more than this many updates ago (0 keeps every one).
+      in_actor_order: lockstep mode: sort each batch by actor, and keep the env actions.
+      stop_writers: set when the actors stop; a waiting `write` returns then.
+      stop_reading: set when the learner loop stops; a waiting `read` returns None then.
     """
-    got, last_item, dropped = [], time.monotonic(), 0
-    if stop.is_set():
-        return None, dropped
-    check_actors()
-    while len(got) < need:
-        if stop.is_set():
-            return None, dropped
-        try:
-            item = rollouts.get(timeout=POLL_S)
-            last_item = time.monotonic()
-        except queue.Empty:
-            if stop.is_set():  # no restarts while stopping
+
+    def __init__(
+        self,
+        maxsize: int,
+        items_per_batch: int,
+        max_policy_lag: int,
+        in_actor_order: bool,
+        stop_writers: threading.Event,
+        stop_reading: threading.Event,
+    ):
+        self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
+        self._need, self._max_lag, self._ordered = items_per_batch, max_policy_lag, in_actor_order
+        self._stop_writers, self._stop = stop_writers, stop_reading
+        self.check_actors: Callable[[], None] = lambda: None
+
+    @staticmethod
+    def env_steps_per_update(unroll_length: int, batch_size: int) -> float:
+        return float(unroll_length * batch_size)
+
+    @property
+    def size(self) -> int:
+        return self._queue.qsize()
+
+    def write(self, item) -> float:
+        return put_until_stopped(self._queue, item, self._stop_writers)
+
+    def read(self, updates: int) -> Batch | None:
+        """The next batch (None once the run stops). Never waits without checking the actors:
+        `check_actors()` runs at least every `POLL_S` while the queue is empty (it restarts dead
+        actors, or raises RunError), and none delivering for `ACTOR_DEAD_TIMEOUT_S` raises
+        RunError."""
+        got, steps, dropped = [], 0, 0
+        last_item = time.monotonic()
+        if self._stop.is_set():
+            return None
+        self.check_actors()
+        while len(got) < self._need:
+            if self._stop.is_set():
+                return None
+            try:
+                item = self._queue.get(timeout=POLL_S)
+                last_item = time.monotonic()
+            except queue.Empty:
+                if self._stop.is_set():  # no restarts while stopping
+                    continue
+                self.check_actors()
+                if time.monotonic() - last_item > ACTOR_DEAD_TIMEOUT_S:
+                    msg = f"no rollout for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
+                    raise RunError(msg) from None
                 continue
-            check_actors()
-            if time.monotonic() - last_item > ACTOR_DEAD_TIMEOUT_S:
-                msg = f"no rollout for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
-                raise RunError(msg) from None
-            continue
-        lag = updates - int(item.rollout.policy_version.min())
-        if max_policy_lag and lag > max_policy_lag:
-            dropped += 1
-            continue  # a straggler: acted with params too old to learn from
-        got.append(item)
-    if in_actor_order:
-        got.sort(key=lambda item: item.actor_index)  # a stable sort
-    return got, dropped
+            steps += item.rollout.unroll_length * item.rollout.batch_size
+            lag = updates - int(item.rollout.policy_version.min())
+            if self._max_lag and lag > self._max_lag:
+                dropped += 1
+                continue  # a straggler: acted with params too old to learn from
+            got.append(item)
+        if self._ordered:
+            got.sort(key=lambda item: item.actor_index)  # a stable sort
+        env_actions = None
+        if self._ordered:  # items in actor order: columns in global actor order
+            env_actions = np.concatenate([item.env_actions for item in got], axis=1)
+        return Batch(concatenate_rollouts([i.rollout for i in got]), steps, dropped, env_actions)

@@ -128,11 +128,13 @@ class EpisodeTracker:
     """Running return and length per env; reports finished episodes.
 
     Uses `info["reward"]` (the unclipped game reward EnvPool's Atari reports) when present, so the
-    logged return is the game score even when the learner sees clipped rewards.
+    logged return is the game score even when the learner sees clipped rewards. Rewards may carry
+    an agents axis (`[B, agents]`); returns then do too.
     """
 
     def __init__(self, num_envs: int):
-        self._return = np.zeros(num_envs, np.float64)
+        self._num_envs = num_envs
+        self._return: np.ndarray | None = None  # [num_envs, *agents], shaped by the first reward
         self._length = np.zeros(num_envs, np.int64)
 
     def update(
@@ -143,12 +145,16 @@ class EpisodeTracker:
         truncated: np.ndarray,
         info: dict[str, Any],
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Adds one `recv()` result; returns (returns, lengths) of the episodes it ended."""
-        raw = info.get("reward", reward)
+        """Adds one `recv()` result; returns (returns `[done, *agents]`, lengths `[done]`) of the
+        episodes it ended."""
+        raw = np.asarray(info.get("reward", reward), np.float64)
+        if self._return is None:
+            self._return = np.zeros((self._num_envs, *raw.shape[1:]), np.float64)
         first = info["elapsed_step"] == 0  # reset step: a new episode starts here
         self._return[env_ids[first]] = 0.0
         self._length[env_ids[first]] = 0
-        self._return[env_ids] += np.where(first, 0.0, raw)
+        keep = (~first).reshape(-1, *[1] * (raw.ndim - 1))
+        self._return[env_ids] += np.where(keep, raw, 0.0)
         self._length[env_ids] += ~first
         done = env_ids[np.logical_or(terminated, truncated)]
         return self._return[done].copy(), self._length[done].copy()

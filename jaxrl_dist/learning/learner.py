@@ -1,4 +1,4 @@
-"""The learner: the algorithm's update jitted on the learner mesh, batch split along envs.
+"""The learner: the agent's learner half jitted on the learner mesh, batch split along envs.
 
 The mesh may span several processes: each process hands in its own slice of the global batch,
 and params come back replicated on every learner device of every process.
@@ -6,43 +6,54 @@ and params come back replicated on every learner device of every process.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import Algorithm, LearnerState, Metrics
+from jaxrl_dist.agents.base import LearnerCore, Metrics
 from jaxrl_dist.learning.mesh import Devices, local_replica
-from jaxrl_dist.types import Rollout
+from jaxrl_dist.types import PyTree, Rollout
 
 
 class Learner:
-    """Owns the jitted, donated update. Params are replicated, rollouts sharded on axis B.
+    """Owns the jitted, donated update. The state is laid out as the learner half declares
+    (replicated by default), rollouts are sharded on axis B.
 
     With `jax.jit` + `NamedSharding` the loss's means over B are global means (XLA inserts the
     cross-device reductions), so the update is the same function on 1 or N devices.
     """
 
-    def __init__(self, algorithm: Algorithm, devices: Devices):
+    def __init__(self, core: LearnerCore, devices: Devices, seed: int):
+        self.core = core
         self._replicated = devices.replicated()
         self._batch_sharding = devices.batch_sharding()
         self.num_devices = devices.num_learner_devices
         self.num_local_devices = len(devices.learner_mesh.local_devices)
+        self._init = lambda: core.init(jax.random.PRNGKey(seed))
+        self.state_sharding = core.state_sharding(devices.learner_mesh, jax.eval_shape(self._init))
+        outputs = (self.state_sharding, self._replicated)
+        if core.priorities:
+            outputs = (*outputs, devices.batch_sharding(axis=0))
         self._update = jax.jit(
-            algorithm.update,
-            in_shardings=(self._replicated, self._batch_sharding),
-            out_shardings=(self._replicated, self._replicated),
+            core.update,
+            in_shardings=(self.state_sharding, self._batch_sharding),
+            out_shardings=outputs,
             donate_argnums=0,
         )
 
-    def init_state(self, init: Callable[[], LearnerState]) -> LearnerState:
-        """Runs `init()` (no arguments: seeds are Python ints) jitted straight into the replicated
-        layout: every process computes the same state, none is copied between them."""
-        return jax.jit(init, out_shardings=self._replicated)()
+    def init_state(self) -> PyTree:
+        """The learner half's initial state, jitted straight into its layout: every process
+        computes the same state, none is copied between them."""
+        return jax.jit(self._init, out_shardings=self.state_sharding)()
 
-    def put_state(self, state: LearnerState) -> LearnerState:
+    def put_state(self, tree: PyTree) -> PyTree:
         """Host values (the same on every process) -> replicated on the learner mesh."""
-        return jax.device_put(state, self._replicated)
+        return jax.device_put(tree, self._replicated)
+
+    def actor_params(self, state: PyTree) -> PyTree:
+        """What the actors and the evaluation get from the state."""
+        return self.core.actor_params(state)
 
     def put_batch(self, rollout: Rollout) -> Rollout:
         """This process's host `[T(+1), B_local]` rollout -> its slice of the global `[T(+1), B]`
@@ -57,9 +68,11 @@ class Learner:
             lambda x: jax.make_array_from_process_local_data(self._batch_sharding, x), rollout
         )
 
-    def update(self, state: LearnerState, batch: Rollout) -> tuple[LearnerState, Metrics]:
-        """One update; `state` is donated (do not use it afterwards)."""
-        return self._update(state, batch)
+    def update(self, state: PyTree, batch: Rollout) -> tuple[PyTree, Metrics, Any]:
+        """One update -> (state, metrics, priorities or None); `state` is donated (do not use it
+        afterwards)."""
+        out = self._update(state, batch)
+        return out if self.core.priorities else (*out, None)
 
 
 def host_metrics(metrics: Metrics) -> dict[str, float]:

@@ -49,12 +49,12 @@ def select_devices(actor_ids: tuple[int, ...], learner_ids: tuple[int, ...]) -> 
             if i not in by_id:
                 raise ValueError(
                     f"config.{field} names device {i} but only {len(local)} local devices exist "
-                    f"(ids 0..{len(local) - 1}); fix it with --config.{field}=..."
+                    f"(ids 0..{len(local) - 1})"
                 )
     if len(set(learner_ids)) != len(learner_ids):
         raise ValueError(
             f"config.learner_device_ids={tuple(learner_ids)} names a device twice; fix it with "
-            "--config.learner_device_ids=<distinct ids>"
+            "config.learner_device_ids=<distinct ids>"
         )
     learners = []
     for process in range(jax.process_count()):

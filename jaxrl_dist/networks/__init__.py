@@ -43,7 +43,7 @@ _NATURE_CNN_MIN_SIZE = 36
 def _not_one_of(field: str, value: object, allowed: tuple) -> ValueError:
     return ValueError(
         f"network.{field}={value!r} is not one of {allowed}; "
-        f"set --config.network.{field} to one of them"
+        f"set config.network.{field} to one of them"
     )
 
 
@@ -99,7 +99,7 @@ class NetworkConfig:
         ):
             raise ValueError(
                 f"network.hidden_sizes={sizes!r} is not a non-empty tuple of positive ints; "
-                "set --config.network.hidden_sizes to e.g. (64, 64)"
+                "set config.network.hidden_sizes to e.g. (64, 64)"
             )
         object.__setattr__(self, "hidden_sizes", tuple(sizes))  # lists from CLI -> hashable
 
@@ -115,18 +115,18 @@ def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
         if len(obs_shape) not in (1, 3):
             raise ValueError(
                 f"network.torso='auto' cannot pick a torso for obs_shape={obs_shape} "
-                "(only rank 1 -> 'mlp' or [C, H, W] -> 'impala_resnet'); set --config.network.torso"
+                "(only rank 1 -> 'mlp' or [C, H, W] -> 'impala_resnet'); set config.network.torso"
             )
         torso = "mlp" if len(obs_shape) == 1 else "impala_resnet"
     if torso != "mlp" and len(obs_shape) != 3:
         raise ValueError(
             f"network.torso={torso!r} needs [C, H, W] image observations, got "
-            f"obs_shape={obs_shape}; set --config.network.torso='mlp'"
+            f"obs_shape={obs_shape}; set config.network.torso='mlp'"
         )
     if torso == "nature_cnn" and min(obs_shape[1:]) < _NATURE_CNN_MIN_SIZE:
         raise ValueError(
             f"network.torso='nature_cnn' needs H, W >= {_NATURE_CNN_MIN_SIZE}, got "
-            f"obs_shape={obs_shape}; set --config.network.torso='impala_resnet'"
+            f"obs_shape={obs_shape}; set config.network.torso='impala_resnet'"
         )
     return torso
 

@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import Algorithm
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.learning.mesh import local_replica
 
@@ -44,13 +44,39 @@ class EvalResult:
         }
 
 
-def env_policies(algorithm: Algorithm) -> tuple[Callable, Callable]:
+def env_policies(core: ActorCore) -> tuple[Callable, Callable]:
     """The jitted `greedy(params, obs [B, ...])` and `sample(params, obs, key)`, each returning
-    the env actions `[B, ...]` (`algorithm.env_action` of the policy's choice)."""
-    to_env = algorithm.env_action
-    greedy = jax.jit(lambda p, o: to_env(algorithm.greedy_act(p, o)))
-    sample = jax.jit(lambda p, o, k: to_env(algorithm.act(p, o, k)[0]))
-    return greedy, sample
+    the env actions `[B, ...]` (`core.env_action` of the policy's choice); `sample` acts from a
+    fresh actor state drawn from `key` (actor 0 of 1)."""
+
+    def sample(params, obs, key):
+        state = core.init_state(ActorIdentity(0, 1), obs.shape[0], key)
+        return core.env_action(core.act(params, obs, state)[0])
+
+    greedy = jax.jit(lambda p, o: core.env_action(core.greedy_act(p, o)))
+    return greedy, jax.jit(sample)
+
+
+class FirstEpisodes:
+    """The first episode of each of `num` envs stepped together (a synchronous pool)."""
+
+    def __init__(self, num: int):
+        self.returns: np.ndarray | None = None  # [num, agents], shaped by the first reward
+        self.lengths = np.zeros(num, np.int64)
+        self.finished = np.zeros(num, bool)
+
+    def add(self, reward: np.ndarray, done: np.ndarray) -> None:
+        """One step's rewards `[num]` or `[num, agents]` and episode ends `[num]`."""
+        reward = np.asarray(reward, np.float64).reshape(len(done), -1)
+        if self.returns is None:
+            self.returns = np.zeros_like(reward)
+        live = ~self.finished
+        self.returns[live] += reward[live]
+        self.lengths[live] += 1
+        self.finished |= done
+
+    def result(self) -> EvalResult:
+        return EvalResult(self.returns, self.lengths)
 
 
 class Evaluator:
@@ -62,7 +88,7 @@ class Evaluator:
         env_kwargs: dict[str, Any],
         num_episodes: int,
         seed: int,
-        algorithm: Algorithm,
+        core: ActorCore,
         device: jax.Device,
     ):
         self._env = make_env(
@@ -70,7 +96,7 @@ class Evaluator:
         )
         self._num = num_episodes
         self._device = device
-        self._greedy, self._sample = env_policies(algorithm)
+        self._greedy, self._sample = env_policies(core)
         self._key = jax.device_put(
             jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
         )
@@ -82,10 +108,8 @@ class Evaluator:
         (checked every step: a signal must not wait for a long Atari evaluation)."""
         params = jax.device_put(local_replica(params), self._device)
         obs, _ = self._env.reset()
-        returns = np.zeros(self._num, np.float64)
-        lengths = np.zeros(self._num, np.int64)
-        finished = np.zeros(self._num, bool)
-        while not finished.all():
+        episodes = FirstEpisodes(self._num)
+        while not episodes.finished.all():
             if abort():
                 return None
             if greedy:
@@ -94,12 +118,9 @@ class Evaluator:
                 self._key, sub = jax.random.split(self._key)
                 action = self._sample(params, obs, sub)
             obs, reward, terminated, truncated, info = self._env.step(np.asarray(action))
-            raw = info.get("reward", reward)  # unclipped game score where EnvPool reports it
-            live = ~finished
-            returns[live] += raw[live]
-            lengths[live] += 1
-            finished |= np.logical_or(terminated, truncated)
-        return EvalResult(returns[:, None], lengths)
+            # The unclipped game score where EnvPool reports it.
+            episodes.add(info.get("reward", reward), np.logical_or(terminated, truncated))
+        return episodes.result()
 
     def close(self) -> None:
         self._env.close()

@@ -150,16 +150,16 @@ class HyperparamControl:
         new = {name: jnp.asarray(new, jnp.float32) for name, (_, new) in changes.items()}
         return {**hparams, **put(new)}, changes, sources
 
-    def record(self, counters: dict, changes: dict, sources: str) -> tuple[dict[str, float], str]:
-        """Notes `changes` in `counters["hparam_changes"]` (kept in checkpoints and the summary);
+    def record(self, counters: Any, changes: dict, sources: str) -> tuple[dict[str, float], str]:
+        """Notes `changes` in `counters.hparam_changes` (kept in checkpoints and the summary);
         returns the metrics record (`hparams/<name>`) and a progress line."""
-        counters["hparam_changes"].append(
-            {"updates": counters["updates"], "env_steps": counters["env_steps"],
+        counters.hparam_changes.append(
+            {"updates": counters.updates, "env_steps": counters.env_steps,
              "source": sources, "values": {k: new for k, (_, new) in changes.items()}}
         )  # fmt: skip
         text = ", ".join(f"{k} {old:g} -> {new:g}" for k, (old, new) in changes.items())
         record = {f"hparams/{k}": new for k, (_, new) in changes.items()}
-        return record, f"update {counters['updates']}: {text} ({sources})"
+        return record, f"update {counters.updates}: {text} ({sources})"
 
 
 def _rename(source: str, target: str) -> None:

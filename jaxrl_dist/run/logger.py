@@ -100,7 +100,7 @@ class Progress:
 
 
 LEARNER_TIMERS = ("queue_get_s", "batch_s", "transfer_s", "update_s", "publish_s")
-ACTOR_TIMERS = ("env_s", "rollout_s", "inference_s", "queue_put_s")  # see runtime.ActorStats
+ACTOR_TIMERS = ("env_s", "rollout_s", "inference_s", "queue_put_s")  # see acting.actor.ActorStats
 # One process's sums over a log window, in the order `LogWindow.totals` writes them.
 _SUMS = ("actor_env_steps", "episodes", "return_sum", "length_sum", "lag_sum", "lag_count")
 _PER_PROCESS = ("queue_size", *LEARNER_TIMERS)  # one learner loop per process: averaged
@@ -147,10 +147,10 @@ class LogWindow:
         }
         return np.array([values[k] for k in WINDOW_FIELDS], np.float64)
 
-    def record(self, metrics: dict[str, float], counters: dict, rows: np.ndarray) -> dict:
+    def record(self, metrics: dict[str, float], counters: Any, rows: np.ndarray) -> dict:
         """One log line from the update's metrics, the run counters and every process's
         `totals` (`rows`); starts the next window."""
-        now, env_steps = time.monotonic(), counters["env_steps"]
+        now, env_steps = time.monotonic(), counters.env_steps
         interval = now - self._time
         rows = np.atleast_2d(rows)
         total = dict(zip(WINDOW_FIELDS, rows.sum(axis=0), strict=True))
@@ -158,15 +158,15 @@ class LogWindow:
         record = {f"losses/{k}": v for k, v in metrics.items()}
         record["charts/sps"] = (env_steps - self._steps) / interval
         record["charts/actor_sps"] = total["actor_env_steps"] / interval
-        record["charts/updates"] = counters["updates"]
+        record["charts/updates"] = counters.updates
         record["charts/episodes"] = total["episodes"]
         if total["episodes"]:
             record["charts/episode_return"] = total["return_sum"] / total["episodes"]
             record["charts/episode_length"] = total["length_sum"] / total["episodes"]
         record["stats/policy_lag"] = total["lag_sum"] / max(1.0, total["lag_count"])
         record["stats/queue_size"] = mean["queue_size"]
-        record["stats/dropped_rollouts"] = counters["dropped_rollouts"]  # since the run began
-        record["stats/actor_restarts"] = counters["actor_restarts"]  # since the run began
+        record["stats/dropped_rollouts"] = counters.dropped_rollouts  # since the run began
+        record["stats/actor_restarts"] = counters.actor_restarts  # since the run began
         record["stats/processes"] = len(rows)
         for k in ACTOR_TIMERS:  # seconds per second, summed over all actor threads
             record[f"timers/{k}"] = total[k] / interval

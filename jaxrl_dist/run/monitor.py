@@ -12,15 +12,15 @@ from typing import Any
 
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.errors import RunError
+from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.evaluation import EvalResult, Evaluator
 from jaxrl_dist.run.hooks import EvalReport, Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 
 
 class EvalMonitor:
-    """Runs an evaluation of every configured mode, keeps `counters["evals"]` and
-    `counters["best_eval"]` (both checkpointed with the counters), logs it and calls the
-    evaluation hooks."""
+    """Runs an evaluation of every configured mode, notes it in the counters (best, last) and
+    the run's `EvalHistory`, logs it and calls the evaluation hooks."""
 
     def __init__(
         self,
@@ -29,7 +29,9 @@ class EvalMonitor:
         hooks: Hooks,
         logger: MetricLogger,
         progress: Progress,
+        history: EvalHistory,
     ):
+        self.history = history
         self._modes = ("greedy", "sampled") if config.eval_mode == "both" else (config.eval_mode,)
         self._target = config.stop_at_eval_return
         self._evaluator = evaluator
@@ -37,7 +39,7 @@ class EvalMonitor:
         self._logger, self._progress = logger, progress
 
     def evaluate(
-        self, params: Any, counters: dict, wall_time_s: float, abort: Callable[[], bool]
+        self, params: Any, counters: Counters, wall_time_s: float, abort: Callable[[], bool]
     ) -> tuple[EvalReport, str] | None:
         """Evaluates `params`, logs, calls `on_eval`, `save_best` (on a new best) and `stop`.
         Returns the report and why the run should stop ("" if it should not); None if
@@ -60,7 +62,7 @@ class EvalMonitor:
         return report, stop
 
     def _run(
-        self, params: Any, counters: dict, wall_time_s: float, abort: Callable[[], bool]
+        self, params: Any, counters: Counters, wall_time_s: float, abort: Callable[[], bool]
     ) -> EvalReport | None:
         record, results = {}, {}
         for mode in self._modes:
@@ -76,17 +78,15 @@ class EvalMonitor:
         record["eval/return"] = record[f"eval/{self._modes[0]}_return"]
         record["eval/return_std"] = record[f"eval/{self._modes[0]}_return_std"]
         record["eval/metric"] = metric
-        best = counters["best_eval"] is None or metric > counters["best_eval"]["metric"]
         entry = {
-            "env_steps": counters["env_steps"], "updates": counters["updates"],
+            "env_steps": counters.env_steps, "updates": counters.updates,
             "wall_time_s": round(wall_time_s, 3), "return": record["eval/return"],
             "metric": metric, "mode": self._modes[0],
         }  # fmt: skip
-        counters["evals"].append(entry)
-        if best:
-            counters["best_eval"] = entry
+        best = counters.record_eval(entry)
+        self.history.append(entry)
         return EvalReport(
-            env_steps=counters["env_steps"], updates=counters["updates"],
+            env_steps=counters.env_steps, updates=counters.updates,
             wall_time_s=entry["wall_time_s"], metric=metric, best=best, returns=main.returns,
             lengths=main.lengths, record=record,
         )  # fmt: skip

@@ -11,22 +11,25 @@ from typing import Any
 import jax
 
 from jaxrl_dist import agents
-from jaxrl_dist.agents.base import Algorithm
-from jaxrl_dist.run.checkpoint import restore_params_like
+from jaxrl_dist.agents.base import Agent, RunShape
 from jaxrl_dist.config import ConfigError, TrainConfig
+from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec
-from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.learning.mesh import Devices, select_devices
+from jaxrl_dist.run.checkpoint import restore_params_like
+from jaxrl_dist.run.resume import check_resumable
 
 
 @dataclasses.dataclass(frozen=True)
 class Prepared:
-    """What the checks produced: the env's spec, the device split, the algorithm's functions,
-    and the warm-start params (host arrays) if `config.warm_start` names a run."""
+    """What the checks produced: the env's spec, the device split, the agent's two halves, the
+    data flow that feeds its learner, and the warm-start params (host arrays) if
+    `config.warm_start` names a run."""
 
     spec: EnvSpec
     devices: Devices
-    algorithm: Algorithm
+    agent: Agent
+    data: str = "on_policy"
     warm_params: Any = None
 
 
@@ -49,7 +52,7 @@ def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
     if config.batch_size % n:
         raise ConfigError(
             f"config.batch_size={config.batch_size} does not split over {n} learner devices "
-            f"(of all processes); fix it with --config.batch_size=<a multiple of {n}>"
+            f"(of all processes); make config.batch_size a multiple of {n}"
         )
     return env_spec(config.env_id, config.env_kwargs), devices
 
@@ -65,12 +68,13 @@ def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
             "it, or choose another --workdir (nothing was overwritten)"
         )
     entry = agents.get(config.algorithm)
-    problem = entry.check(config.algo, config)
+    problem = entry.check(config.algo, config) or data_problem(entry.data, config)
     if problem:
         raise ConfigError(problem)
+    shape = RunShape(config.total_env_steps, env_steps_per_update(entry.data, config))
     try:
-        algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
-        init_shapes = jax.eval_shape(algorithm.init, jax.random.PRNGKey(0))
+        agent = entry.make(config.algo, config.network, spec, shape)
+        init_shapes = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     if resume:  # a damaged checkpoint or one of other shapes: refused before any write
@@ -78,7 +82,9 @@ def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
     warm_params = None
     if config.warm_start:
         try:
-            warm_params = restore_params_like(config.warm_start, init_shapes.params)
+            warm_params = restore_params_like(
+                config.warm_start, agent.learner.actor_params(init_shapes)
+            )
         except FileNotFoundError:
             msg = f"config.warm_start={config.warm_start!r} holds no checkpoint"
             raise ConfigError(msg) from None
@@ -88,4 +94,20 @@ def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
                 "config's network (different torso, sizes or env); warm-start from a run "
                 "with the same network"
             ) from None
-    return Prepared(spec, devices, algorithm, warm_params)
+    return Prepared(spec, devices, agent, entry.data, warm_params)
+
+
+def data_problem(flow: str, config: TrainConfig) -> str | None:
+    """What does not fit the agent's data flow or the policy seam (one line), or None."""
+    if flow == "replay" and config.deterministic:
+        return (
+            "config.deterministic=True takes one unroll of every actor per update, which a "
+            "replay's sampling does not; this agent learns from a replay"
+        )
+    batch = config.inference.batch_size
+    if config.inference.client == "server" and batch and batch < config.env_batch_size:
+        return (
+            f"config.inference.batch_size={batch} is smaller than one actor's recv() batch "
+            f"({config.env_batch_size} envs); make it at least that"
+        )
+    return None

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.config import ConfigError
 from jaxrl_dist.run.checkpoint import (
     Checkpointer,
     CheckpointReadError,
@@ -24,7 +25,6 @@ from jaxrl_dist.run.checkpoint import (
     first_line,
     state_mismatch,
 )
-from jaxrl_dist.config import ConfigError
 
 log = logging.getLogger(__name__)
 

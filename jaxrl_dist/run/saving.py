@@ -7,16 +7,16 @@ after a new best evaluation (process 0 asks). Every process takes part in every 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
 
-from jaxrl_dist.run.checkpoint import METRIC, Checkpointer
 from jaxrl_dist.config import TrainConfig, jsonable
-from jaxrl_dist.run.resume import ReplayLog, put_replay
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.mesh import Devices
+from jaxrl_dist.run.checkpoint import METRIC, Checkpointer
+from jaxrl_dist.run.counters import Counters
+from jaxrl_dist.run.resume import ReplayLog, put_replay
 
 
 class Saver:
@@ -36,41 +36,38 @@ class Saver:
         self._policy = policy  # how to rebuild the acting network (jaxrl_dist.tools.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
 
-    def due(self, counters: dict) -> bool:
-        """A save by updates or env steps is due after this update."""
+    def due(self, counters: Counters, env_steps_before: int) -> bool:
+        """A save by updates or env steps is due after this update (which took the run from
+        `env_steps_before` to `counters.env_steps`)."""
         cfg = self._config
-        every_steps, steps = cfg.checkpoint_every_env_steps, counters["env_steps"]
-        crossed = (
-            every_steps and steps // every_steps > (steps - cfg.steps_per_update) // every_steps
-        )
-        by_updates = (
-            cfg.checkpoint_every_updates and counters["updates"] % cfg.checkpoint_every_updates == 0
-        )
-        return bool(by_updates or crossed)
+        every = cfg.checkpoint_every_env_steps
+        crossed = every and counters.env_steps // every > env_steps_before // every
+        every_updates = cfg.checkpoint_every_updates
+        return bool(crossed or (every_updates and counters.updates % every_updates == 0))
 
     def time_due(self, wall_time_s: float) -> bool:
         every = self._config.checkpoint_every_s
         return bool(every) and wall_time_s - self._last_save_s >= every
 
-    def save(self, counters: dict, state: Any, replay: ReplayLog | None) -> None:
-        """Every process saves `state` at this update (`counters["wall_time_s"]` up to date),
-        with its evaluation metric if it was just evaluated (as process 0 says), unless a save at
+    def save(self, counters: Counters, state: Any, replay: ReplayLog | None) -> None:
+        """Every process saves `state` at this update (`counters.wall_time_s` up to date), with
+        its evaluation metric if it was just evaluated (as process 0 says), unless a save at
         this update exists already."""
-        step, evals = counters["updates"], counters["evals"]
+        step, last = counters.updates, counters.last_eval
         self.ckpt.wait()  # a save may still be finalising in the background: never race it
         if self.ckpt.latest_step() == step:
             # The same state is saved already (a periodic save at this update). Replacing it
             # would open a window with no checkpoint at all; its meta only lacks what followed
             # (a final evaluation, which a resume from it runs again).
             return
-        evaluated = evals and evals[-1]["updates"] == step
-        local = evals[-1]["metric"] if evaluated else np.nan
+        evaluated = last is not None and last["updates"] == step
+        local = last["metric"] if evaluated else np.nan
         # Process 0 evaluates; every process ranks the step by the same float32 copy (Orbax's
         # retention runs on each), and the meta keeps process 0's exact value.
         metric = float(self._cluster.gather(np.float32(local))[0])
         metric = None if np.isnan(metric) else metric
         meta = {
-            **copy.deepcopy(counters), "config": jsonable(self._config.to_dict()),
+            **counters.to_meta(), "config": jsonable(self._config.to_dict()),
             "policy": self._policy,
         }  # fmt: skip
         if metric is not None:
@@ -81,4 +78,4 @@ class Saver:
             meta["replay"] = replay.meta(step)
             replay_item = put_replay(window, self._devices.batch_sharding(axis=2))
         self.ckpt.save(step, state, meta, replay_item, metric=metric)
-        self._last_save_s = counters["wall_time_s"]
+        self._last_save_s = counters.wall_time_s

@@ -167,7 +167,7 @@ def evaluate(policy: Policy, episodes: int, greedy: bool, seed: int) -> EvalResu
     kept for --follow): EnvPool seeds an env only when it is made, so only new envs give every
     step the same starting states, and a rerun the same result."""
     evaluator = Evaluator(
-        policy.env_id, policy.env_kwargs, episodes, seed, policy.algorithm, jax.local_devices()[0]
+        policy.env_id, policy.env_kwargs, episodes, seed, policy.agent.actor, jax.local_devices()[0]
     )
     try:
         return evaluator.run(policy.params, greedy=greedy)

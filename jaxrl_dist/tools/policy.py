@@ -21,7 +21,10 @@ import jax
 import numpy as np
 
 from jaxrl_dist import agents
-from jaxrl_dist.agents.base import Algorithm
+from jaxrl_dist.agents.base import Agent, RunShape
+from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
+from jaxrl_dist.data import env_steps_per_update
+from jaxrl_dist.envs import EnvSpec, env_spec
 from jaxrl_dist.run.checkpoint import (
     Checkpointer,
     find_checkpoint_dir,
@@ -30,8 +33,6 @@ from jaxrl_dist.run.checkpoint import (
     restructure_like,
     tree_difference,
 )
-from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
-from jaxrl_dist.envs import EnvSpec, env_spec
 from jaxrl_dist.run.evaluation import env_policies
 
 POLICY_FORMAT = 1  # bump when describe_policy's dict changes in a way old readers cannot read
@@ -47,7 +48,7 @@ class StepGoneError(FileNotFoundError):
 def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
     """What rebuilds the acting network of a run, as plain JSON (kept in each checkpoint's meta).
 
-    `num_updates` is stored because `Algorithm.make` takes it (for schedules; acting ignores it).
+    `run_shape` is stored because the agent's `make` takes it (for schedules; acting ignores it).
     """
     return {
         "format": POLICY_FORMAT,
@@ -57,16 +58,19 @@ def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
         "env_id": config.env_id,
         "env_kwargs": jsonable(config.env_kwargs),
         "env_spec": _spec_to_json(spec),
-        "num_updates": config.num_updates,
+        "run_shape": [
+            config.total_env_steps,
+            env_steps_per_update(agents.get(config.algorithm).data, config),
+        ],
     }
 
 
 class Policy:
-    """The params of one checkpoint step and the algorithm that acts with them.
+    """The params of one checkpoint step and the agent that acts with them.
 
     Attributes:
       params: the network params, on the default device.
-      algorithm: the `Algorithm` rebuilt from `description`.
+      agent: the `Agent` rebuilt from `description` (its actor half acts).
       description: the `describe_policy` dict it was built from.
       step: the checkpoint step (the run's update count when it was saved).
       meta: the checkpoint's meta (counters such as `env_steps`, the run config).
@@ -75,18 +79,18 @@ class Policy:
     def __init__(
         self,
         params: Any,
-        algorithm: Algorithm,
+        agent: Agent,
         description: dict[str, Any],
         step: int,
         meta: dict[str, Any] | None = None,
     ):
         self.params = jax.device_put(params)  # once, not at every act call
-        self.algorithm = algorithm
+        self.agent = agent
         self.description = description
         self.step = step
         self.meta = meta or {}
         self.spec = _spec_from_json(description["env_spec"])
-        self._greedy, self._sample = env_policies(algorithm)
+        self._greedy, self._sample = env_policies(agent.actor)
 
     @property
     def env_id(self) -> str:
@@ -221,7 +225,7 @@ def _best_step(path: str, directory: str) -> int:
     if step is None:
         raise ValueError(
             f"no checkpoint of {path!r} records an evaluation (an eval_metric); train with "
-            "evaluation on (--config.eval_every_updates=N) or use --step latest"
+            "evaluation on (config.eval_every_updates=N) or use --step latest"
         )
     return step
 
@@ -237,9 +241,9 @@ def load_policy_at(directory: str, step: int) -> Policy:
     deleted since it was listed (a run keeps only its newest checkpoints)."""
     meta = read_meta(directory, step)
     description = policy_description(meta, step)
-    algorithm = build_algorithm(description)
+    agent = build_agent(description)
     params = _read_step(directory, step, "the params", lambda: restore_params(directory, step))
-    return Policy(_fit_params(params, algorithm, step), algorithm, description, step, meta)
+    return Policy(_fit_params(params, agent, step), agent, description, step, meta)
 
 
 def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
@@ -261,8 +265,8 @@ def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
     return description
 
 
-def build_algorithm(description: dict[str, Any]) -> Algorithm:
-    """The `Algorithm` a `describe_policy` dict names, built as the trainer built it."""
+def build_agent(description: dict[str, Any]) -> Agent:
+    """The `Agent` a `describe_policy` dict names, built as the trainer built it."""
     name = description["algorithm"]
     if name not in agents.REGISTRY:
         raise ValueError(
@@ -275,7 +279,9 @@ def build_algorithm(description: dict[str, Any]) -> Algorithm:
         {**raw, "network": description["network"], "algo": description["algo"]}, None
     )
     spec = _spec_from_json(description["env_spec"])
-    return agents.get(name).make(config.algo, config.network, spec, description["num_updates"])
+    # Older descriptions stored the update count; schedules do not change how a policy acts.
+    shape = RunShape(*description.get("run_shape", (description.get("num_updates", 1), 1.0)))
+    return agents.get(name).make(config.algo, config.network, spec, shape)
 
 
 def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
@@ -292,10 +298,11 @@ def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
         ) from None
 
 
-def _fit_params(params: Any, algorithm: Algorithm, step: int) -> Any:
+def _fit_params(params: Any, agent: Agent, step: int) -> Any:
     """Restored params (Orbax gives NamedTuples back as dicts) in the tree structure the
-    algorithm's functions expect, after checking every leaf's shape and dtype."""
-    shapes = jax.eval_shape(algorithm.init, jax.random.PRNGKey(0)).params
+    agent's functions expect, after checking every leaf's shape and dtype."""
+    state = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
+    shapes = agent.learner.actor_params(state)
     problem = tree_difference(params, shapes)
     if problem:
         raise ValueError(

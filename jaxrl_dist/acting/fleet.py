@@ -1,0 +1,190 @@
+"""This process's acting: actor threads, their policy clients and (with `inference.client =
+"server"`) the central inference servers, all supervised within one restart budget.
+
+Actor `slot` of process `p` has the global index `g = p * num_actor_threads + slot`; its env
+seed and key fold in `g`: no two actors of a run share a stream, and an actor slot gets the same
+stream however the run's actors are spread over processes.
+- Asynchronous actors also fold in the update the run starts from, so a resumed run does not
+  replay the first run's episodes and samples, and a restart count (fresh episodes).
+- Lockstep actors (`config.deterministic`) derive their env seed from the env epoch and their
+  actor state per unroll (`lockstep.py`): nothing depends on when the run was resumed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_dist.acting.actor import Actor, ActorShared
+from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
+from jaxrl_dist.acting.lockstep import LockstepActor, LockstepProgress
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
+from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.envs import derive_seed, make_env
+
+ACTOR_SEED_PURPOSE = 1  # derive_seed/fold_in path of the actors' env seeds and keys
+LOCKSTEP_SEED_PURPOSE = 3  # derive_seed path of lockstep actors' env seeds (per env epoch)
+
+
+class Fleet:
+    """Starts and supervises this process's actors (and inference servers).
+
+    Args:
+      config: the run's `TrainConfig`.
+      core: the agent's actor half.
+      devices: this process's actor devices (actors round-robin over them).
+      store: the published params.
+      shared: what the actors share (the data seam's writer, stop flag, stats, sizes).
+      start_update: the update the run starts from.
+      replay: lockstep resume, `{global actor index: [n, T, num_envs, ...] env actions}`.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        core: ActorCore,
+        devices: list[jax.Device],
+        store: ParamsStore,
+        shared: ActorShared,
+        start_update: int = 0,
+        replay: dict[int, np.ndarray] | None = None,
+    ):
+        self._config, self._core, self._devices = config, core, devices
+        self._store, self._shared, self._start = store, shared, start_update
+        n = config.num_actor_threads
+        self._first = jax.process_index() * n
+        self._identity = lambda slot: ActorIdentity(self._first + slot, jax.process_count() * n)
+        root = jax.random.fold_in(jax.random.PRNGKey(config.seed), ACTOR_SEED_PURPOSE)
+        self._root = root if config.deterministic else jax.random.fold_in(root, start_update)
+        self._progress = {
+            slot: LockstepProgress(start_update, replay=(replay or {}).get(self._first + slot))
+            for slot in range(n)
+        }
+        budget = RestartBudget(config.actor_max_restarts, config.actor_restart_window_s)
+        self._handles: list[ServerHandle] = []
+        self._last_inference: tuple[dict[str, float], float] = ({}, time.monotonic())
+        self.servers: Supervisor | None = None
+        if config.inference.client == "server":
+            server_devices = self._server_devices()
+            self._handles = [ServerHandle() for _ in server_devices]
+            spawn = self._server_spawner(server_devices, shared.stop)
+            self.servers = Supervisor(spawn, len(server_devices), budget, "inference server")
+        self._local_step = jit_inference_step(core)
+        self.actors = Supervisor(self._spawn_actor, n, budget, "actor")
+
+    @property
+    def restarts(self) -> int:
+        servers = self.servers.restarts if self.servers is not None else 0
+        return self.actors.restarts + servers
+
+    def check(self) -> None:
+        """Restarts dead servers, then dead actors (RunError once the budget is spent)."""
+        if self.servers is not None:
+            self.servers.check()
+        self.actors.check()
+
+    def join(self, timeout_s: float) -> None:
+        self.actors.join(timeout_s)
+        if self.servers is not None:
+            self.servers.join(timeout_s)
+
+    def inference_record(self) -> dict[str, float]:
+        """The servers' batching since the last call, for the log (empty without servers):
+        requests and envs per batch, the padded share of the rows, and the share of each
+        second the servers spent in the jitted step."""
+        totals: dict[str, float] = {}
+        for handle in self._handles:
+            for k, v in handle.server.stats().items():
+                if k not in ("version", "queued"):
+                    totals[k] = totals.get(k, 0.0) + v
+        if not totals:
+            return {}
+        now, (last, since) = time.monotonic(), self._last_inference
+        delta = {k: v - last.get(k, 0.0) for k, v in totals.items()}
+        self._last_inference = (totals, now)
+        batches = max(1.0, delta["batches"])
+        return {
+            "inference/requests_per_batch": delta["requests"] / batches,
+            "inference/envs_per_batch": delta["rows"] / batches,
+            "inference/padded_fraction": delta["padded_rows"]
+            / max(1.0, delta["rows"] + delta["padded_rows"]),
+            "inference/step_busy": delta["step_s"] / max(1e-9, now - since) / len(self._handles),
+        }
+
+    # ------------------------------------------------------------------ servers
+    def _server_devices(self) -> list[jax.Device]:
+        ids = self._config.inference.device_ids
+        if not ids:
+            return list(dict.fromkeys(self._devices))
+        local = sorted(jax.local_devices(), key=lambda d: d.id)
+        return [local[i] for i in ids]
+
+    def _slots_of(self, server: int) -> list[int]:
+        count = len(self._handles)
+        return [s for s in range(self._config.num_actor_threads) if s % count == server]
+
+    def _server_spawner(self, devices: list[jax.Device], stop: threading.Event) -> Callable:
+        cfg = self._config
+        per_server = max(len(self._slots_of(i)) for i in range(len(devices)))
+        batch = cfg.inference.batch_size or per_server * cfg.env_batch_size
+
+        def spawn(index: int, restarts: int) -> InferenceServer:
+            server = InferenceServer(
+                index, self._core, self._store, devices[index], cfg.num_actor_threads,
+                cfg.envs_per_actor, batch, cfg.inference.timeout_ms,
+                cfg.inference.broadcast_period, stop,
+            )  # fmt: skip
+            server.start()
+            self._handles[index].server = server
+            return server
+
+        return spawn
+
+    # ------------------------------------------------------------------ actors
+    def _client(self, slot: int, key: jax.Array):
+        cfg, identity = self._config, self._identity(slot)
+        if self._handles:
+            handle = self._handles[slot % len(self._handles)]
+            return ServerClient(handle, slot, identity, key, self._shared.stop)
+        device = self._devices[slot % len(self._devices)]
+        return LocalClient(
+            self._local_step, self._core, self._store, device, identity, cfg.envs_per_actor, key,
+            self._shared.stop,
+        )  # fmt: skip
+
+    def _spawn_actor(self, slot: int, restarts: int) -> Actor:
+        cfg, g = self._config, self._first + slot
+        # Restarted async actors take fresh streams (first incarnations keep the old ones).
+        again = (restarts,) if restarts and not cfg.deterministic else ()
+        key = jax.random.fold_in(self._root, g)
+        key = jax.random.fold_in(key, restarts) if again else key
+
+        def make(generation: int = 0):
+            if cfg.deterministic:
+                path = (LOCKSTEP_SEED_PURPOSE, generation, g, *again)
+            else:
+                path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
+            return make_env(
+                cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size,
+                derive_seed(cfg.seed, *path), cfg.env_threads_per_actor,
+            )  # fmt: skip
+
+        client = self._client(slot, key)
+        if cfg.deterministic:
+            progress = self._progress[slot]
+            if restarts:
+                progress.restart_point(cfg.env_epoch_updates)
+            actor = LockstepActor(
+                g, make, client, self._shared, key, progress, cfg.env_epoch_updates
+            )
+        else:
+            actor = Actor(g, make, client, self._shared)
+        actor.start()
+        return actor

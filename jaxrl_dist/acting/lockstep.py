@@ -1,0 +1,148 @@
+"""Deterministic (lockstep) acting: the data depend only on the seed, not on thread timing.
+
+Unroll `v` is acted with exactly version `v` of the params, waiting for the learner to publish
+it, and with actor state initialised from `fold_in(key, v)`. At every multiple of
+`epoch_updates` the actor starts a new synchronous EnvPool seeded from the epoch, so the env
+state at any unroll follows from the epoch's seed and the env actions sent since the epoch
+began. A resumed actor rebuilds it by replaying those actions without inference; a restarted
+one replays what its slot's `LockstepProgress` recorded, and carries on exactly where its
+predecessor died (unless the env fails again on the same steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_dist.acting.actor import Actor, ActorShared, ActorStats
+from jaxrl_dist.acting.policy_client import PolicyClient
+from jaxrl_dist.data.segments import SegmentBuffer
+from jaxrl_dist.envs import EpisodeTracker
+
+
+@dataclasses.dataclass
+class LockstepProgress:
+    """Where an actor slot is, kept by the slot (not the thread) so a restart reads it.
+
+    Attributes:
+      next_version: the params version of the slot's next unroll.
+      epoch_sent: `[T, num_envs, ...]` env actions of each unroll of this env epoch before it.
+      replay: `[n, T, num_envs, ...]` env actions to replay before acting `next_version` (a
+        resume's, from the checkpoint), or None.
+    """
+
+    next_version: int
+    epoch_sent: list[np.ndarray] = dataclasses.field(default_factory=list)
+    replay: np.ndarray | None = None
+
+    def restart_point(self, epoch_updates: int) -> None:
+        """After a failure: replay this epoch's unrolls before the one that failed."""
+        played = self.epoch_sent[: self.next_version % epoch_updates]
+        self.replay = np.stack(played) if played else None
+
+
+class LockstepActor(Actor):
+    """An actor on a synchronous EnvPool in lockstep with the learner (see the module doc).
+
+    `make_env(epoch)` builds the pool of an env epoch; `key` is the actor's own key.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        make_env: Callable[[int], Any],
+        client: PolicyClient,
+        shared: ActorShared,
+        key: jax.Array,
+        progress: LockstepProgress,
+        epoch_updates: int,
+    ):
+        super().__init__(index, make_env, client, shared)
+        self._key, self._progress, self._epoch_updates = key, progress, epoch_updates
+
+    def _loop(self) -> None:
+        progress, env = self._progress, None
+        try:
+            while not self._shared.stop.is_set():
+                version = progress.next_version
+                if env is None or version % self._epoch_updates == 0:
+                    if env is not None:
+                        env.close()
+                    env = None  # a failed make_env must not close the old pool twice
+                    env = self._make_env(version // self._epoch_updates)
+                    replay, progress.replay = progress.replay, None
+                    progress.epoch_sent = [] if replay is None else list(replay)
+                    started = self._start_epoch(env, replay)
+                    if started is None:
+                        return
+                    buffer, tracker, step = started
+                step = self._unroll(env, buffer, tracker, step, version)
+                if step is None:
+                    return
+                progress.next_version = version + 1
+        finally:
+            if env is not None:
+                env.close()
+
+    def _start_epoch(self, env, replay: np.ndarray | None) -> tuple | None:
+        """Resets a new synchronous pool and replays `replay`'s env actions (no inference, no
+        data kept); returns a fresh segment buffer, episode tracker and the first recv() (None
+        on a stop)."""
+        num_envs = env.config["num_envs"]
+        tracker = EpisodeTracker(num_envs)
+        every_env = np.arange(num_envs)
+        env.async_reset()
+        for env_action in () if replay is None else replay.reshape(-1, *replay.shape[2:]):
+            if self._shared.stop.is_set():
+                return None
+            _, reward, terminated, truncated, info = env.recv()
+            tracker.update(info["env_id"], reward, terminated, truncated, info)
+            env.send(env_action, every_env)
+        step = env.recv()
+        # Episodes this recv() ends were reported by the run (or actor) that first played them.
+        tracker.update(step[4]["env_id"], *step[1:4], step[4])
+        shared = self._shared
+        buffer = SegmentBuffer(num_envs, shared.unroll_length, shared.segments_per_rollout)
+        buffer.add_observation(step[4]["env_id"], *step[:4])
+        return buffer, tracker, step
+
+    def _unroll(self, env, buffer, tracker, step, version: int) -> tuple | None:
+        """Acts T steps from the recv() result `step` with params `version`, writes the unroll's
+        rollout with the env actions sent; returns the last recv() (None on a stop)."""
+        timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
+        self._client.reset(jax.random.fold_in(self._key, version))
+        sent, stats = [], self._shared.stats
+        for _ in range(self._shared.unroll_length):
+            obs, env_ids = step[0], step[4]["env_id"]
+            t0 = time.perf_counter()
+            acted = self._client.act(obs, env_ids, min_version=version)
+            if acted is None:
+                return None
+            if acted.version != version:
+                raise RuntimeError(f"lockstep actor wanted params {version}, got {acted.version}")
+            t1 = time.perf_counter()
+            buffer.add_action(env_ids, acted.action, acted.extras, version)
+            by_env = np.empty_like(acted.env_action)
+            by_env[env_ids] = acted.env_action
+            sent.append(by_env)
+            t2 = time.perf_counter()
+            env.send(acted.env_action, env_ids)
+            step = env.recv()
+            t3 = time.perf_counter()
+            _, reward, terminated, truncated, info = step
+            buffer.add_observation(info["env_id"], *step[:4])
+            returns, lengths = tracker.update(info["env_id"], reward, terminated, truncated, info)
+            timers["inference_s"] += t1 - t0
+            timers["env_s"] += t3 - t2
+            timers["rollout_s"] += (t2 - t1) + time.perf_counter() - t3
+            stats.add(timers, len(env_ids), returns, lengths)
+            timers = dict.fromkeys(timers, 0.0)
+        self._progress.epoch_sent.append(np.stack(sent))
+        self._flush(buffer, timers, self._progress.epoch_sent[-1])
+        stats.add(timers, 0, (), ())
+        return step

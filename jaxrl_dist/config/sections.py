@@ -1,0 +1,69 @@
+"""Nested config sections of the runtime: `config.inference.*` and `config.replay.*`.
+
+Each is a frozen dataclass whose `__post_init__` raises ValueError with one line naming the
+field (in `config.<section>.<field>` terms) and what is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+CLIENTS = ("local", "server")
+
+
+def _bad(section: str, field: str, value, why: str):
+    raise ValueError(f"config.{section}.{field}={value!r} {why}")
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceConfig:
+    """Where actors get their actions (the policy seam).
+
+    `client="local"`: each actor thread runs the jitted actor half on its own device with the
+    newest params (Sebulba). `client="server"`: one central inference server thread per
+    inference device batches the requests of the actor threads (SEED RL): up to `batch_size`
+    envs or `timeout_ms` after the first request, padded to `batch_size` so it compiles once;
+    it refreshes its params every `broadcast_period` updates.
+    """
+
+    client: str = "local"
+    batch_size: int = 0  # envs per server batch; 0 = every actor thread's recv() batch
+    timeout_ms: float = 2.0
+    broadcast_period: int = 1
+    device_ids: tuple[int, ...] = ()  # server devices (local ids); empty = actor_device_ids
+
+    def __post_init__(self):
+        if self.client not in CLIENTS:
+            _bad("inference", "client", self.client, f"must be one of {CLIENTS}")
+        if self.batch_size < 0:
+            _bad("inference", "batch_size", self.batch_size, "must be >= 0 (0 = automatic)")
+        if self.timeout_ms < 0:
+            _bad("inference", "timeout_ms", self.timeout_ms, "must be >= 0")
+        if self.broadcast_period < 1:
+            _bad("inference", "broadcast_period", self.broadcast_period, "must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    """The uniform replay's settings (agents whose data flow is "replay"). Items are segments
+    of `unroll_length` transitions; the learner samples `batch_size` of them per update.
+
+    Learning starts once `min_size` segments are in; then the rate limiter keeps each segment
+    sampled `samples_per_insert` times on average, within `tolerance` samples: actors wait only
+    when they run more than that ahead of the learner, and the learner when it runs ahead.
+    """
+
+    capacity: int = 10_000  # segments
+    min_size: int = 100
+    samples_per_insert: float = 1.0
+    tolerance: float = 0.0  # 0 = automatic: room for a batch plus a few actor rollouts
+
+    def __post_init__(self):
+        if self.capacity < 1:
+            _bad("replay", "capacity", self.capacity, "must be >= 1")
+        if not 1 <= self.min_size <= self.capacity:
+            _bad("replay", "min_size", self.min_size, f"must be in [1, capacity={self.capacity}]")
+        if self.samples_per_insert <= 0:
+            _bad("replay", "samples_per_insert", self.samples_per_insert, "must be > 0")
+        if self.tolerance < 0:
+            _bad("replay", "tolerance", self.tolerance, "must be >= 0 (0 = automatic)")

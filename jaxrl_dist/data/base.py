@@ -1,0 +1,33 @@
+"""The data seam's contract: actors write items, the learner loop reads batches.
+
+A data flow is a class with `write(item) -> seconds waited` (any actor thread), `read(updates)
+-> Batch | None` (the main thread; None once the run stops), `size` and `check_actors` (called
+at least every `POLL_S` while `read` waits, so a dead actor never hangs the learner). Env steps
+are counted where data enters the seam and reported with each batch, so the trainer counts what
+was acted, whatever the learner does with it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxrl_dist.types import Rollout
+
+
+class Batch(NamedTuple):
+    """What the learner loop gets from the data seam for one update.
+
+    Attributes:
+      data: host `[T + 1, B]` rollout, this process's share of the update's batch.
+      env_steps: env steps that entered the seam since the previous read (this process).
+      dropped: rollouts dropped as stragglers since the previous read.
+      env_actions: lockstep mode, `[T, B, ...]` the env actions the batch's actors sent (for the
+        replay of a resumed run); None otherwise.
+    """
+
+    data: Rollout
+    env_steps: int
+    dropped: int = 0
+    env_actions: np.ndarray | None = None

@@ -1,0 +1,178 @@
+"""What one `Trainer.run` call holds while it runs, and how it is built from the checks' output.
+
+`start_session` restores or initialises the learner state and the counters, then builds the
+parts around the loop: the params store, the data seam, the acting fleet, evaluation, saving and
+logs. The trainer loop (`trainer.py`) only reads batches, updates and publishes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from jaxrl_dist.acting.actor import ActorShared, ActorStats
+from jaxrl_dist.acting.fleet import Fleet
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.config import TrainConfig, jsonable
+from jaxrl_dist.data import make_data
+from jaxrl_dist.errors import RunError
+from jaxrl_dist.learning.distributed import Cluster
+from jaxrl_dist.learning.learner import Learner
+from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
+from jaxrl_dist.run.counters import Counters, EvalHistory
+from jaxrl_dist.run.evaluation import Evaluator
+from jaxrl_dist.run.hooks import Hooks
+from jaxrl_dist.run.logger import MetricLogger, Progress
+from jaxrl_dist.run.monitor import EvalMonitor
+from jaxrl_dist.run.preflight import Prepared
+from jaxrl_dist.run.resume import ReplayLog, replay_for_actors, restore_checkpoint
+from jaxrl_dist.run.saving import Saver
+from jaxrl_dist.tools.policy import describe_policy
+
+
+@dataclasses.dataclass
+class Session:
+    """The parts of a running run (`Trainer.run`)."""
+
+    learner: Learner
+    store: ParamsStore
+    data: Any  # the data seam: OnPolicyQueue or UniformReplay (`jaxrl_dist.data`)
+    fleet: Fleet | None  # None until the actors start
+    stats: ActorStats
+    stop_actors: threading.Event
+    monitor: EvalMonitor | None  # process 0 only
+    saver: Saver
+    logger: MetricLogger | None  # process 0 only
+    progress: Progress
+    counters: Counters
+    clock: Callable[[], float]  # wall seconds of the whole run, resumed runs included
+    state: Any  # the newest learner state; the one before it was donated to the update
+    replay: ReplayLog | None  # deterministic mode: env actions since the env epoch began
+    initial_digests: tuple[str, str]  # (actor params, whole state)
+    resumed_from: int | None
+    actor_replay: dict  # lockstep resume: {global actor index: env actions to replay}
+
+    def release(self) -> None:
+        """Closes the evaluator, the checkpointer (after its last save) and the logs."""
+        if self.monitor is not None:
+            self.monitor.close()
+        self.saver.ckpt.close()
+        if self.logger is not None:
+            self.logger.close()
+
+
+def _initial_state(cfg, prepared, learner, ckpt, replay, resume, cluster, history):
+    """(state, counters, the replay for the actors {global actor index: env actions})."""
+    state = learner.init_state()
+    if resume:
+        columns = cfg.process_batch_size(cluster.count)
+        columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
+        state, meta, full = restore_checkpoint(ckpt, state, replay, columns)
+        counters = Counters.from_meta(meta)
+        history.resume(counters.updates, meta.get("evals"))
+        return state, counters, meta, replay_for_actors(full, cfg.envs_per_actor)
+    if prepared.warm_params is not None:
+        state = learner.core.with_params(state, learner.put_state(prepared.warm_params))
+    return state, Counters(), None, {}
+
+
+def start_session(
+    cfg: TrainConfig,
+    prepared: Prepared,
+    workdir: str,
+    resume: bool,
+    quiet: bool,
+    hooks: Hooks,
+    cluster: Cluster,
+    stop_requested: threading.Event,
+) -> tuple[Session, dict | None]:
+    """Builds the session (actors not started yet); returns it and the resumed checkpoint's
+    meta (None on a fresh start). Raises ConfigError or RunError before the actors start.
+    `stop_requested` ends the learner's waits for data; the actors' waits end at the stop of
+    the actors (`Session.stop_actors`), after the loop."""
+    ckpt = Checkpointer(
+        os.path.join(workdir, "checkpoints"), cfg.keep_checkpoints, cfg.keep_best_checkpoints
+    )
+    learner = Learner(prepared.agent.learner, prepared.devices, cfg.seed)
+    replay = None
+    if cfg.deterministic:
+        layout = {"unroll_length": cfg.unroll_length, "envs_per_actor": cfg.envs_per_actor}
+        replay = ReplayLog(cfg.env_epoch_updates, {**layout, "batch_size": cfg.batch_size})
+    history = EvalHistory(workdir, cluster.is_primary)
+    try:
+        state, counters, meta, actor_replay = _initial_state(
+            cfg, prepared, learner, ckpt, replay, resume, cluster, history
+        )
+    except BaseException:
+        ckpt.close()
+        raise
+    if cluster.is_primary:  # the first write to the work dir (besides checkpoints/)
+        with open(os.path.join(workdir, "config.json"), "w") as f:
+            json.dump(jsonable(cfg.to_dict()), f, indent=2)
+    params = learner.actor_params(state)
+    initial_digests = tree_digest(params), tree_digest(state)
+    differ = cluster.disagreeing(initial_digests[0])
+    if differ:  # the same config and seed must give every process the same params
+        raise RunError(f"process(es) {differ} start from other params than process 0")
+    start, base_wall = time.monotonic(), counters.wall_time_s
+    store = ParamsStore(prepared.devices.actor_devices)
+    store.publish(params, counters.updates)
+    logger = MetricLogger(workdir, wall_time_offset=base_wall) if cluster.is_primary else None
+    progress = Progress(cfg.total_env_steps, quiet=quiet or not cluster.is_primary)
+    stop_actors = threading.Event()
+    monitor = None
+    if cluster.is_primary:
+        evaluator = Evaluator(
+            cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, prepared.agent.actor,
+            prepared.devices.actor_devices[0],
+        )  # fmt: skip
+        monitor = EvalMonitor(cfg, evaluator, hooks, logger, progress, history)
+    session = Session(
+        learner=learner,
+        store=store,
+        data=make_data(
+            prepared.data, cfg, cluster.count, cluster.index, stop_actors, stop_requested
+        ),
+        fleet=None,
+        stats=ActorStats(),
+        stop_actors=stop_actors,
+        monitor=monitor,
+        saver=Saver(
+            cfg,
+            cluster,
+            prepared.devices,
+            ckpt,
+            describe_policy(cfg, prepared.spec),
+            wall_time_s=base_wall,
+        ),  # fmt: skip
+        logger=logger,
+        progress=progress,
+        counters=counters,
+        clock=lambda: base_wall + time.monotonic() - start,
+        state=state,
+        replay=replay,
+        initial_digests=initial_digests,
+        resumed_from=counters.updates if resume else None,
+        actor_replay=actor_replay,
+    )
+    return session, meta
+
+
+def start_acting(session: Session, cfg: TrainConfig, prepared: Prepared) -> None:
+    """Starts this process's actors (and inference servers)."""
+    shared = ActorShared(
+        session.data.write, session.stop_actors, session.stats, cfg.unroll_length,
+        cfg.rollout_segments(jax.process_count()),
+    )  # fmt: skip
+    session.fleet = Fleet(
+        cfg, prepared.agent.actor, prepared.devices.actor_devices, session.store, shared,
+        start_update=session.counters.updates, replay=session.actor_replay,
+    )  # fmt: skip
+    session.data.check_actors = session.fleet.check
