@@ -23,8 +23,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stages  # noqa: E402
 
+from jaxrl_dist.acting.policy_client import jit_inference_step  # noqa: E402
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
-from jaxrl_dist.acting.actor import make_act_step  # noqa: E402
 
 
 def _median_us(fn, n: int) -> float:
@@ -48,29 +49,46 @@ def _median_us_fresh(make, n: int) -> float:
     return float(np.median(times) * 1e6)
 
 
-def measure(act_step, params, device, spec, batch: int, calls: int) -> dict:
+def inference(act_step, core: ActorCore, params, device, batch: int, seed: int):
+    """`call(obs, rows) -> (action, env_action, extras)`: the actor's jitted inference step with
+    a per-env actor state of its own (donated at each call, so one per thread)."""
+    state = core.init_state(ActorIdentity(0, 1), batch, jax.random.PRNGKey(seed))
+    box = {"state": jax.device_put(state, device)}
+
+    def call(obs, rows):
+        *out, box["state"] = act_step(params, obs, rows, box["state"])
+        return tuple(out)
+
+    return call
+
+
+def measure(act_step, core: ActorCore, params, device, spec, batch: int, calls: int) -> dict:
     """One env batch: the inference pieces alone, then whole steps from 1, 2 and 4 threads."""
     obs = np.random.default_rng(0).integers(0, 255, (batch, *spec.obs_shape))
     obs = obs.astype(spec.obs_dtype)
-    key = jax.device_put(jax.random.PRNGKey(0), device)
-    jax.block_until_ready(act_step(params, obs, key))  # compile
-    obs_dev = jax.device_put(obs, device)
-    step = lambda: jax.device_get(act_step(params, obs, key)[1:])  # noqa: E731
+    rows = np.arange(batch, dtype=np.int32)  # the env ids of one recv(), as the actor sends them
+    call = inference(act_step, core, params, device, batch, seed=0)
+    jax.block_until_ready(call(obs, rows))  # compile
+    obs_dev, rows_dev = jax.device_put((obs, rows), device)
+    step = lambda call=call: jax.device_get(call(obs, rows))  # noqa: E731
     row = {
         "batch": batch,
         "put_obs_us": _median_us(lambda: jax.device_put(obs, device).block_until_ready(), 50),
-        "act_us": _median_us(lambda: jax.block_until_ready(act_step(params, obs_dev, key)), 50),
-        "get_actions_us": _median_us_fresh(lambda: act_step(params, obs_dev, key)[1:], 50),
+        "act_us": _median_us(lambda: jax.block_until_ready(call(obs_dev, rows_dev)), 50),
+        "get_actions_us": _median_us_fresh(lambda: call(obs_dev, rows_dev), 50),
         "step_us": _median_us(step, 50),
     }
     for threads in (1, 2, 4):
         per_thread = calls // threads
+        calls_by_thread = [
+            inference(act_step, core, params, device, batch, seed=1 + i) for i in range(threads)
+        ]
 
-        def worker(n=per_thread):
+        def worker(i, n=per_thread, calls_by_thread=calls_by_thread):
             for _ in range(n):
-                step()
+                step(calls_by_thread[i])
 
-        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
         t0 = time.perf_counter()
         for t in pool:
             t.start()
@@ -88,13 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     args, rest = parser.parse_known_args(argv)
     config, _ = parse_args([*rest, "--workdir", "unused"])
-    spec, devices, algorithm = stages.build(config)
+    spec, devices, agent = stages.build(config)
     device = devices.actor_devices[0]
-    params = jax.device_put(algorithm.init(jax.random.PRNGKey(0)).params, device)
-    act_step = make_act_step(algorithm.act, algorithm.env_action)
+    learner_state = agent.learner.init(jax.random.PRNGKey(0))
+    params = jax.device_put(agent.learner.actor_params(learner_state), device)
+    act_step = jit_inference_step(agent.actor)
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
-        rows.append(measure(act_step, params, device, spec, batch, args.calls))
+        rows.append(measure(act_step, agent.actor, params, device, spec, batch, args.calls))
         print(json.dumps({k: round(v, 1) for k, v in rows[-1].items()}), flush=True)
     result = {"device": str(device.device_kind), "config": rest, "rows": rows}
     if args.out:

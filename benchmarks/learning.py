@@ -45,8 +45,8 @@ sys.path.insert(0, HERE)
 
 from learning_report import aggregate, percentiles, plot, table  # noqa: E402
 
-from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.config import ConfigError  # noqa: E402
+from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
 
 SPIN = "while True: pass"  # one core's worth of pure-Python work

@@ -159,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, HERE)
     from throughput import _default_name
 
-    from jaxrl_dist.config.cli import parse_args
     from jaxrl_dist.config import ConfigError
+    from jaxrl_dist.config.cli import parse_args
 
     try:
         config, _ = parse_args(["--config", args.config, *extra, "--workdir", "unused"])

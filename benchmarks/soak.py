@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     from scaling import _backend, _first_error
     from throughput import RESULTS, _default_name, _version
 
-    from jaxrl_dist.config.cli import parse_args
     from jaxrl_dist.config import ConfigError
+    from jaxrl_dist.config.cli import parse_args
 
     try:  # the overrides, before anything starts
         parse_args(["--config", args.config, *extra, "--workdir", "unused"])

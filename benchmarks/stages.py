@@ -32,16 +32,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist import agents
-from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.envs import EnvSpec, make_env
-from jaxrl_dist.run.preflight import validate_for_machine
-from jaxrl_dist.acting.actor import ActorStats, start_actors
-from jaxrl_dist.learning.learner import Learner
+from jaxrl_dist.acting.actor import ActorShared, ActorStats
+from jaxrl_dist.acting.fleet import Fleet
 from jaxrl_dist.acting.params_store import ParamsStore
-from jaxrl_dist.acting.actor import POLL_S, make_act_step
-from jaxrl_dist.learning.learner import host_metrics
+from jaxrl_dist.acting.policy_client import jit_inference_step
+from jaxrl_dist.agents.base import ActorIdentity, Agent, RunShape
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.data.segments import SegmentBuffer
+from jaxrl_dist.envs import EnvSpec, make_env
+from jaxrl_dist.learning.learner import Learner, host_metrics
+from jaxrl_dist.run.preflight import validate_for_machine
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.threads import POLL_S, put_until_stopped
 from jaxrl_dist.types import Rollout
 
 # Dense datasheet peaks (FLOP/s) per compute dtype; float32 convolutions and matmuls run as TF32
@@ -115,18 +118,20 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
 
 
 def build(config: TrainConfig):
-    """(env spec, devices, algorithm) for `config`, as the trainer builds them."""
+    """(env spec, devices, agent) for `config`, as the trainer builds them."""
     spec, devices = validate_for_machine(config)
     entry = agents.get(config.algorithm)
-    algorithm = entry.make(config.algo, config.network, spec, config.num_updates)
-    return spec, devices, algorithm
+    shape = RunShape(config.total_env_steps, env_steps_per_update(entry.data, config))
+    agent = entry.make(config.algo, config.network, spec, shape)
+    return spec, devices, agent
 
 
 def actors_alone(config: TrainConfig, seconds: float) -> dict:
     """The trainer's actor threads with fixed initial params; a drain thread discards rollouts."""
-    _, devices, algorithm = build(config)
+    _, devices, agent = build(config)
     store = ParamsStore(devices.actor_devices)
-    store.publish(algorithm.init(jax.random.PRNGKey(config.seed)).params, 0)
+    learner_state = agent.learner.init(jax.random.PRNGKey(config.seed))
+    store.publish(agent.learner.actor_params(learner_state), 0)
     rollouts: queue.Queue = queue.Queue(maxsize=config.queue_size * config.num_actor_threads)
     stop, stats = threading.Event(), ActorStats()
     first = threading.Event()
@@ -141,7 +146,11 @@ def actors_alone(config: TrainConfig, seconds: float) -> dict:
 
     drainer = threading.Thread(target=drain, daemon=True)
     drainer.start()
-    actors = start_actors(config, algorithm, devices.actor_devices, store, rollouts, stop, stats)
+    shared = ActorShared(
+        lambda item: put_until_stopped(rollouts, item, stop), stop, stats, config.unroll_length,
+        config.rollout_segments(jax.process_count()),
+    )  # fmt: skip
+    fleet = Fleet(config, agent.actor, devices.actor_devices, store, shared)
     try:
         first.wait(timeout=300)  # compiled and stepping
         time.sleep(warmup_s(seconds))
@@ -151,9 +160,10 @@ def actors_alone(config: TrainConfig, seconds: float) -> dict:
         drained, elapsed = stats.drain(), time.perf_counter() - start
     finally:
         stop.set()
-        for a in [*actors, drainer]:
-            a.join(timeout=10)
-    errors = [repr(a.error) for a in actors if a.error is not None]
+        fleet.join(timeout_s=10)
+        drainer.join(timeout=10)
+    threads = [*fleet.actors.threads, *(fleet.servers.threads if fleet.servers else [])]
+    errors = [repr(a.error) for a in threads if a.error is not None]
     if errors:
         raise RuntimeError(f"actor failed during the benchmark: {errors[0]}")
     return {
@@ -162,18 +172,28 @@ def actors_alone(config: TrainConfig, seconds: float) -> dict:
     }
 
 
-def synthetic_rollout(algorithm, spec: EnvSpec, params, unroll: int, batch: int, seed: int):
+def synthetic_rollout(agent: Agent, spec: EnvSpec, params, unroll: int, batch: int, seed: int):
     """A host `[T + 1, B]` rollout of the real shapes and dtypes: random observations (uint8
-    frames or floats), actions and extras from the policy itself, sparse episode ends."""
+    frames or floats), actions and extras from the policy itself (the actor half stepped over
+    the unroll from a fresh per-env state), sparse episode ends."""
     rng = np.random.default_rng(seed)
     shape = (unroll + 1, batch, *spec.obs_shape)
     if np.issubdtype(spec.obs_dtype, np.integer):
         obs = rng.integers(0, 256, shape, dtype=np.uint8).astype(spec.obs_dtype)
     else:
         obs = rng.standard_normal(shape).astype(np.float32)
-    keys = jax.random.split(jax.random.PRNGKey(seed), unroll)
-    act = jax.jit(jax.vmap(algorithm.act, in_axes=(None, 0, 0)))
-    action, extras = jax.device_get(act(params, jnp.asarray(obs[:-1]), keys))
+    core = agent.actor
+
+    def act(params, obs):
+        state = core.init_state(ActorIdentity(0, 1), batch, jax.random.PRNGKey(seed))
+
+        def step(state, obs_t):
+            action, extras, state = core.act(params, obs_t, state)
+            return state, (action, extras)
+
+        return jax.lax.scan(step, state, obs)[1]
+
+    action, extras = jax.device_get(jax.jit(act)(params, jnp.asarray(obs[:-1])))
     ends = rng.random((unroll + 1, batch)) < 0.01
     terminated = ends & (rng.random(ends.shape) < 0.5)
     return Rollout(
@@ -197,14 +217,14 @@ def _timed_updates(step, seconds: float, max_in_flight: int) -> tuple[int, float
     return done, time.perf_counter() - start
 
 
-def update_flops(algorithm, state, batch) -> float | None:
+def update_flops(agent: Agent, state, batch) -> float | None:
     """XLA's FLOP count of one update, from the CPU compilation of the same function (the GPU
     backend hands convolutions to cuDNN, whose FLOPs its cost analysis may not count)."""
     cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
     abstract = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=cpu), (state, batch)
     )
-    cost = jax.jit(algorithm.update).lower(*abstract).compile().cost_analysis()
+    cost = jax.jit(agent.learner.update).lower(*abstract).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list | tuple) else cost
     flops = (cost or {}).get("flops")
     return float(flops) if flops and flops > 0 else None
@@ -232,27 +252,28 @@ def datasheet_peak(device: jax.Device, dtype: str) -> float | None:
 
 def learner_alone(config: TrainConfig, seconds: float) -> dict:
     """Updates/s and samples/s on synthetic batches, resident and with the host transfer."""
-    spec, devices, algorithm = build(config)
-    learner = Learner(algorithm, devices)
-    state = learner.init_state(lambda: algorithm.init(jax.random.PRNGKey(config.seed)))
+    spec, devices, agent = build(config)
+    learner = Learner(agent.learner, devices, config.seed)
+    state = learner.init_state()
     host_batch = synthetic_rollout(
-        algorithm, spec, state.params, config.unroll_length, config.batch_size, config.seed
-    )
-    flops = update_flops(algorithm, state, host_batch)
+        agent, spec, learner.actor_params(state), config.unroll_length, config.batch_size,
+        config.seed,
+    )  # fmt: skip
+    flops = update_flops(agent, state, host_batch)
     device_batch = learner.put_batch(host_batch)
     store = ParamsStore(devices.actor_devices)
     box = {"state": state}
 
     def resident(n):
         for _ in range(n):
-            box["state"], metrics = learner.update(box["state"], device_batch)
+            box["state"], metrics, _ = learner.update(box["state"], device_batch)
         jax.block_until_ready(metrics)
 
     def with_transfer(n):  # as the trainer drives it: transfer, update, metrics, publish
         for i in range(n):
-            box["state"], metrics = learner.update(box["state"], learner.put_batch(host_batch))
+            box["state"], metrics, _ = learner.update(box["state"], learner.put_batch(host_batch))
             host_metrics(metrics)
-            store.publish(box["state"].params, i)
+            store.publish(learner.actor_params(box["state"]), i)
 
     resident(2)  # compile
     out = {"flops_per_update": flops, "batch": config.batch_size, "unroll": config.unroll_length}
@@ -280,15 +301,18 @@ def learner_alone(config: TrainConfig, seconds: float) -> dict:
 def sync_baseline(config: TrainConfig, seconds: float) -> dict:
     """Act, step and update in one loop: one sync EnvPool of `batch_size` envs (each update's
     segments), the same EnvPool threads in all, the same network, batch and update."""
-    spec, devices, algorithm = build(config)
-    learner = Learner(algorithm, devices)
-    state = learner.init_state(lambda: algorithm.init(jax.random.PRNGKey(config.seed)))
-    act_step = make_act_step(algorithm.act, algorithm.env_action)
+    spec, devices, agent = build(config)
+    learner = Learner(agent.learner, devices, config.seed)
+    state = learner.init_state()
+    act_step = jit_inference_step(agent.actor)
     b = config.batch_size
     threads = min(b, env_threads(config) * config.num_actor_threads)
     env = make_env(config.env_id, config.env_kwargs, b, b, seed=2000, num_threads=threads)
     buffer = SegmentBuffer(b, config.unroll_length, b)
-    key = jax.random.PRNGKey(config.seed + 1)
+    # The per-env actor state follows the params onto the learner devices (as the key did).
+    actor_state = agent.actor.init_state(
+        ActorIdentity(0, 1), b, jax.random.PRNGKey(config.seed + 1)
+    )
     timers = {"env_s": 0.0, "inference_s": 0.0, "update_s": 0.0}
     updates, start, measured_from = 0, None, 2  # the first updates compile
     env.async_reset()
@@ -299,7 +323,9 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
             ids = info["env_id"]
             buffer.add_observation(ids, obs, reward, terminated, truncated)
             t1 = time.perf_counter()
-            key, action, env_action, extras = act_step(state.params, obs, key)
+            action, env_action, extras, actor_state = act_step(
+                learner.actor_params(state), obs, ids.astype(np.int32), actor_state
+            )
             action, env_action, extras = jax.device_get((action, env_action, extras))
             buffer.add_action(ids, action, extras, updates)
             t2 = time.perf_counter()
@@ -307,7 +333,7 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
             rollout = buffer.pop_rollout()
             t3 = time.perf_counter()
             if rollout is not None:
-                state, metrics = learner.update(state, learner.put_batch(rollout))
+                state, metrics, _ = learner.update(state, learner.put_batch(rollout))
                 host_metrics(metrics)
                 updates += 1
                 if updates == measured_from:

@@ -14,6 +14,7 @@ writes `benchmarks/results/<device>/<name>.json` and `.png` (or under `--out-dir
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -28,11 +29,14 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stages  # noqa: E402
 
-from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.config import ConfigError  # noqa: E402
+from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.run.preflight import validate_for_machine  # noqa: E402
 
-STAGES = ("raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end")
+STAGES = (
+    "raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end",
+    "end_to_end_central",
+)  # fmt: skip
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -71,8 +75,23 @@ MEASURE = {
     "actors": lambda config, spec, seconds: stages.actors_alone(config, seconds),
     "learner": lambda config, spec, seconds: stages.learner_alone(config, seconds),
     "sync_baseline": lambda config, spec, seconds: stages.sync_baseline(config, seconds),
-    "end_to_end": lambda config, spec, seconds: stages.end_to_end(config, seconds),
+    "end_to_end": lambda config, spec, seconds: stages.end_to_end(local(config), seconds),
+    "end_to_end_central": lambda config, spec, seconds: stages.end_to_end(central(config), seconds),
 }
+
+
+def local(config):
+    """The config with each actor's own inference (the policy seam's local client)."""
+    return dataclasses.replace(
+        config, inference=dataclasses.replace(config.inference, client="local")
+    )
+
+
+def central(config):
+    """The config with a central inference server per actor device batching the actors."""
+    return dataclasses.replace(
+        config, inference=dataclasses.replace(config.inference, client="server")
+    )
 
 
 def run_stages(
@@ -117,6 +136,12 @@ def summarize(result: dict) -> None:
     if ratios:  # the median of same-repeat ratios: robust to a machine whose speed drifts
         result["async_over_sync"] = float(np.median(ratios))
         result["async_over_sync_per_repeat"] = ratios
+    pairs = zip(result.get("repeats", {}).get("end_to_end_central", []),
+                result.get("repeats", {}).get("end_to_end", []), strict=False)  # fmt: skip
+    ratios = [a["sps"] / b["sps"] for a, b in pairs if "error" not in a and "error" not in b]
+    if ratios:  # central inference against local, repeat by repeat
+        result["central_over_local"] = float(np.median(ratios))
+        result["central_over_local_per_repeat"] = ratios
     if "raw_async" not in measured:
         return
     raw = measured["raw_async"]["sps"]
@@ -130,7 +155,8 @@ LABELS = {
     "actors": "actors alone (inference, rollouts dropped)",
     "learner": "learner alone, host transfer (samples/s)",
     "sync_baseline": "synchronous act-step-update loop",
-    "end_to_end": "end-to-end training (steady)",
+    "end_to_end": "end-to-end training (steady), local inference",
+    "end_to_end_central": "end-to-end training, central inference server",
 }
 
 
@@ -165,6 +191,13 @@ def table(result: dict) -> str:
         spread = f" (median of {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
         lines.append(
             f"asynchronous pipeline / synchronous loop: {result['async_over_sync']:.2f}x{spread}"
+        )
+    if "central_over_local" in result:
+        each = result["central_over_local_per_repeat"]
+        spread = f" (median of {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
+        lines.append(
+            f"central inference server / local inference: {result['central_over_local']:.2f}x"
+            f"{spread}"
         )
     for stage, runs in result.get("repeats", {}).items():
         figures = [_figure(r) for r in runs if "error" not in r]

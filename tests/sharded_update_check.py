@@ -11,12 +11,13 @@ import sys
 import jax
 import numpy as np
 
+from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
 from jaxrl_dist.agents.ppo import PPOConfig, make_ppo
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.learning.learner import Learner
 from jaxrl_dist.learning.mesh import select_devices
+from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.types import Rollout
 
 DISCRETE = EnvSpec((4,), np.dtype(np.float32), 3)
@@ -54,14 +55,17 @@ CASES = {
 
 def run(case, learner_ids):
     make, algo_config, spec, net_config = CASES[case]
-    algo = make(algo_config, net_config, spec, num_updates=10)
-    learner = Learner(algo, select_devices((0,), learner_ids))
-    state = learner.put_state(algo.init(jax.random.PRNGKey(0)))
+    t, b = 6, 8  # random_rollout's unroll and batch
+    agent = make(algo_config, net_config, spec, RunShape(10 * t * b, t * b))  # 10 updates
+    assert RunShape(10 * t * b, t * b).num_updates == 10
+    learner = Learner(agent.learner, select_devices((0,), learner_ids), seed=0)
+    state = learner.init_state()
     for step in range(3):  # three updates: the optimizer state matters too
-        batch = learner.put_batch(random_rollout(spec, seed=step))
-        state, metrics = learner.update(state, batch)
+        batch = learner.put_batch(random_rollout(spec, t, b, seed=step))
+        state, metrics, priorities = learner.update(state, batch)
+        assert priorities is None  # the actor-critic agents take no priorities back
     shardings = {str(x.sharding) for x in jax.tree.leaves(batch)}
-    return jax.device_get(state.params), jax.device_get(metrics), shardings
+    return jax.device_get(learner.actor_params(state)), jax.device_get(metrics), shardings
 
 
 def compare(case):

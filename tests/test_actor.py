@@ -6,30 +6,40 @@ import threading
 import jax
 import numpy as np
 
+from jaxrl_dist.acting.actor import Actor, ActorShared, ActorStats
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
+from jaxrl_dist.agents.base import ActorIdentity, RunShape
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
 from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.networks import NetworkConfig
-from jaxrl_dist.acting.actor import Actor, ActorStats
-from jaxrl_dist.acting.params_store import ParamsStore
-from jaxrl_dist.acting.actor import make_act_step
+from jaxrl_dist.threads import put_until_stopped
 from jaxrl_dist.types import assert_rollout_shapes
 
 
 def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
     spec = env_spec("CartPole-v1", {})
-    algo = make_impala(ImpalaConfig(), NetworkConfig(torso="mlp"), spec, num_updates=1)
+    agent = make_impala(ImpalaConfig(), NetworkConfig(torso="mlp"), spec, RunShape(1, 1))
     device = jax.devices()[0]
     store = ParamsStore([device])
-    store.publish(algo.init(jax.random.PRNGKey(0)).params, version=7)
+
+    def params(seed):  # the actor params of a fresh learner state
+        return agent.learner.actor_params(agent.learner.init(jax.random.PRNGKey(seed)))
+
+    store.publish(params(0), version=7)
     out, stop, stats = queue.Queue(maxsize=1), threading.Event(), ActorStats()
-    act_step = make_act_step(algo.act, algo.env_action)
-    actor = Actor(
-        0, lambda _: make_env("CartPole-v1", {}, num_envs, batch, seed=3), act_step, store,
-        device, jax.random.PRNGKey(1), out, stop, stats, unroll, batch,
+    core = agent.actor
+    client = LocalClient(
+        jit_inference_step(core), core, store, device, ActorIdentity(0, 1), num_envs,
+        jax.random.PRNGKey(1), stop,
     )  # fmt: skip
+    shared = ActorShared(
+        lambda item: put_until_stopped(out, item, stop), stop, stats, unroll, batch
+    )
+    actor = Actor(0, lambda: make_env("CartPole-v1", {}, num_envs, batch, seed=3), client, shared)
     actor.start()
     items = [out.get(timeout=60) for _ in range(num_rollouts // 2)]
-    store.publish(algo.init(jax.random.PRNGKey(2)).params, version=8)  # the learner moved on
+    store.publish(params(2), version=8)  # the learner moved on
     items += [out.get(timeout=60) for _ in range(num_rollouts - num_rollouts // 2)]
     assert {item.actor_index for item in items} == {0}  # queue items carry the actor's index
     assert all(item.env_actions is None for item in items)  # kept by lockstep actors only

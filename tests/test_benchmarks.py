@@ -22,7 +22,10 @@ THROUGHPUT = os.path.join(BENCHMARKS, "throughput.py")
 SCALING = os.path.join(BENCHMARKS, "scaling.py")
 CARTPOLE_QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
 PENDULUM_QUICK = os.path.join(ROOT, "configs", "ppo_pendulum.py") + ":quick"
-STAGES = ("raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end")
+STAGES = (
+    "raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end",
+    "end_to_end_central",
+)  # fmt: skip
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 sys.path.insert(0, BENCHMARKS)
@@ -54,8 +57,9 @@ def _is_png(path) -> bool:
 
 
 def test_throughput_all_stages_consistent_result(tmp_path):
-    """All six stages measured with a positive figure; the ratios, the sync/async speed-up and the
-    bottleneck follow from the figures; command, environment, settings, PNG and table recorded."""
+    """All seven stages measured with a positive figure; the ratios, the sync/async and
+    central/local speed-ups and the bottleneck follow from the figures; command, environment,
+    settings, PNG and table recorded."""
     out_dir = tmp_path / "out"
     args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--out-dir", str(out_dir)]
     proc = _run(args)
@@ -79,6 +83,9 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     )
     assert result["async_over_sync"] == pytest.approx(
         measured["end_to_end"]["sps"] / measured["sync_baseline"]["sps"], rel=1e-9
+    )
+    assert result["central_over_local"] == pytest.approx(
+        measured["end_to_end_central"]["sps"] / measured["end_to_end"]["sps"], rel=1e-9
     )
 
     bottleneck = result["bottleneck"]
@@ -238,10 +245,10 @@ def test_synthetic_rollout_has_the_real_layout_and_updates(config_spec):
     env's observation shape and dtype, actions of the policy's shape, and one update on it gives
     finite metrics."""
     config, _ = parse_args(["--config", config_spec, "--workdir", "unused"])
-    spec, _, algorithm = stages.build(config)
-    state = algorithm.init(jax.random.PRNGKey(0))
+    spec, _, agent = stages.build(config)
+    state = agent.learner.init(jax.random.PRNGKey(0))
     t, b = config.unroll_length, config.batch_size
-    rollout = stages.synthetic_rollout(algorithm, spec, state.params, t, b, seed=3)
+    rollout = stages.synthetic_rollout(agent, spec, agent.learner.actor_params(state), t, b, seed=3)
 
     assert isinstance(rollout, Rollout)
     assert_rollout_shapes(rollout)
@@ -259,7 +266,7 @@ def test_synthetic_rollout_has_the_real_layout_and_updates(config_spec):
     if not spec.continuous:
         assert rollout.action.min() >= 0 and rollout.action.max() < spec.num_actions
 
-    new_state, metrics = jax.jit(algorithm.update)(state, rollout)
+    new_state, metrics = jax.jit(agent.learner.update)(state, rollout)
     metrics = jax.device_get(metrics)
     assert metrics
     for name, value in metrics.items():

@@ -1,5 +1,6 @@
-"""Policies from checkpoints (jaxrl_dist.tools.policy) and scripts/evaluate.py (jaxrl_dist.tools.evaluate_cli):
-one quick CartPole run (checkpoints at updates 5 and 10) is trained once and read by every test."""
+"""Policies from checkpoints (jaxrl_dist.tools.policy) and scripts/evaluate.py
+(jaxrl_dist.tools.evaluate_cli): one quick CartPole run (checkpoints at updates 5 and 10) is
+trained once and read by every test."""
 
 import json
 import os
@@ -14,11 +15,10 @@ import pytest
 from PIL import Image, ImageSequence
 
 from jaxrl_dist import agents
-from jaxrl_dist.config import cli
-from jaxrl_dist.tools import evaluate_cli
-from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
-from jaxrl_dist.config import build_config
+from jaxrl_dist.config import build_config, cli
 from jaxrl_dist.envs import env_spec, make_env
+from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
+from jaxrl_dist.tools import evaluate_cli
 from jaxrl_dist.tools.policy import describe_policy, list_steps, load_policy, resolve_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,7 +50,7 @@ def _add_step(workdir, step, source="latest", drop=(), **meta_updates):
     removed and `meta_updates` applied. The Checkpointer keeps its default number of steps, so
     older ones go, as in a run."""
     policy = load_policy(workdir, source)
-    target = abstract_like(policy.algorithm.init(jax.random.PRNGKey(0)))
+    target = abstract_like(policy.agent.learner.init(jax.random.PRNGKey(0)))
     with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
         state, meta = ckpt.restore(target, policy.step)
         meta = {k: v for k, v in meta.items() if k not in drop}

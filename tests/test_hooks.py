@@ -7,11 +7,13 @@ import os
 import numpy as np
 import pytest
 
-from jaxrl_dist.run import hparams
-from jaxrl_dist.run import trainer as trainer_module
-from jaxrl_dist.run.checkpoint import Checkpointer
+from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.errors import RunError
+from jaxrl_dist.learning.learner import Learner
+from jaxrl_dist.run import hparams
+from jaxrl_dist.run import session as session_module
+from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamError
 from jaxrl_dist.run.trainer import Trainer
@@ -24,6 +26,11 @@ STEPS_PER_UPDATE = 16 * 20  # the CartPole config's batch x unroll
 def _config(*overrides):
     args = ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", *overrides]
     return parse_args(args)[0]
+
+
+def _num_updates(config):
+    """Updates the run makes: the schedules' length (on-policy: batch x unroll env steps each)."""
+    return RunShape(config.total_env_steps, config.steps_per_update).num_updates
 
 
 def _records(workdir, key):
@@ -127,7 +134,7 @@ def test_checkpoints_by_env_steps_and_seconds(tmp_path):
     assert all(b - a >= every_s for a, b in zip(timed, timed[1:], strict=False))
 
 
-class _RecordingLearner(trainer_module.Learner):
+class _RecordingLearner(Learner):
     made: list = []
 
     def __init__(self, *args, **kwargs):
@@ -136,7 +143,7 @@ class _RecordingLearner(trainer_module.Learner):
 
 
 def test_learning_rate_changed_from_a_hook_without_recompiling(tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_module, "Learner", _RecordingLearner)
+    monkeypatch.setattr(session_module, "Learner", _RecordingLearner)
     config = _config("--config.log_every_updates=1", "--config.total_env_steps=6400")
     workdir = str(tmp_path / "run")
     trainer = Trainer(config, workdir, quiet=True)
@@ -153,7 +160,7 @@ def test_learning_rate_changed_from_a_hook_without_recompiling(tmp_path, monkeyp
     result = trainer.run()
 
     lr = dict(_records(workdir, "losses/learning_rate"))
-    anneal = lambda update: 1.0 - update / config.num_updates  # noqa: E731
+    anneal = lambda update: 1.0 - update / _num_updates(config)  # noqa: E731
     # The logged rate is the one of the update that produced the record (update k+1 used step k).
     assert lr[10 * STEPS_PER_UPDATE] == pytest.approx(1e-3 * anneal(9), rel=1e-5)
     assert lr[11 * STEPS_PER_UPDATE] == pytest.approx(1e-4 * anneal(10), rel=1e-5)
@@ -206,7 +213,7 @@ def test_control_file_changes_a_running_job_and_the_change_survives_resume(
     result = Trainer(config, str(workdir), resume=True, quiet=True).run()
     lr = dict(_records(workdir, "losses/learning_rate"))
     after = 21 * STEPS_PER_UPDATE  # the first update after the resume
-    assert lr[after] == pytest.approx(2e-4 * (1.0 - 20 / config.num_updates), rel=1e-5)
+    assert lr[after] == pytest.approx(2e-4 * (1.0 - 20 / _num_updates(config)), rel=1e-5)
     changes = result.summary["hparam_changes"]
     assert [(c["updates"], c["source"], c["values"]) for c in changes] == [
         (3, "control.json", {"learning_rate": 2e-4}),

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.cli import command_line_message
 from jaxrl_dist.networks import NetworkConfig, make_actor_critic, resolve_torso
 from jaxrl_dist.networks.torsos import frames_to_nhwc
 
@@ -157,8 +159,10 @@ def test_bad_config_raises_naming_field(field, value):
     with pytest.raises(ValueError) as err:
         NetworkConfig(**{field: value})
     msg = str(err.value)
-    assert f"network.{field}={value!r}" in msg and f"--config.network.{field}" in msg
+    assert f"network.{field}={value!r}" in msg and f"set config.network.{field}" in msg
     assert "\n" not in msg
+    # On the command line (train.py) the fix names the override flag.
+    assert f"set --config.network.{field}" in command_line_message(ConfigError(msg))
 
 
 def test_config_error_lists_allowed_values():

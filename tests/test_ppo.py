@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.agents.distributions import Categorical
 from jaxrl_dist.agents.ppo import PPOConfig, advantages_and_targets, ppo_loss
 from jaxrl_dist.config.cli import parse_args
@@ -119,4 +120,5 @@ def test_ppo_atari_quick_runs(tmp_path):
     config_file = os.path.join(ROOT, "configs", "ppo_atari.py")
     config, _ = parse_args(["--config", f"{config_file}:quick", "--workdir", "unused"])
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
-    assert summary["updates"] == config.num_updates and summary["final_eval_return"] is not None
+    num_updates = RunShape(config.total_env_steps, config.steps_per_update).num_updates
+    assert summary["updates"] == num_updates and summary["final_eval_return"] is not None

@@ -7,7 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.config import ConfigError, TrainConfig
+from jaxrl_dist.config.cli import command_line_message
+from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.logger import WINDOW_FIELDS, LogWindow, Progress
 
 
@@ -34,7 +36,7 @@ def test_log_record_weights_episodes_across_processes():
     ])  # fmt: skip
     assert rows.shape == (2, len(WINDOW_FIELDS))
     w0._time -= 2.0  # a 2 s window
-    counters = {"env_steps": 640, "updates": 2, "dropped_rollouts": 5, "actor_restarts": 1}
+    counters = Counters(env_steps=640, updates=2, dropped_rollouts=5, actor_restarts=1)
     record = w0.record({"loss": 1.5}, counters, rows)
     assert record["charts/episodes"] == 4
     assert record["charts/episode_return"] == pytest.approx(25.0)
@@ -52,7 +54,7 @@ def test_log_record_weights_episodes_across_processes():
 def test_one_process_record_is_its_own_window():
     w = LogWindow(0)
     timers = dict.fromkeys(("env_s", "rollout_s", "inference_s", "queue_put_s"), 0.0)
-    counters = {"env_steps": 0, "updates": 1, "dropped_rollouts": 0, "actor_restarts": 0}
+    counters = Counters(env_steps=0, updates=1, dropped_rollouts=0, actor_restarts=0)
     record = w.record({}, counters, w.totals(_actor(50, [], timers), queue_size=1))
     assert record["stats/processes"] == 1 and "charts/episode_return" not in record
 
@@ -66,7 +68,10 @@ def test_process_count_checks():
     assert det.process_problem(2) is None
     one_actor_short = dataclasses.replace(det, batch_size=8)
     assert "one unroll of every actor" in one_actor_short.process_problem(2)
-    assert "--config.batch_size=16" in one_actor_short.process_problem(2)
+    problem = one_actor_short.process_problem(2)
+    assert "fix it with config.batch_size=16" in problem
+    # On the command line (train.py) the fix names the override flag.
+    assert "--config.batch_size=16" in command_line_message(ConfigError(problem))
     assert TrainConfig(batch_size=48, envs_per_actor=32).rollout_segments(2) == 8  # gcd(24, 16)
 
 

@@ -2,6 +2,7 @@
 SIGTERM and SIGKILL then --resume (exact in deterministic mode), a NaN loss, damaged or
 mismatched checkpoints, a second Ctrl-C."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -15,14 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jaxrl_dist.acting.actor as actor_module
+import jaxrl_dist.acting.fleet as fleet_module
 from jaxrl_dist import agents
-from jaxrl_dist.agents.base import AlgorithmEntry
+from jaxrl_dist.acting.supervisor import RestartBudget
+from jaxrl_dist.agents.base import AgentEntry, RunShape
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
-from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.config.cli import main, parse_args
 from jaxrl_dist.errors import NonFiniteError
-from jaxrl_dist.acting.supervisor import RestartBudget
+from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,13 +66,13 @@ class FailingEnv:
 
 def _inject_env_failures(monkeypatch, fail_after_by_env):
     """The n-th EnvPool the actors make fails after `fail_after_by_env(n)` recv() calls."""
-    real_make_env, made = actor_module.make_env, []
+    real_make_env, made = fleet_module.make_env, []
 
     def make_env(*args, **kwargs):
         made.append(None)
         return FailingEnv(real_make_env(*args, **kwargs), fail_after_by_env(len(made) - 1))
 
-    monkeypatch.setattr(actor_module, "make_env", make_env)
+    monkeypatch.setattr(fleet_module, "make_env", make_env)
     return made
 
 
@@ -82,7 +83,9 @@ def test_an_actor_that_fails_once_is_restarted_and_the_run_goes_on(tmp_path, mon
     assert len(made) == 2  # the first EnvPool and its replacement
     assert summary["actor_restarts"] == 1
     assert summary["stop_reason"] == "total_env_steps reached"
-    assert summary["updates"] == config.num_updates
+    assert (
+        summary["updates"] == RunShape(config.total_env_steps, config.steps_per_update).num_updates
+    )
     with open(tmp_path / "run" / "metrics.jsonl") as f:
         logged = [r["stats/actor_restarts"] for r in map(json.loads, f) if "charts/sps" in r]
     assert logged[-1] == 1 and logged[0] in (0, 1)
@@ -205,16 +208,17 @@ def test_sigkill_mid_run_resumes_from_the_last_complete_checkpoint(tmp_path):
 def _impala_with_nan_loss_from(update: int):
     """IMPALA whose rewards (so loss, gradients and params) turn NaN from update `update` on."""
 
-    def make(config, network_config, env_spec, num_updates):
-        algorithm = make_impala(config, network_config, env_spec, num_updates)
+    def make(config, network_config, env_spec, run_shape):
+        agent = make_impala(config, network_config, env_spec, run_shape)
 
         def update_fn(state, rollout):
             poison = jnp.where(state.update_step + 1 >= update, jnp.nan, 1.0)
-            return algorithm.update(state, rollout._replace(reward=rollout.reward * poison))
+            return agent.learner.update(state, rollout._replace(reward=rollout.reward * poison))
 
-        return algorithm.__class__(**{**algorithm.__dict__, "update": update_fn})
+        learner = dataclasses.replace(agent.learner, update=update_fn)
+        return dataclasses.replace(agent, learner=learner)
 
-    return AlgorithmEntry(ImpalaConfig, make)
+    return AgentEntry(ImpalaConfig, make)
 
 
 def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
