@@ -12,6 +12,7 @@ stream however the run's actors are spread over processes.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -126,13 +127,9 @@ class Fleet:
         local = sorted(jax.local_devices(), key=lambda d: d.id)
         return [local[i] for i in ids]
 
-    def _slots_of(self, server: int) -> list[int]:
-        count = len(self._handles)
-        return [s for s in range(self._config.num_actor_threads) if s % count == server]
-
     def _server_spawner(self, devices: list[jax.Device], stop: threading.Event) -> Callable:
         cfg = self._config
-        per_server = max(len(self._slots_of(i)) for i in range(len(devices)))
+        per_server = math.ceil(cfg.num_actor_threads / len(devices))  # slots round-robin
         batch = cfg.inference.batch_size or per_server * cfg.env_batch_size
 
         def spawn(index: int, restarts: int) -> InferenceServer:

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist.acting.params_store import ParamsStore
-from jaxrl_dist.acting.policy_client import ActResult, make_inference_step, wait_for_params
+from jaxrl_dist.acting.policy_client import ActResult, jit_inference_step, wait_for_params
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.threads import POLL_S
 from jaxrl_dist.types import PyTree
@@ -96,7 +96,7 @@ class InferenceServer(threading.Thread):
         self._halt = stop  # not `_stop`: threading.Thread has a `_stop` method
         self._timeout_s, self._period = timeout_ms / 1000.0, broadcast_period
         self._pad_row = slots * envs_per_slot  # the state has one more row: the padding row
-        self.step = jax.jit(make_inference_step(core), donate_argnums=3)
+        self.step = jit_inference_step(core)
         self._lock = threading.Lock()  # guards the state (the step donates it)
         self._state: PyTree | None = None  # built at the first register
         self._registered: set[int] = set()
@@ -151,9 +151,6 @@ class InferenceServer(threading.Thread):
 
     def params_published(self, min_version: int, stop: threading.Event) -> bool:
         """Waits until the store holds params of at least `min_version`; False if stopped."""
-        newest = self._store.version
-        if newest is not None and newest >= min_version:
-            return True
         return wait_for_params(self._store, self._device, min_version, stop) is not None
 
     def stats(self) -> dict[str, float]:

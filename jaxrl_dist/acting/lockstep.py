@@ -21,8 +21,6 @@ import numpy as np
 
 from jaxrl_dist.acting.actor import Actor, ActorShared, ActorStats
 from jaxrl_dist.acting.policy_client import PolicyClient
-from jaxrl_dist.data.segments import SegmentBuffer
-from jaxrl_dist.envs import EpisodeTracker
 
 
 @dataclasses.dataclass
@@ -94,7 +92,7 @@ class LockstepActor(Actor):
         data kept); returns a fresh segment buffer, episode tracker and the first recv() (None
         on a stop)."""
         num_envs = env.config["num_envs"]
-        tracker = EpisodeTracker(num_envs)
+        buffer, tracker = self._new_buffers(num_envs)
         every_env = np.arange(num_envs)
         env.async_reset()
         for env_action in () if replay is None else replay.reshape(-1, *replay.shape[2:]):
@@ -106,8 +104,6 @@ class LockstepActor(Actor):
         step = env.recv()
         # Episodes this recv() ends were reported by the run (or actor) that first played them.
         tracker.update(step[4]["env_id"], *step[1:4], step[4])
-        shared = self._shared
-        buffer = SegmentBuffer(num_envs, shared.unroll_length, shared.segments_per_rollout)
         buffer.add_observation(step[4]["env_id"], *step[:4])
         return buffer, tracker, step
 

@@ -104,7 +104,7 @@ class LocalClient:
             return None
         params, version = got
         action, env_action, extras, self._state = self._step(
-            params, obs, env_ids.astype(np.int32), self._state
+            params, obs, env_ids.astype(np.int32, copy=False), self._state
         )
         action, env_action, extras = jax.device_get((action, env_action, extras))
         return ActResult(action, env_action, extras, version)

@@ -90,9 +90,8 @@ class OnPolicyQueue:
                 dropped += 1
                 continue  # a straggler: acted with params too old to learn from
             got.append(item)
-        if self._ordered:
-            got.sort(key=lambda item: item.actor_index)  # a stable sort
         env_actions = None
-        if self._ordered:  # items in actor order: columns in global actor order
+        if self._ordered:  # items in actor order (a stable sort): columns in global actor order
+            got.sort(key=lambda item: item.actor_index)
             env_actions = np.concatenate([item.env_actions for item in got], axis=1)
         return Batch(concatenate_rollouts([i.rollout for i in got]), steps, dropped, env_actions)

@@ -69,7 +69,8 @@ class Session:
 
 
 def _initial_state(cfg, prepared, learner, ckpt, replay, resume, cluster, history):
-    """(state, counters, the replay for the actors {global actor index: env actions})."""
+    """(state, counters, the resumed checkpoint's meta or None, the replay for the actors
+    {global actor index: env actions})."""
     state = learner.init_state()
     if resume:
         columns = cfg.process_batch_size(cluster.count)

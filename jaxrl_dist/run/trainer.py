@@ -244,9 +244,8 @@ class Trainer:
                 self._save(run)
 
     def _read(self, run: Session) -> tuple[Batch | None, RunError | None]:
-        """This process's next batch (None on a stop request), or the failure that ended it."""
-        if self.stop.requested.is_set():
-            return None, None
+        """This process's next batch (None on a stop request: the data seam reads the trainer's
+        stop flag), or the failure that ended it."""
         try:
             return run.data.read(run.counters.updates), None
         except RunError as e:
