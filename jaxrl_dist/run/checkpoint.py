@@ -23,7 +23,6 @@ logging.getLogger("absl").addFilter(
 )
 
 
-
 def _skip_raw_write_throughput() -> None:
     """Orbax (0.12.x) reads TensorStore's kvstore metrics before and after every array save, only
     to log a raw write throughput, and `tensorstore.experimental_collect_matching_metrics`
