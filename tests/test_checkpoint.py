@@ -29,5 +29,5 @@ def test_saves_leave_no_python_objects_behind(tmp_path):
         grown = _live_lists() - before
         assert ckpt.all_steps() == [38, 39]
     assert grown < 30, f"{grown} more live lists after 30 saves: something keeps one per save"
-    params = restore_params(str(tmp_path))
-    assert float(params["w3"][0, 0]) == 3.0
+    restored = restore_params(str(tmp_path))
+    assert float(restored["w3"][0, 0]) == 3.0
