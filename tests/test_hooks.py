@@ -117,7 +117,7 @@ def test_checkpoints_by_env_steps_and_seconds(tmp_path):
     assert result.summary["best_checkpoint_step"] == 20
     with Checkpointer(result.checkpoint_dir, create=False) as ckpt:
         assert ckpt.restore_meta(20)["eval_metric"] == result.best_eval_metric is not None
-    every_s = 0.2
+    every_s = 0.05
     config = _config(
         f"--config.checkpoint_every_s={every_s}", "--config.keep_checkpoints=100",
         "--config.total_env_steps=9600",

@@ -1,21 +1,10 @@
 """The learner update on 4 fake CPU devices equals the 1-device update (own process)."""
 
-import json
-import os
-import subprocess
-import sys
-
-HERE = os.path.dirname(__file__)
+from fake_devices import run_check
 
 
 def test_four_device_updates_equal_one_device_updates():
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4", "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run(
-        [sys.executable, os.path.join(HERE, "sharded_update_check.py")],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = json.loads(out.stdout.strip().splitlines()[-1])
+    results = run_check("sharded_update_check.py")
     assert set(results) == {"impala", "ppo", "ppo_continuous_obs_norm", "impala_continuous"}
     for case, result in results.items():
         # The batch really is split over the 4 devices along B.

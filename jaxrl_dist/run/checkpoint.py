@@ -1,9 +1,11 @@
 """A thin Orbax wrapper: the one file to change when Orbax's API moves.
 
 Each checkpoint step holds `state` (the whole `LearnerState`: params, optimizer state, RNG key,
-update counter) and `meta` (JSON: counters, the run config). Saves are atomic (Orbax writes to a
-temporary directory and renames), so a killed run resumes from the last complete step. Only the
-main thread calls `save`.
+update counter, packed into a few flat arrays: `packing.py` says why), `layout` (JSON: where each
+leaf went) and `meta` (JSON: counters, the run config). Steps saved before packing (no `layout`)
+are read as they were written. Saves are atomic (Orbax writes to a temporary directory and
+renames), so a killed run resumes from the last complete step. Only the main thread calls
+`save`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+
+from jaxrl_dist.run import packing
 
 # Orbax warns at every save without metrics once `best_fn` is set; most saves have none.
 logging.getLogger("absl").addFilter(
@@ -92,7 +96,12 @@ class Checkpointer:
         """`replay`: an optional tree of global arrays (deterministic mode's recorded actions),
         kept as a third item. `metric`: the evaluation metric of exactly this state, if it was
         evaluated; Orbax keeps it beside the step, and it ranks the step for `keep_best`."""
-        items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
+        stored, layout = packing.pack(state)
+        items = {
+            "state": ocp.args.StandardSave(stored),
+            "layout": ocp.args.JsonSave(layout),
+            "meta": ocp.args.JsonSave(meta),
+        }
         if replay is not None:
             items["replay"] = ocp.args.StandardSave(replay)
         metrics = None if metric is None else {METRIC: float(metric)}
@@ -104,13 +113,20 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        layout = _layout(self._manager, step)
+        target = (
+            abstract_state if layout is None else packing.restore_target(layout, abstract_state)
+        )
         restored = self._manager.restore(
             step,
             args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()
+                state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()
             ),
         )
-        return restored["state"], restored["meta"]
+        state = restored["state"]
+        if layout is not None:
+            state = packing.unpack(state, layout, abstract_state)
+        return state, restored["meta"]
 
     def restore_replay(self, step: int) -> Any:
         """The `replay` item of `step` as host arrays, whole (every process gets all of it)."""
@@ -172,6 +188,7 @@ def _item_handlers() -> dict[str, ocp.CheckpointHandler]:
     """Every item a step may hold, so any subset restores without Orbax's warnings."""
     return {
         "state": ocp.StandardCheckpointHandler(),
+        "layout": ocp.JsonCheckpointHandler(),
         "meta": ocp.JsonCheckpointHandler(),
         "replay": ocp.StandardCheckpointHandler(),
     }
@@ -194,13 +211,33 @@ def restore_params(path: str, step: int | None = None) -> Any:
     manager = _reader(directory)
     try:
         step = manager.latest_step() if step is None else step
-        target = _on_one_local_device(manager.item_metadata(step)["state"])
+        layout = _layout(manager, step)
+        if layout is None:  # saved before packing
+            target = _on_one_local_device(manager.item_metadata(step)["state"])
+        else:
+            target = packing.restore_target(layout, None)
         restored = manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
         )
     finally:
         manager.close()
-    return jax.device_get(restored["state"]["params"])
+    state = restored["state"]
+    if layout is not None:
+        state = packing.unpack(jax.tree.map(_local_copy, state), layout, None)
+    return jax.device_get(state["params"])
+
+
+def _layout(manager: ocp.CheckpointManager, step: int) -> list[dict] | None:
+    """Step `step`'s packing layout; None for a step saved before packing (no `layout` item)."""
+    if not os.path.isdir(os.path.join(manager.directory, str(step), "layout")):
+        return None
+    restored = manager.restore(step, args=ocp.args.Composite(layout=ocp.args.JsonRestore()))
+    return restored["layout"]
+
+
+def _local_copy(x: Any) -> Any:
+    """A whole array's copy on this process (`device_get` refuses arrays spanning others)."""
+    return np.asarray(x.addressable_data(0)) if isinstance(x, jax.Array) else x
 
 
 class CheckpointReadError(RuntimeError):
@@ -217,9 +254,15 @@ def state_mismatch(directory: str, abstract_state: Any, step: int | None = None)
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {directory}")
         try:
+            layout = _layout(manager, step)
             saved = manager.item_metadata(step)["state"]
             if saved is None:
                 raise ValueError("no state metadata")
+            if layout is not None:  # the stored arrays must be the ones the layout names
+                problem = tree_difference(saved, packing.restore_target(layout, None))
+                if problem:
+                    raise ValueError(f"the state does not match its layout: {problem}")
+                saved = packing.abstract_from_layout(layout)
         except Exception as e:  # noqa: BLE001  Orbax raises many kinds here
             raise CheckpointReadError(f"step {step} cannot be read ({first_line(e)})") from None
     finally:
@@ -227,27 +270,28 @@ def state_mismatch(directory: str, abstract_state: Any, step: int | None = None)
     return tree_difference(saved, abstract_state)
 
 
-def _by_path(tree: Any) -> dict[str, Any]:
-    """Leaves by key path: Orbax restores NamedTuples as dicts, so trees are matched this way,
-    not by their structure."""
-    return {_path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
 def tree_difference(saved: Any, wanted: Any) -> str | None:
     """One line naming the first leaf (by key path) whose shape or dtype differs between a saved
     tree and the wanted one, or that only one of them has; None if they match."""
-    have, want = _by_path(saved), _by_path(wanted)
+    have, want = packing.leaves_by_path(saved), packing.leaves_by_path(wanted)
     for name in sorted(set(have) | set(want)):
         h, w = have.get(name), want.get(name)
         if h is None or w is None:
             where = "the checkpoint" if w is None else "this config"
             return f"{name} exists only in {where}"
-        if (tuple(h.shape), np.dtype(h.dtype)) != (tuple(w.shape), np.dtype(w.dtype)):
+        if (tuple(h.shape), _dtype_name(h)) != (tuple(w.shape), _dtype_name(w)):
             return (
-                f"{name} is {np.dtype(h.dtype).name}{list(h.shape)} in the checkpoint but "
-                f"{np.dtype(w.dtype).name}{list(w.shape)} with this config"
+                f"{name} is {_dtype_name(h)}{list(h.shape)} in the checkpoint but "
+                f"{_dtype_name(w)}{list(w.shape)} with this config"
             )
     return None
+
+
+def _dtype_name(leaf: Any) -> str:
+    """`float32`, or `key<fry>` for a typed PRNG key (which NumPy cannot name)."""
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return str(leaf.dtype)
+    return np.dtype(leaf.dtype).name
 
 
 def first_line(error: BaseException) -> str:
@@ -269,14 +313,9 @@ def restore_params_like(path: str, params_shapes: Any) -> Any:
 def restructure_like(tree: Any, like: Any) -> Any:
     """`tree`'s leaves in `like`'s tree structure, matched by key path (Orbax restores
     NamedTuples as dicts). Check with `tree_difference` first."""
-    have = _by_path(tree)
+    have = packing.leaves_by_path(tree)
     want, treedef = jax.tree_util.tree_flatten_with_path(like)
-    return jax.tree_util.tree_unflatten(treedef, [have[_path_str(p)] for p, _ in want])
-
-
-def _path_str(path) -> str:
-    keys = (getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))) for k in path)
-    return "/".join(str(k) for k in keys)
+    return jax.tree_util.tree_unflatten(treedef, [have[packing.path_name(p)] for p, _ in want])
 
 
 def tree_digest(tree: Any) -> str:
@@ -285,6 +324,6 @@ def tree_digest(tree: Any) -> str:
     a dict."""
     digest = hashlib.sha256()
     leaves = jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]  # local copies
-    for _, leaf in sorted(leaves, key=lambda item: _path_str(item[0])):
+    for _, leaf in sorted(leaves, key=lambda item: packing.path_name(item[0])):
         digest.update(np.ascontiguousarray(leaf).tobytes())
     return digest.hexdigest()
