@@ -1,15 +1,16 @@
-"""A learner state as a few flat arrays: the form checkpoints store it in.
+"""A learner state as one byte array: the form checkpoints store it in.
 
-TensorStore keeps about 0.5-0.9 KiB of native memory per array written, for the life of the
-process (measured under Orbax 0.12.8, TensorStore 0.1.86), so a run that saved a 49-leaf CartPole
-state every few seconds grew ~37 MiB an hour. Saving the replicated leaves as one flat host array
-per dtype makes that cost per save, not per leaf, and the save ~4x faster. Leaves that are not
-fully replicated (a sharded replay, sharded params) stay global arrays, one each, so every
-process writes only its own shards.
+TensorStore keeps 1-2 KiB of native memory per array written, for the life of the process
+(measured under Orbax 0.12.8, TensorStore 0.1.86), so a run that saved a 49-leaf CartPole state
+every few seconds grew ~37 MiB an hour. Saving every replicated leaf's bytes in one flat host
+array makes that cost per save, not per leaf or per dtype, and the save ~4x faster. Leaves that
+are not fully replicated (a sharded replay, sharded params) stay global arrays, one each, so
+every process writes only its own shards.
 
 `layout` (JSON, one entry per leaf in key-path order) says where each leaf went: `path` (its
-key names), `shape`, `dtype`, and either `offset` into `packed[dtype]` or `index` into
-`sharded`. Typed PRNG keys are stored as their key data, with `key_impl` naming the impl.
+key names), `shape`, `dtype`, and either `offset` (bytes, 16-aligned) into `packed` or `index`
+into `sharded`, in the host's byte order (little-endian wherever JAX runs). Typed PRNG keys
+are stored as their key data, with `key_impl` naming the impl.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import jax
 import numpy as np
 
 PACKED, SHARDED = "packed", "sharded"
+ALIGN = 16  # bytes: every packed leaf starts at a multiple, so its view is aligned
 
 
 def pack(state: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """`state` (any pytree of arrays) -> (`{"packed": {dtype: [N] np.ndarray}, "sharded":
-    [jax.Array, ...]}`, layout). Replicated leaves are copied to the host."""
-    chunks: dict[str, list[np.ndarray]] = {}
-    sizes: dict[str, int] = {}
+    """`state` (any pytree of arrays) -> (`{"packed": [N] uint8, "sharded": [jax.Array, ...]}`,
+    layout). Replicated leaves are copied to the host."""
+    chunks: list[np.ndarray] = []
+    size = 0
     sharded: list[jax.Array] = []
     layout = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
@@ -37,10 +39,11 @@ def pack(state: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         entry.update(shape=list(np.shape(leaf)), dtype=np.dtype(leaf.dtype).name)
         if _is_replicated(leaf):
             host = np.asarray(leaf.addressable_data(0) if isinstance(leaf, jax.Array) else leaf)
-            dtype = entry["dtype"]
-            entry["offset"] = sizes.get(dtype, 0)
-            chunks.setdefault(dtype, []).append(host.reshape(-1))
-            sizes[dtype] = entry["offset"] + host.size
+            raw = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+            entry["offset"] = size
+            padding = -raw.size % ALIGN
+            chunks += [raw, np.zeros(padding, np.uint8)]
+            size += raw.size + padding
         else:
             if "key_impl" in entry:
                 raise ValueError(
@@ -50,15 +53,15 @@ def pack(state: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             entry["index"] = len(sharded)
             sharded.append(leaf)
         layout.append(entry)
-    packed = {dtype: np.concatenate(parts) for dtype, parts in chunks.items()}
+    packed = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
     return _without_empty({PACKED: packed, SHARDED: sharded}), layout
 
 
 def restore_target(layout: list[dict], abstract_state: Any | None) -> dict[str, Any]:
-    """What Orbax restores the packed arrays into: host arrays for `packed`; for `sharded`,
+    """What Orbax restores the packed arrays into: a host array for `packed`; for `sharded`,
     the shardings of `abstract_state`'s leaves (matched by path), or every leaf whole on
     every device when `abstract_state` is None."""
-    sizes: dict[str, int] = {}
+    size = 0
     sharded: list[Any] = []
     wanted = {} if abstract_state is None else leaves_by_path(abstract_state)
     whole = jax.sharding.NamedSharding(
@@ -67,14 +70,13 @@ def restore_target(layout: list[dict], abstract_state: Any | None) -> dict[str, 
     for entry in layout:
         shape, dtype = tuple(entry["shape"]), np.dtype(entry["dtype"])
         if "offset" in entry:
-            end = entry["offset"] + int(np.prod(shape, dtype=np.int64))
-            sizes[entry["dtype"]] = max(sizes.get(entry["dtype"], 0), end)
+            nbytes = _nbytes(entry)
+            size = max(size, entry["offset"] + nbytes + (-nbytes % ALIGN))
         else:
             like = wanted.get("/".join(entry["path"]))
             sharding = getattr(like, "sharding", None) or whole
             sharded.append(jax.ShapeDtypeStruct(shape, dtype, sharding=sharding))
-    packed = {d: np.zeros((n,), np.dtype(d)) for d, n in sizes.items()}
-    return _without_empty({PACKED: packed, SHARDED: sharded})
+    return _without_empty({PACKED: np.zeros((size,), np.uint8), SHARDED: sharded})
 
 
 def unpack(stored: dict[str, Any], layout: list[dict], abstract_state: Any | None) -> Any:
@@ -85,9 +87,8 @@ def unpack(stored: dict[str, Any], layout: list[dict], abstract_state: Any | Non
     for entry in layout:
         shape = tuple(entry["shape"])
         if "offset" in entry:
-            flat = np.asarray(stored[PACKED][entry["dtype"]])
-            size = int(np.prod(shape, dtype=np.int64))
-            leaf = flat[entry["offset"] : entry["offset"] + size].reshape(shape)
+            raw = np.asarray(stored[PACKED])[entry["offset"] : entry["offset"] + _nbytes(entry)]
+            leaf = raw.view(np.dtype(entry["dtype"])).reshape(shape)
         else:
             leaf = stored[SHARDED][entry["index"]]
         leaves["/".join(entry["path"])] = (leaf, entry.get("key_impl"))
@@ -150,6 +151,10 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(key, {})
         node[last] = leaf
     return tree
+
+
+def _nbytes(entry: dict) -> int:
+    return int(np.prod(entry["shape"], dtype=np.int64)) * np.dtype(entry["dtype"]).itemsize
 
 
 def _without_empty(stored: dict[str, Any]) -> dict[str, Any]:
