@@ -4,6 +4,7 @@ Saves a state with one leaf split over 4 devices and restores it onto its own sh
 devices and replicated; prints a JSON verdict."""
 
 import json
+import os
 import sys
 import tempfile
 
@@ -49,6 +50,7 @@ def main() -> None:
     )
     verdict = {
         "stored": names,
+        "packed_files": sorted(os.listdir(f"{directory}/1/packed")),
         "same_bits": [tree_digest(r) == tree_digest(state) for r in restored],
         "restored_specs": [list(r["buffer"].sharding.spec) for r in restored],
         "restored_devices": [len(r["buffer"].sharding.device_set) for r in restored],

@@ -273,7 +273,7 @@ def test_a_damaged_checkpoint_is_refused_with_the_way_out(tmp_path, capsys):
     steps = sorted(int(n) for n in os.listdir(ckpts) if n.isdigit())
     assert len(steps) >= 2
     latest = ckpts / str(steps[-1])
-    shutil.rmtree(latest / "state")  # a partial copy of the run directory, say
+    shutil.rmtree(latest / "packed")  # a partial copy of the run directory, say
     before = _snapshot(workdir)
     code = main([*QUICK[:-1], str(workdir), "--resume"])
     err = capsys.readouterr().err.strip()

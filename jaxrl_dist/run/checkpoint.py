@@ -10,6 +10,7 @@ renames), so a killed run resumes from the last complete step. Only the main thr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -43,6 +44,40 @@ def _skip_raw_write_throughput() -> None:
 
 
 _skip_raw_write_throughput()
+
+
+class BytesHandler(ocp.JsonCheckpointHandler):
+    """One byte string as a plain file, written by the primary process (as Orbax's JSON items
+    are): the packed state, without TensorStore, whose native memory grows by a few KiB with
+    every array it writes (`packing.py`). Restores to a `uint8` NumPy array."""
+
+    FILENAME = "bytes"
+
+    def __init__(self):
+        super().__init__(self.FILENAME)
+
+    async def _save_fn(self, x: bytes, directory) -> None:
+        if self._primary_host is None or jax.process_index() == self._primary_host:
+            (directory / self.FILENAME).write_bytes(x)
+
+    def restore(self, directory, item=None, args=None) -> np.ndarray:
+        path = directory / self.FILENAME
+        if not path.exists():
+            raise FileNotFoundError(f"{path} not found")
+        return np.frombuffer(path.read_bytes(), np.uint8)
+
+
+@ocp.args.register_with_handler(BytesHandler, for_save=True)
+@dataclasses.dataclass
+class BytesSave(ocp.args.CheckpointArgs):
+    item: bytes
+
+
+@ocp.args.register_with_handler(BytesHandler, for_restore=True)
+@dataclasses.dataclass
+class BytesRestore(ocp.args.CheckpointArgs):
+    item: bytes | None = None
+
 
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
 
@@ -97,11 +132,11 @@ class Checkpointer:
         kept as a third item. `metric`: the evaluation metric of exactly this state, if it was
         evaluated; Orbax keeps it beside the step, and it ranks the step for `keep_best`."""
         stored, layout = packing.pack(state)
-        items = {
-            "state": ocp.args.StandardSave(stored),
-            "layout": ocp.args.JsonSave(layout),
-            "meta": ocp.args.JsonSave(meta),
-        }
+        items = {"layout": ocp.args.JsonSave(layout), "meta": ocp.args.JsonSave(meta)}
+        if packing.PACKED in stored:
+            items["packed"] = BytesSave(stored[packing.PACKED].tobytes())
+        if packing.SHARDED in stored:
+            items["state"] = ocp.args.StandardSave({packing.SHARDED: stored[packing.SHARDED]})
         if replay is not None:
             items["replay"] = ocp.args.StandardSave(replay)
         metrics = None if metric is None else {METRIC: float(metric)}
@@ -114,19 +149,16 @@ class Checkpointer:
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
         layout = _layout(self._manager, step)
-        target = (
-            abstract_state if layout is None else packing.restore_target(layout, abstract_state)
-        )
-        restored = self._manager.restore(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()
-            ),
-        )
-        state = restored["state"]
-        if layout is not None:
-            state = packing.unpack(state, layout, abstract_state)
-        return state, restored["meta"]
+        if layout is None:  # saved before packing
+            restored = self._manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()
+                ),
+            )
+            return restored["state"], restored["meta"]
+        stored = _read_stored(self._manager, step, layout, abstract_state)
+        return packing.unpack(stored, layout, abstract_state), self.restore_meta(step)
 
     def restore_replay(self, step: int) -> Any:
         """The `replay` item of `step` as host arrays, whole (every process gets all of it)."""
@@ -188,6 +220,7 @@ def _item_handlers() -> dict[str, ocp.CheckpointHandler]:
     """Every item a step may hold, so any subset restores without Orbax's warnings."""
     return {
         "state": ocp.StandardCheckpointHandler(),
+        "packed": BytesHandler(),
         "layout": ocp.JsonCheckpointHandler(),
         "meta": ocp.JsonCheckpointHandler(),
         "replay": ocp.StandardCheckpointHandler(),
@@ -214,17 +247,37 @@ def restore_params(path: str, step: int | None = None) -> Any:
         layout = _layout(manager, step)
         if layout is None:  # saved before packing
             target = _on_one_local_device(manager.item_metadata(step)["state"])
-        else:
-            target = packing.restore_target(layout, None)
-        restored = manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
-        )
+            restored = manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
+            )
+            return jax.device_get(restored["state"]["params"])
+        stored = jax.tree.map(_local_copy, _read_stored(manager, step, layout, None))
     finally:
         manager.close()
-    state = restored["state"]
-    if layout is not None:
-        state = packing.unpack(jax.tree.map(_local_copy, state), layout, None)
-    return jax.device_get(state["params"])
+    return jax.device_get(packing.unpack(stored, layout, None)["params"])
+
+
+def _read_stored(
+    manager: ocp.CheckpointManager, step: int, layout: list[dict], abstract_state: Any
+) -> dict[str, Any]:
+    """What `packing.pack` stored at `step`, sharded leaves on `abstract_state`'s shardings
+    (whole on every device when None). Raises ValueError when the packed bytes are cut."""
+    target = packing.restore_target(layout, abstract_state)
+    args = {}
+    if packing.PACKED in target:
+        args["packed"] = BytesRestore()
+    if packing.SHARDED in target:
+        args["state"] = ocp.args.StandardRestore({packing.SHARDED: target[packing.SHARDED]})
+    restored = manager.restore(step, args=ocp.args.Composite(**args))
+    stored = {}
+    if packing.PACKED in target:
+        stored[packing.PACKED] = restored["packed"]
+        want, have = target[packing.PACKED].size, restored["packed"].size
+        if have != want:
+            raise ValueError(f"step {step} holds {have} packed bytes, its layout {want}")
+    if packing.SHARDED in target:
+        stored[packing.SHARDED] = restored["state"][packing.SHARDED]
+    return stored
 
 
 def _layout(manager: ocp.CheckpointManager, step: int) -> list[dict] | None:
@@ -233,6 +286,26 @@ def _layout(manager: ocp.CheckpointManager, step: int) -> list[dict] | None:
         return None
     restored = manager.restore(step, args=ocp.args.Composite(layout=ocp.args.JsonRestore()))
     return restored["layout"]
+
+
+def _check_stored(manager: ocp.CheckpointManager, step: int, layout: list[dict]) -> None:
+    """Raises ValueError unless `step` holds the packed bytes and sharded arrays its layout
+    names (a partial copy, a damaged step), without reading the arrays."""
+    target = packing.restore_target(layout, None)
+    if packing.PACKED in target:
+        path = os.path.join(manager.directory, str(step), "packed", BytesHandler.FILENAME)
+        size = os.path.getsize(path) if os.path.exists(path) else None
+        if size != target[packing.PACKED].size:
+            raise ValueError(
+                f"packed state: {size} bytes, its layout says {target[packing.PACKED].size}"
+            )
+    if packing.SHARDED in target:
+        saved = manager.item_metadata(step)["state"]
+        if saved is None:
+            raise ValueError("no state metadata")
+        problem = tree_difference(saved, {packing.SHARDED: target[packing.SHARDED]})
+        if problem:
+            raise ValueError(f"the state does not match its layout: {problem}")
 
 
 def _local_copy(x: Any) -> Any:
@@ -255,13 +328,12 @@ def state_mismatch(directory: str, abstract_state: Any, step: int | None = None)
             raise FileNotFoundError(f"no checkpoint in {directory}")
         try:
             layout = _layout(manager, step)
-            saved = manager.item_metadata(step)["state"]
-            if saved is None:
-                raise ValueError("no state metadata")
-            if layout is not None:  # the stored arrays must be the ones the layout names
-                problem = tree_difference(saved, packing.restore_target(layout, None))
-                if problem:
-                    raise ValueError(f"the state does not match its layout: {problem}")
+            if layout is None:  # saved before packing
+                saved = manager.item_metadata(step)["state"]
+                if saved is None:
+                    raise ValueError("no state metadata")
+            else:
+                _check_stored(manager, step, layout)
                 saved = packing.abstract_from_layout(layout)
         except Exception as e:  # noqa: BLE001  Orbax raises many kinds here
             raise CheckpointReadError(f"step {step} cannot be read ({first_line(e)})") from None
