@@ -28,7 +28,7 @@ def _live_lists() -> int:
 def test_saves_leave_no_python_objects_behind(tmp_path):
     """Orbax 0.12 reads TensorStore's metrics around every array save, and TensorStore 0.1.86
     leaks a list per metric per read (unpatched, 732 more lists after 30 saves of this state):
-    a run checkpointing every few seconds grew ~60 MiB an hour. `checkpoint.py` turns it off."""
+    a run checkpointing every few seconds grew ~60 MiB an hour. `orbax_items.py` turns it off."""
     params = {f"w{i}": jnp.full((8, 8), float(i)) for i in range(4)}
     state = {"params": params, "step": jnp.int32(0)}
     with Checkpointer(str(tmp_path / "checkpoints"), keep_latest=2) as ckpt:

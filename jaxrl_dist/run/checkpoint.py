@@ -1,18 +1,17 @@
 """A thin Orbax wrapper: the one file to change when Orbax's API moves.
 
-Each checkpoint step holds `state` (the whole `LearnerState`: params, optimizer state, RNG key,
-update counter, packed into a few flat arrays: `packing.py` says why), `layout` (JSON: where each
-leaf went) and `meta` (JSON: counters, the run config). Steps saved before packing (no `layout`)
-are read as they were written. Saves are atomic (Orbax writes to a temporary directory and
+Each checkpoint step holds the whole `LearnerState` (params, optimizer state, RNG key, update
+counter) packed (`packing.py` says why): `packed` (a file of the replicated leaves' bytes),
+`state` (the leaves that are sharded, if any), `layout` (JSON: where each leaf went); and `meta`
+(JSON: counters, the run config). Steps saved before packing (no `layout`) are read as they
+were written. Saves are atomic (Orbax writes to a temporary directory and
 renames), so a killed run resumes from the last complete step. Only the main thread calls
 `save`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import logging
 import os
 from typing import Any
 
@@ -21,63 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxrl_dist.run import packing
-
-# Orbax warns at every save without metrics once `best_fn` is set; most saves have none.
-logging.getLogger("absl").addFilter(
-    lambda record: "did not provide metrics" not in record.getMessage()
-)
-
-
-def _skip_raw_write_throughput() -> None:
-    """Orbax (0.12.x) reads TensorStore's kvstore metrics before and after every array save, only
-    to log a raw write throughput, and `tensorstore.experimental_collect_matching_metrics`
-    (0.1.86) leaks a Python list per matching metric on every call: ~15 of the ~25 KiB a 9-array
-    state grew per save, 60 -> 37.5 MiB/h in `benchmarks/soak.py` (test_checkpoint.py). Orbax
-    skips that log line when the byte count reads 0, so the count is made to read 0. Patched by
-    attribute, so an Orbax that moves the function is left alone (the test then says so)."""
-    try:
-        from orbax.checkpoint._src.serialization import tensorstore_utils
-    except ImportError:
-        return
-    if hasattr(tensorstore_utils, "get_tensorstore_raw_bytes"):
-        tensorstore_utils.get_tensorstore_raw_bytes = lambda *args, **kwargs: 0
-
-
-_skip_raw_write_throughput()
-
-
-class BytesHandler(ocp.JsonCheckpointHandler):
-    """One byte string as a plain file, written by the primary process (as Orbax's JSON items
-    are): the packed state, without TensorStore, whose native memory grows by a few KiB with
-    every array it writes (`packing.py`). Restores to a `uint8` NumPy array."""
-
-    FILENAME = "bytes"
-
-    def __init__(self):
-        super().__init__(self.FILENAME)
-
-    async def _save_fn(self, x: bytes, directory) -> None:
-        if self._primary_host is None or jax.process_index() == self._primary_host:
-            (directory / self.FILENAME).write_bytes(x)
-
-    def restore(self, directory, item=None, args=None) -> np.ndarray:
-        path = directory / self.FILENAME
-        if not path.exists():
-            raise FileNotFoundError(f"{path} not found")
-        return np.frombuffer(path.read_bytes(), np.uint8)
-
-
-@ocp.args.register_with_handler(BytesHandler, for_save=True)
-@dataclasses.dataclass
-class BytesSave(ocp.args.CheckpointArgs):
-    item: bytes
-
-
-@ocp.args.register_with_handler(BytesHandler, for_restore=True)
-@dataclasses.dataclass
-class BytesRestore(ocp.args.CheckpointArgs):
-    item: bytes | None = None
-
+from jaxrl_dist.run.orbax_items import BytesHandler, BytesRestore, BytesSave
 
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
 
