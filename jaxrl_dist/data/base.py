@@ -25,9 +25,12 @@ class Batch(NamedTuple):
       dropped: rollouts dropped as stragglers since the previous read.
       env_actions: lockstep mode, `[T, B, ...]` the env actions the batch's actors sent (for the
         replay of a resumed run); None otherwise.
+      sample_ids: a replay's ids of what it drew, `[B, ...]` (handed back with the update's
+        priorities); None otherwise.
     """
 
     data: Rollout
     env_steps: int
     dropped: int = 0
     env_actions: np.ndarray | None = None
+    sample_ids: np.ndarray | None = None

@@ -10,38 +10,27 @@ They live in preallocated NumPy rings of `capacity` segments, one per Rollout le
 insert; when full, the oldest segment is overwritten. A read draws `batch_size` segments
 uniformly with replacement and returns copies as a `[T + 1, batch_size]` rollout.
 
-Rate limiter (DeepMind Reverb's `SampleToInsertRatio`, counted in segments): with
-`SPI = samples_per_insert`, `diff = inserted * SPI - sampled`,
-`min_diff = min_size * SPI - tolerance` and `max_diff = min_size * SPI + tolerance`,
-
-  - one segment may be inserted iff `size < min_size` or `diff + SPI <= max_diff`;
-  - `batch_size` segments may be sampled iff `size >= min_size` and
-    `diff - batch_size >= min_diff`.
-
-Inserts are checked segment by segment, so a wide item never needs more room than one segment.
-Both sides are blocked exactly when `max_diff - SPI < diff < min_diff + batch_size`; that range
-is empty, so no state can stall writers and reader together, iff
-`max_diff - SPI >= min_diff + batch_size`, i.e. `2 * tolerance >= batch_size + SPI` (checked at
-construction). The limits are kept as exact fractions, so that boundary is not lost to
-rounding. Once `min_size` segments are in, `diff` stays within `[min_diff, max_diff]`: each
-segment is sampled `SPI` times on average, give or take `tolerance` samples over the run.
+Rate limiter: `rate_limiter.RateLimiter` (DeepMind Reverb's `SampleToInsertRatio`), counted in
+segments: each segment is sampled `samples_per_insert` times on average, give or take
+`tolerance`. Inserts are checked segment by segment, so a wide item never needs more room than
+one segment.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 
 from jaxrl_dist.data.base import Batch
+from jaxrl_dist.data.rate_limiter import RateLimiter
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.threads import POLL_S
+from jaxrl_dist.types import Rollout
 
 if TYPE_CHECKING:  # the actor module imports the data package
     from jaxrl_dist.acting.actor import QueueItem
@@ -70,27 +59,19 @@ class UniformReplay:
         check_actors: Callable[[], None] = lambda: None,
         dead_timeout_s: float = 120.0,
         read_stop: threading.Event | None = None,
+        items_per_segment: int = 1,
     ):
-        if min_size < 1:
-            raise ValueError(f"replay min_size must be at least 1, got {min_size}")
+        """`items_per_segment`: what the limiter, `min_size` and `capacity` count per segment
+        (1 here; a replay that samples transitions counts the T of each segment)."""
         if capacity < min_size:
             raise ValueError(f"replay capacity ({capacity}) is smaller than min_size ({min_size})")
-        if batch_size < 1:
-            raise ValueError(f"replay batch_size must be at least 1, got {batch_size}")
-        if not samples_per_insert > 0 or math.isinf(samples_per_insert):
-            raise ValueError(f"samples_per_insert must be positive, got {samples_per_insert}")
-        least = (batch_size + samples_per_insert) / 2
-        if not tolerance >= least * (1 - 1e-12):  # rounding of a tolerance computed as `least`
-            raise ValueError(
-                f"replay tolerance {tolerance} is below (batch_size + samples_per_insert) / 2 ="
-                f" {least:g}: the rate limiter could block both inserts and samples"
-            )
-        spi = Fraction(samples_per_insert)
-        tol = tolerance  # exact from here on, and not below the bound by a rounding error
-        if not math.isinf(tolerance):
-            tol = max(Fraction(tolerance), (batch_size + spi) / 2)
-        self._spi, self._min_diff, self._max_diff = spi, min_size * spi - tol, min_size * spi + tol
-        self._capacity, self._min_size, self._batch_size = capacity, min_size, batch_size
+        unit = "segments" if items_per_segment == 1 else "transitions"
+        self._limiter = RateLimiter(
+            min_size, samples_per_insert, tolerance, batch_size, items_per_segment, unit
+        )
+        self._items_per_segment = items_per_segment
+        self._capacity = capacity // items_per_segment  # segments
+        self._batch_size = batch_size
         self._rng = np.random.default_rng(seed)
         self._stop, self._dead_timeout_s = stop, dead_timeout_s
         # The learner loop may stop before the actors (`read_stop`); either ends a read.
@@ -99,7 +80,7 @@ class UniformReplay:
         self._cond = threading.Condition()
         self._treedef = None
         self._rings: list[np.ndarray] = []  # one per Rollout leaf, `[T + 1 or T, capacity, ...]`
-        self._next = self._size = self._inserted = self._sampled = self._env_steps = 0
+        self._next = self._size = self._env_steps = 0
         self._insert_wait_s = self._sample_wait_s = 0.0
 
     @staticmethod
@@ -120,22 +101,11 @@ class UniformReplay:
         blocked by the limiter) and `sample_wait_s` (the reader waiting for data)."""
         with self._cond:
             return {
-                "inserted": float(self._inserted),
-                "sampled": float(self._sampled),
+                "inserted": float(self._limiter.inserted),
+                "sampled": float(self._limiter.sampled),
                 "insert_wait_s": self._insert_wait_s,
                 "sample_wait_s": self._sample_wait_s,
             }
-
-    def _diff(self) -> Fraction:
-        return self._inserted * self._spi - self._sampled
-
-    def _can_insert(self, pending: int) -> bool:
-        """Whether one more segment may go in after `pending` more have been inserted."""
-        size = min(self._size + pending, self._capacity)
-        return size < self._min_size or self._diff() + (pending + 1) * self._spi <= self._max_diff
-
-    def _can_sample(self) -> bool:
-        return self._size >= self._min_size and self._diff() - self._batch_size >= self._min_diff
 
     def write(self, item: QueueItem) -> float:
         """Inserts the `b` segments (columns) of `item.rollout`, `[T + 1, b]`, oldest first.
@@ -157,7 +127,7 @@ class UniformReplay:
                 raise ValueError(f"replay item structure changed: {treedef} != {self._treedef}")
             while done < width:
                 n = 0
-                while done + n < width and self._can_insert(n):
+                while done + n < width and self._limiter.can_insert(self._items(), n):
                     n += 1
                 if n == 0:
                     if self._stop.is_set():
@@ -171,15 +141,25 @@ class UniformReplay:
                     ring[:, slots] = x[:, done : done + n]
                 self._next = (self._next + n) % self._capacity
                 self._size = min(self._size + n, self._capacity)
-                self._inserted += n
+                self._limiter.record_inserts(n)
+                self._stored(slots)
                 self._env_steps += n * unroll
                 done += n
                 self._cond.notify_all()
             self._insert_wait_s += waited
         return waited
 
-    def _stopped(self) -> bool:
-        return self._stop.is_set() or self._read_stop.is_set()
+    def _items(self) -> int:
+        return self._size * self._items_per_segment
+
+    def _stored(self, slots: np.ndarray) -> None:
+        """Called (under the lock) after segments were written into ring `slots`."""
+
+    def _draw(self) -> tuple[Rollout, np.ndarray]:
+        """Under the lock: a batch of held data and ids of what was drawn (here: segments
+        uniformly with replacement, `[T + 1, batch_size]`; their slots)."""
+        idx = self._rng.integers(self._size, size=self._batch_size)
+        return jax.tree.unflatten(self._treedef, [r[:, idx] for r in self._rings]), idx
 
     def _stopped(self) -> bool:
         return self._stop.is_set() or self._read_stop.is_set()
@@ -195,24 +175,24 @@ class UniformReplay:
         """
         del updates
         with self._cond:
-            seen, last = self._inserted, time.monotonic()
+            seen, last = self._limiter.inserted, time.monotonic()
         while True:
             with self._cond:
                 start = time.perf_counter()
                 ready = self._cond.wait_for(
-                    lambda: self._stopped() or self._can_sample(), timeout=POLL_S
+                    lambda: self._stopped() or self._limiter.can_sample(self._items()),
+                    timeout=POLL_S,
                 )
                 self._sample_wait_s += time.perf_counter() - start
                 if self._stopped():
                     return None
                 if ready:
-                    idx = self._rng.integers(self._size, size=self._batch_size)
-                    data = jax.tree.unflatten(self._treedef, [r[:, idx] for r in self._rings])
-                    self._sampled += self._batch_size
+                    data, ids = self._draw()
+                    self._limiter.record_sample()
                     env_steps, self._env_steps = self._env_steps, 0
                     self._cond.notify_all()
-                    return Batch(data, env_steps, 0, None)
-                inserted = self._inserted
+                    return Batch(data, env_steps, 0, None, ids)
+                inserted = self._limiter.inserted
             self.check_actors()  # outside the lock: it may restart actors that write
             now = time.monotonic()
             if inserted != seen:

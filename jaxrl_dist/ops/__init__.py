@@ -1,10 +1,22 @@
-"""Pure RL maths on trajectories, rlax naming (`v_tm1`, `r_t`, `discount_t`)."""
+"""Pure RL maths on trajectories and transitions, rlax naming (`v_tm1`, `r_t`, `discount_t`)."""
 
 from jaxrl_dist.ops.gae import truncated_generalized_advantage_estimation
+from jaxrl_dist.ops.multistep import n_step_bootstrapped_returns
+from jaxrl_dist.ops.value_learning import (
+    categorical_double_q_learning,
+    categorical_l2_project,
+    double_q_learning,
+    q_learning,
+)
 from jaxrl_dist.ops.vtrace import VTraceOutput, vtrace_td_error_and_advantage
 
 __all__ = [
     "VTraceOutput",
+    "categorical_double_q_learning",
+    "categorical_l2_project",
+    "double_q_learning",
+    "n_step_bootstrapped_returns",
+    "q_learning",
     "truncated_generalized_advantage_estimation",
     "vtrace_td_error_and_advantage",
 ]

@@ -1,0 +1,78 @@
+"""The replays' rate limiter: DeepMind Reverb's `SampleToInsertRatio`, counted in items.
+
+An insert adds `insert_size` items at once (a replay of segments counts one per segment; one that
+samples transitions counts the `T` transitions of each segment), a sample takes `batch_size`.
+With `SPI = samples_per_insert` (samples per item), `diff = inserted * SPI - sampled`,
+`min_diff = min_size * SPI - tolerance` and `max_diff = min_size * SPI + tolerance`:
+
+  - an insert may go in iff `size < min_size` or `diff + insert_size * SPI <= max_diff`;
+  - a batch may be sampled iff `size >= min_size` and `diff - batch_size >= min_diff`.
+
+Both sides are blocked exactly when `max_diff - insert_size * SPI < diff < min_diff +
+batch_size`; that range is empty, so no state can stall writers and reader together, iff
+`2 * tolerance >= batch_size + insert_size * SPI` (checked at construction). The limits are
+exact fractions, so that boundary is not lost to rounding. Once `min_size` items are in, `diff`
+stays within `[min_diff, max_diff]`: each item is sampled `SPI` times on average, give or take
+`tolerance` samples over the run. Not thread-safe: the replay holds its lock around each call.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+
+class RateLimiter:
+    def __init__(
+        self,
+        min_size: int,
+        samples_per_insert: float,
+        tolerance: float,
+        batch_size: int,
+        insert_size: int = 1,
+        unit: str = "segments",
+    ):
+        """`unit` names what is counted, for the error messages."""
+        if min_size < 1:
+            raise ValueError(f"replay min_size ({unit}) must be at least 1, got {min_size}")
+        if batch_size < 1:
+            raise ValueError(f"replay batch_size must be at least 1, got {batch_size}")
+        if not samples_per_insert > 0 or math.isinf(samples_per_insert):
+            raise ValueError(f"samples_per_insert must be positive, got {samples_per_insert}")
+        least = (batch_size + insert_size * samples_per_insert) / 2
+        if not tolerance >= least * (1 - 1e-12):  # rounding of a tolerance computed as `least`
+            bound = "(batch_size + samples_per_insert) / 2"
+            if insert_size != 1:
+                bound = f"(batch_size + {insert_size} * samples_per_insert) / 2"
+            raise ValueError(
+                f"replay tolerance {tolerance} is below {bound} = {least:g}: the rate limiter "
+                "could block both inserts and samples"
+            )
+        spi = Fraction(samples_per_insert)
+        tol = tolerance  # exact from here on, and not below the bound by a rounding error
+        if not math.isinf(tolerance):
+            tol = max(Fraction(tolerance), (batch_size + insert_size * spi) / 2)
+        self._spi, self._insert_size, self._batch_size = spi, insert_size, batch_size
+        self._min_size = min_size
+        self._min_diff, self._max_diff = min_size * spi - tol, min_size * spi + tol
+        self.inserted = self.sampled = 0  # items
+
+    def _diff(self) -> Fraction:
+        return self.inserted * self._spi - self.sampled
+
+    def can_insert(self, size: int, pending: int = 0) -> bool:
+        """Whether one more insert may go in after `pending` more (the replay holds `size` items
+        before them, at most its capacity)."""
+        if size + pending * self._insert_size < self._min_size:
+            return True
+        step = (pending + 1) * self._insert_size * self._spi
+        return self._diff() + step <= self._max_diff
+
+    def can_sample(self, size: int) -> bool:
+        return size >= self._min_size and self._diff() - self._batch_size >= self._min_diff
+
+    def record_inserts(self, count: int) -> None:
+        self.inserted += count * self._insert_size
+
+    def record_sample(self) -> None:
+        self.sampled += self._batch_size
