@@ -12,15 +12,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import NamedTuple
 
 import chex
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from q_agent_parts import QNetwork, QState
 
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity, Agent, AgentEntry, LearnerCore
@@ -41,22 +40,6 @@ class QConfig:
     def __post_init__(self):
         if self.learning_rate <= 0:
             raise ValueError(f"config.algo.learning_rate={self.learning_rate!r} must be > 0")
-
-
-class QNetwork(nn.Module):
-    num_actions: int
-
-    @nn.compact
-    def __call__(self, obs):
-        x = nn.relu(nn.Dense(64)(obs.astype(jnp.float32)))
-        return nn.Dense(self.num_actions)(nn.relu(nn.Dense(64)(x)))
-
-
-class QState(NamedTuple):
-    params: dict
-    target_params: dict
-    opt_state: optax.OptState
-    update_step: jax.Array
 
 
 def epsilon(identity: ActorIdentity, base: float) -> float:

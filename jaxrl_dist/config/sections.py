@@ -45,18 +45,26 @@ class InferenceConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ReplayConfig:
-    """The uniform replay's settings (agents whose data flow is "replay"). Items are segments
-    of `unroll_length` transitions; the learner samples `batch_size` of them per update.
+    """The replays' settings (agents whose data flow is "replay" or "prioritized").
 
-    Learning starts once `min_size` segments are in; then the rate limiter keeps each segment
-    sampled `samples_per_insert` times on average, within `tolerance` samples: actors wait only
-    when they run more than that ahead of the learner, and the learner when it runs ahead.
+    "replay" (uniform) holds and samples whole segments of `unroll_length` transitions:
+    `capacity`, `min_size` and `samples_per_insert` count segments, and the learner samples
+    `batch_size` segments per update. "prioritized" samples single transitions (each with its
+    n-step window of `n_step`) in proportion to `priority ** priority_exponent`: there they
+    count transitions, and `batch_size` is transitions per update.
+
+    Learning starts once `min_size` are in; then the rate limiter keeps each one sampled
+    `samples_per_insert` times on average, within `tolerance` samples: actors wait only when
+    they run more than that ahead of the learner, and the learner when it runs ahead.
     """
 
-    capacity: int = 10_000  # segments
+    capacity: int = 10_000
     min_size: int = 100
     samples_per_insert: float = 1.0
     tolerance: float = 0.0  # 0 = automatic: room for a batch plus a few actor rollouts
+    n_step: int = 1  # "prioritized": transitions in a sampled window (1..unroll_length)
+    priority_exponent: float = 0.6  # "prioritized": alpha (Schaul et al. 2016)
+    priority_epsilon: float = 1e-6  # "prioritized": added to each priority before alpha
 
     def __post_init__(self):
         if self.capacity < 1:
@@ -67,3 +75,9 @@ class ReplayConfig:
             _bad("replay", "samples_per_insert", self.samples_per_insert, "must be > 0")
         if self.tolerance < 0:
             _bad("replay", "tolerance", self.tolerance, "must be >= 0 (0 = automatic)")
+        if self.n_step < 1:
+            _bad("replay", "n_step", self.n_step, "must be >= 1")
+        if not 0 <= self.priority_exponent <= 1:
+            _bad("replay", "priority_exponent", self.priority_exponent, "must be in [0, 1]")
+        if not self.priority_epsilon > 0:
+            _bad("replay", "priority_epsilon", self.priority_epsilon, "must be > 0")

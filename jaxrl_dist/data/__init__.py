@@ -1,7 +1,8 @@
 """The data seam between acting and learning: actors write, the learner loop reads.
 
-Two data flows (`AgentEntry.data` picks one): the on-policy queue (`on_policy.py`) and the
-uniform replay (`replay.py`). Both count env steps where data enters and hand the learner
+Three data flows (`AgentEntry.data` picks one): the on-policy queue (`on_policy.py`), the
+uniform replay of segments (`replay.py`) and the prioritized replay of n-step transitions
+(`prioritized.py`). Both count env steps where data enters and hand the learner
 `Batch`es of `[T + 1, B]` rollouts, so the trainer loops over a reader and never knows which.
 """
 
@@ -12,28 +13,31 @@ from typing import Any
 
 from jaxrl_dist.data.base import Batch
 from jaxrl_dist.data.on_policy import OnPolicyQueue
+from jaxrl_dist.data.prioritized import PrioritizedReplay
 from jaxrl_dist.data.replay import UniformReplay
 from jaxrl_dist.envs import derive_seed
 
 REPLAY_SEED_PURPOSE = 4  # derive_seed path of each process's replay sampling
 
 
-def replay_tolerance(config: Any, num_processes: int) -> float:
+def replay_tolerance(config: Any, num_processes: int, per_segment: int = 1) -> float:
     """`config.replay.tolerance`, or when 0 (automatic) room for one sampled batch plus every
-    actor thread's rollout in flight, so neither side waits in the steady state."""
+    actor thread's rollout in flight, so neither side waits in the steady state. `per_segment`:
+    what the replay counts per segment (1, or T transitions)."""
     if config.replay.tolerance:
         return config.replay.tolerance
-    spi = config.replay.samples_per_insert
+    spi = config.replay.samples_per_insert * per_segment
     in_flight = config.num_actor_threads * config.rollout_segments(num_processes) * spi
     return float(config.process_batch_size(num_processes) + spi + in_flight)
 
 
 def env_steps_per_update(flow: str, config: Any) -> float:
     """Env steps the flow takes in per update on average (what schedules are defined over)."""
+    spi = config.replay.samples_per_insert
     if flow == "replay":
-        return UniformReplay.env_steps_per_update(
-            config.unroll_length, config.batch_size, config.replay.samples_per_insert
-        )
+        return UniformReplay.env_steps_per_update(config.unroll_length, config.batch_size, spi)
+    if flow == "prioritized":  # batch_size transitions, each inserted one sampled spi times
+        return UniformReplay.env_steps_per_update(1, config.batch_size, spi)
     return OnPolicyQueue.env_steps_per_update(config.unroll_length, config.batch_size)
 
 
@@ -44,15 +48,24 @@ def make_data(
     process_index: int,
     stop_writers: threading.Event,
     stop_reading: threading.Event,
-) -> OnPolicyQueue | UniformReplay:
-    """This process's data seam for `flow` ("on_policy" or "replay"); `stop_writers` ends the
-    actors' waits, `stop_reading` the learner's."""
+) -> OnPolicyQueue | UniformReplay | PrioritizedReplay:
+    """This process's data seam for `flow` ("on_policy", "replay" or "prioritized");
+    `stop_writers` ends the actors' waits, `stop_reading` the learner's."""
     batch = config.process_batch_size(num_processes)
+    seed = derive_seed(config.seed, REPLAY_SEED_PURPOSE, process_index)
+    if flow == "prioritized":
+        r, unroll = config.replay, config.unroll_length
+        return PrioritizedReplay(
+            r.capacity, r.min_size, r.samples_per_insert,
+            replay_tolerance(config, num_processes, unroll), batch, seed, stop_writers,
+            unroll_length=unroll, n_step=r.n_step, priority_exponent=r.priority_exponent,
+            priority_epsilon=r.priority_epsilon, read_stop=stop_reading,
+        )  # fmt: skip
     if flow == "replay":
         r = config.replay
         return UniformReplay(
             r.capacity, r.min_size, r.samples_per_insert, replay_tolerance(config, num_processes),
-            batch, derive_seed(config.seed, REPLAY_SEED_PURPOSE, process_index), stop_writers,
+            batch, seed, stop_writers,
             read_stop=stop_reading,
         )  # fmt: skip
     return OnPolicyQueue(
@@ -65,4 +78,11 @@ def make_data(
     )
 
 
-__all__ = ["Batch", "OnPolicyQueue", "UniformReplay", "env_steps_per_update", "make_data"]
+__all__ = [
+    "Batch",
+    "OnPolicyQueue",
+    "PrioritizedReplay",
+    "UniformReplay",
+    "env_steps_per_update",
+    "make_data",
+]

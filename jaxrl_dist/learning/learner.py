@@ -68,6 +68,16 @@ class Learner:
             lambda x: jax.make_array_from_process_local_data(self._batch_sharding, x), rollout
         )
 
+    def process_rows(self, x: jax.Array) -> np.ndarray:
+        """This process's rows of a global array split along axis 0 over the learner mesh (an
+        update's priorities `[B]`): the inverse of `put_batch`, in the same order."""
+        if x.is_fully_addressable:
+            return np.asarray(x)
+        starts = {}
+        for shard in x.addressable_shards:  # replicas of a row block are equal: keep one
+            starts.setdefault(shard.index[0].start or 0, shard)
+        return np.concatenate([np.asarray(starts[k].data) for k in sorted(starts)])
+
     def update(self, state: PyTree, batch: Rollout) -> tuple[PyTree, Metrics, Any]:
         """One update -> (state, metrics, priorities or None); `state` is donated (do not use it
         afterwards)."""

@@ -77,6 +77,13 @@ def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
         init_shapes = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
+    if agent.learner.priorities != (entry.data == "prioritized"):
+        raise ConfigError(
+            f"algorithm {config.algorithm!r}: its learner "
+            f"{'returns' if agent.learner.priorities else 'returns no'} priorities but its data "
+            f"flow is {entry.data!r}; register it with data='prioritized' exactly when "
+            "LearnerCore.priorities is True"
+        )
     if resume:  # a damaged checkpoint or one of other shapes: refused before any write
         check_resumable(ckpt_dir, init_shapes)
     warm_params = None
@@ -99,10 +106,16 @@ def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
 
 def data_problem(flow: str, config: TrainConfig) -> str | None:
     """What does not fit the agent's data flow or the policy seam (one line), or None."""
-    if flow == "replay" and config.deterministic:
+    if flow in ("replay", "prioritized") and config.deterministic:
         return (
             "config.deterministic=True takes one unroll of every actor per update, which a "
             "replay's sampling does not; this agent learns from a replay"
+        )
+    n_step, unroll = config.replay.n_step, config.unroll_length
+    if flow == "prioritized" and n_step > unroll:
+        return (
+            f"config.replay.n_step={n_step} is longer than config.unroll_length={unroll}: a "
+            "window is cut at its segment's end; make unroll_length at least n_step"
         )
     batch = config.inference.batch_size
     if config.inference.client == "server" and batch and batch < config.env_batch_size:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import time
+from typing import Any
 
 import jax
 import numpy as np
@@ -219,7 +220,9 @@ class Trainer:
             # ---- learn and publish
             device_batch = run.learner.put_batch(batch.data)
             t2 = time.perf_counter()
-            metrics = self._update(run, device_batch)
+            metrics, priorities = self._update(run, device_batch)
+            if priorities is not None:  # a prioritized replay takes them back
+                run.data.update_priorities(batch.sample_ids, run.learner.process_rows(priorities))
             t3 = time.perf_counter()
             run.store.publish(run.learner.actor_params(run.state), counters.updates + 1)
             window.add_timers(
@@ -251,10 +254,11 @@ class Trainer:
         except RunError as e:
             return None, e
 
-    def _update(self, run: Session, device_batch) -> dict[str, float]:
-        """One update of the learner state (donated); raises NonFiniteError on a bad metric."""
+    def _update(self, run: Session, device_batch) -> tuple[dict[str, float], Any]:
+        """One update of the learner state (donated) -> (metrics, the batch's priorities or
+        None); raises NonFiniteError on a bad metric."""
         try:
-            new_state, metrics, _priorities = run.learner.update(run.state, device_batch)
+            new_state, metrics, priorities = run.learner.update(run.state, device_batch)
             metrics = host_metrics(metrics)
         except jax.errors.JaxRuntimeError as e:
             if self.cluster.count == 1:
@@ -267,7 +271,7 @@ class Trainer:
                 "the last checkpoint is kept"
             )
         run.state = new_state
-        return metrics
+        return metrics, priorities
 
     def _agree(self, run: Session, batch: Batch | None, failure: RunError | None) -> bool:
         """Every process reports its status and counts (`agreement.Report`); all act alike:
