@@ -1,0 +1,84 @@
+"""Value-based heads for the DQN family: plain, dueling and distributional (C51), each with
+ordinary or noisy linear layers. Outputs are float32 whatever the torso's dtype.
+
+- `NoisyDense`: factorised Gaussian noisy layer (Fortunato et al. 2018, eq. 10-11):
+  `w = mu_w + sigma_w * (f(eps_in) f(eps_out)^T)`, `f(x) = sign(x) sqrt(|x|)`, with
+  `mu ~ U(-1/sqrt(p), 1/sqrt(p))` and `sigma = sigma0 / sqrt(p)` at init (`p` inputs). The noise
+  is drawn from the `"noise"` RNG stream (`apply(..., rngs={"noise": key})`), once per call, shared
+  by the batch; `deterministic=True` uses the means alone.
+- `QHead`: features `[N, F]` -> Q-values `[N, A]`, or with `num_atoms > 1` logits `[N, A, K]`
+  over a fixed support (the agent turns them into Q-values with the atoms). `dueling=True`
+  splits the last layer into a value stream and an advantage stream combined as
+  `V + A - mean_a A` (Wang et al. 2016), per atom for C51 (as in Rainbow, Hessel et al. 2018).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+def _scaled_noise(key: jax.Array, size: int) -> jax.Array:
+    x = jax.random.normal(key, (size,), jnp.float32)
+    return jnp.sign(x) * jnp.sqrt(jnp.abs(x))
+
+
+class NoisyDense(nn.Module):
+    """A linear layer with factorised Gaussian noise on its weights and bias (see module)."""
+
+    features: int
+    sigma0: float = 0.5
+
+    @nn.compact
+    def __call__(self, x: jax.Array, deterministic: bool = False) -> jax.Array:
+        x = x.astype(jnp.float32)
+        fan_in = x.shape[-1]
+        bound = 1.0 / jnp.sqrt(fan_in)
+
+        def uniform(key, shape, dtype=jnp.float32):
+            return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+        sigma = nn.initializers.constant(self.sigma0 / jnp.sqrt(fan_in))
+        mu_w = self.param("mu_kernel", uniform, (fan_in, self.features))
+        mu_b = self.param("mu_bias", uniform, (self.features,))
+        sigma_w = self.param("sigma_kernel", sigma, (fan_in, self.features))
+        sigma_b = self.param("sigma_bias", sigma, (self.features,))
+        if deterministic:
+            return x @ mu_w + mu_b
+        key_in, key_out = jax.random.split(self.make_rng("noise"))
+        eps_in, eps_out = _scaled_noise(key_in, fan_in), _scaled_noise(key_out, self.features)
+        w = mu_w + sigma_w * jnp.outer(eps_in, eps_out)
+        return x @ w + mu_b + sigma_b * eps_out
+
+
+class QHead(nn.Module):
+    """Features `[N, F]` -> Q-values `[N, num_actions]` or, with `num_atoms > 1`, logits
+    `[N, num_actions, num_atoms]`; float32."""
+
+    num_actions: int
+    num_atoms: int = 1
+    dueling: bool = False
+    noisy: bool = False
+    sigma0: float = 0.5
+
+    def _dense(self, features: int, name: str):
+        if self.noisy:
+            return NoisyDense(features, self.sigma0, name=name)
+        return nn.Dense(features, name=name, dtype=jnp.float32, param_dtype=jnp.float32)
+
+    def _layer(self, features: int, name: str, x: jax.Array, deterministic: bool) -> jax.Array:
+        layer = self._dense(features, name)
+        return layer(x, deterministic) if self.noisy else layer(x)
+
+    @nn.compact
+    def __call__(self, features: jax.Array, deterministic: bool = False) -> jax.Array:
+        x = features.astype(jnp.float32)
+        shape = (self.num_actions, self.num_atoms)
+        advantage = self._layer(self.num_actions * self.num_atoms, "advantage", x, deterministic)
+        out = advantage.reshape(*x.shape[:-1], *shape)
+        if self.dueling:
+            value = self._layer(self.num_atoms, "value", x, deterministic)
+            value = value.reshape(*x.shape[:-1], 1, self.num_atoms)
+            out = value + out - jnp.mean(out, axis=-2, keepdims=True)
+        return out[..., 0] if self.num_atoms == 1 else out
