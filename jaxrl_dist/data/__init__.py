@@ -2,8 +2,9 @@
 
 Three data flows (`AgentEntry.data` picks one): the on-policy queue (`on_policy.py`), the
 uniform replay of segments (`replay.py`) and the prioritized replay of n-step transitions
-(`prioritized.py`). Both count env steps where data enters and hand the learner
-`Batch`es of `[T + 1, B]` rollouts, so the trainer loops over a reader and never knows which.
+(`prioritized.py`). All three count env steps where data enters and hand the learner
+`Batch`es of `[T + 1, B]` rollouts (the prioritized replay's `T` is its window, `n_step`), so
+the trainer loops over a reader and never knows which.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run import packing
 from jaxrl_dist.run.orbax_items import BytesHandler, BytesRestore, BytesSave
 
@@ -194,7 +195,7 @@ def restore_params(path: str, step: int | None = None) -> Any:
                 step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
             )
             return jax.device_get(restored["state"]["params"])
-        stored = jax.tree.map(_local_copy, _read_stored(manager, step, layout, None))
+        stored = local_replica(_read_stored(manager, step, layout, None))
     finally:
         manager.close()
     return jax.device_get(packing.unpack(stored, layout, None)["params"])
@@ -205,20 +206,18 @@ def _read_stored(
 ) -> dict[str, Any]:
     """What `packing.pack` stored at `step`, sharded leaves on `abstract_state`'s shardings
     (whole on every device when None). Raises ValueError when the packed bytes are cut."""
-    target = packing.restore_target(layout, abstract_state)
+    size, sharded = packing.packed_size(layout), packing.sharded_target(layout, abstract_state)
     args = {}
-    if packing.PACKED in target:
+    if size:
         args["packed"] = BytesRestore()
-    if packing.SHARDED in target:
-        args["state"] = ocp.args.StandardRestore({packing.SHARDED: target[packing.SHARDED]})
+    if sharded:
+        args["state"] = ocp.args.StandardRestore({packing.SHARDED: sharded})
     restored = manager.restore(step, args=ocp.args.Composite(**args))
     stored = {}
-    if packing.PACKED in target:
+    if size:
         stored[packing.PACKED] = restored["packed"]
-        want, have = target[packing.PACKED].size, restored["packed"].size
-        if have != want:
-            raise ValueError(f"step {step} holds {have} packed bytes, its layout {want}")
-    if packing.SHARDED in target:
+        _check_packed_size(restored["packed"].size, size)
+    if sharded:
         stored[packing.SHARDED] = restored["state"][packing.SHARDED]
     return stored
 
@@ -234,26 +233,22 @@ def _layout(manager: ocp.CheckpointManager, step: int) -> list[dict] | None:
 def _check_stored(manager: ocp.CheckpointManager, step: int, layout: list[dict]) -> None:
     """Raises ValueError unless `step` holds the packed bytes and sharded arrays its layout
     names (a partial copy, a damaged step), without reading the arrays."""
-    target = packing.restore_target(layout, None)
-    if packing.PACKED in target:
+    size, sharded = packing.packed_size(layout), packing.sharded_target(layout, None)
+    if size:
         path = os.path.join(manager.directory, str(step), "packed", BytesHandler.FILENAME)
-        size = os.path.getsize(path) if os.path.exists(path) else None
-        if size != target[packing.PACKED].size:
-            raise ValueError(
-                f"packed state: {size} bytes, its layout says {target[packing.PACKED].size}"
-            )
-    if packing.SHARDED in target:
+        _check_packed_size(os.path.getsize(path) if os.path.exists(path) else None, size)
+    if sharded:
         saved = manager.item_metadata(step)["state"]
         if saved is None:
             raise ValueError("no state metadata")
-        problem = tree_difference(saved, {packing.SHARDED: target[packing.SHARDED]})
+        problem = tree_difference(saved, {packing.SHARDED: sharded})
         if problem:
             raise ValueError(f"the state does not match its layout: {problem}")
 
 
-def _local_copy(x: Any) -> Any:
-    """A whole array's copy on this process (`device_get` refuses arrays spanning others)."""
-    return np.asarray(x.addressable_data(0)) if isinstance(x, jax.Array) else x
+def _check_packed_size(have: int | None, want: int) -> None:
+    if have != want:
+        raise ValueError(f"packed state: {have} bytes, its layout says {want}")
 
 
 class CheckpointReadError(RuntimeError):

@@ -57,26 +57,31 @@ def pack(state: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return _without_empty({PACKED: packed, SHARDED: sharded}), layout
 
 
-def restore_target(layout: list[dict], abstract_state: Any | None) -> dict[str, Any]:
-    """What Orbax restores the packed arrays into: a host array for `packed`; for `sharded`,
-    the shardings of `abstract_state`'s leaves (matched by path), or every leaf whole on
-    every device when `abstract_state` is None."""
-    size = 0
-    sharded: list[Any] = []
+def packed_size(layout: list[dict]) -> int:
+    """Bytes of the packed leaves' array that `layout` describes (0 if none is packed)."""
+    ends = [e["offset"] + _nbytes(e) + (-_nbytes(e) % ALIGN) for e in layout if "offset" in e]
+    return max(ends, default=0)
+
+
+def sharded_target(layout: list[dict], abstract_state: Any | None) -> list[jax.ShapeDtypeStruct]:
+    """What Orbax restores the sharded leaves into, in `sharded` order: the shardings of
+    `abstract_state`'s leaves (matched by path), or each leaf whole on every device when
+    `abstract_state` is None."""
+    entries = [e for e in layout if "index" in e]
+    if not entries:
+        return []
     wanted = {} if abstract_state is None else leaves_by_path(abstract_state)
     whole = jax.sharding.NamedSharding(
         jax.sharding.Mesh(np.array(jax.devices()), ("all",)), jax.sharding.PartitionSpec()
     )
-    for entry in layout:
-        shape, dtype = tuple(entry["shape"]), np.dtype(entry["dtype"])
-        if "offset" in entry:
-            nbytes = _nbytes(entry)
-            size = max(size, entry["offset"] + nbytes + (-nbytes % ALIGN))
-        else:
-            like = wanted.get("/".join(entry["path"]))
-            sharding = getattr(like, "sharding", None) or whole
-            sharded.append(jax.ShapeDtypeStruct(shape, dtype, sharding=sharding))
-    return _without_empty({PACKED: np.zeros((size,), np.uint8), SHARDED: sharded})
+    return [
+        jax.ShapeDtypeStruct(
+            tuple(e["shape"]),
+            np.dtype(e["dtype"]),
+            sharding=getattr(wanted.get("/".join(e["path"])), "sharding", None) or whole,
+        )
+        for e in entries
+    ]
 
 
 def unpack(stored: dict[str, Any], layout: list[dict], abstract_state: Any | None) -> Any:
