@@ -31,13 +31,16 @@ def test_saves_leave_no_python_objects_behind(tmp_path):
     a run checkpointing every few seconds grew ~60 MiB an hour. `orbax_items.py` turns it off."""
     params = {f"w{i}": jnp.full((8, 8), float(i)) for i in range(4)}
     state = {"params": params, "step": jnp.int32(0)}
+    # The packed state needs no TensorStore; the replay item (deterministic mode's recorded
+    # actions) is still written through it, so it carries the arrays here.
+    replay = {f"a{i}": jnp.full((4, 8), i, jnp.int32) for i in range(4)}
     with Checkpointer(str(tmp_path / "checkpoints"), keep_latest=2) as ckpt:
         for step in range(10):  # warm-up: Orbax's and TensorStore's one-time state
-            ckpt.save(step, state, {"updates": step})
+            ckpt.save(step, state, {"updates": step}, replay)
         ckpt.wait()
         before = _live_lists()
         for step in range(10, 40):
-            ckpt.save(step, state, {"updates": step})
+            ckpt.save(step, state, {"updates": step}, replay)
         ckpt.wait()
         grown = _live_lists() - before
         assert ckpt.all_steps() == [38, 39]
