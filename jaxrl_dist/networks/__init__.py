@@ -1,4 +1,5 @@
-"""Actor-critic networks: a torso (MLP, Nature CNN or IMPALA ResNet) plus policy/value heads.
+"""Networks: a torso (MLP, Nature CNN or IMPALA ResNet) plus policy/value heads (actor-critic)
+or a Q head (`make_q_network`, the DQN family).
 
     net = make_actor_critic(NetworkConfig(), obs_shape=(4,), num_actions=2)
     params = net.init(key, obs)            # obs: [..., *obs_shape]
@@ -20,17 +21,15 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
-from jaxrl_dist.networks.torsos import (
-    ACTIVATIONS,
-    ImpalaResNetTorso,
-    MLPTorso,
-    NatureCNNTorso,
-)
+from jaxrl_dist.networks.q_heads import QNetwork
+from jaxrl_dist.networks.torsos import ACTIVATIONS, make_torso
 
 __all__ = [
     "ActorCritic",
     "NetworkConfig",
+    "QNetwork",
     "make_actor_critic",
+    "make_q_network",
     "resolve_torso",
 ]
 
@@ -132,12 +131,9 @@ def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
 
 
 def _make_torso(name: str, config: NetworkConfig, module_name: str = "torso") -> nn.Module:
-    dtype = config.compute_dtype
-    if name == "mlp":
-        return MLPTorso(config.hidden_sizes, config.activation, dtype, name=module_name)
-    if name == "nature_cnn":
-        return NatureCNNTorso(dtype, name=module_name)
-    return ImpalaResNetTorso(dtype=dtype, name=module_name)
+    return make_torso(
+        name, config.hidden_sizes, config.activation, config.compute_dtype, module_name
+    )
 
 
 class ActorCritic(nn.Module):
@@ -192,3 +188,24 @@ def make_actor_critic(
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
     torso_name = resolve_torso(config, obs_shape)
     return ActorCritic(config, obs_shape, int(num_actions), torso_name, continuous)
+
+
+def make_q_network(
+    config: NetworkConfig,
+    obs_shape: tuple[int, ...],
+    num_actions: int,
+    num_atoms: int = 1,
+    dueling: bool = False,
+    noisy: bool = False,
+    sigma0: float = 0.5,
+) -> QNetwork:
+    """The DQN-family network for `obs_shape` observations and `num_actions` actions: the
+    config's torso and a `QHead` (`num_atoms > 1`: C51 logits `[..., A, K]`, else Q `[..., A]`).
+    `config.shared_torso` and the Gaussian fields do not apply."""
+    obs_shape = tuple(int(d) for d in obs_shape)
+    if not _is_positive_int(num_actions):
+        raise ValueError(f"num_actions={num_actions!r} must be a positive int")
+    return QNetwork(
+        obs_shape, int(num_actions), resolve_torso(config, obs_shape), config.hidden_sizes,
+        config.activation, config.compute_dtype, num_atoms, dueling, noisy, sigma0,
+    )  # fmt: skip

@@ -10,13 +10,19 @@ ordinary or noisy linear layers. Outputs are float32 whatever the torso's dtype.
   over a fixed support (the agent turns them into Q-values with the atoms). `dueling=True`
   splits the last layer into a value stream and an advantage stream combined as
   `V + A - mean_a A` (Wang et al. 2016), per atom for C51 (as in Rainbow, Hessel et al. 2018).
+- `QNetwork`: a torso (`torsos.make_torso`) and a `QHead`, over any leading dims.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from jaxrl_dist.networks.torsos import make_torso
 
 
 def _scaled_noise(key: jax.Array, size: int) -> jax.Array:
@@ -82,3 +88,40 @@ class QHead(nn.Module):
             value = value.reshape(*x.shape[:-1], 1, self.num_atoms)
             out = value + out - jnp.mean(out, axis=-2, keepdims=True)
         return out[..., 0] if self.num_atoms == 1 else out
+
+
+class QNetwork(nn.Module):
+    """Observations `[..., *obs_shape]` -> Q-values `[..., A]` or C51 logits `[..., A, K]`.
+
+    Leading dims are flattened to one batch dim for the torso and restored on the output. Build
+    it with `jaxrl_dist.networks.make_q_network`, which validates the shapes. Params:
+    `{"torso", "head"}`; with `noisy`, `apply` needs `rngs={"noise": key}` unless
+    `deterministic=True`.
+    """
+
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    torso_name: str
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "relu"
+    dtype: jnp.dtype = jnp.float32
+    num_atoms: int = 1
+    dueling: bool = False
+    noisy: bool = False
+    sigma0: float = 0.5
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, deterministic: bool = False) -> jax.Array:
+        rank = len(self.obs_shape)
+        if tuple(obs.shape[obs.ndim - rank :]) != self.obs_shape:
+            raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {self.obs_shape}")
+        lead = obs.shape[: obs.ndim - rank]
+        flat = obs.reshape((math.prod(lead), *self.obs_shape))
+        if jnp.issubdtype(flat.dtype, jnp.floating):
+            flat = flat.astype(jnp.float32)  # e.g. float64 observations; frames stay uint8
+        torso = make_torso(self.torso_name, self.hidden_sizes, self.activation, self.dtype)
+        head = QHead(
+            self.num_actions, self.num_atoms, self.dueling, self.noisy, self.sigma0, name="head"
+        )
+        out = head(torso(flat), deterministic)
+        return out.reshape(*lead, *out.shape[1:])

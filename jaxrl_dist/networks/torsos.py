@@ -131,6 +131,21 @@ class ImpalaResNetTorso(nn.Module):
         return nn.relu(_dense(self.dense_size, self.dtype)(x))
 
 
+def make_torso(
+    name: str,
+    hidden_sizes: Sequence[int],
+    activation: str,
+    dtype: jnp.dtype,
+    module_name: str = "torso",
+) -> nn.Module:
+    """The torso called `name` ("mlp" | "nature_cnn" | "impala_resnet"), as module `module_name`."""
+    if name == "mlp":
+        return MLPTorso(tuple(hidden_sizes), activation, dtype, name=module_name)
+    if name == "nature_cnn":
+        return NatureCNNTorso(dtype, name=module_name)
+    return ImpalaResNetTorso(dtype=dtype, name=module_name)
+
+
 def _dense(features: int, dtype: jnp.dtype) -> nn.Dense:
     return nn.Dense(
         features,
