@@ -53,6 +53,10 @@ class ReplayConfig:
     n-step window of `n_step`) in proportion to `priority ** priority_exponent`: there they
     count transitions, and `batch_size` is transitions per update.
 
+    `save`: each checkpoint also holds every process's replay contents (rings, priorities,
+    the rate limiter's counts and the sampler's RNG), and a resume takes them back; without
+    it a resume starts with an empty replay and refills to `min_size` first.
+
     Learning starts once `min_size` are in; then the rate limiter keeps each one sampled
     `samples_per_insert` times on average, within `tolerance` samples: actors wait only when
     they run more than that ahead of the learner, and the learner when it runs ahead.
@@ -65,6 +69,9 @@ class ReplayConfig:
     n_step: int = 1  # "prioritized": transitions in a sampled window (1..unroll_length)
     priority_exponent: float = 0.6  # "prioritized": alpha (Schaul et al. 2016)
     priority_epsilon: float = 1e-6  # "prioritized": added to each priority before alpha
+    # Checkpoints hold the replay's contents, so a resume samples what the run had (None =
+    # automatic: on for vector observations, off for image frames, where a buffer is GBs).
+    save: bool | None = None
 
     def __post_init__(self):
         if self.capacity < 1:

@@ -10,8 +10,10 @@ the trainer loops over a reader and never knows which.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from jaxrl_dist.data import snapshot
 from jaxrl_dist.data.base import Batch
 from jaxrl_dist.data.on_policy import OnPolicyQueue
 from jaxrl_dist.data.prioritized import PrioritizedReplay
@@ -40,6 +42,23 @@ def env_steps_per_update(flow: str, config: Any) -> float:
     if flow == "prioritized":  # batch_size transitions, each inserted one sampled spi times
         return UniformReplay.env_steps_per_update(1, config.batch_size, spi)
     return OnPolicyQueue.env_steps_per_update(config.unroll_length, config.batch_size)
+
+
+def saves_contents(flow: str, config: Any, obs_shape: tuple[int, ...]) -> bool:
+    """Whether checkpoints hold the replay's contents: `config.replay.save`, automatic (None)
+    meaning vector observations yes, image frames no (an Atari-sized buffer is GBs)."""
+    if flow == "on_policy":
+        return False
+    save = config.replay.save
+    return len(obs_shape) == 1 if save is None else bool(save)
+
+
+def data_snapshot(data: Any, flow: str, config: Any, spec: Any) -> Callable[[], bytes] | None:
+    """What a checkpoint calls for this process's replay contents as bytes, or None when
+    they are not saved (`saves_contents`)."""
+    if not saves_contents(flow, config, spec.obs_shape):
+        return None
+    return lambda: snapshot.to_bytes(data.snapshot())
 
 
 def make_data(
@@ -84,6 +103,8 @@ __all__ = [
     "OnPolicyQueue",
     "PrioritizedReplay",
     "UniformReplay",
+    "data_snapshot",
     "env_steps_per_update",
     "make_data",
+    "saves_contents",
 ]

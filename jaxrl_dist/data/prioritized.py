@@ -89,6 +89,26 @@ class PrioritizedReplay(UniformReplay):
         leaves = slots[None, :] * self._unroll + np.arange(self._unroll)[:, None]  # [T, n]
         self._tree.set(leaves.reshape(-1), np.where(ended, 0.0, self._max_priority).reshape(-1))
 
+    def _snapshot_extra(self) -> dict[str, np.ndarray]:
+        leaves = self._tree.get(np.arange(self._capacity * self._unroll))
+        generation = np.append(self._generation, self._writes)
+        return {"priorities": leaves, "generation": generation, "max_priority": self._max_priority}
+
+    def _restore_extra(self, arrays: dict[str, np.ndarray]) -> None:
+        leaves = arrays["priorities"]
+        if leaves.shape != (self._capacity * self._unroll,):
+            raise ValueError(
+                f"the saved replay holds {leaves.size} transitions, this one "
+                f"{self._capacity * self._unroll}: resume with the run's own replay.capacity "
+                "and unroll_length"
+            )
+        self._tree.set(np.arange(leaves.size), leaves)
+        self._generation, self._writes = (
+            arrays["generation"][:-1].copy(),
+            int(arrays["generation"][-1]),
+        )
+        self._max_priority = float(arrays["max_priority"])
+
     def _draw(self) -> tuple[Rollout, np.ndarray]:
         leaves = self._tree.sample(self._rng, self._batch_size)
         slots, t = np.divmod(leaves, self._unroll)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
+from jaxrl_dist.data import snapshot
 from jaxrl_dist.data.base import Batch
 from jaxrl_dist.data.rate_limiter import RateLimiter
 from jaxrl_dist.errors import RunError
@@ -148,6 +149,55 @@ class UniformReplay:
                 self._cond.notify_all()
             self._insert_wait_s += waited
         return waited
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """A copy of everything the replay holds (`data.snapshot`): the rings, the write
+        position and size, env steps not yet handed to an update, the limiter's counts and the
+        sampler's RNG. Taken under the lock, so it is one consistent moment."""
+        with self._cond:
+            arrays = {
+                "counts": np.array(
+                    [
+                        self._next,
+                        self._size,
+                        self._env_steps,
+                        self._limiter.inserted,
+                        self._limiter.sampled,
+                    ],
+                    np.int64,
+                ),  # fmt: skip
+                "rng": snapshot.rng_array(self._rng),
+                **self._snapshot_extra(),
+            }
+            if self._treedef is not None:
+                rings = [r.copy() for r in self._rings]
+                arrays.update(snapshot.ring_arrays(self._treedef, rings))
+            return arrays
+
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        """Takes back what `snapshot` returned (before any actor writes). Raises ValueError
+        when it does not fit this replay (another capacity or segment length)."""
+        with self._cond:
+            if any(name.startswith(snapshot.RING) for name in arrays):
+                treedef, rings = snapshot.rings_from_arrays(arrays)
+                if any(r.shape[1] != self._capacity for r in rings):
+                    raise ValueError(
+                        f"the saved replay holds {rings[0].shape[1]} segments, this one "
+                        f"{self._capacity}: resume with the run's own replay.capacity"
+                    )
+                self._treedef, self._rings = treedef, rings
+            counts = [int(x) for x in arrays["counts"]]
+            self._next, self._size, self._env_steps = counts[:3]
+            self._limiter.inserted, self._limiter.sampled = counts[3:]
+            snapshot.restore_rng(self._rng, arrays["rng"])
+            self._restore_extra(arrays)
+
+    def _snapshot_extra(self) -> dict[str, np.ndarray]:
+        """Under the lock: what a subclass adds to a snapshot."""
+        return {}
+
+    def _restore_extra(self, arrays: dict[str, np.ndarray]) -> None:
+        """Under the lock: a subclass takes its part of a snapshot back."""
 
     def _items(self) -> int:
         return self._size * self._items_per_segment

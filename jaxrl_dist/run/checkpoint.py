@@ -21,7 +21,14 @@ import orbax.checkpoint as ocp
 
 from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run import packing
-from jaxrl_dist.run.orbax_items import BytesHandler, BytesRestore, BytesSave
+from jaxrl_dist.run.orbax_items import (
+    BytesHandler,
+    BytesRestore,
+    BytesSave,
+    ProcessBytesHandler,
+    ProcessBytesRestore,
+    ProcessBytesSave,
+)
 
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
 
@@ -71,10 +78,12 @@ class Checkpointer:
         meta: dict[str, Any],
         replay: Any = None,
         metric: float | None = None,
+        data: bytes | None = None,
     ) -> None:
         """`replay`: an optional tree of global arrays (deterministic mode's recorded actions),
         kept as a third item. `metric`: the evaluation metric of exactly this state, if it was
-        evaluated; Orbax keeps it beside the step, and it ranks the step for `keep_best`."""
+        evaluated; Orbax keeps it beside the step, and it ranks the step for `keep_best`.
+        `data`: this process's replay contents (`data.snapshot`), one file per process."""
         stored, layout = packing.pack(state)
         items = {"layout": ocp.args.JsonSave(layout), "meta": ocp.args.JsonSave(meta)}
         if packing.PACKED in stored:
@@ -83,6 +92,8 @@ class Checkpointer:
             items["state"] = ocp.args.StandardSave({packing.SHARDED: stored[packing.SHARDED]})
         if replay is not None:
             items["replay"] = ocp.args.StandardSave(replay)
+        if data is not None:
+            items["data"] = ProcessBytesSave(data)
         metrics = None if metric is None else {METRIC: float(metric)}
         self._manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
 
@@ -111,6 +122,14 @@ class Checkpointer:
             step, args=ocp.args.Composite(replay=ocp.args.StandardRestore(target))
         )
         return jax.device_get(restored["replay"])
+
+    def restore_data(self, step: int) -> np.ndarray | None:
+        """This process's replay contents saved at `step` (uint8 bytes), or None if that step
+        holds none."""
+        if not os.path.isdir(os.path.join(self.directory, str(step), "data")):
+            return None
+        restored = self._manager.restore(step, args=ocp.args.Composite(data=ProcessBytesRestore()))
+        return restored["data"]
 
     def restore_meta(self, step: int | None = None) -> dict[str, Any]:
         step = self.latest_step() if step is None else step
@@ -168,6 +187,7 @@ def _item_handlers() -> dict[str, ocp.CheckpointHandler]:
         "layout": ocp.JsonCheckpointHandler(),
         "meta": ocp.JsonCheckpointHandler(),
         "replay": ocp.StandardCheckpointHandler(),
+        "data": ProcessBytesHandler(),
     }
 
 

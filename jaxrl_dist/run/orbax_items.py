@@ -1,5 +1,6 @@
-"""Orbax items and patches of our own: the packed state's plain-file item, and TensorStore's
-leaking metrics read turned off. Imported by `checkpoint.py`, which applies them."""
+"""Orbax items and patches of our own: the packed state's plain-file item, the per-process
+replay contents' files, and TensorStore's leaking metrics read turned off. Imported by
+`checkpoint.py`, which applies them."""
 
 from __future__ import annotations
 
@@ -64,4 +65,34 @@ class BytesSave(ocp.args.CheckpointArgs):
 @ocp.args.register_with_handler(BytesHandler, for_restore=True)
 @dataclasses.dataclass
 class BytesRestore(ocp.args.CheckpointArgs):
+    item: bytes | None = None
+
+
+class ProcessBytesHandler(BytesHandler):
+    """One byte string per process, each written by its own process as `bytes.<process
+    index>` in the item's directory: a replay's contents, which every process holds a shard
+    of. Restores this process's file to a `uint8` NumPy array."""
+
+    def _own(self, directory):
+        return directory / f"{self.FILENAME}.{jax.process_index()}"
+
+    async def _save_fn(self, x: bytes, directory) -> None:
+        self._own(directory).write_bytes(x)
+
+    def restore(self, directory, item=None, args=None) -> np.ndarray:
+        path = self._own(directory)
+        if not path.exists():
+            raise FileNotFoundError(f"{path} not found")
+        return np.frombuffer(path.read_bytes(), np.uint8)
+
+
+@ocp.args.register_with_handler(ProcessBytesHandler, for_save=True)
+@dataclasses.dataclass
+class ProcessBytesSave(ocp.args.CheckpointArgs):
+    item: bytes
+
+
+@ocp.args.register_with_handler(ProcessBytesHandler, for_restore=True)
+@dataclasses.dataclass
+class ProcessBytesRestore(ocp.args.CheckpointArgs):
     item: bytes | None = None

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
 import jax
 import numpy as np
 
 from jaxrl_dist.config import ConfigError
+from jaxrl_dist.data import snapshot
 from jaxrl_dist.run.checkpoint import (
     Checkpointer,
     CheckpointReadError,
@@ -73,6 +75,29 @@ def restore_checkpoint(
             f"({first_line(e)}); delete that step's directory to resume from an earlier one"
         ) from None
     return state, meta, full
+
+
+def restore_replay_contents(ckpt: Checkpointer, data: Any, min_size: int, primary: bool) -> None:
+    """Refills this process's replay from the latest step's saved contents; when the step
+    holds none (`config.replay.save` off), says in one warning line that the replay refills
+    to `min_size` before learning goes on. ConfigError if they cannot be taken back."""
+    step = ckpt.latest_step()
+    try:
+        saved = ckpt.restore_data(step)
+        if saved is not None:
+            data.restore(snapshot.from_bytes(saved))
+    except Exception as e:  # noqa: BLE001  Orbax, a cut file, another replay's shapes
+        raise ConfigError(
+            f"--resume: the replay saved at checkpoint {step} cannot be taken back "
+            f"({first_line(e)}); resume with the run's own config, or delete that step's "
+            "data/ directory to refill the replay instead"
+        ) from None
+    if saved is None and primary:
+        print(
+            f"warning: checkpoint {step} holds no replay contents (config.replay.save is off); "
+            f"the replay refills to config.replay.min_size={min_size} before learning goes on",
+            file=sys.stderr,
+        )
 
 
 class ReplayLog:

@@ -7,6 +7,7 @@ after a new best evaluation (process 0 asks). Every process takes part in every 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,9 +31,13 @@ class Saver:
         ckpt: Checkpointer,
         policy: dict[str, Any],
         wall_time_s: float,
+        data_snapshot: Callable[[], bytes] | None = None,
     ):
+        """`data_snapshot`: this process's replay contents as bytes, saved with each step
+        (`config.replay.save`); None saves none."""
         self._config, self._cluster, self._devices = config, cluster, devices
         self.ckpt = ckpt
+        self._data_snapshot = data_snapshot
         self._policy = policy  # how to rebuild the acting network (jaxrl_dist.tools.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
 
@@ -77,5 +82,6 @@ class Saver:
         if window is not None:
             meta["replay"] = replay.meta(step)
             replay_item = put_replay(window, self._devices.batch_sharding(axis=2))
-        self.ckpt.save(step, state, meta, replay_item, metric=metric)
+        data = self._data_snapshot() if self._data_snapshot is not None else None
+        self.ckpt.save(step, state, meta, replay_item, metric=metric, data=data)
         self._last_save_s = counters.wall_time_s

@@ -21,7 +21,7 @@ from jaxrl_dist.acting.actor import ActorShared, ActorStats
 from jaxrl_dist.acting.fleet import Fleet
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import TrainConfig, jsonable
-from jaxrl_dist.data import make_data
+from jaxrl_dist.data import data_snapshot, make_data
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.learner import Learner
@@ -32,7 +32,12 @@ from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
 from jaxrl_dist.run.preflight import Prepared
-from jaxrl_dist.run.resume import ReplayLog, replay_for_actors, restore_checkpoint
+from jaxrl_dist.run.resume import (
+    ReplayLog,
+    replay_for_actors,
+    restore_checkpoint,
+    restore_replay_contents,
+)
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.tools.policy import describe_policy
 
@@ -68,14 +73,16 @@ class Session:
             self.logger.close()
 
 
-def _initial_state(cfg, prepared, learner, ckpt, replay, resume, cluster, history):
+def _initial_state(cfg, prepared, learner, ckpt, replay, resume, cluster, history, data):
     """(state, counters, the resumed checkpoint's meta or None, the replay for the actors
-    {global actor index: env actions})."""
+    {global actor index: env actions}); a resume also refills `data` if the step saved it."""
     state = learner.init_state()
     if resume:
         columns = cfg.process_batch_size(cluster.count)
         columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
         state, meta, full = restore_checkpoint(ckpt, state, replay, columns)
+        if prepared.data != "on_policy":
+            restore_replay_contents(ckpt, data, cfg.replay.min_size, cluster.is_primary)
         counters = Counters.from_meta(meta)
         history.resume(counters.updates, meta.get("evals"))
         return state, counters, meta, replay_for_actors(full, cfg.envs_per_actor)
@@ -107,9 +114,11 @@ def start_session(
         layout = {"unroll_length": cfg.unroll_length, "envs_per_actor": cfg.envs_per_actor}
         replay = ReplayLog(cfg.env_epoch_updates, {**layout, "batch_size": cfg.batch_size})
     history = EvalHistory(workdir, cluster.is_primary)
+    stop_actors = threading.Event()
+    data = make_data(prepared.data, cfg, cluster.count, cluster.index, stop_actors, stop_requested)
     try:
         state, counters, meta, actor_replay = _initial_state(
-            cfg, prepared, learner, ckpt, replay, resume, cluster, history
+            cfg, prepared, learner, ckpt, replay, resume, cluster, history, data
         )
     except BaseException:
         ckpt.close()
@@ -127,7 +136,6 @@ def start_session(
     store.publish(params, counters.updates)
     logger = MetricLogger(workdir, wall_time_offset=base_wall) if cluster.is_primary else None
     progress = Progress(cfg.total_env_steps, quiet=quiet or not cluster.is_primary)
-    stop_actors = threading.Event()
     monitor = None
     if cluster.is_primary:
         evaluator = Evaluator(
@@ -138,9 +146,7 @@ def start_session(
     session = Session(
         learner=learner,
         store=store,
-        data=make_data(
-            prepared.data, cfg, cluster.count, cluster.index, stop_actors, stop_requested
-        ),
+        data=data,
         fleet=None,
         stats=ActorStats(),
         stop_actors=stop_actors,
@@ -152,6 +158,7 @@ def start_session(
             ckpt,
             describe_policy(cfg, prepared.spec),
             wall_time_s=base_wall,
+            data_snapshot=data_snapshot(data, prepared.data, cfg, prepared.spec),
         ),  # fmt: skip
         logger=logger,
         progress=progress,

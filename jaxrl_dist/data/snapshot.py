@@ -1,0 +1,71 @@
+"""A replay's contents as bytes, for checkpoints (`config.replay.save`).
+
+A snapshot is a flat `{name: np.ndarray}`: the replay's rings under `ring/<leaf path>` (the
+Rollout leaf's key path, so the ring tree is rebuilt without pickling its structure) and its
+counters and RNG state under plain names. `to_bytes` / `from_bytes` store it as an uncompressed
+`.npz` (NumPy's own format: no pickle, fast to write).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_dist.types import Rollout
+
+RING = "ring/"
+
+
+def ring_arrays(treedef: Any, rings: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """`{"ring/<path>": ring}` for the rings of a `Rollout` tree (`treedef`'s leaves, in order)."""
+    tree = jax.tree.unflatten(treedef, list(range(len(rings))))
+    paths = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {RING + _path_name(path): rings[index] for path, index in paths}
+
+
+def rings_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[Any, list[np.ndarray]]:
+    """The (treedef, rings) `ring_arrays` stored: a `Rollout` with nested dicts where the paths
+    have more than one key (`agent_extras/log_prob`, dict observations)."""
+    fields: dict[str, Any] = {name: {} for name in ("agent_extras",)}
+    for name, ring in arrays.items():
+        if not name.startswith(RING):
+            continue
+        *parents, last = name[len(RING) :].split("/")
+        node = fields
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = ring
+    rollout = Rollout(**fields)
+    leaves, treedef = jax.tree.flatten(rollout)
+    if len(leaves) != sum(name.startswith(RING) for name in arrays):
+        raise ValueError("the saved replay's rings do not form a Rollout")
+    return treedef, leaves
+
+
+def rng_array(rng: np.random.Generator) -> np.ndarray:
+    """A NumPy generator's state as a uint8 array (its JSON)."""
+    return np.frombuffer(json.dumps(rng.bit_generator.state).encode(), np.uint8)
+
+
+def restore_rng(rng: np.random.Generator, saved: np.ndarray) -> None:
+    rng.bit_generator.state = json.loads(saved.tobytes().decode())
+
+
+def to_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def from_bytes(data: bytes | np.ndarray) -> dict[str, np.ndarray]:
+    raw = data.tobytes() if isinstance(data, np.ndarray) else data
+    with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+        return {name: npz[name] for name in npz.files}
+
+
+def _path_name(path) -> str:
+    return "/".join(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
