@@ -125,7 +125,7 @@ def test_priorities_flow_back_from_the_learner_to_the_replay(tmp_path):
     "overrides,match",
     [
         ({"algorithm": "test_nstep_q_no_priorities"}, "returns no priorities"),
-        ({"replay": {"n_step": 9}}, "n_step=9 is longer than config.unroll_length=8"),
+        ({"replay": {"n_step": 8}}, "n_step=8 is not shorter than config.unroll_length=8"),
         ({"deterministic": True, "batch_size": 16}, "deterministic=True"),
     ],
 )

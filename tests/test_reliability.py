@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from env_faults import inject_env_failures
 
-import jaxrl_dist.acting.fleet as fleet_module
 from jaxrl_dist import agents
 from jaxrl_dist.acting.supervisor import RestartBudget
 from jaxrl_dist.agents.base import AgentEntry, RunShape
@@ -48,36 +48,8 @@ def test_restart_budget_is_a_sliding_window():
     assert not RestartBudget(0, 10.0).allow()  # 0: the first failure stops the run
 
 
-class FailingEnv:
-    """An EnvPool whose `recv` raises after `fail_after` calls (None: never)."""
-
-    def __init__(self, env, fail_after):
-        self._env, self._fail_after, self._calls = env, fail_after, 0
-
-    def recv(self):
-        self._calls += 1
-        if self._fail_after is not None and self._calls > self._fail_after:
-            raise RuntimeError("injected env failure")
-        return self._env.recv()
-
-    def __getattr__(self, name):
-        return getattr(self._env, name)
-
-
-def _inject_env_failures(monkeypatch, fail_after_by_env):
-    """The n-th EnvPool the actors make fails after `fail_after_by_env(n)` recv() calls."""
-    real_make_env, made = fleet_module.make_env, []
-
-    def make_env(*args, **kwargs):
-        made.append(None)
-        return FailingEnv(real_make_env(*args, **kwargs), fail_after_by_env(len(made) - 1))
-
-    monkeypatch.setattr(fleet_module, "make_env", make_env)
-    return made
-
-
 def test_an_actor_that_fails_once_is_restarted_and_the_run_goes_on(tmp_path, monkeypatch):
-    made = _inject_env_failures(monkeypatch, lambda n: 200 if n == 0 else None)
+    made = inject_env_failures(monkeypatch, lambda n: 200 if n == 0 else None)
     config, _ = parse_args(QUICK)
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert len(made) == 2  # the first EnvPool and its replacement
@@ -92,7 +64,7 @@ def test_an_actor_that_fails_once_is_restarted_and_the_run_goes_on(tmp_path, mon
 
 
 def test_an_actor_that_always_fails_stops_the_run_within_the_budget(tmp_path, monkeypatch, capsys):
-    made = _inject_env_failures(monkeypatch, lambda n: 100)
+    made = inject_env_failures(monkeypatch, lambda n: 100)
     workdir = tmp_path / "run"
     start = time.monotonic()
     code = main([*QUICK[:-1], str(workdir), "--quiet", "--config.actor_max_restarts=2"])
@@ -119,7 +91,7 @@ def test_a_lockstep_actor_restarts_exactly_where_it_failed(tmp_path, monkeypatch
          "--config.env_epoch_updates=3"]
     )  # fmt: skip
     clean = Trainer(config, str(tmp_path / "clean"), quiet=True).run().summary
-    made = _inject_env_failures(monkeypatch, lambda n: 50 if n == 1 else None)
+    made = inject_env_failures(monkeypatch, lambda n: 50 if n == 1 else None)
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["actor_restarts"] == 1
     assert summary["updates"] == 20 and summary["stop_reason"] == "total_env_steps reached"

@@ -3,12 +3,15 @@ agents up here; `register` adds one (from research code or a test) without editi
 
 from __future__ import annotations
 
-from jaxrl_dist.agents import impala, ppo
+from jaxrl_dist.agents import dqn, impala, ppo
 from jaxrl_dist.agents.base import Agent, AgentEntry, LearnerState
 
 REGISTRY: dict[str, AgentEntry] = {
     "impala": AgentEntry(impala.ImpalaConfig, impala.make_impala),
     "ppo": AgentEntry(ppo.PPOConfig, ppo.make_ppo, ppo.check_ppo),
+    "rainbow": AgentEntry(
+        dqn.RainbowConfig, dqn.make_rainbow, dqn.check_rainbow, data="prioritized"
+    ),
 }
 
 

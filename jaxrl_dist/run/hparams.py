@@ -21,6 +21,7 @@ import numbers
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -39,8 +40,18 @@ class HyperparamError(ValueError):
 class HyperparamControl:
     """Pending run-time changes of the algorithm config fields named in `names`."""
 
-    def __init__(self, algo_config: Any, names: tuple[str, ...], workdir: str, primary: bool):
+    def __init__(
+        self,
+        algo_config: Any,
+        names: tuple[str, ...],
+        workdir: str,
+        primary: bool,
+        check: Callable[[Any], str | None] = lambda algo_config: None,
+    ):
+        """`check(algo_config)`: the agent's check against the rest of the run's config (one
+        line or None), run on every request as at the start (`AgentEntry.check`)."""
         self.names = names
+        self._check = check
         self._config = algo_config  # the values now in force, for the checks
         self._pending: dict[str, float] = {}
         self._sources: list[str] = []
@@ -91,9 +102,11 @@ class HyperparamControl:
                 raise HyperparamError(f"{name}={value!r} is not a finite float32")
         as_used = {k: float(np.float32(v)) for k, v in {**self._pending, **out}.items()}
         try:  # the config's own checks, on the values the update will read
-            dataclasses.replace(self._config, **as_used)
+            problem = self._check(dataclasses.replace(self._config, **as_used))
         except ValueError as e:
             raise HyperparamError(str(e).split("; fix it")[0]) from None
+        if problem:
+            raise HyperparamError(problem)
         return out
 
     def poll(self) -> None:

@@ -111,16 +111,39 @@ def data_problem(flow: str, config: TrainConfig) -> str | None:
             "config.deterministic=True takes one unroll of every actor per update, which a "
             "replay's sampling does not; this agent learns from a replay"
         )
-    n_step, unroll = config.replay.n_step, config.unroll_length
-    if flow == "prioritized" and n_step > unroll:
-        return (
-            f"config.replay.n_step={n_step} is longer than config.unroll_length={unroll}: a "
-            "window is cut at its segment's end; make unroll_length at least n_step"
-        )
+    if flow in ("replay", "prioritized"):
+        problem = _replay_problem(flow, config)
+        if problem:
+            return problem
     batch = config.inference.batch_size
     if config.inference.client == "server" and batch and batch < config.env_batch_size:
         return (
             f"config.inference.batch_size={batch} is smaller than one actor's recv() batch "
             f"({config.env_batch_size} envs); make it at least that"
+        )
+    return None
+
+
+def _replay_problem(flow: str, config: TrainConfig) -> str | None:
+    """Replay sizes that cannot work with the run's batch and segments (one line), or None."""
+    r, unroll, batch = config.replay, config.unroll_length, config.batch_size
+    unit = "transitions" if flow == "prioritized" else "segments"
+    if r.capacity < batch:
+        return (
+            f"config.replay.capacity={r.capacity} is smaller than config.batch_size={batch} "
+            f"(the {unit} of one update); make the capacity at least the batch"
+        )
+    if flow != "prioritized":
+        return None
+    if r.n_step >= unroll:
+        return (
+            f"config.replay.n_step={r.n_step} is not shorter than config.unroll_length={unroll}: "
+            "a window is cut at its segment's end, so most would be short; make unroll_length "
+            "larger than n_step"
+        )
+    if r.capacity < unroll:
+        return (
+            f"config.replay.capacity={r.capacity} transitions holds no segment of "
+            f"config.unroll_length={unroll}; make the capacity at least that"
         )
     return None

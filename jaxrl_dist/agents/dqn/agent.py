@@ -1,0 +1,236 @@
+"""Rainbow's agent: an epsilon-ladder (and noisy) Q actor half and the n-step, prioritized,
+double/distributional Q-learning learner half."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity, Agent, LearnerCore, RunShape
+from jaxrl_dist.agents.common import gradient_step, initial_hparams, injected_optimizer
+from jaxrl_dist.agents.dqn.config import RUNTIME_HPARAMS, RainbowConfig
+from jaxrl_dist.agents.dqn.loss import expected_q, importance_weights, transition_losses
+from jaxrl_dist.agents.dqn.targets import n_step_target
+from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.networks import NetworkConfig, QNetwork, make_q_network
+from jaxrl_dist.types import PyTree, Rollout, assert_rollout_shapes
+
+
+class DQNState(NamedTuple):
+    """The learner state of the DQN family; checkpointed whole.
+
+    Attributes:
+      params: `{"net": online network params, "epsilon": [] float32}`: what the actors get.
+        The exploration rate travels with the network, so a schedule or a run-time change
+        reaches every actor (and a central server) with the next params.
+      target_params: the target network's params (same tree as `params["net"]`).
+      opt_state: Adam's state over `params["net"]`.
+      rng: PRNG key for the noisy layers' noise.
+      update_step: `[]` int32 updates applied.
+      hparams: `{name: [] float32}` the run-time hyperparameters (`RUNTIME_HPARAMS`).
+    """
+
+    params: dict[str, Any]
+    target_params: PyTree
+    opt_state: PyTree
+    rng: jax.Array
+    update_step: jax.Array
+    hparams: dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class QModel:
+    """A Q network and its C51 support; `apply` draws noisy layers' noise from `key` (None: the
+    noise-free means, for greedy acting)."""
+
+    network: QNetwork
+    env_spec: EnvSpec
+    v_min: float
+    v_max: float
+
+    @property
+    def atoms(self) -> jax.Array | None:
+        k = self.network.num_atoms
+        return None if k == 1 else jnp.linspace(self.v_min, self.v_max, k, dtype=jnp.float32)
+
+    def init(self, key: jax.Array) -> PyTree:
+        obs = jnp.zeros((1, *self.env_spec.obs_shape), _input_dtype(self.env_spec))
+        params_key, noise_key = jax.random.split(key)
+        return self.network.init({"params": params_key, "noise": noise_key}, obs)
+
+    def apply(self, net: PyTree, obs: jax.Array, key: jax.Array | None) -> jax.Array:
+        if key is None or not self.network.noisy:
+            return self.network.apply(net, obs, True)
+        return self.network.apply(net, obs, rngs={"noise": key})
+
+    def q_values(self, net: PyTree, obs: jax.Array, key: jax.Array | None) -> jax.Array:
+        return expected_q(self.apply(net, obs, key), self.atoms)
+
+
+def _input_dtype(spec: EnvSpec) -> Any:
+    return jnp.float32 if np.dtype(spec.obs_dtype) == np.float64 else spec.obs_dtype
+
+
+def epsilon_ladder(identity: ActorIdentity, num_envs: int, alpha: float) -> np.ndarray:
+    """`[num_envs]` exponents `1 + alpha * i / (N - 1)` of this actor's envs, `i` the env's index
+    over all `N` envs of every actor (Ape-X, Horgan et al. 2018: env i acts with
+    `epsilon ** exponent_i`)."""
+    index = identity.index * num_envs + np.arange(num_envs)
+    total = identity.count * num_envs
+    return (1.0 + alpha * index / max(total - 1, 1)).astype(np.float32)
+
+
+def make_actor(model: QModel, config: RainbowConfig) -> ActorCore:
+    """Epsilon-greedy over the expected Q-values, each env with its ladder exponent; with noisy
+    layers, one noise draw per call (shared by the batch, as in Fortunato et al. 2018)."""
+
+    def init_state(identity, num_envs, key):
+        return {
+            "key": jax.random.split(key, num_envs),
+            "epsilon_exponent": jnp.asarray(
+                epsilon_ladder(identity, num_envs, config.epsilon_alpha)
+            ),
+        }
+
+    def act(params, obs, state):
+        keys = jax.vmap(lambda k: jax.random.split(k, 4))(state["key"])  # [B, 4, ...]
+        q = model.q_values(params["net"], obs, keys[0, 3])
+        epsilon = params["epsilon"] ** state["epsilon_exponent"]
+        explore = jax.vmap(jax.random.uniform)(keys[:, 1]) < epsilon
+        random = jax.vmap(lambda k: jax.random.randint(k, (), 0, q.shape[-1]))(keys[:, 2])
+        action = jnp.where(explore, random, jnp.argmax(q, axis=-1)).astype(jnp.int32)
+        return action, {}, {**state, "key": keys[:, 0]}
+
+    def greedy_act(params, obs):
+        return jnp.argmax(model.q_values(params["net"], obs, None), axis=-1).astype(jnp.int32)
+
+    return ActorCore(init_state, act, greedy_act)
+
+
+class Schedules(NamedTuple):
+    """The values an update reads from the run-time hyperparameters and the update count."""
+
+    epsilon: jax.Array
+    importance_exponent: jax.Array
+    n_step: jax.Array
+
+
+def schedules(
+    config: RainbowConfig, run_shape: RunShape, hparams: dict, step: jax.Array, window: int
+) -> Schedules:
+    """Epsilon decayed linearly over the env steps consumed, beta annealed to 1 over the run,
+    and the return length (0 = the whole `window`)."""
+    consumed = step.astype(jnp.float32) * run_shape.env_steps_per_update
+    decay = config.epsilon_decay_env_steps
+    done = jnp.minimum(consumed / decay, 1.0) if decay else 1.0
+    epsilon = config.epsilon_start + done * (hparams["epsilon"] - config.epsilon_start)
+    beta = hparams["importance_exponent"]
+    if config.anneal_importance:
+        beta = beta + (1.0 - beta) * jnp.minimum(step / run_shape.num_updates, 1.0)
+    n = jnp.round(hparams["n_step"]).astype(jnp.int32)
+    return Schedules(epsilon, beta, jnp.where(n < 1, window, jnp.minimum(n, window)))
+
+
+def make_rainbow(
+    config: RainbowConfig, network_config: NetworkConfig, env_spec: EnvSpec, run_shape: RunShape
+) -> Agent:
+    """Builds the DQN-family agent for discrete actions (see `RainbowConfig`)."""
+    if env_spec.continuous:
+        raise ValueError(
+            "rainbow needs discrete actions and this env's are continuous; use config.algorithm="
+            "'ppo' or 'impala'"
+        )
+    network = make_q_network(
+        network_config, env_spec.obs_shape, env_spec.num_actions, config.num_atoms,
+        config.dueling, config.noisy, config.sigma0,
+    )  # fmt: skip
+    model = QModel(network, env_spec, config.v_min, config.v_max)
+    optimizer = injected_optimizer(
+        lambda learning_rate: optax.adam(learning_rate, eps=config.adam_eps),
+        config.learning_rate,
+        config.max_grad_norm,
+    )
+    hparams = initial_hparams(config, RUNTIME_HPARAMS)
+
+    def init(key: jax.Array) -> DQNState:
+        net = model.init(key)
+        zero = jnp.zeros((), jnp.int32)
+        epsilon = schedules(config, run_shape, hparams, zero, 1).epsilon
+        params = {"net": net, "epsilon": jnp.asarray(epsilon, jnp.float32)}
+        return DQNState(params, net, optimizer.init(net), jax.random.fold_in(key, 1), zero, hparams)
+
+    def loss_fn(net, state: DQNState, window: Rollout, n, beta, keys):
+        target = n_step_target(window, n, config.discount)
+        out_t = model.apply(state.target_params, target.obs_t, keys[0])
+        obs_tm1, batch = window.obs[0], window.action.shape[1]
+        if config.double:  # the online net picks the bootstrap action: one pass over both
+            both = model.apply(net, jnp.concatenate([obs_tm1, target.obs_t]), keys[1])
+            online_t = jax.lax.stop_gradient(both[batch:])
+            out_tm1, selector = both[:batch], expected_q(online_t, model.atoms)
+        else:
+            out_tm1 = model.apply(net, obs_tm1, keys[1])
+            selector = expected_q(out_t, model.atoms)
+        losses, priorities = transition_losses(
+            out_tm1, window.action[0], target, out_t, selector, model.atoms, config
+        )
+        extras = window.agent_extras
+        weights = importance_weights(
+            extras["replay_probability"][0], extras["replay_count"][0], beta
+        )
+        q_taken = jnp.take_along_axis(
+            expected_q(out_tm1, model.atoms), window.action[0][:, None].astype(jnp.int32), -1
+        )
+        metrics = {
+            "importance_weight_mean": jnp.mean(weights),
+            "q_mean": jnp.mean(q_taken),
+            "priority_mean": jnp.mean(priorities),
+            "return_steps_mean": jnp.mean(target.steps.astype(jnp.float32)),
+        }
+        loss = jnp.mean(jax.lax.stop_gradient(weights) * losses)
+        return loss, (priorities, metrics)
+
+    def update(state: DQNState, window: Rollout):
+        assert_rollout_shapes(window)
+        hp = state.hparams
+        sched = schedules(config, run_shape, hp, state.update_step, window.action.shape[0])
+        rng, *keys = jax.random.split(state.rng, 3)
+        (loss, (priorities, metrics)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params["net"], state, window, sched.n_step, sched.importance_exponent, keys
+        )
+        params, opt_state = gradient_step(
+            optimizer, state.params, state.opt_state, grads, hp["learning_rate"]
+        )
+        step = state.update_step + 1
+        target_params = _target_update(config, params["net"], state.target_params, step, hp)
+        epsilon = schedules(config, run_shape, hp, step, 1).epsilon
+        metrics.update(
+            loss=loss,
+            grad_norm=optax.tree.norm(grads),
+            learning_rate=hp["learning_rate"],
+            epsilon=epsilon,
+            importance_exponent=sched.importance_exponent,
+        )
+        params = {**params, "epsilon": jnp.asarray(epsilon, jnp.float32)}
+        new = state._replace(
+            params=params, target_params=target_params, opt_state=opt_state, rng=rng,
+            update_step=step,
+        )  # fmt: skip
+        return new, metrics, priorities.astype(jnp.float32)
+
+    learner = LearnerCore(init, update, priorities=True)
+    return Agent(make_actor(model, config), learner, RUNTIME_HPARAMS)
+
+
+def _target_update(
+    config: RainbowConfig, online: PyTree, target: PyTree, step: jax.Array, hparams: dict
+) -> PyTree:
+    """A hard copy every `target_period` updates, or Polyak averaging after each."""
+    if config.target_update == "polyak":
+        return optax.incremental_update(online, target, config.target_tau)
+    period = jnp.maximum(jnp.round(hparams["target_period"]).astype(jnp.int32), 1)
+    return optax.periodic_update(online, target, step, period)
