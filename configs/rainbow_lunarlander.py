@@ -3,7 +3,9 @@
 Every Rainbow part on (Hessel et al. 2018): C51 (51 atoms on [-100, 200], which holds the
 task's discounted returns), noisy nets (sigma0 0.5), dueling, double Q, 3-step returns,
 proportional priorities (alpha 0.5, beta 0.4 -> 1), Adam; sized for a vector task: a 256-256 ReLU
-MLP, a 200k-transition replay, learning from 5k transitions, each transition sampled 4 times.
+MLP, a 200k-transition replay, learning from 5k transitions, each transition sampled 16 times
+(one update of 128 per 8 env steps). Measured on seed 0: 16 samples per insertion reached 213 at
+157k env steps, where 4 stood near -80 at 400k (the learner was starved, not the actors).
 """
 
 import ml_collections
@@ -30,7 +32,7 @@ def get_config(variant=None):
     c.replay = {
         "capacity": 200_000,
         "min_size": 5_000,
-        "samples_per_insert": 4.0,
+        "samples_per_insert": 16.0,
         "n_step": 3,
         "priority_exponent": 0.5,
     }
