@@ -310,3 +310,19 @@ def test_params_store_copy_survives_donation_of_replicated_params():
     proc = _run(["-c", PARAMS_STORE_CHECK], env=env, timeout=120)
     assert proc.returncode == 0, _failed(proc)
     assert proc.stdout.strip().splitlines()[-1] == "ok"
+
+
+def test_replay_throughput_measures_every_replay_and_kind(tmp_path):
+    import replay_throughput
+
+    out = str(tmp_path / "replay.json")
+    args = ["--vector-capacity", "4096", "--atari-capacity", "1024", "--repeats", "2", "--out", out]
+    assert replay_throughput.main(args) == 0
+    with open(out) as f:
+        rows = json.load(f)["rows"]
+    assert [(r["kind"], r["prioritized"]) for r in rows] == [
+        ("vector", False), ("vector", True), ("atari", False), ("atari", True),
+    ]  # fmt: skip
+    for r in rows:
+        assert r["held_transitions"] == r["capacity_transitions"]  # full when timed
+        assert r["inserts_per_s"] > 0 and r["samples_per_s"] > 0

@@ -213,3 +213,34 @@ def test_bad_launch_flags_exit_2_before_anything_starts(tmp_path, flags, message
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_rainbow_over_two_processes_samples_local_shards_and_saves_each(tmp_path):
+    """Prioritized replay on 2 processes x 2 fake devices: each process samples its own replay,
+    gets its rows of the update's priorities back and saves its own replay file; a resume takes
+    both back (no refill warning) and the processes stay in step."""
+    rainbow = os.path.join(ROOT, "configs", "rainbow_cartpole.py")
+    workdir = tmp_path / "run"
+
+    def run(total, *extra):
+        args = ["--config", f"{rainbow}:quick", "--workdir", str(workdir), "--quiet",
+                f"--config.total_env_steps={total}", *extra]  # fmt: skip
+        procs = start_processes(args, 2, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        outs = [p.communicate(timeout=240) for p in procs]
+        for p, (_, err) in zip(procs, outs, strict=True):
+            assert p.returncode == 0, err[-3000:]
+        return [err for _, err in outs]
+
+    run(3_000)
+    first = _summary(workdir)
+    step = first["latest_checkpoint_step"]
+    assert sorted(os.listdir(workdir / "checkpoints" / str(step) / "data")) == [
+        "bytes.0", "bytes.1",
+    ]  # fmt: skip
+    weights = [r["losses/importance_weight_mean"] for r in _train_records(workdir)]
+    assert weights and min(weights) < 0.95  # each process's priorities came back
+    errs = run(5_000, "--resume")
+    assert not any("holds no replay contents" in err for err in errs)
+    resumed = _summary(workdir)
+    assert resumed["resumed_from_update"] == step and resumed["updates"] > step
+    assert len(set(resumed["params_sha256_by_process"])) == 1

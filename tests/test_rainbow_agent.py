@@ -181,3 +181,11 @@ def test_continuous_actions_are_refused_in_one_line():
     spec = SPEC._replace(num_actions=0, action_dim=2)
     with pytest.raises(ValueError, match="rainbow needs discrete actions"):
         make_rainbow(RainbowConfig(), NET, spec, SHAPE)
+
+
+def test_a_warm_start_sets_the_target_network_too():
+    agent = _agent()
+    fresh = agent.learner.init(jax.random.PRNGKey(7))
+    other = agent.learner.init(jax.random.PRNGKey(8)).params
+    warm = agent.learner.with_params(fresh, other)
+    assert _same(warm.params, other) and _same(warm.target_params, other["net"])

@@ -222,7 +222,11 @@ def make_rainbow(
         )  # fmt: skip
         return new, metrics, priorities.astype(jnp.float32)
 
-    learner = LearnerCore(init, update, priorities=True)
+    def with_params(state: DQNState, params: dict[str, Any]) -> DQNState:
+        """A warm start: the online and the target network both start from `params`."""
+        return state._replace(params=params, target_params=params["net"])
+
+    learner = LearnerCore(init, update, with_params=with_params, priorities=True)
     return Agent(make_actor(model, config), learner, RUNTIME_HPARAMS)
 
 
