@@ -17,7 +17,6 @@ from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AT_UPDATE = os.path.join(ROOT, "tests", "signal_at_update.py")
-TRAIN = os.path.join(ROOT, "scripts", "train.py")
 CONFIG = os.path.join(ROOT, "configs", "rainbow_cartpole.py") + ":quick"
 
 
@@ -29,18 +28,19 @@ def test_an_actor_killed_while_the_replay_fills_is_restarted(tmp_path, monkeypat
     assert summary["stop_reason"] == "total_env_steps reached" and summary["updates"] > 100
 
 
-def _run(script, workdir, *extra):
-    args = [sys.executable, *script, "--config", CONFIG, "--workdir", str(workdir), "--quiet",
-            "--config.checkpoint_every_updates=0", *extra]  # fmt: skip
+def _run_stopped_at(update, workdir):
+    """A run of its own process, SIGTERM after `update`; its summary."""
+    args = [sys.executable, AT_UPDATE, "SIGTERM", str(update), "--config", CONFIG, "--workdir",
+            str(workdir), "--quiet", "--config.checkpoint_every_updates=0"]  # fmt: skip
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     with open(os.path.join(workdir, "summary.json")) as f:
-        return json.load(f), out.stderr
+        return json.load(f)
 
 
-def test_sigterm_then_resume_takes_back_the_learner_state_and_the_replay(tmp_path):
+def test_sigterm_then_resume_takes_back_the_learner_state_and_the_replay(tmp_path, capsys):
     workdir = tmp_path / "run"
-    stopped, _ = _run([AT_UPDATE, "SIGTERM", "60"], workdir)
+    stopped = _run_stopped_at(60, workdir)
     assert stopped["stop_reason"] == "SIGTERM"
     step = stopped["updates"]
     with Checkpointer(str(workdir / "checkpoints")) as ckpt:
@@ -50,17 +50,20 @@ def test_sigterm_then_resume_takes_back_the_learner_state_and_the_replay(tmp_pat
     assert inserted >= 256 and sampled == 128 * step  # min_size in; batch 128 per update
     assert len(np.unique(saved["priorities"])) > 3  # TD errors came back as priorities
 
-    resumed, err = _run([TRAIN], workdir, "--resume")
+    resumed = Trainer(load_config(CONFIG), str(workdir), resume=True, quiet=True).run().summary
     assert resumed["resumed_from_update"] == step
     assert resumed["initial_params_sha256"] == stopped["params_sha256"]
     assert resumed["stop_reason"] == "total_env_steps reached"
-    assert "holds no replay contents" not in err
+    assert "holds no replay contents" not in capsys.readouterr().err
 
 
-def test_without_saved_contents_a_resume_says_it_refills(tmp_path):
-    workdir = tmp_path / "run"
-    stopped, _ = _run([AT_UPDATE, "SIGTERM", "30"], workdir, "--config.replay.save=false")
-    resumed, err = _run([TRAIN], workdir, "--resume", "--config.replay.save=false")
-    warnings = [line for line in err.splitlines() if "holds no replay contents" in line]
+def test_without_saved_contents_a_resume_says_it_refills(tmp_path, capsys):
+    workdir = str(tmp_path / "run")
+    config = load_config(CONFIG, total_env_steps=1_500, **{"replay.save": False})
+    first = Trainer(config, workdir, quiet=True).run().summary
+    config = load_config(CONFIG, total_env_steps=2_500, **{"replay.save": False})
+    resumed = Trainer(config, workdir, resume=True, quiet=True).run().summary
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "replay contents" in line]
     assert len(warnings) == 1 and "refills to config.replay.min_size=256" in warnings[0]
-    assert resumed["initial_params_sha256"] == stopped["params_sha256"]
+    assert resumed["initial_params_sha256"] == first["params_sha256"]
+    assert resumed["updates"] > first["updates"]
