@@ -73,3 +73,13 @@ def concatenate_rollouts(rollouts: list[Rollout]) -> Rollout:
     if len(rollouts) == 1:
         return rollouts[0]
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *rollouts)
+
+
+def key_names(path) -> list[str]:
+    """A key path's keys as strings: dict keys, NamedTuple field names, sequence indices."""
+    return [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
+
+
+def path_name(path) -> str:
+    """A key path as `"agent_extras/log_prob"`: how checkpoints name a tree's leaves."""
+    return "/".join(key_names(path))

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.types import Rollout
+from jaxrl_dist.types import Rollout, path_name
 
 RING = "ring/"
 
@@ -24,13 +24,13 @@ def ring_arrays(treedef: Any, rings: list[np.ndarray]) -> dict[str, np.ndarray]:
     """`{"ring/<path>": ring}` for the rings of a `Rollout` tree (`treedef`'s leaves, in order)."""
     tree = jax.tree.unflatten(treedef, list(range(len(rings))))
     paths = jax.tree_util.tree_flatten_with_path(tree)[0]
-    return {RING + _path_name(path): rings[index] for path, index in paths}
+    return {RING + path_name(path): rings[index] for path, index in paths}
 
 
 def rings_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[Any, list[np.ndarray]]:
     """The (treedef, rings) `ring_arrays` stored: a `Rollout` with nested dicts where the paths
     have more than one key (`agent_extras/log_prob`, dict observations)."""
-    fields: dict[str, Any] = {name: {} for name in ("agent_extras",)}
+    fields: dict[str, Any] = {"agent_extras": {}}  # a Rollout field even with no extras
     for name, ring in arrays.items():
         if not name.startswith(RING):
             continue
@@ -65,7 +65,3 @@ def from_bytes(data: bytes | np.ndarray) -> dict[str, np.ndarray]:
     raw = data.tobytes() if isinstance(data, np.ndarray) else data
     with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
         return {name: npz[name] for name in npz.files}
-
-
-def _path_name(path) -> str:
-    return "/".join(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)

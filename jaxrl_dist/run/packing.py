@@ -20,6 +20,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.types import key_names, path_name
+
 PACKED, SHARDED = "packed", "sharded"
 ALIGN = 16  # bytes: every packed leaf starts at a multiple, so its view is aligned
 
@@ -120,15 +122,6 @@ def leaves_by_path(tree: Any) -> dict[str, Any]:
     """Leaves by key path: Orbax restores NamedTuples as dicts, so trees are matched this way,
     not by their structure."""
     return {path_name(p): x for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
-def path_name(path) -> str:
-    return "/".join(key_names(path))
-
-
-def key_names(path) -> list[str]:
-    """A key path's keys as strings: dict keys, NamedTuple field names, sequence indices."""
-    return [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
 
 
 def _place(leaf: Any, key_impl: str | None, like: Any) -> Any:

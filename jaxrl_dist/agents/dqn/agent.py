@@ -112,28 +112,32 @@ def make_actor(model: QModel, config: RainbowConfig) -> ActorCore:
     return ActorCore(init_state, act, greedy_act)
 
 
-class Schedules(NamedTuple):
-    """The values an update reads from the run-time hyperparameters and the update count."""
-
-    epsilon: jax.Array
-    importance_exponent: jax.Array
-    n_step: jax.Array
-
-
-def schedules(
-    config: RainbowConfig, run_shape: RunShape, hparams: dict, step: jax.Array, window: int
-) -> Schedules:
-    """Epsilon decayed linearly over the env steps consumed, beta annealed to 1 over the run,
-    and the return length (0 = the whole `window`)."""
+def exploration_epsilon(
+    config: RainbowConfig, run_shape: RunShape, hparams: dict, step: jax.Array
+) -> jax.Array:
+    """The actors' epsilon after `step` updates: linear from `epsilon_start` to the run-time
+    `epsilon` over the env steps consumed."""
     consumed = step.astype(jnp.float32) * run_shape.env_steps_per_update
     decay = config.epsilon_decay_env_steps
     done = jnp.minimum(consumed / decay, 1.0) if decay else 1.0
     epsilon = config.epsilon_start + done * (hparams["epsilon"] - config.epsilon_start)
+    return jnp.asarray(epsilon, jnp.float32)
+
+
+def importance_exponent(
+    config: RainbowConfig, run_shape: RunShape, hparams: dict, step: jax.Array
+) -> jax.Array:
+    """Beta: the run-time value, annealed linearly to 1 over the run's updates."""
     beta = hparams["importance_exponent"]
     if config.anneal_importance:
         beta = beta + (1.0 - beta) * jnp.minimum(step / run_shape.num_updates, 1.0)
+    return beta
+
+
+def return_length(hparams: dict, window: int) -> jax.Array:
+    """The run-time `n_step`, at most the replay's `window` (0 = the whole window)."""
     n = jnp.round(hparams["n_step"]).astype(jnp.int32)
-    return Schedules(epsilon, beta, jnp.where(n < 1, window, jnp.minimum(n, window)))
+    return jnp.where(n < 1, window, jnp.minimum(n, window))
 
 
 def make_rainbow(
@@ -160,8 +164,7 @@ def make_rainbow(
     def init(key: jax.Array) -> DQNState:
         net = model.init(key)
         zero = jnp.zeros((), jnp.int32)
-        epsilon = schedules(config, run_shape, hparams, zero, 1).epsilon
-        params = {"net": net, "epsilon": jnp.asarray(epsilon, jnp.float32)}
+        params = {"net": net, "epsilon": exploration_epsilon(config, run_shape, hparams, zero)}
         return DQNState(params, net, optimizer.init(net), jax.random.fold_in(key, 1), zero, hparams)
 
     def loss_fn(net, state: DQNState, window: Rollout, n, beta, keys):
@@ -197,25 +200,26 @@ def make_rainbow(
     def update(state: DQNState, window: Rollout):
         assert_rollout_shapes(window)
         hp = state.hparams
-        sched = schedules(config, run_shape, hp, state.update_step, window.action.shape[0])
+        n = return_length(hp, window.action.shape[0])
+        beta = importance_exponent(config, run_shape, hp, state.update_step)
         rng, *keys = jax.random.split(state.rng, 3)
         (loss, (priorities, metrics)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state.params["net"], state, window, sched.n_step, sched.importance_exponent, keys
+            state.params["net"], state, window, n, beta, keys
         )
         params, opt_state = gradient_step(
             optimizer, state.params, state.opt_state, grads, hp["learning_rate"]
         )
         step = state.update_step + 1
         target_params = _target_update(config, params["net"], state.target_params, step, hp)
-        epsilon = schedules(config, run_shape, hp, step, 1).epsilon
+        epsilon = exploration_epsilon(config, run_shape, hp, step)  # for the next acting
         metrics.update(
             loss=loss,
             grad_norm=optax.tree.norm(grads),
             learning_rate=hp["learning_rate"],
             epsilon=epsilon,
-            importance_exponent=sched.importance_exponent,
+            importance_exponent=beta,
         )
-        params = {**params, "epsilon": jnp.asarray(epsilon, jnp.float32)}
+        params = {**params, "epsilon": epsilon}
         new = state._replace(
             params=params, target_params=target_params, opt_state=opt_state, rng=rng,
             update_step=step,
