@@ -19,9 +19,10 @@ target, median and interquartile range over the seeds that reached it; each seed
 final evaluation, stop reason and whole command time; the load average during the sweep; and
 each seed's evaluation and training-return curves. Written to
 `benchmarks/results/<device>/learning/<name>.json` and `.png` (or `--out-dir`); `<name>` is the
-config's file name, with `_load<N>` under load. Exits 1 if a run crashed, or with
-`--min-success K` if fewer than K seeds succeeded; 2 on a bad argument (one line, nothing
-written).
+config's file name, with `_load<N>` under load. A run that crashed or timed out leaves the
+existing `<name>.json` and `.png` as they were: the sweep goes to `<name>.crashed.json` and exits
+1. Exits 1 also with `--min-success K` if fewer than K seeds succeeded; 2 on a bad argument (one
+line, nothing written).
 """
 
 from __future__ import annotations
@@ -309,18 +310,30 @@ def main(argv: list[str] | None = None) -> int:
     result["load_average_1min_before"] = load_before
     result["aggregate"] = aggregate(result["per_seed"])
     os.makedirs(out_dir, exist_ok=True)
+    crashed = result["aggregate"]["crashed_seeds"]
+    if crashed:
+        # A crashed or timed-out seed says nothing about learning: keep the result this sweep
+        # would have replaced, and put this one beside it for the errors.
+        json_path = os.path.join(out_dir, name + ".crashed.json")
+        _write_json(result, json_path)
+        print(table(result))
+        print(f"seeds {crashed} crashed or timed out (errors above): wrote {json_path}; "
+              f"{name}.json and {name}.png left as they were")  # fmt: skip
+        return 1
     json_path, png_path = (os.path.join(out_dir, name + ext) for ext in (".json", ".png"))
-    with open(json_path + ".tmp", "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(json_path + ".tmp", json_path)
+    _write_json(result, json_path)
     plot(result, png_path)
     print(table(result))
     print(f"wrote {json_path} and {png_path}")
-    if result["aggregate"]["crashed_seeds"]:
-        return 1
     if args.min_success is not None and result["aggregate"]["successes"] < args.min_success:
         return 1
     return 0
+
+
+def _write_json(result: dict[str, Any], path: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def _progress(s: dict[str, Any]) -> None:

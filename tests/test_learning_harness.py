@@ -146,3 +146,17 @@ def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here
     assert agg["metric_medians"] == {"stats/policy_lag": 2.0}
     assert learning.parse_seeds("0-2,7,1") == [0, 1, 2, 7]
     np.testing.assert_equal(learning_report.quartiles([5.0])["q75"], 5.0)
+
+
+def test_a_sweep_with_a_crashed_seed_leaves_the_result_it_would_replace(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "impala_cartpole.json").write_text("kept")
+    crashed = learning.seed_result(0, str(tmp_path), 1, 0.1, target=475, budget=1000)
+    monkeypatch.setattr(learning, "run_seed", lambda *args: crashed)
+    argv = ["--config", "configs/impala_cartpole.py", "--seeds", "0", "--out-dir", str(out)]
+    assert learning.main(argv) == 1
+    assert (out / "impala_cartpole.json").read_text() == "kept"
+    with open(out / "impala_cartpole.crashed.json") as f:
+        assert json.load(f)["aggregate"]["crashed_seeds"] == [0]
+    assert not (out / "impala_cartpole.png").exists()
