@@ -3,9 +3,9 @@
 Most of the suite's time is spent in short training runs (in this process and in subprocesses),
 each compiling the same few programs (the act step, the update, the evaluator) again. With the
 cache, a program compiled once is read back from disk by every later run that builds the same
-one, here and in child processes (they inherit these variables). The cache lives in the
-checkout (`.jax_cache/`, ignored by git): a fresh clone starts cold, so CI measures a cold
-start; set JAX_COMPILATION_CACHE_DIR to put it elsewhere.
+one, here, in the other pytest-xdist worker and in child processes (they inherit these
+variables). The cache lives in the checkout (`.jax_cache/`, ignored by git): a fresh clone
+starts cold, so CI measures a cold start; set JAX_COMPILATION_CACHE_DIR to put it elsewhere.
 """
 
 import os
