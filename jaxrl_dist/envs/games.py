@@ -1,0 +1,152 @@
+"""Scripted players for EnvPool's turn-based board games: uniform random over legal actions, the
+"win if you can, block if you must, else random" heuristic, and a perfect tic-tac-toe player.
+
+Every player is a `SeatPolicy`: `policy(obs [n, ...], legal_mask [n, A]) -> action [n]` int32,
+where `obs` is the mover's own view. EnvPool's games (aligned with pgx 2.6.0) give each player
+planes `[..., 0]` = its own pieces and `[..., 1]` = the opponent's; tic-tac-toe's action is the
+cell (row-major), connect four's the column (a piece drops to the lowest empty row, the highest
+row index). Pure NumPy; each player draws from its own `np.random.Generator`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+SeatPolicy = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def random_legal(rng: np.random.Generator) -> SeatPolicy:
+    """Uniform over each row's legal actions."""
+
+    def policy(obs: np.ndarray, legal_mask: np.ndarray) -> np.ndarray:
+        del obs
+        return _uniform_over(rng, legal_mask)
+
+    return policy
+
+
+def _uniform_over(rng: np.random.Generator, allowed: np.ndarray) -> np.ndarray:
+    """One action per row, uniform over the row's True entries (every row has one)."""
+    allowed = np.asarray(allowed, bool)
+    if not allowed.any(axis=1).all():
+        raise ValueError("a row of the legal-action mask has no legal action")
+    # The k-th True entry with k uniform: cumulative counts reach k + 1 first there.
+    counts = allowed.sum(axis=1)
+    k = (rng.random(len(allowed)) * counts).astype(np.int64)
+    return np.argmax(np.cumsum(allowed, axis=1) > k[:, None], axis=1).astype(np.int32)
+
+
+class Rules(NamedTuple):
+    """A game's geometry for the heuristic: `place(own, occupied, action) -> own` with the new
+    piece, and `wins(own) -> bool` (own: `[H, W]` bool)."""
+
+    place: Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+    wins: Callable[[np.ndarray], bool]
+
+
+def _place_cell(own: np.ndarray, occupied: np.ndarray, action: int) -> np.ndarray:
+    out = own.copy()
+    out.flat[action] = True
+    return out
+
+
+def _tictactoe_wins(own: np.ndarray) -> bool:
+    return bool(
+        own.all(axis=0).any() or own.all(axis=1).any() or np.diag(own).all()
+        or np.diag(own[:, ::-1]).all()
+    )  # fmt: skip
+
+
+def _drop_in_column(own: np.ndarray, occupied: np.ndarray, action: int) -> np.ndarray:
+    out = own.copy()
+    empty = np.flatnonzero(~occupied[:, action])
+    if len(empty):  # a full column (a final position's all-legal mask) places nothing
+        out[empty[-1], action] = True  # the lowest empty row
+    return out
+
+
+def _four_in_a_row(own: np.ndarray) -> bool:
+    h, w = own.shape
+    if (own[:, : w - 3] & own[:, 1 : w - 2] & own[:, 2 : w - 1] & own[:, 3:]).any():
+        return True
+    if (own[: h - 3] & own[1 : h - 2] & own[2 : h - 1] & own[3:]).any():
+        return True
+    a, b = own[: h - 3], own[3:]
+    down = a[:, : w - 3] & own[1 : h - 2, 1 : w - 2] & own[2 : h - 1, 2 : w - 1] & b[:, 3:]
+    up = a[:, 3:] & own[1 : h - 2, 2 : w - 1] & own[2 : h - 1, 1 : w - 2] & b[:, : w - 3]
+    return bool(down.any() or up.any())
+
+
+RULES = {
+    "TicTacToe-v1": Rules(_place_cell, _tictactoe_wins),
+    "ConnectFour-v1": Rules(_drop_in_column, _four_in_a_row),
+}
+
+
+def heuristic(rules: Rules, rng: np.random.Generator) -> SeatPolicy:
+    """Win if you can, block the opponent's win if you must, else uniform random (ties among
+    winning or blocking moves broken uniformly too)."""
+
+    def policy(obs: np.ndarray, legal_mask: np.ndarray) -> np.ndarray:
+        legal_mask = np.asarray(legal_mask, bool)
+        preferred = np.zeros_like(legal_mask)
+        for i, (view, legal) in enumerate(zip(obs, legal_mask, strict=True)):
+            own, opp = view[..., 0].astype(bool), view[..., 1].astype(bool)
+            occupied = own | opp
+            for board in (own, opp):  # a win first, else a block
+                for a in np.flatnonzero(legal):
+                    preferred[i, a] = rules.wins(rules.place(board, occupied, a))
+                if preferred[i].any():
+                    break
+        allowed = np.where(preferred.any(axis=1, keepdims=True), preferred, legal_mask)
+        return _uniform_over(rng, allowed)
+
+    return policy
+
+
+# --- perfect tic-tac-toe ------------------------------------------------------------------------
+
+_LINES = tuple(
+    sum(1 << c for c in cells)
+    for cells in ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8),
+                  (2, 4, 6))
+)  # fmt: skip
+
+
+@functools.cache
+def tictactoe_value(own: int, opp: int) -> int:
+    """The game's value for the player to move (1 win, 0 draw, -1 loss) under perfect play;
+    boards are 9-bit masks of cells (bit `3 * row + col`)."""
+    if any(opp & line == line for line in _LINES):
+        return -1
+    empty = ~(own | opp) & 0x1FF
+    if not empty:
+        return 0
+    return max(-tictactoe_value(opp, own | 1 << a) for a in range(9) if empty >> a & 1)
+
+
+def tictactoe_action_values(view: np.ndarray) -> np.ndarray:
+    """`[9]` value of each move for the mover of `view` (`[3, 3, 2]`), -2 where occupied."""
+    own, opp = (
+        int(np.dot(view[..., c].reshape(9).astype(np.int64), 1 << np.arange(9))) for c in (0, 1)
+    )
+    values = np.full(9, -2, np.int64)
+    for a in range(9):
+        if not (own | opp) >> a & 1:
+            values[a] = -tictactoe_value(opp, own | 1 << a)
+    return values
+
+
+def perfect_tictactoe(rng: np.random.Generator) -> SeatPolicy:
+    """A minimax player: uniform among the moves of the best value (it never loses)."""
+
+    def policy(obs: np.ndarray, legal_mask: np.ndarray) -> np.ndarray:
+        values = np.stack([tictactoe_action_values(view) for view in obs])
+        values = np.where(legal_mask, values, -3)
+        return _uniform_over(rng, values == values.max(axis=1, keepdims=True))
+
+    return policy

@@ -1,0 +1,149 @@
+"""Seats on EnvPool's turn-based games: the per-seat streams `SeatedGame` makes, and the scripted
+players (random, heuristic, perfect tic-tac-toe) checked against rules worked out here and the
+game's known statistics."""
+
+import numpy as np
+import pytest
+
+from jaxrl_dist.envs import games as g
+from jaxrl_dist.envs import make_env
+from jaxrl_dist.envs.seats import SeatedGame
+
+TTT, C4 = "TicTacToe-v1", "ConnectFour-v1"
+
+
+def _seated(env_id, learner_seats, opponents, games=12, batch=5, seed=1):
+    env = SeatedGame(make_env(env_id, {}, games, batch, seed=seed), 2, learner_seats, opponents)
+    env.async_reset()
+    return env
+
+
+def _play(env, policy, episodes):
+    """Steps until `episodes` streams ended; every recv() result, in order."""
+    results, ended = [], 0
+    while ended < episodes:
+        obs, reward, terminated, truncated, info = env.recv()
+        results.append((obs, reward, terminated, truncated, info))
+        ended += int(np.sum(terminated | truncated))
+        env.send(policy(obs, info["legal_action_mask"]), info["env_id"])
+    env.close()
+    return results
+
+
+def _outcomes(results):
+    return np.array([r[i] for _, r, te, tr, _ in results for i in np.flatnonzero(te | tr)])
+
+
+def _line(plane) -> bool:
+    return g._tictactoe_wins(plane.astype(bool))
+
+
+@pytest.mark.parametrize("learner_seats", [(0, 1), (1,)])
+def test_each_stream_is_an_ordinary_env_of_its_seat(learner_seats):
+    """Per stream: its seat's view at its own turns (legal mask = empty cells, reward 0), then a
+    final observation whose reward is the seat's result, then the next game from elapsed 0."""
+    rng = np.random.default_rng(0)
+    opponents = {} if len(learner_seats) == 2 else {0: g.random_legal(rng)}
+    results = _play(_seated(TTT, learner_seats, opponents), g.random_legal(rng), 600)
+    last: dict[int, tuple] = {}  # stream -> (elapsed, ended) of its previous observation
+    for obs, reward, terminated, truncated, info in results:
+        assert not truncated.any()
+        for i, stream in enumerate(info["env_id"]):
+            own, opp = obs[i, ..., 0], obs[i, ..., 1]
+            elapsed, ended = int(info["elapsed_step"][i]), bool(terminated[i])
+            assert info["seat"][i] == learner_seats[stream % len(learner_seats)]
+            previous = last.get(stream)
+            if previous is None or previous[1]:  # a new game for this stream
+                assert elapsed == 0 and reward[i] == 0.0
+            else:
+                assert elapsed == previous[0] + 1
+            if ended:
+                result = {1.0: _line(own), -1.0: _line(opp), 0.0: (own | opp).all()}
+                assert result[float(reward[i])], (reward[i], own, opp)
+            else:
+                assert reward[i] == 0.0 and not _line(own) and not _line(opp)
+                np.testing.assert_array_equal(info["legal_action_mask"][i], ~(own | opp).ravel())
+                assert own.sum() <= opp.sum() <= own.sum() + 1  # the seat is the one to move
+            last[stream] = (elapsed, ended)
+    if len(learner_seats) == 2:  # self-play: both seats' results of a game arrive together
+        for _, reward, terminated, _, info in results:
+            done = np.flatnonzero(terminated)
+            games_done = info["env_id"][done] // 2
+            for game in np.unique(games_done):
+                pair = reward[done][games_done == game]
+                assert len(pair) == 2 and pair.sum() == 0.0
+
+
+def test_random_against_random_matches_the_game_statistics():
+    """Random tic-tac-toe: the first mover wins 58.5%, the second 28.8%, 12.7% draws; with a
+    random first mover each seat wins 43.7% and draws 12.7%."""
+    rng = np.random.default_rng(1)
+    outcomes = _outcomes(
+        _play(_seated(TTT, (0,), {1: g.random_legal(rng)}), g.random_legal(rng), 3000)
+    )
+    assert abs(np.mean(outcomes == 1.0) - 0.4365) < 0.035
+    assert abs(np.mean(outcomes == 0.0) - 0.127) < 0.025
+
+
+def test_the_perfect_player_never_loses_and_draws_itself():
+    assert g.tictactoe_value(0, 0) == 0  # tic-tac-toe is a draw
+    rng = np.random.default_rng(2)
+    for seats in ((0,), (1,)):
+        other = 1 - seats[0]
+        against_random = _outcomes(
+            _play(_seated(TTT, seats, {other: g.random_legal(rng)}), g.perfect_tictactoe(rng), 400)
+        )
+        assert (against_random >= 0).all() and np.mean(against_random == 1) > 0.8
+    draws = _outcomes(
+        _play(_seated(TTT, (0,), {1: g.perfect_tictactoe(rng)}), g.perfect_tictactoe(rng), 60)
+    )
+    assert (draws == 0).all()
+
+
+def test_action_values_by_hand():
+    view = np.zeros((3, 3, 2), bool)
+    view[0, 0, 0] = view[0, 1, 0] = True  # X X .   (X, the mover, is plane 0)
+    view[1, 0, 1] = view[1, 1, 1] = True  # O O .
+    values = g.tictactoe_action_values(view)
+    assert values[2] == 1  # completing the top row wins
+    assert (values[[6, 7, 8]] == -1).all()  # anything but 2 or 5 lets O complete its row
+    assert (values[[0, 1, 3, 4]] == -2).all()  # occupied
+
+
+def test_the_heuristic_wins_if_it_can_and_blocks_if_it_must():
+    rng = np.random.default_rng(3)
+    ttt = g.heuristic(g.RULES[TTT], rng)
+    view = np.zeros((2, 3, 3, 2), bool)
+    view[0, 0, :2, 0] = True  # own X X . on top, and an O O . threat: winning comes first
+    view[0, 1, :2, 1] = True
+    view[1, 2, 0, 0] = True  # own X in a corner; O O . threat in the middle row: block it
+    view[1, 1, :2, 1] = True
+    legal = ~(view[..., 0] | view[..., 1]).reshape(2, 9)
+    for _ in range(20):
+        np.testing.assert_array_equal(ttt(view, legal), [2, 5])
+    c4 = g.heuristic(g.RULES[C4], rng)
+    board = np.zeros((2, 6, 7, 2), bool)
+    board[0, 3:, 4, 0] = True  # three own stacked in column 4: drop the fourth
+    board[0, 5, :3, 1] = True  # the opponent's three on the bottom row (winning comes first)
+    board[1, 5, 1:4, 1] = True  # the opponent's three on the bottom row, both ends open
+    board[1, 4, 1, 0] = True
+    legal = np.ones((2, 7), bool)
+    for _ in range(20):
+        a = c4(board, legal)
+        assert a[0] == 4 and a[1] in (0, 4)
+
+
+def test_bad_seats_are_refused_in_one_line():
+    pool = make_env(TTT, {}, 2, 2, seed=0)
+    with pytest.raises(ValueError, match=r"learner_seats=\(2,\) must be distinct seats"):
+        SeatedGame(pool, 2, (2,), {0: None, 1: None})
+    with pytest.raises(ValueError, match=r"opponents must play exactly seats \[1\]; got \[\]"):
+        SeatedGame(pool, 2, (0,), {})
+    env = SeatedGame(pool, 2, (0, 1), {})
+    env.async_reset()
+    _, _, _, _, info = env.recv()
+    waiting = set(info["env_id"].tolist())
+    stray = next(s for s in range(4) if s not in waiting)
+    with pytest.raises(ValueError, match=f"stream {stray} was not waiting for an action"):
+        env.send(np.zeros(1, np.int32), np.array([stray]))
+    env.close()
