@@ -7,13 +7,18 @@ import pytest
 
 from jaxrl_dist.envs import games as g
 from jaxrl_dist.envs import make_env
-from jaxrl_dist.envs.seats import SeatedGame
+from jaxrl_dist.envs.seats import LEARNER, SeatedGame, same_roles
 
 TTT, C4 = "TicTacToe-v1", "ConnectFour-v1"
 
 
 def _seated(env_id, learner_seats, opponents, games=12, batch=5, seed=1):
-    env = SeatedGame(make_env(env_id, {}, games, batch, seed=seed), 2, learner_seats, opponents)
+    """Every game with the learner in `learner_seats` and `opponents[seat]` in the others."""
+    roles = [LEARNER if s in learner_seats else f"seat{s}" for s in range(2)]
+    players = {f"seat{s}": player for s, player in opponents.items()}
+    env = SeatedGame(
+        make_env(env_id, {}, games, batch, seed=seed), same_roles(games, roles), players
+    )
     env.async_reset()
     return env
 
@@ -25,7 +30,7 @@ def _play(env, policy, episodes):
         obs, reward, terminated, truncated, info = env.recv()
         results.append((obs, reward, terminated, truncated, info))
         ended += int(np.sum(terminated | truncated))
-        env.send(policy(obs, info["legal_action_mask"]), info["env_id"])
+        env.send(policy.act(obs, info["legal_action_mask"], info["env_id"]), info["env_id"])
     env.close()
     return results
 
@@ -120,7 +125,7 @@ def test_the_heuristic_wins_if_it_can_and_blocks_if_it_must():
     view[1, 1, :2, 1] = True
     legal = ~(view[..., 0] | view[..., 1]).reshape(2, 9)
     for _ in range(20):
-        np.testing.assert_array_equal(ttt(view, legal), [2, 5])
+        np.testing.assert_array_equal(ttt.act(view, legal, None), [2, 5])
     c4 = g.heuristic(g.RULES[C4], rng)
     board = np.zeros((2, 6, 7, 2), bool)
     board[0, 3:, 4, 0] = True  # three own stacked in column 4: drop the fourth
@@ -129,17 +134,19 @@ def test_the_heuristic_wins_if_it_can_and_blocks_if_it_must():
     board[1, 4, 1, 0] = True
     legal = np.ones((2, 7), bool)
     for _ in range(20):
-        a = c4(board, legal)
+        a = c4.act(board, legal, None)
         assert a[0] == 4 and a[1] in (0, 4)
 
 
-def test_bad_seats_are_refused_in_one_line():
+def test_bad_roles_are_refused_in_one_line():
     pool = make_env(TTT, {}, 2, 2, seed=0)
-    with pytest.raises(ValueError, match=r"learner_seats=\(2,\) must be distinct seats"):
-        SeatedGame(pool, 2, (2,), {0: None, 1: None})
-    with pytest.raises(ValueError, match=r"opponents must play exactly seats \[1\]; got \[\]"):
-        SeatedGame(pool, 2, (0,), {})
-    env = SeatedGame(pool, 2, (0, 1), {})
+    with pytest.raises(ValueError, match="roles must name every seat of each of the pool's 2"):
+        SeatedGame(pool, same_roles(3, (LEARNER, LEARNER)), {})
+    with pytest.raises(ValueError, match=r"roles name players \['bot'\] that are not in players"):
+        SeatedGame(pool, same_roles(2, (LEARNER, "bot")), {})
+    with pytest.raises(ValueError, match="no seat is played by the learner"):
+        SeatedGame(pool, same_roles(2, ("r", "r")), {"r": g.random_legal(np.random.default_rng())})
+    env = SeatedGame(pool, same_roles(2, (LEARNER, LEARNER)), {})
     env.async_reset()
     _, _, _, _, info = env.recv()
     waiting = set(info["env_id"].tolist())
@@ -147,3 +154,42 @@ def test_bad_seats_are_refused_in_one_line():
     with pytest.raises(ValueError, match=f"stream {stray} was not waiting for an action"):
         env.send(np.zeros(1, np.int32), np.array([stray]))
     env.close()
+
+
+class _Recording(g.Player):
+    """Random moves; remembers every game end it hears."""
+
+    def __init__(self, rng):
+        self._random, self.ends = g.random_legal(rng), []
+
+    def act(self, obs, legal_mask, games):
+        return self._random.act(obs, legal_mask, games)
+
+    def end_game(self, game, seat_return):
+        self.ends.append((game, seat_return))
+
+
+def test_games_of_one_pool_can_have_their_own_roles():
+    """Self-play, the learner against random in either seat, and a game with no learner seat
+    (played wholly inside) in one pool; each finished game is recorded, players hear theirs."""
+    rng = np.random.default_rng(4)
+    roles = [(LEARNER, LEARNER)] * 3 + [(LEARNER, "r"), ("r", LEARNER)] * 2 + [("r", "r")]
+    recording = _Recording(rng)
+    env = SeatedGame(make_env(TTT, {}, len(roles), 3, seed=5), roles, {"r": recording})
+    assert env.config["num_envs"] == 3 * 2 + 4
+    env.async_reset()
+    results = _play(env, g.random_legal(rng), 300)
+    seats_of_stream = {}
+    for _, _, _, _, info in results:
+        seats_of_stream.update(zip(info["env_id"].tolist(), info["seat"].tolist(), strict=True))
+    assert seats_of_stream == {0: 0, 1: 1, 2: 0, 3: 1, 4: 0, 5: 1, 6: 0, 7: 1, 8: 0, 9: 1}
+    finished = env.finished
+    assert {r.game for r in finished} == set(range(len(roles)))
+    heard = sorted(recording.ends)
+    expected = sorted((r.game, float(r.returns[s])) for r in finished
+                      for s, name in enumerate(r.roles) if name == "r")  # fmt: skip
+    assert heard == expected
+    for r in finished:
+        assert r.roles == roles[r.game] and r.returns.sum() == 0.0 and 5 <= r.length <= 9
+        assert sorted(r.returns.tolist()) in ([-1.0, 1.0], [0.0, 0.0])
+        assert (r.length == 9) or (r.returns != 0).any()  # a draw fills the board

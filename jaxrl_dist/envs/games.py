@@ -1,11 +1,14 @@
 """Scripted players for EnvPool's turn-based board games: uniform random over legal actions, the
 "win if you can, block if you must, else random" heuristic, and a perfect tic-tac-toe player.
 
-Every player is a `SeatPolicy`: `policy(obs [n, ...], legal_mask [n, A]) -> action [n]` int32,
-where `obs` is the mover's own view. EnvPool's games (aligned with pgx 2.6.0) give each player
-planes `[..., 0]` = its own pieces and `[..., 1]` = the opponent's; tic-tac-toe's action is the
-cell (row-major), connect four's the column (a piece drops to the lowest empty row, the highest
-row index). Pure NumPy; each player draws from its own `np.random.Generator`.
+Every player is a `Player`: `act(obs [n, ...], legal_mask [n, A], games [n]) -> action [n]`
+int32, where `obs` is the mover's own view and `games` the game indices (a player may keep state
+per game: which snapshot plays it); `end_game(game, seat_return)` tells it a game is over.
+
+EnvPool's games (aligned with pgx 2.6.0) give each player planes `[..., 0]` = its own pieces and
+`[..., 1]` = the opponent's; tic-tac-toe's action is the cell (row-major), connect four's the
+column (a piece drops to the lowest empty row, the highest row index). Pure NumPy; each player
+draws from its own `np.random.Generator`.
 """
 
 from __future__ import annotations
@@ -16,17 +19,31 @@ from typing import NamedTuple
 
 import numpy as np
 
-SeatPolicy = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+class Player:
+    """Plays the seats of a game that the learner does not play."""
+
+    def act(self, obs: np.ndarray, legal_mask: np.ndarray, games: np.ndarray) -> np.ndarray:
+        """`[n]` int32 actions for the mover's views `obs [n, ...]` in games `games [n]`."""
+        raise NotImplementedError
+
+    def end_game(self, game: int, seat_return: float) -> None:
+        """Game `game` ended with `seat_return` for this player's seat."""
 
 
-def random_legal(rng: np.random.Generator) -> SeatPolicy:
+class ScriptedPlayer(Player):
+    """A player that needs no state: `choose(obs [n, ...], legal_mask [n, A]) -> action [n]`."""
+
+    def __init__(self, choose: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        self.choose = choose
+
+    def act(self, obs: np.ndarray, legal_mask: np.ndarray, games: np.ndarray) -> np.ndarray:
+        return np.asarray(self.choose(obs, legal_mask), np.int32)
+
+
+def random_legal(rng: np.random.Generator) -> ScriptedPlayer:
     """Uniform over each row's legal actions."""
-
-    def policy(obs: np.ndarray, legal_mask: np.ndarray) -> np.ndarray:
-        del obs
-        return _uniform_over(rng, legal_mask)
-
-    return policy
+    return ScriptedPlayer(lambda obs, legal_mask: _uniform_over(rng, legal_mask))
 
 
 def _uniform_over(rng: np.random.Generator, allowed: np.ndarray) -> np.ndarray:
@@ -87,7 +104,7 @@ RULES = {
 }
 
 
-def heuristic(rules: Rules, rng: np.random.Generator) -> SeatPolicy:
+def heuristic(rules: Rules, rng: np.random.Generator) -> ScriptedPlayer:
     """Win if you can, block the opponent's win if you must, else uniform random (ties among
     winning or blocking moves broken uniformly too)."""
 
@@ -105,7 +122,7 @@ def heuristic(rules: Rules, rng: np.random.Generator) -> SeatPolicy:
         allowed = np.where(preferred.any(axis=1, keepdims=True), preferred, legal_mask)
         return _uniform_over(rng, allowed)
 
-    return policy
+    return ScriptedPlayer(policy)
 
 
 # --- perfect tic-tac-toe ------------------------------------------------------------------------
@@ -141,7 +158,7 @@ def tictactoe_action_values(view: np.ndarray) -> np.ndarray:
     return values
 
 
-def perfect_tictactoe(rng: np.random.Generator) -> SeatPolicy:
+def perfect_tictactoe(rng: np.random.Generator) -> ScriptedPlayer:
     """A minimax player: uniform among the moves of the best value (it never loses)."""
 
     def policy(obs: np.ndarray, legal_mask: np.ndarray) -> np.ndarray:
@@ -149,4 +166,4 @@ def perfect_tictactoe(rng: np.random.Generator) -> SeatPolicy:
         values = np.where(legal_mask, values, -3)
         return _uniform_over(rng, values == values.max(axis=1, keepdims=True))
 
-    return policy
+    return ScriptedPlayer(policy)

@@ -6,11 +6,14 @@ player to move (`info["current_player"]`), and return every player's observation
 seat it plays, an ordinary env: its own observations at its own turns, the reward it received
 since its last turn, and the game's end. `SeatedGame` makes that view:
 
-- stream `g * L + k` is seat `learner_seats[k]` of game `g` (L learner seats per game); it emits
-  an observation when its seat is to move, with the sum of that seat's rewards since its last
-  observation (the other seats' moves included), and the seat's legal-action mask;
-- seats not played by the learner are played inside the adapter by their `SeatPolicy` (random,
-  heuristic, a frozen snapshot), batched over the games where they are to move;
+- each game has its own roles (`roles[g][s]`: `LEARNER` or a player's name), so one pool can
+  mix self-play games with games against random; each (game, learner seat) pair is a stream,
+  numbered in (game, seat) order; it emits an observation when its seat is to move, with the sum
+  of that seat's rewards since its last observation (the other seats' moves included), and the
+  seat's legal-action mask;
+- the other seats are played inside the adapter by their `Player` (random, heuristic, a frozen
+  snapshot), batched over the games where that player is to move; a player hears each game's
+  end, and every finished game is kept as a `GameResult` (returns per seat, length, roles);
 - when a game ends (by any seat's move), every learner stream of it emits a final observation
   with its final reward and the end flags; the actor's reply to it is ignored, as EnvPool ignores
   the action after an episode ends, and the stream's next observation starts the next game
@@ -26,11 +29,27 @@ It speaks the async pool's protocol (`async_reset`, `recv`, `send`, `close`, `co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxrl_dist.envs.games import SeatPolicy
+from jaxrl_dist.envs.games import Player
+
+LEARNER = "learner"
+
+
+class GameResult(NamedTuple):
+    """A finished game: its index, `[P]` returns per seat, moves made, and who played each seat."""
+
+    game: int
+    returns: np.ndarray
+    length: int
+    roles: tuple[str, ...]
+
+
+def same_roles(num_games: int, roles: Sequence[str]) -> list[tuple[str, ...]]:
+    """Every game with the same `roles` per seat."""
+    return [tuple(roles)] * num_games
 
 
 class SeatedGame:
@@ -38,43 +57,35 @@ class SeatedGame:
 
     Args:
       pool: an EnvPool game, gymnasium API, any `batch_size <= num_envs`.
-      num_players: P, the game's seats.
-      learner_seats: the seats whose streams the actor sees (at least one).
-      opponents: `{seat: SeatPolicy}` for every other seat.
+      roles: `roles[g][s]`, who plays seat `s` of game `g`: `LEARNER` or a name in `players`.
+      players: `{name: Player}` for the seats the learner does not play.
     """
 
-    def __init__(
-        self,
-        pool: Any,
-        num_players: int,
-        learner_seats: Sequence[int],
-        opponents: dict[int, SeatPolicy],
-    ):
-        seats = set(range(num_players))
-        learner_seats = tuple(learner_seats)
-        if (
-            not learner_seats
-            or set(learner_seats) - seats
-            or len(set(learner_seats)) < len(learner_seats)
-        ):
-            raise ValueError(f"learner_seats={learner_seats} must be distinct seats of {seats}")
-        if set(opponents) != seats - set(learner_seats):
-            raise ValueError(
-                f"opponents must play exactly seats {sorted(seats - set(learner_seats))}; "
-                f"got {sorted(opponents)}"
-            )
-        self._pool = pool
-        self._players = num_players
-        self._learner = learner_seats
-        self._stream_of_seat = {s: k for k, s in enumerate(learner_seats)}
-        self._opponents = opponents
+    def __init__(self, pool: Any, roles: Sequence[Sequence[str]], players: dict[str, Player]):
         n = pool.config["num_envs"]
-        self._games = n
-        self.config = {**pool.config, "num_envs": n * len(learner_seats)}
-        self._pending = np.zeros((n, num_players), np.float64)  # rewards not yet delivered
-        self._turns = np.zeros((n, len(learner_seats)), np.int32)  # stream obs this game
-        self._waiting = [set() for _ in range(n)]  # streams of a game awaiting the actor
+        roles = [tuple(r) for r in roles]
+        if len(roles) != n or len({len(r) for r in roles}) != 1:
+            raise ValueError(f"roles must name every seat of each of the pool's {n} games")
+        unknown = {name for r in roles for name in r} - {LEARNER, *players}
+        if unknown:
+            raise ValueError(f"roles name players {sorted(unknown)} that are not in players")
+        learner = np.array([[name == LEARNER for name in r] for r in roles])
+        if not learner.any():
+            raise ValueError(f"no seat is played by the learner: put {LEARNER!r} in roles")
+        self._pool = pool
+        self._roles = roles
+        self._players = players
+        self._stream = np.where(learner, np.cumsum(learner).reshape(learner.shape) - 1, -1)
+        self._pair = [divmod(int(i), learner.shape[1]) for i in np.flatnonzero(learner)]
+        self.config = {**pool.config, "num_envs": len(self._pair)}
+        p = learner.shape[1]
+        self._pending = np.zeros((n, p), np.float64)  # rewards not yet delivered, per seat
+        self._return = np.zeros((n, p), np.float64)  # this game's rewards so far, per seat
+        self._turns = np.zeros((n, p), np.int32)  # stream observations this game, per seat
+        self._moves = np.zeros(n, np.int32)
+        self._waiting = [set() for _ in range(n)]  # seats of a game awaiting the actor
         self._ready: list[tuple] = []
+        self.finished: list[GameResult] = []
 
     # --- the pool protocol ---------------------------------------------------------------------
 
@@ -100,14 +111,13 @@ class SeatedGame:
 
     def send(self, action: np.ndarray, env_id: np.ndarray) -> None:
         """The learner's actions for streams `env_id`; steps the games whose turn they were."""
-        action = np.asarray(action)
         games, actions = [], []
-        for a, stream in zip(action, np.asarray(env_id), strict=True):
-            g, k = divmod(int(stream), len(self._learner))
+        for a, stream in zip(np.asarray(action), np.asarray(env_id), strict=True):
+            g, seat = self._pair[int(stream)]
             waiting = self._waiting[g]
-            if k not in waiting:
+            if seat not in waiting:
                 raise ValueError(f"stream {stream} was not waiting for an action")
-            waiting.discard(k)
+            waiting.discard(seat)
             if not waiting:  # the game's turn (or, after its end, its reset step) can go on
                 games.append(g)
                 actions.append(a)
@@ -120,49 +130,57 @@ class SeatedGame:
     # --- one pool result -----------------------------------------------------------------------
 
     def _advance(self, obs, reward, terminated, truncated, info) -> None:
-        """Splits one pool `recv()` into stream observations and opponent moves."""
+        """Splits one pool `recv()` into stream observations, game results and other players'
+        moves (sent at once, one call per player)."""
         games = np.asarray(info["env_id"])
         position = {int(g): i for i, g in enumerate(games)}
         players = info["players"]
-        rows = np.zeros((len(games), self._players), np.int64)  # obs row of (game, player)
+        rows = np.zeros((len(games), self._pending.shape[1]), np.int64)  # obs row of a seat
         for row, (g, p) in enumerate(zip(players["env_id"], players["id"], strict=True)):
             rows[position[int(g)], int(p)] = row
-        elapsed = np.asarray(info["elapsed_step"])
+        new = games[np.asarray(info["elapsed_step"]) == 0]
+        for per_game in (self._pending, self._return, self._turns, self._moves):
+            per_game[new] = 0
+        seat_reward = np.asarray(reward, np.float64)[rows]
+        self._pending[games] += seat_reward
+        self._return[games] += seat_reward
+        self._moves[np.setdiff1d(games, new)] += 1
         to_move = np.asarray(info["current_player"])
         masks = np.asarray(info["legal_action_mask"], bool)
         ended = np.logical_or(terminated, truncated)
-        self._pending[games[elapsed == 0]] = 0.0  # a new game (its reset step's reward is 0)
-        self._pending[games] += np.asarray(reward, np.float64)[rows]
-        self._turns[games[elapsed == 0]] = 0
-        opponent_moves: dict[int, list[int]] = {}
+        moves: dict[str, list[int]] = {}
         for i, g in enumerate(games):
+            seat = int(to_move[i])
             if ended[i]:
-                self._emit_end(g, obs, rows[i], bool(terminated[i]), bool(truncated[i]), masks[i])
-            elif int(to_move[i]) in self._stream_of_seat:
-                self._emit_turn(g, int(to_move[i]), obs[rows[i, to_move[i]]], masks[i])
+                self._end(g, obs, rows[i], bool(terminated[i]), bool(truncated[i]), masks[i])
+            elif self._stream[g, seat] >= 0:
+                self._emit(g, seat, obs[rows[i, seat]], False, False, masks[i])
             else:
-                opponent_moves.setdefault(int(to_move[i]), []).append(i)
-        for seat, at in opponent_moves.items():
-            views = obs[rows[at, seat]]
-            actions = self._opponents[seat](views, masks[at])
+                moves.setdefault(self._roles[g][seat], []).append(i)
+        for name, at in moves.items():
+            seats = to_move[at]
+            actions = self._players[name].act(obs[rows[at, seats]], masks[at], games[at])
             self._pool.send(np.asarray(actions, np.int32), games[at].astype(np.int32))
 
     def _emit(self, g: int, seat: int, view, terminated: bool, truncated: bool, mask) -> None:
-        k = self._stream_of_seat[seat]
         reward, self._pending[g, seat] = self._pending[g, seat], 0.0
-        stream = g * len(self._learner) + k
-        self._ready.append(
-            (view, reward, terminated, truncated, stream, self._turns[g, k], mask, seat)
-        )
-        self._turns[g, k] += 1
-        self._waiting[g].add(k)
+        self._ready.append((view, reward, terminated, truncated, self._stream[g, seat],
+                            self._turns[g, seat], mask, seat))  # fmt: skip
+        self._turns[g, seat] += 1
+        self._waiting[g].add(seat)
 
-    def _emit_turn(self, g: int, seat: int, view, mask) -> None:
-        self._emit(g, seat, view, False, False, mask)
-
-    def _emit_end(self, g: int, obs, rows, terminated: bool, truncated: bool, mask) -> None:
-        """Every learner seat's final observation; the pool's reset step waits for all replies."""
+    def _end(self, g: int, obs, rows, terminated: bool, truncated: bool, mask) -> None:
+        """Every learner seat's final observation (the pool's reset step waits for all their
+        replies; with none, it goes at once); the other players hear the result."""
         all_legal = np.ones_like(mask)  # no move is made from a final observation
-        for seat in self._learner:
-            self._emit(g, seat, obs[rows[seat]], terminated, truncated, all_legal)
+        for seat, name in enumerate(self._roles[g]):
+            if name == LEARNER:
+                self._emit(g, seat, obs[rows[seat]], terminated, truncated, all_legal)
+            else:
+                self._players[name].end_game(g, float(self._return[g, seat]))
+        self.finished.append(
+            GameResult(g, self._return[g].copy(), int(self._moves[g]), self._roles[g])
+        )
         self._pending[g] = 0.0
+        if not self._waiting[g]:
+            self._pool.send(np.zeros(1, np.int32), np.array([g], np.int32))
