@@ -256,3 +256,29 @@ def test_stop_releases_a_blocked_client(stop):
     assert not server.is_alive() and server.error is None
     assert not idle.is_alive() and idle.error is None
     assert time.monotonic() - stopped < 0.5
+
+
+def test_dict_observations_are_batched_and_padded_leaf_by_leaf(stop):
+    """A view and an action mask per row (a board game's): two slots in one padded batch, each
+    gets the masked argmax of its own rows."""
+
+    def act(params, obs, state):
+        scores = jnp.where(obs["action_mask"], obs["agent_view"] * params["w"], -jnp.inf)
+        return jnp.argmax(scores, axis=-1), {}, state
+
+    core = ActorCore(init_state=_init_state, act=act, greedy_act=lambda p, o: o["agent_view"])
+    server = InferenceServer(0, core, _store(1), DEVICE, 2, ENVS, 8, 50.0, 1, stop)
+    rng = np.random.default_rng(0)
+    requests = []
+    for slot, n in ((0, 3), (1, 2)):  # 5 rows, 3 padded
+        obs = {"agent_view": rng.normal(size=(n, 5)).astype(np.float32),
+               "action_mask": rng.random((n, 5)) < 0.4}  # fmt: skip
+        obs["action_mask"][:, 4] = True  # every row has a legal action
+        server.register(slot, ActorIdentity(slot, 2), jax.random.PRNGKey(slot))
+        requests.append((obs, server.submit(slot, obs, _ids(*range(n)), 0)))
+    server.start()
+    for obs, request in requests:
+        expected = np.argmax(np.where(obs["action_mask"], obs["agent_view"], -np.inf), axis=-1)
+        np.testing.assert_array_equal(request.wait(10).action, expected)
+    stats = server.stats()
+    assert (stats["batches"], stats["padded_rows"]) == (1, 3)

@@ -75,3 +75,30 @@ def test_rollouts_smaller_than_the_env_batch():
     for first, second in zip(rollouts[::2], rollouts[1::2], strict=True):
         assert sorted([*first.obs[0, :, 0], *second.obs[0, :, 0]]) == [0, 1, 2, 3]
         assert first.obs.shape == (4, 2, 2)
+
+
+def test_dict_observations_keep_their_structure_and_alignment():
+    """A view and an action mask per observation (a board game's): each leaf is cut like an
+    array observation, the mask row staying with its view, across segment boundaries."""
+    buffer, rollouts = SegmentBuffer(3, unroll_length=2, segments_per_rollout=3), []
+    for step in range(5):
+        ids = np.arange(3)
+        view = np.stack([ids, np.full(3, step)], axis=1)
+        mask = (np.arange(4)[None] <= (ids + step)[:, None]) % 2 == 0  # [3, 4], differs per row
+        obs = {"agent_view": view, "action_mask": mask}
+        buffer.add_observation(ids, obs, np.zeros(3), np.zeros(3, bool), np.zeros(3, bool))
+        buffer.add_action(ids, ids.astype(np.int32), {}, version=0)
+        while (rollout := buffer.pop_rollout()) is not None:
+            rollouts.append(rollout)
+    assert len(rollouts) == 2
+    for k, rollout in enumerate(rollouts):
+        assert set(rollout.obs) == {"agent_view", "action_mask"}
+        assert rollout.obs["action_mask"].shape == (3, 3, 4)
+        np.testing.assert_array_equal(
+            rollout.obs["agent_view"][:, :, 1], np.repeat(2 * k + np.arange(3)[:, None], 3, axis=1)
+        )
+        for t in range(3):
+            for b in range(3):
+                env, step = rollout.obs["agent_view"][t, b]
+                expected = (np.arange(4) <= env + step) % 2 == 0
+                np.testing.assert_array_equal(rollout.obs["action_mask"][t, b], expected)

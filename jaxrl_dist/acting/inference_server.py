@@ -104,7 +104,7 @@ class InferenceServer(threading.Thread):
         self._queue: collections.deque[Request] = collections.deque()
         self._inflight: list[Request] = []
         self._dead = False
-        self._obs_spec: tuple[tuple[int, ...], np.dtype] | None = None
+        self._obs_spec: PyTree | None = None  # (shape, dtype) per observation leaf
         self._params: PyTree | None = None
         self.version: int | None = None  # of the params held
         self._counts = dict.fromkeys(("batches", "requests", "rows", "padded_rows", "refreshes"), 0)
@@ -128,9 +128,10 @@ class InferenceServer(threading.Thread):
     def submit(self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int) -> Request:
         """Queues `obs [B, ...]` of the envs `env_ids [B]` (ids within the slot) of a registered
         `slot`; raises ValueError for a bad request (B > max_batch, unknown ids, other obs)."""
-        obs, env_ids = np.asarray(obs), np.asarray(env_ids, np.int32)
+        obs, env_ids = jax.tree.map(np.asarray, obs), np.asarray(env_ids, np.int32)
         n = len(env_ids)
-        if env_ids.ndim != 1 or not 1 <= n <= self.max_batch or len(obs) != n:
+        rows_ok = all(len(x) == n for x in jax.tree.leaves(obs))
+        if env_ids.ndim != 1 or not 1 <= n <= self.max_batch or not rows_ok:
             raise ValueError(f"a request needs 1..{self.max_batch} env ids, one obs row each")
         if slot not in self._registered:
             raise ValueError(f"slot {slot} is not registered with inference server {self.index}")
@@ -138,7 +139,7 @@ class InferenceServer(threading.Thread):
             raise ValueError(f"env ids must be in [0, {self.envs_per_slot}): {env_ids}")
         request = Request(slot, obs, env_ids, min_version)
         with self._cond:
-            spec = (obs.shape[1:], obs.dtype)
+            spec = jax.tree.map(lambda x: (x.shape[1:], x.dtype), obs)
             if self._obs_spec is not None and spec != self._obs_spec:
                 raise ValueError(f"obs {spec} differ from earlier requests' {self._obs_spec}")
             self._obs_spec = spec
@@ -225,10 +226,9 @@ class InferenceServer(threading.Thread):
         if not self._refresh(batch):
             return
         start = time.perf_counter()
-        obs = np.concatenate([r.obs for r in batch])
-        n = len(obs)
-        padded = np.zeros((self.max_batch, *obs.shape[1:]), obs.dtype)
-        padded[:n] = obs
+        obs = jax.tree.map(lambda *xs: np.concatenate(xs), *[r.obs for r in batch])
+        n = sum(len(r) for r in batch)
+        padded = jax.tree.map(_padded(self.max_batch), obs)
         rows = np.full(self.max_batch, self._pad_row, np.int32)
         rows[:n] = np.concatenate([r.slot * self.envs_per_slot + r.env_ids for r in batch])
         obs_d, rows_d = jax.device_put((padded, rows), self._device)
@@ -351,3 +351,14 @@ class ServerClient:
                 )
             self._handle.wait_for_change(POLL_S)
         return None
+
+
+def _padded(rows: int):
+    """`pad(x [n, ...]) -> [rows, ...]`, zeros after the first n rows (a fixed batch shape)."""
+
+    def pad(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((rows, *x.shape[1:]), x.dtype)
+        out[: len(x)] = x
+        return out
+
+    return pad

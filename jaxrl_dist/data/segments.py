@@ -4,11 +4,13 @@ An async EnvPool returns whichever envs finished first (`[0..3]`, `[4..7]`, then
 so envs advance at different rates. Each env writes into its own row at its own time pointer;
 when an env has `T + 1` observations its segment is complete, is copied out, and its last
 observation becomes the first of its next segment. Complete segments from any envs are grouped
-into `[T + 1, B]` rollouts. Pure NumPy, no threads: tested on its own.
+into `[T + 1, B]` rollouts. Observations may be a pytree of arrays (a view and an action mask).
+Pure NumPy, no threads: tested on its own.
 """
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from jaxrl_dist.types import Rollout
@@ -27,7 +29,7 @@ class SegmentBuffer:
         self._t = np.zeros(n, np.int64)  # next row to write for each env
         self._unroll = t
         # Observation and action buffers are allocated on first use, when their shapes are known.
-        self._obs: np.ndarray | None = None
+        self._obs = None  # a pytree of [num_envs, T + 1, ...] arrays, shaped like the obs
         self._reward = np.zeros((n, t + 1), np.float32)
         self._terminated = np.zeros((n, t + 1), bool)
         self._truncated = np.zeros((n, t + 1), bool)
@@ -41,9 +43,9 @@ class SegmentBuffer:
         """Writes one `recv()` result; completes the segments that reach `T + 1` observations."""
         if self._obs is None:
             n, t1 = self._reward.shape
-            self._obs = np.zeros((n, t1, *obs.shape[1:]), obs.dtype)
+            self._obs = jax.tree.map(lambda x: np.zeros((n, t1, *x.shape[1:]), x.dtype), obs)
         rows = self._t[env_ids]
-        self._obs[env_ids, rows] = obs
+        jax.tree.map(lambda buf, x: buf.__setitem__((env_ids, rows), x), self._obs, obs)
         self._reward[env_ids, rows] = reward
         self._terminated[env_ids, rows] = terminated
         self._truncated[env_ids, rows] = truncated
@@ -66,7 +68,7 @@ class SegmentBuffer:
     def _complete(self, env: int) -> None:
         self._ready.append(
             (
-                self._obs[env].copy(),
+                jax.tree.map(lambda buf: buf[env].copy(), self._obs),
                 self._reward[env].copy(),
                 self._terminated[env].copy(),
                 self._truncated[env].copy(),
@@ -76,7 +78,8 @@ class SegmentBuffer:
             )
         )
         last = self._unroll
-        self._obs[env, 0] = self._obs[env, last]
+        for buf in jax.tree.leaves(self._obs):
+            buf[env, 0] = buf[env, last]
         self._reward[env, 0] = self._reward[env, last]
         self._terminated[env, 0] = self._terminated[env, last]
         self._truncated[env, 0] = self._truncated[env, last]
@@ -91,7 +94,7 @@ class SegmentBuffer:
         obs, reward, terminated, truncated, action, extras, version = zip(*batch, strict=True)
         stack = lambda xs: np.stack(xs, axis=1)  # noqa: E731  [B] x [T(+1), ...] -> [T(+1), B, ...]
         return Rollout(
-            obs=stack(obs),
+            obs=jax.tree.map(lambda *xs: stack(xs), *obs),
             reward=stack(reward),
             terminated=stack(terminated),
             truncated=stack(truncated),
