@@ -83,3 +83,15 @@ def key_names(path) -> list[str]:
 def path_name(path) -> str:
     """A key path as `"agent_extras/log_prob"`: how checkpoints name a tree's leaves."""
     return "/".join(key_names(path))
+
+
+# An observation with a legal-action mask (a board game's) is the dict
+# `{AGENT_VIEW: [..., *obs_shape], ACTION_MASK: [..., A] bool}`; any other observation is the view.
+AGENT_VIEW, ACTION_MASK = "agent_view", "action_mask"
+
+
+def split_observation(obs: PyTree) -> tuple[Any, Any]:
+    """`(view, action_mask or None)` of an observation (see `AGENT_VIEW`)."""
+    if isinstance(obs, dict) and ACTION_MASK in obs:
+        return obs[AGENT_VIEW], obs[ACTION_MASK]
+    return obs, None

@@ -10,6 +10,7 @@ from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import games as g
 from jaxrl_dist.envs import make_env
 from jaxrl_dist.envs.seats import LEARNER, SeatedGame
+from jaxrl_dist.types import AGENT_VIEW
 
 
 def _params(k):
@@ -90,7 +91,7 @@ def test_pfsp_in_real_games_turns_to_the_snapshot_the_learner_cannot_beat():
     env.async_reset()
     while len(env.finished) < 300:
         obs, _, _, _, info = env.recv()
-        env.send(perfect.act(obs, info["legal_action_mask"], None), info["env_id"])
+        env.send(perfect.act(obs[AGENT_VIEW], info["legal_action_mask"], None), info["env_id"])
     env.close()
     records = pool.records()
     assert records[0]["losses"] == records[1]["losses"] == 0  # the learner never loses

@@ -2,12 +2,24 @@
 players (random, heuristic, perfect tic-tac-toe) checked against rules worked out here and the
 game's known statistics."""
 
+import queue
+import threading
+
+import jax
 import numpy as np
 import pytest
 
+from jaxrl_dist.acting.actor import Actor, ActorShared, ActorStats
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
+from jaxrl_dist.agents.base import ActorIdentity, RunShape
+from jaxrl_dist.agents.ppo import PPOConfig, make_ppo
+from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.envs import games as g
-from jaxrl_dist.envs import make_env
 from jaxrl_dist.envs.seats import LEARNER, SeatedGame, same_roles
+from jaxrl_dist.networks import NetworkConfig
+from jaxrl_dist.threads import put_until_stopped
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
 TTT, C4 = "TicTacToe-v1", "ConnectFour-v1"
 
@@ -30,7 +42,9 @@ def _play(env, policy, episodes):
         obs, reward, terminated, truncated, info = env.recv()
         results.append((obs, reward, terminated, truncated, info))
         ended += int(np.sum(terminated | truncated))
-        env.send(policy.act(obs, info["legal_action_mask"], info["env_id"]), info["env_id"])
+        env.send(
+            policy.act(obs[AGENT_VIEW], info["legal_action_mask"], info["env_id"]), info["env_id"]
+        )
     env.close()
     return results
 
@@ -54,7 +68,7 @@ def test_each_stream_is_an_ordinary_env_of_its_seat(learner_seats):
     for obs, reward, terminated, truncated, info in results:
         assert not truncated.any()
         for i, stream in enumerate(info["env_id"]):
-            own, opp = obs[i, ..., 0], obs[i, ..., 1]
+            own, opp = obs[AGENT_VIEW][i, ..., 0], obs[AGENT_VIEW][i, ..., 1]
             elapsed, ended = int(info["elapsed_step"][i]), bool(terminated[i])
             assert info["seat"][i] == learner_seats[stream % len(learner_seats)]
             previous = last.get(stream)
@@ -193,3 +207,43 @@ def test_games_of_one_pool_can_have_their_own_roles():
         assert r.roles == roles[r.game] and r.returns.sum() == 0.0 and 5 <= r.length <= 9
         assert sorted(r.returns.tolist()) in ([-1.0, 1.0], [0.0, 0.0])
         assert (r.length == 9) or (r.returns != 0).any()  # a draw fills the board
+
+
+def test_an_actor_thread_plays_seats_with_a_masked_agent():
+    """The unchanged actor loop on a SeatedGame (self-play and games against random in one
+    pool), acting with PPO on masked observations: rollouts hold the views and masks, every
+    action taken at a move is legal, results are +-1 or 0 and each is followed by a reset step."""
+    spec = env_spec(TTT, {})
+    agent = make_ppo(PPOConfig(), NetworkConfig(torso="mlp"), spec, RunShape(1, 1))
+    device = jax.devices()[0]
+    store = ParamsStore([device])
+    store.publish(agent.learner.actor_params(agent.learner.init(jax.random.PRNGKey(0))), 1)
+    roles = [(LEARNER, LEARNER), (LEARNER, "random"), ("random", LEARNER)] * 2
+    players = {"random": g.random_legal(np.random.default_rng(0))}
+    out, stop, stats = queue.Queue(maxsize=1), threading.Event(), ActorStats()
+    client = LocalClient(jit_inference_step(agent.actor), agent.actor, store, device,
+                         ActorIdentity(0, 1), 8, jax.random.PRNGKey(1), stop)  # fmt: skip
+    shared = ActorShared(lambda item: put_until_stopped(out, item, stop), stop, stats, 6, 4)
+    actor = Actor(0, lambda: SeatedGame(make_env(TTT, {}, 6, 3, seed=3), roles, players),
+                  client, shared)  # fmt: skip
+    actor.start()
+    rollouts = [out.get(timeout=60).rollout for _ in range(8)]
+    stop.set()
+    actor.join(timeout=10)
+    assert actor.error is None
+    ends = 0
+    for r in rollouts:
+        assert set(r.obs) == {AGENT_VIEW, ACTION_MASK} and r.obs[AGENT_VIEW].shape == (
+            7,
+            4,
+            3,
+            3,
+            2,
+        )
+        ended = r.terminated | r.truncated
+        t, b = np.nonzero(~ended[:-1])  # moves (not the ignored reply to a final observation)
+        assert r.obs[ACTION_MASK][t, b, r.action[t, b]].all()
+        assert set(np.unique(r.reward[ended])) <= {-1.0, 0.0, 1.0}
+        np.testing.assert_array_equal(r.reward[1:][ended[:-1]], 0.0)  # the next game's start
+        ends += int(ended.sum())
+    assert ends > 0 and stats.drain()["episode_returns"]

@@ -23,7 +23,7 @@ from jaxrl_dist.ops.running_stats import (
     normalize,
     update_running_stats,
 )
-from jaxrl_dist.types import Rollout
+from jaxrl_dist.types import Rollout, split_observation
 
 
 class Transitions(NamedTuple):
@@ -127,21 +127,34 @@ class PolicyModel:
             return obs.astype(jnp.float32)  # e.g. MuJoCo's float64 observations
         return obs  # image frames stay uint8: the torso scales them
 
-    def apply(self, params: dict, obs: jax.Array) -> tuple[Any, jax.Array]:
-        """`obs [..., *obs_shape]` -> (dist params `[...]`, value `[...]`)."""
-        return self.network.apply(params["net"], self._prepare(params["obs_norm"], obs))
+    def apply(self, params: dict, obs: Any) -> tuple[Any, jax.Array]:
+        """`obs [..., *obs_shape]` -> (dist params `[...]`, value `[...]`). With an action mask
+        (`types.AGENT_VIEW`) the logits of illegal actions are the lowest float: they are never
+        sampled or taken, and log-probs and entropies are over the legal actions alone."""
+        view, mask = split_observation(obs)
+        policy, value = self.network.apply(params["net"], self._prepare(params["obs_norm"], view))
+        return mask_logits(policy, mask), value
 
-    def update_obs_stats(self, params: dict, obs: jax.Array) -> dict:
+    def update_obs_stats(self, params: dict, obs: Any) -> dict:
         """New params with the running statistics updated by `obs` `[T + 1, B, *obs_shape]`."""
         if not self.normalize_obs:
             return params
-        stats = update_running_stats(params["obs_norm"], obs[:-1].astype(jnp.float32))
+        view, _ = split_observation(obs)
+        stats = update_running_stats(params["obs_norm"], view[:-1].astype(jnp.float32))
         return {**params, "obs_norm": stats}
 
     def env_action(self, action: jax.Array) -> jax.Array:
         low = jnp.asarray(self.env_spec.action_low, jnp.float32)
         high = jnp.asarray(self.env_spec.action_high, jnp.float32)
         return self.dist.env_action(action, low, high)
+
+
+def mask_logits(logits: jax.Array, action_mask: jax.Array | None) -> jax.Array:
+    """`logits [..., A]` with illegal actions (`action_mask [..., A]` False) at the lowest
+    finite float (not -inf: `0 * log 0` terms of entropies and gradients stay 0, not NaN)."""
+    if action_mask is None:
+        return logits
+    return jnp.where(action_mask, logits, jnp.finfo(logits.dtype).min)
 
 
 def make_policy_model(network_config: NetworkConfig, env_spec: EnvSpec) -> PolicyModel:

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxrl_dist.envs.games import Player
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
 LEARNER = "learner"
 
@@ -92,10 +93,11 @@ class SeatedGame:
     def async_reset(self) -> None:
         self._pool.async_reset()
 
-    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Every stream observation waiting for the learner's action: `(obs [n, ...], reward
-        [n], terminated [n], truncated [n], info)` with `info["env_id"]` the stream ids and
-        `info["elapsed_step"]`, `info["legal_action_mask"]`, `info["seat"]`."""
+    def recv(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Every stream observation waiting for the learner's action: `(obs, reward [n],
+        terminated [n], truncated [n], info)`; `obs` is `{AGENT_VIEW: [n, ...], ACTION_MASK:
+        [n, A]}` (`jaxrl_dist.types`), `info["env_id"]` the stream ids, with
+        `info["elapsed_step"]`, `info["legal_action_mask"]` and `info["seat"]`."""
         while not self._ready:
             self._advance(*self._pool.recv())
         ready, self._ready = self._ready, []
@@ -106,8 +108,8 @@ class SeatedGame:
             "legal_action_mask": np.stack(mask),
             "seat": np.array(seat, np.int32),
         }
-        return (np.stack(obs), np.array(reward, np.float32), np.array(terminated),
-                np.array(truncated), info)  # fmt: skip
+        obs = {AGENT_VIEW: np.stack(obs), ACTION_MASK: info["legal_action_mask"]}
+        return obs, np.array(reward, np.float32), np.array(terminated), np.array(truncated), info
 
     def send(self, action: np.ndarray, env_id: np.ndarray) -> None:
         """The learner's actions for streams `env_id`; steps the games whose turn they were."""

@@ -81,7 +81,8 @@ def make_ppo(
         log_pi = model.dist.log_prob(jax.tree.map(lambda x: x[:-1], policy), rollout.action)
         adv, target, mask = advantages_and_targets(values, log_pi, rollout, config)
         data = {
-            "obs": rollout.obs[:-1], "action": rollout.action, "advantage": adv,
+            "obs": jax.tree.map(lambda x: x[:-1], rollout.obs), "action": rollout.action,
+            "advantage": adv,
             "behaviour_log_prob": rollout.agent_extras["log_prob"], "old_log_prob": log_pi,
             "target": target,
             "old_value": values[:-1], "mask": mask,
