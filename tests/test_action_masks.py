@@ -1,6 +1,6 @@
-"""Action masks in the actor-critic agents: an observation `{agent_view, action_mask}` makes
-sampling, greedy acting and the learner's log-probs and entropy range over legal actions only,
-on states where most actions are illegal."""
+"""Action masks in every agent: an observation `{agent_view, action_mask}` makes sampling,
+epsilon-greedy and greedy acting, the learner's log-probs and entropy (IMPALA, PPO) and the
+bootstrap action (Rainbow) range over legal actions only, on states where most are illegal."""
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +9,7 @@ import pytest
 
 from jaxrl_dist.agents.base import ActorIdentity, RunShape
 from jaxrl_dist.agents.common import mask_logits
+from jaxrl_dist.agents.dqn import RainbowConfig, make_rainbow
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
 from jaxrl_dist.agents.ppo import PPOConfig, make_ppo
 from jaxrl_dist.envs import EnvSpec
@@ -16,7 +17,12 @@ from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, Rollout
 
 SPEC = EnvSpec((6,), np.dtype(np.float32), 9)
-AGENTS = {"ppo": (make_ppo, PPOConfig(num_minibatches=2)), "impala": (make_impala, ImpalaConfig())}
+AGENTS = {
+    "ppo": (make_ppo, PPOConfig(num_minibatches=2)),
+    "impala": (make_impala, ImpalaConfig()),
+    "rainbow": (make_rainbow, RainbowConfig(num_atoms=11)),
+    "rainbow_epsilon": (make_rainbow, RainbowConfig(noisy=False, epsilon=1.0, epsilon_start=1.0)),
+}
 
 
 def _masked_obs(rng, shape):
@@ -46,9 +52,10 @@ def test_acting_never_picks_an_illegal_action(name):
         action, extras, actor_state = act(params, obs, actor_state)
         action = np.asarray(action)
         assert obs[ACTION_MASK][np.arange(256), action].all()
-        assert np.isfinite(np.asarray(extras["log_prob"])).all()
+        assert all(np.isfinite(np.asarray(x)).all() for x in extras.values())
         seen[np.arange(256), action] = True
-    assert (seen == obs[ACTION_MASK]).mean() > 0.95  # it does sample among the legal ones
+    if name != "rainbow":  # sampling or epsilon 1 explores the legal actions
+        assert (seen == obs[ACTION_MASK]).mean() > 0.95
     greedy = np.asarray(jax.jit(agent.actor.greedy_act)(params, obs))
     assert obs[ACTION_MASK][np.arange(256), greedy].all()
 
@@ -67,7 +74,9 @@ def test_an_update_on_masked_rollouts_is_finite(name):
     rollout = Rollout(
         obs=obs, reward=rng.normal(size=(t + 1, b)).astype(np.float32), terminated=ended,
         truncated=np.zeros_like(ended), action=action.astype(np.int32),
-        agent_extras={"log_prob": np.full((t, b), -1.0, np.float32)},
+        agent_extras={"log_prob": np.full((t, b), -1.0, np.float32),
+                      "replay_probability": np.full((t, b), 0.01),
+                      "replay_count": np.full((t, b), 100.0)},
         policy_version=np.zeros((t, b), np.int32),
     )  # fmt: skip
     new_state, metrics = jax.jit(agent.learner.update)(state, rollout)[:2]
@@ -89,3 +98,36 @@ def test_masked_logits_give_legal_actions_all_the_probability():
     entropy_grad = jax.grad(entropy)(logits)
     assert np.isfinite(np.asarray(entropy_grad)).all()
     assert mask_logits(logits, None) is logits
+
+
+def test_rainbow_bootstraps_from_the_best_legal_action():
+    """1-step expected-value targets, no double Q: a transition's priority |r + gamma Q(s', a*)
+    - Q(s, a)| uses the best legal a*. Masks that keep the best action leave it; a mask that
+    takes it away changes it."""
+    config = RainbowConfig(num_atoms=1, noisy=False, double=False, learning_rate=1e-9)
+    agent = make_rainbow(config, NetworkConfig(torso="mlp"), SPEC, RunShape(10_000, 64))
+    state = agent.learner.init(jax.random.PRNGKey(0))
+    rng = np.random.default_rng(5)
+    view = rng.normal(size=(2, 16, 6)).astype(np.float32)
+    all_legal = {AGENT_VIEW: view[1], ACTION_MASK: np.ones((16, 9), bool)}
+    q_next = np.asarray(agent.actor.greedy_act(agent.learner.actor_params(state), all_legal))
+
+    def priorities(mask_next):
+        mask = np.stack([np.ones((16, 9), bool), mask_next])
+        window = Rollout(
+            obs={AGENT_VIEW: view, ACTION_MASK: mask}, reward=np.ones((2, 16), np.float32),
+            terminated=np.zeros((2, 16), bool), truncated=np.zeros((2, 16), bool),
+            action=np.zeros((1, 16), np.int32),
+            agent_extras={"replay_probability": np.full((1, 16), 0.01),
+                          "replay_count": np.full((1, 16), 100.0)},
+            policy_version=np.zeros((1, 16), np.int32),
+        )  # fmt: skip
+        return np.asarray(jax.jit(agent.learner.update)(state, window)[2])
+
+    everything = priorities(np.ones((16, 9), bool))
+    keeps_best = np.zeros((16, 9), bool)
+    keeps_best[np.arange(16), q_next] = True
+    keeps_best[np.arange(16), (q_next + 1) % 9] = True
+    np.testing.assert_allclose(priorities(keeps_best), everything, rtol=1e-5)
+    without_best = ~keeps_best
+    assert np.all(np.abs(priorities(without_best) - everything) > 1e-6)

@@ -12,13 +12,18 @@ import numpy as np
 import optax
 
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity, Agent, LearnerCore, RunShape
-from jaxrl_dist.agents.common import gradient_step, initial_hparams, injected_optimizer
+from jaxrl_dist.agents.common import (
+    gradient_step,
+    initial_hparams,
+    injected_optimizer,
+    mask_logits,
+)
 from jaxrl_dist.agents.dqn.config import RUNTIME_HPARAMS, RainbowConfig
 from jaxrl_dist.agents.dqn.loss import expected_q, importance_weights, transition_losses
 from jaxrl_dist.agents.dqn.targets import n_step_target
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, QNetwork, make_q_network
-from jaxrl_dist.types import PyTree, Rollout, assert_rollout_shapes
+from jaxrl_dist.types import PyTree, Rollout, assert_rollout_shapes, split_observation
 
 
 class DQNState(NamedTuple):
@@ -63,13 +68,22 @@ class QModel:
         params_key, noise_key = jax.random.split(key)
         return self.network.init({"params": params_key, "noise": noise_key}, obs)
 
-    def apply(self, net: PyTree, obs: jax.Array, key: jax.Array | None) -> jax.Array:
+    def apply(self, net: PyTree, obs: Any, key: jax.Array | None) -> jax.Array:
+        """The network's output on the view of `obs` (an action mask is not applied here)."""
+        view, _ = split_observation(obs)
         if key is None or not self.network.noisy:
-            return self.network.apply(net, obs, True)
-        return self.network.apply(net, obs, rngs={"noise": key})
+            return self.network.apply(net, view, True)
+        return self.network.apply(net, view, rngs={"noise": key})
 
-    def q_values(self, net: PyTree, obs: jax.Array, key: jax.Array | None) -> jax.Array:
-        return expected_q(self.apply(net, obs, key), self.atoms)
+    def q_values(self, net: PyTree, obs: Any, key: jax.Array | None) -> jax.Array:
+        """Expected Q-values `[B, A]`; illegal actions (an action mask in `obs`) at the lowest
+        float, so an argmax never picks them."""
+        return legal_only(expected_q(self.apply(net, obs, key), self.atoms), obs)
+
+
+def legal_only(q: jax.Array, obs: Any) -> jax.Array:
+    """`q [B, A]` with the actions `obs`'s mask makes illegal at the lowest float."""
+    return mask_logits(q, split_observation(obs)[1])
 
 
 def _input_dtype(spec: EnvSpec) -> Any:
@@ -102,7 +116,7 @@ def make_actor(model: QModel, config: RainbowConfig) -> ActorCore:
         q = model.q_values(params["net"], obs, keys[0, 3])
         epsilon = params["epsilon"] ** state["epsilon_exponent"]
         explore = jax.vmap(jax.random.uniform)(keys[:, 1]) < epsilon
-        random = jax.vmap(lambda k: jax.random.randint(k, (), 0, q.shape[-1]))(keys[:, 2])
+        random = _uniform_actions(keys[:, 2], q, split_observation(obs)[1])
         action = jnp.where(explore, random, jnp.argmax(q, axis=-1)).astype(jnp.int32)
         return action, {}, {**state, "key": keys[:, 0]}
 
@@ -110,6 +124,14 @@ def make_actor(model: QModel, config: RainbowConfig) -> ActorCore:
         return jnp.argmax(model.q_values(params["net"], obs, None), axis=-1).astype(jnp.int32)
 
     return ActorCore(init_state, act, greedy_act)
+
+
+def _uniform_actions(keys: jax.Array, q: jax.Array, action_mask: jax.Array | None) -> jax.Array:
+    """`[B]` actions uniform over each row's legal actions (all, without a mask)."""
+    if action_mask is None:
+        return jax.vmap(lambda k: jax.random.randint(k, (), 0, q.shape[-1]))(keys)
+    uniform = mask_logits(jnp.zeros_like(q), action_mask)  # equal logits on the legal ones
+    return jax.vmap(jax.random.categorical)(keys, uniform)
 
 
 def exploration_epsilon(
@@ -170,14 +192,16 @@ def make_rainbow(
     def loss_fn(net, state: DQNState, window: Rollout, n, beta, keys):
         target = n_step_target(window, n, config.discount)
         out_t = model.apply(state.target_params, target.obs_t, keys[0])
-        obs_tm1, batch = window.obs[0], window.action.shape[1]
+        obs_tm1, batch = jax.tree.map(lambda x: x[0], window.obs), window.action.shape[1]
         if config.double:  # the online net picks the bootstrap action: one pass over both
-            both = model.apply(net, jnp.concatenate([obs_tm1, target.obs_t]), keys[1])
+            both_obs = jax.tree.map(lambda *x: jnp.concatenate(x), obs_tm1, target.obs_t)
+            both = model.apply(net, both_obs, keys[1])
             online_t = jax.lax.stop_gradient(both[batch:])
             out_tm1, selector = both[:batch], expected_q(online_t, model.atoms)
         else:
             out_tm1 = model.apply(net, obs_tm1, keys[1])
             selector = expected_q(out_t, model.atoms)
+        selector = legal_only(selector, target.obs_t)  # bootstrap from a legal action
         losses, priorities = transition_losses(
             out_tm1, window.action[0], target, out_t, selector, model.atoms, config
         )

@@ -63,5 +63,5 @@ def n_step_target(window: Rollout, n: jax.Array | int, discount: float) -> NStep
     columns = jnp.arange(batch)
     terminated = jnp.asarray(window.terminated)[steps, columns]
     discount_t = jnp.where(terminated, 0.0, jnp.asarray(discount, jnp.float32) ** steps)
-    obs_t = jnp.asarray(window.obs)[steps, columns]
+    obs_t = jax.tree.map(lambda x: jnp.asarray(x)[steps, columns], window.obs)
     return NStepTarget(r_t, discount_t.astype(jnp.float32), obs_t, steps)
