@@ -29,9 +29,12 @@ from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.envs.games import scripted_player
+from jaxrl_dist.envs.seats import LEARNER, SeatedGame
 
 ACTOR_SEED_PURPOSE = 1  # derive_seed/fold_in path of the actors' env seeds and keys
 LOCKSTEP_SEED_PURPOSE = 3  # derive_seed path of lockstep actors' env seeds (per env epoch)
+SEAT_PLAYERS_SEED_PURPOSE = 4  # derive_seed path of the scripted players' RNGs in seated games
 
 
 class Fleet:
@@ -130,12 +133,14 @@ class Fleet:
     def _server_spawner(self, devices: list[jax.Device], stop: threading.Event) -> Callable:
         cfg = self._config
         per_server = math.ceil(cfg.num_actor_threads / len(devices))  # slots round-robin
-        batch = cfg.inference.batch_size or per_server * cfg.env_batch_size
+        # A seated game's recv() can return every stream of the actor at once.
+        rows = cfg.streams_per_actor if cfg.seats.enabled else cfg.env_batch_size
+        batch = cfg.inference.batch_size or per_server * rows
 
         def spawn(index: int, restarts: int) -> InferenceServer:
             server = InferenceServer(
                 index, self._core, self._store, devices[index], cfg.num_actor_threads,
-                cfg.envs_per_actor, batch, cfg.inference.timeout_ms,
+                cfg.streams_per_actor, batch, cfg.inference.timeout_ms,
                 cfg.inference.broadcast_period, stop,
             )  # fmt: skip
             server.start()
@@ -152,7 +157,7 @@ class Fleet:
             return ServerClient(handle, slot, identity, key, self._shared.stop)
         device = self._devices[slot % len(self._devices)]
         return LocalClient(
-            self._local_step, self._core, self._store, device, identity, cfg.envs_per_actor, key,
+            self._local_step, self._core, self._store, device, identity, cfg.streams_per_actor, key,
             self._shared.stop,
         )  # fmt: skip
 
@@ -168,10 +173,11 @@ class Fleet:
                 path = (LOCKSTEP_SEED_PURPOSE, generation, g, *again)
             else:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
-            return make_env(
+            env = make_env(
                 cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size,
                 derive_seed(cfg.seed, *path), cfg.env_threads_per_actor,
             )  # fmt: skip
+            return seated(cfg, env, derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:]))
 
         client = self._client(slot, key)
         if cfg.deterministic:
@@ -185,3 +191,15 @@ class Fleet:
             actor = Actor(g, make, client, self._shared)
         actor.start()
         return actor
+
+
+def seated(config: Any, env: Any, seed: int) -> Any:
+    """`env` as a `SeatedGame` with `config.seats`' roles (scripted players seeded from `seed`),
+    or `env` itself when the run has no seats."""
+    if not config.seats.enabled:
+        return env
+    roles = config.seats.roles(env.config["num_envs"])
+    rng = np.random.default_rng(seed)
+    names = {name for r in roles for name in r} - {LEARNER}
+    players = {name: scripted_player(name, config.env_id, rng) for name in sorted(names)}
+    return SeatedGame(env, roles, players)

@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Any
 
-from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig
+from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig
 from jaxrl_dist.networks import NetworkConfig
 
 
@@ -27,7 +27,12 @@ class ConfigError(ValueError):
 
 EVAL_MODES = ("greedy", "sampled", "both")
 # Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
-SECTIONS = {"network": NetworkConfig, "inference": InferenceConfig, "replay": ReplayConfig}
+SECTIONS = {
+    "network": NetworkConfig,
+    "inference": InferenceConfig,
+    "replay": ReplayConfig,
+    "seats": SeatsConfig,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +97,8 @@ class TrainConfig:
     # settings (agents that learn from a replay); nested sections: --config.inference.client=...
     inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    # Turn-based games: who plays each seat (`config.seats.games`); empty for other envs.
+    seats: SeatsConfig = dataclasses.field(default_factory=SeatsConfig)
     algo: Any = None
 
     def __post_init__(self):
@@ -126,6 +133,15 @@ class TrainConfig:
             _fail("async_envs", self.async_envs, "must be False when deterministic=True")
         if not self.actor_device_ids:
             _fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
+        if self.seats.enabled and self.deterministic:
+            _fail("deterministic", self.deterministic, "is not supported with config.seats yet")
+
+    @property
+    def streams_per_actor(self) -> int:
+        """The rows each actor acts for: its envs, or with `seats` its learner seats' streams."""
+        if self.seats.enabled:
+            return self.seats.streams(self.envs_per_actor)
+        return self.envs_per_actor
 
     @property
     def env_batch_size(self) -> int:

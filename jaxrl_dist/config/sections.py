@@ -1,4 +1,5 @@
-"""Nested config sections of the runtime: `config.inference.*` and `config.replay.*`.
+"""Nested config sections of the runtime: `config.inference.*`, `config.replay.*` and
+`config.seats.*`.
 
 Each is a frozen dataclass whose `__post_init__` raises ValueError with one line naming the
 field (in `config.<section>.<field>` terms) and what is wrong.
@@ -88,3 +89,51 @@ class ReplayConfig:
             _bad("replay", "priority_exponent", self.priority_exponent, "must be in [0, 1]")
         if not self.priority_epsilon > 0:
             _bad("replay", "priority_epsilon", self.priority_epsilon, "must be > 0")
+
+
+LEARNER_ROLE = "learner"
+SCRIPTED_ROLES = ("random", "heuristic", "perfect")
+
+
+@dataclasses.dataclass(frozen=True)
+class SeatsConfig:
+    """Who plays each seat of a turn-based game (EnvPool's `TicTacToe-v1`, `ConnectFour-v1`, ...).
+
+    `games`: role patterns, one tuple of roles per game (a role per seat), cycled over each
+    actor's games: `(("learner", "learner"), ("learner", "random"), ("random", "learner"))`
+    makes a third of the games self-play and the rest the learner against uniform random in
+    either seat. Roles: "learner", "random" (uniform over legal actions), "heuristic" (win if
+    you can, block if you must; tic-tac-toe and connect four), "perfect" (minimax; tic-tac-toe).
+    Empty: not a turn-based run. The learner sees one stream per seat it plays
+    (`envs/seats.py`): env steps count the learner's own moves and game ends.
+
+    `eval_opponent`: who the learner plays in evaluations, taking each seat in turn.
+    """
+
+    games: tuple[tuple[str, ...], ...] = ()
+    eval_opponent: str = "random"
+
+    def __post_init__(self):
+        for pattern in self.games:
+            unknown = set(pattern) - {LEARNER_ROLE, *SCRIPTED_ROLES}
+            if unknown:
+                _bad("seats", "games", self.games, f"names unknown roles {sorted(unknown)}; use "
+                     f"{LEARNER_ROLE!r} or one of {SCRIPTED_ROLES}")  # fmt: skip
+            if LEARNER_ROLE not in pattern:
+                _bad("seats", "games", self.games, f"has a game {pattern} without the learner")
+        if len({len(p) for p in self.games}) > 1:
+            _bad("seats", "games", self.games, "must give every game the same number of seats")
+        if self.eval_opponent not in SCRIPTED_ROLES:
+            _bad("seats", "eval_opponent", self.eval_opponent, f"must be one of {SCRIPTED_ROLES}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.games)
+
+    def roles(self, num_games: int) -> list[tuple[str, ...]]:
+        """Each of `num_games` games' roles: the patterns cycled."""
+        return [tuple(self.games[g % len(self.games)]) for g in range(num_games)]
+
+    def streams(self, num_games: int) -> int:
+        """The learner's streams over `num_games` games: its seats in each."""
+        return sum(r.count(LEARNER_ROLE) for r in self.roles(num_games))

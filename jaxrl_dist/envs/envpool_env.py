@@ -18,7 +18,8 @@ class EnvSpec(NamedTuple):
     """What the networks and the runtime need to know about an environment.
 
     Discrete actions: `num_actions > 0`, `action_dim == 0`. Continuous (a Box of rank 1):
-    `num_actions == 0`, `action_dim` dimensions within `[action_low, action_high]`.
+    `num_actions == 0`, `action_dim` dimensions within `[action_low, action_high]`. A turn-based
+    game (`num_players > 1`) describes one player's view.
     """
 
     obs_shape: tuple[int, ...]
@@ -27,6 +28,7 @@ class EnvSpec(NamedTuple):
     action_dim: int = 0
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
+    num_players: int = 1
 
     @property
     def continuous(self) -> bool:
@@ -82,8 +84,10 @@ def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
         obs_space = spec.observation_space
         act_space = spec.action_space
     num_actions = int(getattr(act_space, "n", 0))
+    players = int(getattr(spec.config, "max_num_players", 1))
     if num_actions or len(act_space.shape) != 1:
-        return EnvSpec(tuple(obs_space.shape), np.dtype(obs_space.dtype), num_actions)
+        obs = (tuple(obs_space.shape), np.dtype(obs_space.dtype))
+        return EnvSpec(*obs, num_actions, num_players=players)
     low = tuple(float(x) for x in np.broadcast_to(act_space.low, act_space.shape))
     high = tuple(float(x) for x in np.broadcast_to(act_space.high, act_space.shape))
     return EnvSpec(

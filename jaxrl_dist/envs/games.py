@@ -167,3 +167,18 @@ def perfect_tictactoe(rng: np.random.Generator) -> ScriptedPlayer:
         return _uniform_over(rng, values == values.max(axis=1, keepdims=True))
 
     return ScriptedPlayer(policy)
+
+
+def scripted_player(name: str, env_id: str, rng: np.random.Generator) -> ScriptedPlayer:
+    """The scripted player `name` ("random", "heuristic", "perfect") for `env_id`; ValueError
+    (one line) where the game has no such player."""
+    if name == "random":
+        return random_legal(rng)
+    if name == "heuristic" and env_id in RULES:
+        return heuristic(RULES[env_id], rng)
+    if name == "perfect" and env_id == "TicTacToe-v1":
+        return perfect_tictactoe(rng)
+    games = {"heuristic": sorted(RULES), "perfect": ["TicTacToe-v1"]}.get(name)
+    if games is None:
+        raise ValueError(f"no scripted player {name!r}; use random, heuristic or perfect")
+    raise ValueError(f"the {name!r} player knows only {games}, not {env_id}")

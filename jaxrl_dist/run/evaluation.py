@@ -15,7 +15,10 @@ import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.envs.games import scripted_player
+from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
 from jaxrl_dist.learning.mesh import local_replica
+from jaxrl_dist.types import split_observation
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
 
@@ -26,12 +29,15 @@ class EvalResult:
 
     Attributes:
       returns: `[episodes, agents]` float64 undiscounted returns (game scores where EnvPool
-        reports unclipped rewards); `agents` is 1 for single-agent envs.
-      lengths: `[episodes]` int64 episode lengths in agent steps.
+        reports unclipped rewards); `agents` is 1 for single-agent envs; in a turn-based game
+        against an opponent, the learner's return in the seat it played.
+      lengths: `[episodes]` int64 episode lengths in agent steps (moves of a game).
+      extra: more statistics for the log and summary (a game's win, draw and loss rates).
     """
 
     returns: np.ndarray
     lengths: np.ndarray
+    extra: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def stats(self) -> dict[str, float]:
         """Mean, std, min and max return (over episodes and agents) and mean length."""
@@ -41,6 +47,7 @@ class EvalResult:
             "return_min": float(self.returns.min()),
             "return_max": float(self.returns.max()),
             "length": float(self.lengths.mean()),
+            **self.extra,
         }
 
 
@@ -124,3 +131,100 @@ class Evaluator:
 
     def close(self) -> None:
         self._env.close()
+
+
+class GameEvaluator:
+    """The learner against a scripted opponent in a turn-based game, taking each seat in turn
+    (game `i`: the learner in seat `i % players`); the first game of each of `num_episodes`
+    games counts. Same interface as `Evaluator`."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], num_episodes: int, seed: int,
+                 core: ActorCore, device: jax.Device, opponent: str, num_players: int):  # fmt: skip
+        self._pool = make_env(
+            env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
+        )
+        rng = np.random.default_rng(derive_seed(seed, EVAL_SEED_PURPOSE, 2))
+        self._players = {opponent: scripted_player(opponent, env_id, rng)}
+        self._roles = [tuple(LEARNER if s == i % num_players else opponent
+                             for s in range(num_players)) for i in range(num_episodes)]  # fmt: skip
+        self._num, self._device = num_episodes, device
+        self._greedy, self._sample = env_policies(core)
+        self._key = jax.device_put(
+            jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
+        )
+
+    def run(
+        self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+    ) -> EvalResult | None:
+        params = jax.device_put(local_replica(params), self._device)
+        env = SeatedGame(self._pool, self._roles, self._players)
+        env.async_reset()
+        first: dict[int, GameResult] = {}
+        while len(first) < self._num:
+            if abort():
+                self._drain(env)
+                return None
+            obs, _, _, _, info = env.recv()
+            rows = len(info["env_id"])
+            padded = _padded(obs, self._num)
+            if greedy:
+                action = self._greedy(params, padded)
+            else:
+                self._key, sub = jax.random.split(self._key)
+                action = self._sample(params, padded, sub)
+            env.send(np.asarray(action)[:rows], info["env_id"])
+            for result in env.finished:
+                first.setdefault(result.game, result)
+            env.finished.clear()
+        self._drain(env)
+        return game_result([first[g] for g in range(self._num)])
+
+    def _drain(self, env: SeatedGame) -> None:
+        """Receives the step every game has in flight (after each `send` all of them do), so
+        the next run's reset starts from a pool with nothing pending."""
+        del env
+        self._pool.recv()
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def game_result(games: list[GameResult]) -> EvalResult:
+    """The learner's return and the length of each game, with its win, draw and loss rates and
+    its mean return in each seat."""
+    seat = np.array([r.roles.index(LEARNER) for r in games])
+    returns = np.array([r.returns[s] for r, s in zip(games, seat, strict=True)], np.float64)
+    extra = {"win_rate": float(np.mean(returns > 0)), "draw_rate": float(np.mean(returns == 0)),
+             "loss_rate": float(np.mean(returns < 0))}  # fmt: skip
+    for s in np.unique(seat):
+        extra[f"return_seat{s}"] = float(returns[seat == s].mean())
+    lengths = np.array([r.length for r in games], np.int64)
+    return EvalResult(returns[:, None], lengths, extra)
+
+
+def _padded(obs: Any, rows: int) -> Any:
+    """`obs` (`[n, ...]` leaves) padded with zero rows to `rows`, every action legal there (so a
+    padded row's masked policy is well defined): one compiled shape for every batch."""
+
+    def pad(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((rows, *x.shape[1:]), x.dtype)
+        out[: len(x)] = x
+        return out
+
+    out = jax.tree.map(pad, obs)
+    mask = split_observation(out)[1]
+    if mask is not None:
+        mask[len(jax.tree.leaves(obs)[0]) :] = True
+    return out
+
+
+def make_evaluator(config: Any, core: ActorCore, device: jax.Device, num_players: int = 1,
+                   num_episodes: int | None = None, seed: int | None = None):  # fmt: skip
+    """The run's evaluator: `GameEvaluator` against `config.seats.eval_opponent` for a seated
+    run, else `Evaluator`."""
+    episodes = config.eval_episodes if num_episodes is None else num_episodes
+    seed = config.seed if seed is None else seed
+    if config.seats.enabled:
+        return GameEvaluator(config.env_id, config.env_kwargs, episodes, seed, core, device,
+                             config.seats.eval_opponent, num_players)  # fmt: skip
+    return Evaluator(config.env_id, config.env_kwargs, episodes, seed, core, device)

@@ -9,12 +9,15 @@ import os
 from typing import Any
 
 import jax
+import numpy as np
 
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec
+from jaxrl_dist.envs.games import scripted_player
+from jaxrl_dist.envs.seats import LEARNER
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
 from jaxrl_dist.run.resume import check_resumable
@@ -54,7 +57,39 @@ def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
             f"config.batch_size={config.batch_size} does not split over {n} learner devices "
             f"(of all processes); make config.batch_size a multiple of {n}"
         )
-    return env_spec(config.env_id, config.env_kwargs), devices
+    spec = env_spec(config.env_id, config.env_kwargs)
+    problem = seats_problem(config, spec)
+    if problem:
+        raise ConfigError(problem)
+    return spec, devices
+
+
+def seats_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
+    """What does not fit between `config.seats` and the env (one line with the fix), or None."""
+    seats, players = config.seats, spec.num_players
+    if players > 1 and not seats.enabled:
+        return (
+            f"config.env_id={config.env_id!r} is a {players}-player turn-based game: say who "
+            "plays each seat with config.seats.games, e.g. "
+            '\'(("learner", "learner"), ("learner", "random"), ("random", "learner"))\''
+        )
+    if seats.enabled and players == 1:
+        return (
+            f"config.seats.games is set but config.env_id={config.env_id!r} is not a turn-based "
+            "game; leave config.seats.games empty"
+        )
+    if seats.enabled and len(seats.games[0]) != players:
+        return (
+            f"config.seats.games={seats.games} gives {len(seats.games[0])} seats a game; "
+            f"{config.env_id} has {players}"
+        )
+    names = {name for pattern in seats.games for name in pattern} | {seats.eval_opponent}
+    for name in sorted(names - {LEARNER}) if seats.enabled else ():
+        try:
+            scripted_player(name, config.env_id, np.random.default_rng(0))
+        except ValueError as e:
+            return f"config.seats: {e}"
+    return None
 
 
 def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:

@@ -27,7 +27,7 @@ from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.learner import Learner
 from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.run.counters import Counters, EvalHistory
-from jaxrl_dist.run.evaluation import Evaluator
+from jaxrl_dist.run.evaluation import make_evaluator
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
@@ -138,10 +138,9 @@ def start_session(
     progress = Progress(cfg.total_env_steps, quiet=quiet or not cluster.is_primary)
     monitor = None
     if cluster.is_primary:
-        evaluator = Evaluator(
-            cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, prepared.agent.actor,
-            prepared.devices.actor_devices[0],
-        )  # fmt: skip
+        evaluator = make_evaluator(
+            cfg, prepared.agent.actor, prepared.devices.actor_devices[0], prepared.spec.num_players
+        )
         monitor = EvalMonitor(cfg, evaluator, hooks, logger, progress, history)
     session = Session(
         learner=learner,
