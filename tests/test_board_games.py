@@ -1,24 +1,36 @@
 """Turn-based games through the real trainer: `configs/ppo_tictactoe.py:quick` (self-play and
 games against random in one pool, masked PPO), evaluated against random in each seat with win,
-draw and loss rates; bad seat settings refused before anything is written."""
+draw and loss rates; its policy through `load_policy` (masks) and `scripts/evaluate.py` (a named
+opponent); bad seat settings refused before anything is written."""
 
 import json
 import os
 
+import numpy as np
 import pytest
 
 from jaxrl_dist.config import cli
 from jaxrl_dist.config.cli import EXIT_CONFIG_ERROR, load_config
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.tools import evaluate_cli
+from jaxrl_dist.tools.policy import load_policy
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "ppo_tictactoe.py")
 
 
-def test_tictactoe_quick_trains_on_seats_and_evaluates_against_random(tmp_path):
-    workdir = str(tmp_path / "run")
-    result = Trainer(load_config(CONFIG + ":quick"), workdir, quiet=True).run()
-    assert result.summary["stop_reason"] == "total_env_steps reached"
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """`ppo_tictactoe:quick`, shared by the tests that read it: its work dir and summary."""
+    workdir = str(tmp_path_factory.mktemp("tictactoe") / "run")
+    config = load_config(CONFIG + ":quick", checkpoint_every_updates=100)
+    return workdir, Trainer(config, workdir, quiet=True).run().summary
+
+
+def test_tictactoe_quick_trains_on_seats_and_evaluates_against_random(run):
+    workdir, summary = run
+    assert summary["stop_reason"] == "total_env_steps reached"
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f]
     (final,) = [r for r in records if "eval/greedy_win_rate" in r]
@@ -29,6 +41,27 @@ def test_tictactoe_quick_trains_on_seats_and_evaluates_against_random(tmp_path):
     assert 5 <= final["eval/greedy_length"] <= 9
     trained = [r for r in records if "losses/loss" in r]
     assert trained and all(abs(r["charts/episode_return"]) <= 1 for r in trained)
+
+
+def test_its_policy_never_plays_an_illegal_move_and_evaluates_against_perfect_play(run, tmp_path):
+    workdir, _ = run
+    policy = load_policy(workdir)
+    rng = np.random.default_rng(0)
+    view = np.zeros((64, 3, 3, 2), np.int8)
+    mask = np.zeros((64, 9), bool)
+    for row in range(64):  # one or two empty cells: most moves are illegal
+        mask[row, rng.choice(9, rng.integers(1, 3), replace=False)] = True
+    action = policy.act(view, action_mask=mask)
+    assert mask[np.arange(64), action].all()
+    np.testing.assert_array_equal(policy.act({AGENT_VIEW: view, ACTION_MASK: mask}), action)
+    out = str(tmp_path / "eval.json")
+    argv = [workdir, "--episodes", "6", "--opponent", "perfect", "--json", out]
+    assert evaluate_cli.main(argv) == 0
+    with open(out) as f:
+        record = json.load(f)
+    assert record["episodes"] == 6 and record["win_rate"] == 0.0  # perfect play never loses
+    assert record["return"] == pytest.approx(-record["loss_rate"])
+    assert evaluate_cli.main([workdir, "--opponent", "bogus"]) == evaluate_cli.EXIT_BAD_INPUT
 
 
 BAD = [

@@ -31,8 +31,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.config.sections import SCRIPTED_ROLES
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.run.evaluation import EvalResult, Evaluator
+from jaxrl_dist.run.evaluation import EvalResult, Evaluator, GameEvaluator
 from jaxrl_dist.tools.policy import (
     STEP_CHOICES,
     Policy,
@@ -75,6 +76,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, help=f"env seed (default: the run's + {SEED_OFFSET})")
     p.add_argument("--json", help="output file (default RUN_DIR/eval/step_<N>_<mode>.json)")
     p.add_argument("--video", help="also record one episode to this .gif")
+    p.add_argument(
+        "--opponent", help="turn-based games: random, heuristic or perfect, the learner taking "
+        "each seat in turn (default: the run's config.seats.eval_opponent)",
+    )  # fmt: skip
     p.add_argument("--follow", action="store_true", help="evaluate new checkpoints as they come")
     p.add_argument("--poll_s", type=float, default=5.0, help="--follow: seconds between looks")
     p.add_argument(
@@ -94,6 +99,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"--step {args.step!r}: give latest, best or a step number")
     if args.video is not None and not args.video.lower().endswith(".gif"):
         raise UsageError(f"--video {args.video!r}: only animated GIFs are written; name a .gif")
+    if args.opponent is not None and args.opponent not in SCRIPTED_ROLES:
+        raise UsageError(f"--opponent {args.opponent!r}: choose one of {', '.join(SCRIPTED_ROLES)}")
     if args.poll_s <= 0 or args.idle_exit_s < 0:
         raise UsageError("--poll_s must be > 0 and --idle_exit_s >= 0")
     if args.follow:
@@ -138,7 +145,7 @@ def evaluate_once(args: argparse.Namespace) -> int:
         if problem:
             raise ValueError(problem)
     seed = _seed(args, policy)
-    result = evaluate(policy, args.episodes, args.mode == "greedy", seed)
+    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent)
     record = eval_record(policy, result, args.mode, seed)
     print(TABLE_HEADER)
     print(table_row(record), flush=True)
@@ -162,13 +169,22 @@ def _seed(args: argparse.Namespace, policy: Policy) -> int:
     return (run_seed + SEED_OFFSET) % 2**32
 
 
-def evaluate(policy: Policy, episodes: int, greedy: bool, seed: int) -> EvalResult:
+def evaluate(
+    policy: Policy, episodes: int, greedy: bool, seed: int, opponent: str | None = None
+) -> EvalResult:
     """The first episode of each of `episodes` new envs. New envs each time (not one Evaluator
     kept for --follow): EnvPool seeds an env only when it is made, so only new envs give every
-    step the same starting states, and a rerun the same result."""
-    evaluator = Evaluator(
-        policy.env_id, policy.env_kwargs, episodes, seed, policy.agent.actor, jax.local_devices()[0]
-    )
+    step the same starting states, and a rerun the same result. A turn-based game is played
+    against `opponent` (default: the run's), the learner taking each seat in turn."""
+    device, actor = jax.local_devices()[0], policy.agent.actor
+    players = policy.spec.num_players
+    if opponent is not None and players == 1:
+        raise ValueError(f"--opponent is for turn-based games; {policy.env_id} has one player")
+    if players > 1:
+        evaluator = GameEvaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device,
+                                  opponent or policy.eval_opponent, players)  # fmt: skip
+    else:
+        evaluator = Evaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device)
     try:
         return evaluator.run(policy.params, greedy=greedy)
     finally:
@@ -375,7 +391,7 @@ def _follow_step(ckpt_dir: str, step: int, args: argparse.Namespace) -> dict[str
         _say(f"note: {e}; skipped")
         return None
     seed = _seed(args, policy)
-    result = evaluate(policy, args.episodes, args.mode == "greedy", seed)
+    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent)
     record = eval_record(policy, result, args.mode, seed)
     _say(table_row(record))
     return record

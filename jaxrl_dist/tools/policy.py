@@ -34,6 +34,7 @@ from jaxrl_dist.run.checkpoint import (
     tree_difference,
 )
 from jaxrl_dist.run.evaluation import env_policies
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, split_observation
 
 POLICY_FORMAT = 1  # bump when describe_policy's dict changes in a way old readers cannot read
 STEP_CHOICES = ("latest", "best")
@@ -58,6 +59,7 @@ def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
         "env_id": config.env_id,
         "env_kwargs": jsonable(config.env_kwargs),
         "env_spec": _spec_to_json(spec),
+        "seats": jsonable(config.seats),
         "run_shape": [
             config.total_env_steps,
             env_steps_per_update(agents.get(config.algorithm).data, config),
@@ -100,23 +102,46 @@ class Policy:
     def env_kwargs(self) -> dict[str, Any]:
         return dict(self.description["env_kwargs"])
 
-    def act(self, obs: Any, greedy: bool = True, key: jax.Array | None = None) -> np.ndarray:
+    @property
+    def eval_opponent(self) -> str:
+        """Who the run evaluated against (a turn-based game's `config.seats.eval_opponent`)."""
+        return self.description.get("seats", {}).get("eval_opponent", "random")
+
+    def act(
+        self,
+        obs: Any,
+        greedy: bool = True,
+        key: jax.Array | None = None,
+        action_mask: Any = None,
+    ) -> np.ndarray:
         """Env actions for a batch of observations.
 
         Args:
-          obs: `[B, *obs_shape]` observations as the env returns them.
+          obs: `[B, *obs_shape]` observations as the env returns them, or a masked observation
+            `{"agent_view": [B, *obs_shape], "action_mask": [B, A]}` (`jaxrl_dist.types`).
           greedy: the policy's mode (True) or a sample from it (False, needs `key`).
           key: a PRNG key for sampled actions.
+          action_mask: `[B, A]` bool legal actions (a board game's), instead of a masked `obs`:
+            an illegal action is never returned.
 
         Returns:
           `[B]` int actions (discrete) or `[B, action_dim]` floats within the env's bounds.
         """
-        obs = np.asarray(obs)
-        if obs.shape[1:] != self.spec.obs_shape:
+        view, mask = split_observation(obs)
+        mask = mask if action_mask is None else action_mask
+        view = np.asarray(view)
+        if view.shape[1:] != self.spec.obs_shape:
             raise ValueError(
-                f"obs of shape {list(obs.shape)} do not fit {self.env_id}: give a batch "
+                f"obs of shape {list(view.shape)} do not fit {self.env_id}: give a batch "
                 f"[B, {', '.join(map(str, self.spec.obs_shape))}]"
             )
+        obs = view
+        if mask is not None:
+            mask = np.asarray(mask, bool)
+            if mask.shape != (len(view), self.spec.num_actions):
+                raise ValueError(f"action_mask of shape {list(mask.shape)}: give "
+                                 f"[B, {self.spec.num_actions}] with B = {len(view)}")  # fmt: skip
+            obs = {AGENT_VIEW: view, ACTION_MASK: mask}
         if greedy:
             return np.asarray(self._greedy(self.params, obs))
         if key is None:
@@ -319,6 +344,7 @@ def _spec_to_json(spec: EnvSpec) -> dict[str, Any]:
         "action_dim": int(spec.action_dim),
         "action_low": [float(x) for x in spec.action_low],
         "action_high": [float(x) for x in spec.action_high],
+        "num_players": int(spec.num_players),
     }
 
 
@@ -330,4 +356,5 @@ def _spec_from_json(raw: dict[str, Any]) -> EnvSpec:
         action_dim=raw["action_dim"],
         action_low=tuple(raw["action_low"]),
         action_high=tuple(raw["action_high"]),
+        num_players=raw.get("num_players", 1),
     )
