@@ -109,6 +109,15 @@ def _parser() -> argparse.ArgumentParser:
         "losses/advantage_mean,stats/policy_lag (10th/50th/90th percentiles)",
     )
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per seed")
+    parser.add_argument(
+        "--eval-key", default="return", help="which evaluation statistic must reach --target, "
+        "e.g. return_worst_seat (a turn-based game: the learner's weaker seat)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--also-eval", default=None, metavar="OPPONENT", help="turn-based games: after each run, "
+        "evaluate its final checkpoint against OPPONENT (random, heuristic, perfect)",
+    )  # fmt: skip
+    parser.add_argument("--also-eval-episodes", type=int, default=200, help="games for it")
     return parser
 
 
@@ -174,8 +183,26 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             returncode = None
     command_s = time.monotonic() - start
-    return seed_result(seed, workdir, returncode, command_s, args.target, args.budget,
-                       _metric_names(args.metrics))  # fmt: skip
+    result = seed_result(seed, workdir, returncode, command_s, args.target, args.budget,
+                         _metric_names(args.metrics), args.eval_key)  # fmt: skip
+    if args.also_eval and result["error"] is None:
+        result["also_eval"] = also_eval(workdir, args.also_eval, args.also_eval_episodes)
+    return result
+
+
+def also_eval(workdir: str, opponent: str, episodes: int) -> dict[str, Any]:
+    """`scripts/evaluate.py` of the run's final checkpoint against `opponent`: its statistics
+    (return, win/draw/loss rates, ...), or `{"error": ...}`."""
+    out = os.path.join(workdir, f"also_eval_{opponent}.json")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "evaluate.py"), workdir, "--opponent",
+           opponent, "--episodes", str(episodes), "--json", out]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        return {"opponent": opponent, "error": proc.stderr.strip()[-500:]}
+    with open(out) as f:
+        record = json.load(f)
+    return {"opponent": opponent, **{k: v for k, v in record.items()
+                                     if isinstance(v, float) or k == "episodes"}}  # fmt: skip
 
 
 def _metric_names(text: str) -> list[str]:
@@ -190,6 +217,7 @@ def seed_result(
     target: float,
     budget: int,
     metric_names: list[str] = (),
+    eval_key: str = "return",
 ) -> dict[str, Any]:
     """A seed's outcome from its work dir: success, steps and seconds to the target, best and
     final evaluation, curves (evaluations from `summary.json`, training return per log line),
@@ -199,7 +227,8 @@ def seed_result(
     if os.path.exists(summary_path):
         with open(summary_path) as f:
             summary = json.load(f)
-    evals = summary["evals"] if summary else []
+    evals = [{**e, "return": e.get(eval_key)} for e in summary["evals"]] if summary else []
+    evals = [e for e in evals if e["return"] is not None]  # the statistic judged, as "return"
     reached = [e for e in evals if e["return"] >= target and e["env_steps"] <= budget]
     train_curve, logged = [], {name: [] for name in metric_names}
     metrics_path = os.path.join(workdir, "metrics.jsonl")
@@ -290,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     runs_root = args.keep_runs or tempfile.mkdtemp(prefix="learning_")
     result: dict[str, Any] = {
         "name": name, "config": args.config, "overrides": extra, "seeds": seeds,
-        "load": args.load, "target": args.target, "budget": args.budget,
+        "load": args.load, "target": args.target, "eval_key": args.eval_key, "budget": args.budget,
         "command": " ".join([os.path.relpath(__file__, ROOT), *(argv or sys.argv[1:])]),
         "git_commit": _git_commit(), "environment": _environment(), "per_seed": [],
     }  # fmt: skip

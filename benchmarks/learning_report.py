@@ -49,7 +49,22 @@ def aggregate(seeds: list[dict[str, Any]]) -> dict[str, Any]:
             [s["final_eval_return"] for s in seeds if s["final_eval_return"] is not None]
         ),
         "metric_medians": medians,
+        **_also_eval(seeds),
     }
+
+
+def _also_eval(seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Quartiles and the worst of the after-run evaluation's return and loss rate, if any."""
+    done = [s["also_eval"] for s in seeds if "return" in s.get("also_eval", {})]
+    if not done:
+        return {}
+    losses = [e.get("loss_rate", 0.0) for e in done]
+    summary = {
+        "opponent": done[0]["opponent"], "seeds": len(done),
+        "return": quartiles([e["return"] for e in done]),
+        "loss_rate": quartiles(losses), "loss_rate_max": max(losses),
+    }  # fmt: skip
+    return {"also_eval": summary}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -76,6 +91,12 @@ def headline(result: dict[str, Any]) -> str:
         line += (f"; env steps to target median {steps['median']:,.0f} "
                  f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), seconds median "
                  f"{secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})")  # fmt: skip
+    also = agg.get("also_eval")
+    if also:
+        line += (f"; against {also['opponent']} after the run: return median "
+                 f"{also['return']['median']:.2f}, loss rate median "
+                 f"{also['loss_rate']['median']:.3f}, "
+                 f"worst {also['loss_rate_max']:.3f}")  # fmt: skip
     return line
 
 

@@ -160,3 +160,31 @@ def test_a_sweep_with_a_crashed_seed_leaves_the_result_it_would_replace(tmp_path
     with open(out / "impala_cartpole.crashed.json") as f:
         assert json.load(f)["aggregate"]["crashed_seeds"] == [0]
     assert not (out / "impala_cartpole.png").exists()
+
+
+def test_success_can_judge_another_evaluation_statistic(tmp_path):
+    work = _workdir(tmp_path, [(1000, 0.9), (2000, 0.95)])
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    for e, worst in zip(summary["evals"], (0.6, 0.88), strict=True):
+        e["return_worst_seat"] = worst
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(summary))
+    s = learning.seed_result(0, work, 0, 1.0, 0.85, 10**6, eval_key="return_worst_seat")
+    assert s["env_steps_to_target"] == 2000 and s["best_eval_return"] == 0.88
+
+
+def test_a_board_game_sweep_judges_the_weaker_seat_and_plays_perfect_play_after(tmp_path):
+    out_dir = tmp_path / "out"
+    args = ["--config", os.path.join(ROOT, "configs", "ppo_tictactoe.py") + ":quick",
+            "--seeds", "2", "--target", "-1", "--budget", "10000", "--eval-key",
+            "return_worst_seat", "--also-eval", "perfect", "--also-eval-episodes", "4",
+            "--out-dir", str(out_dir)]  # fmt: skip
+    proc = _run(args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out_dir / "ppo_tictactoe_quick.json") as f:
+        result = json.load(f)
+    (seed,) = result["per_seed"]
+    assert result["eval_key"] == "return_worst_seat" and seed["success"]
+    after = seed["also_eval"]
+    assert after["opponent"] == "perfect" and after["episodes"] == 4 and after["win_rate"] == 0.0
+    assert result["aggregate"]["also_eval"]["loss_rate_max"] == after["loss_rate"]
+    assert "against perfect after the run" in proc.stdout

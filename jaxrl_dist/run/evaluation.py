@@ -198,6 +198,7 @@ def game_result(games: list[GameResult]) -> EvalResult:
              "loss_rate": float(np.mean(returns < 0))}  # fmt: skip
     for s in np.unique(seat):
         extra[f"return_seat{s}"] = float(returns[seat == s].mean())
+    extra["return_worst_seat"] = min(v for k, v in extra.items() if k.startswith("return_seat"))
     lengths = np.array([r.length for r in games], np.int64)
     return EvalResult(returns[:, None], lengths, extra)
 
