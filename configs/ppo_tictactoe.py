@@ -1,12 +1,20 @@
-"""PPO on tic-tac-toe (EnvPool's `TicTacToe-v1`, aligned with pgx 2.6.0): half the games in
-self-play, half against uniform random with the learner in either seat, evaluated against
-uniform random taking each seat in turn.
+"""PPO on tic-tac-toe (EnvPool's `TicTacToe-v1`, aligned with pgx 2.6.0): a third of the games
+in self-play, a third against the win/block heuristic and a third against uniform random, the
+learner in either seat; evaluated against uniform random taking each seat in turn.
 
 The mixture is the stable kind measured while scoping issue 16: pure latest-against-latest
 self-play oscillated (0.38 to 0.87 against random between evaluations), half the games against
 random and half self-play stayed >= 0.93. Win 1, draw 0, loss -1; a perfect player scores about
 0.97 against random. The learner sees one stream per seat it plays, its own moves only, with
 the legal-action mask in the observation (`envs/seats.py`); env steps count its moves.
+
+Measured (seed 0, 1M steps, then 200 games against perfect play): half self-play and half
+random lost 31% against perfect play; adding the heuristic, 15.5%; with entropy cost 0.001 and
+an annealed learning rate too, 1.5% (32 games per actor). This config over seeds 0-9
+(`benchmarks/results/cpu/learning/ppo_tictactoe.json`): every seed's weaker seat reaches 0.85
+against random (median 76,800 steps, 14 s), but the losses against perfect play after 1M
+steps range from 0% to 39% (median 16.5%): issue 16's bar of at most 5% is not met yet. The
+run goes its whole 1M steps (no early stop).
 """
 
 import ml_collections
@@ -21,20 +29,22 @@ def get_config(variant=None):
     c.seats = {
         "games": (
             ("learner", "learner"),
+            ("learner", "heuristic"),
+            ("heuristic", "learner"),
             ("learner", "random"),
-            ("learner", "learner"),
             ("random", "learner"),
+            ("learner", "learner"),
         ),  # fmt: skip
         "eval_opponent": "random",
     }
     c.num_actor_threads = 1
-    c.envs_per_actor = 32  # games; 48 learner streams
+    c.envs_per_actor = 36  # games; 48 learner streams
     c.async_envs = True
     c.unroll_length = 16
     c.batch_size = 16
     c.queue_size = 1
-    c.total_env_steps = 300_000
-    c.stop_at_eval_return = 0.85
+    c.total_env_steps = 1_000_000
+    c.stop_at_eval_return = None
     c.eval_every_updates = 20
     c.eval_episodes = 200
     c.eval_mode = "greedy"
@@ -44,13 +54,13 @@ def get_config(variant=None):
                  "shared_torso": False}  # fmt: skip
     c.algo = {
         "learning_rate": 1e-3,
-        "anneal_lr": False,
+        "anneal_lr": True,
         "num_epochs": 4,
         "num_minibatches": 4,
         "clip_eps": 0.2,
         "gae_lambda": 0.95,
         "discount": 0.99,
-        "entropy_cost": 0.01,
+        "entropy_cost": 0.001,
         "value_cost": 0.5,
         "max_grad_norm": 0.5,
     }
