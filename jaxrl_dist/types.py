@@ -95,3 +95,20 @@ def split_observation(obs: PyTree) -> tuple[Any, Any]:
     if isinstance(obs, dict) and ACTION_MASK in obs:
         return obs[AGENT_VIEW], obs[ACTION_MASK]
     return obs, None
+
+
+def pad_rows(obs: PyTree, rows: int) -> PyTree:
+    """`obs` (`[n, ...]` NumPy leaves) padded with zero rows to `rows` (one compiled batch shape
+    for every batch); in a padded row of an action mask every action is legal, so a masked
+    policy there is well defined."""
+
+    def pad(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((rows, *x.shape[1:]), x.dtype)
+        out[: len(x)] = x
+        return out
+
+    out = jax.tree.map(pad, obs)
+    mask = split_observation(out)[1]
+    if mask is not None:
+        mask[len(jax.tree.leaves(obs)[0]) :] = True
+    return out

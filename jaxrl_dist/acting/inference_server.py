@@ -27,7 +27,7 @@ from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import ActResult, jit_inference_step, wait_for_params
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.threads import POLL_S
-from jaxrl_dist.types import PyTree
+from jaxrl_dist.types import PyTree, pad_rows
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ class InferenceServer(threading.Thread):
         start = time.perf_counter()
         obs = jax.tree.map(lambda *xs: np.concatenate(xs), *[r.obs for r in batch])
         n = sum(len(r) for r in batch)
-        padded = jax.tree.map(_padded(self.max_batch), obs)
+        padded = pad_rows(obs, self.max_batch)
         rows = np.full(self.max_batch, self._pad_row, np.int32)
         rows[:n] = np.concatenate([r.slot * self.envs_per_slot + r.env_ids for r in batch])
         obs_d, rows_d = jax.device_put((padded, rows), self._device)
@@ -351,14 +351,3 @@ class ServerClient:
                 )
             self._handle.wait_for_change(POLL_S)
         return None
-
-
-def _padded(rows: int):
-    """`pad(x [n, ...]) -> [rows, ...]`, zeros after the first n rows (a fixed batch shape)."""
-
-    def pad(x: np.ndarray) -> np.ndarray:
-        out = np.zeros((rows, *x.shape[1:]), x.dtype)
-        out[: len(x)] = x
-        return out
-
-    return pad

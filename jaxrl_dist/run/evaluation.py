@@ -18,7 +18,7 @@ from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.games import scripted_player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
 from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.types import split_observation
+from jaxrl_dist.types import pad_rows
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
 
@@ -86,6 +86,27 @@ class FirstEpisodes:
         return EvalResult(self.returns, self.lengths)
 
 
+class _Acting:
+    """An evaluator's policy: the params on its device, greedy or sampled actions (with its own
+    key stream, seeded from the run's seed)."""
+
+    def __init__(self, core: ActorCore, device: jax.Device, seed: int):
+        self._device = device
+        self._greedy, self._sample = env_policies(core)
+        self._key = jax.device_put(
+            jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
+        )
+
+    def on_device(self, params: Any) -> Any:
+        return jax.device_put(local_replica(params), self._device)
+
+    def actions(self, params: Any, obs: Any, greedy: bool) -> jax.Array:
+        if greedy:
+            return self._greedy(params, obs)
+        self._key, sub = jax.random.split(self._key)
+        return self._sample(params, obs, sub)
+
+
 class Evaluator:
     """Runs greedy or sampled episodes of the current params on a dedicated EnvPool."""
 
@@ -102,28 +123,20 @@ class Evaluator:
             env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
         )
         self._num = num_episodes
-        self._device = device
-        self._greedy, self._sample = env_policies(core)
-        self._key = jax.device_put(
-            jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
-        )
+        self._acting = _Acting(core, device, seed)
 
     def run(
         self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
     ) -> EvalResult | None:
         """Plays one episode per env and returns them; None if `abort()` turned true first
         (checked every step: a signal must not wait for a long Atari evaluation)."""
-        params = jax.device_put(local_replica(params), self._device)
+        params = self._acting.on_device(params)
         obs, _ = self._env.reset()
         episodes = FirstEpisodes(self._num)
         while not episodes.finished.all():
             if abort():
                 return None
-            if greedy:
-                action = self._greedy(params, obs)
-            else:
-                self._key, sub = jax.random.split(self._key)
-                action = self._sample(params, obs, sub)
+            action = self._acting.actions(params, obs, greedy)
             obs, reward, terminated, truncated, info = self._env.step(np.asarray(action))
             # The unclipped game score where EnvPool reports it.
             episodes.add(info.get("reward", reward), np.logical_or(terminated, truncated))
@@ -147,42 +160,33 @@ class GameEvaluator:
         self._players = {opponent: scripted_player(opponent, env_id, rng)}
         self._roles = [tuple(LEARNER if s == i % num_players else opponent
                              for s in range(num_players)) for i in range(num_episodes)]  # fmt: skip
-        self._num, self._device = num_episodes, device
-        self._greedy, self._sample = env_policies(core)
-        self._key = jax.device_put(
-            jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
-        )
+        self._num = num_episodes
+        self._acting = _Acting(core, device, seed)
 
     def run(
         self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
     ) -> EvalResult | None:
-        params = jax.device_put(local_replica(params), self._device)
+        params = self._acting.on_device(params)
         env = SeatedGame(self._pool, self._roles, self._players)
         env.async_reset()
         first: dict[int, GameResult] = {}
         while len(first) < self._num:
             if abort():
-                self._drain(env)
+                self._drain()
                 return None
             obs, _, _, _, info = env.recv()
-            rows = len(info["env_id"])
-            padded = _padded(obs, self._num)
-            if greedy:
-                action = self._greedy(params, padded)
-            else:
-                self._key, sub = jax.random.split(self._key)
-                action = self._sample(params, padded, sub)
-            env.send(np.asarray(action)[:rows], info["env_id"])
+            padded = pad_rows(obs, self._num)  # one compiled shape
+            action = self._acting.actions(params, padded, greedy)
+            env.send(np.asarray(action)[: len(info["env_id"])], info["env_id"])
             for result in env.finished:
                 first.setdefault(result.game, result)
             env.finished.clear()
-        self._drain(env)
+        self._drain()
         return game_result([first[g] for g in range(self._num)])
 
-    def _drain(self, env: SeatedGame) -> None:
+    def _drain(self) -> None:
         """Receives the step every game has in flight (after each `send` all of them do), so
         the next run's reset starts from a pool with nothing pending."""
-        del env
         self._pool.recv()
 
     def close(self) -> None:
@@ -203,29 +207,19 @@ def game_result(games: list[GameResult]) -> EvalResult:
     return EvalResult(returns[:, None], lengths, extra)
 
 
-def _padded(obs: Any, rows: int) -> Any:
-    """`obs` (`[n, ...]` leaves) padded with zero rows to `rows`, every action legal there (so a
-    padded row's masked policy is well defined): one compiled shape for every batch."""
-
-    def pad(x: np.ndarray) -> np.ndarray:
-        out = np.zeros((rows, *x.shape[1:]), x.dtype)
-        out[: len(x)] = x
-        return out
-
-    out = jax.tree.map(pad, obs)
-    mask = split_observation(out)[1]
-    if mask is not None:
-        mask[len(jax.tree.leaves(obs)[0]) :] = True
-    return out
-
-
-def make_evaluator(config: Any, core: ActorCore, device: jax.Device, num_players: int = 1,
-                   num_episodes: int | None = None, seed: int | None = None):  # fmt: skip
-    """The run's evaluator: `GameEvaluator` against `config.seats.eval_opponent` for a seated
-    run, else `Evaluator`."""
-    episodes = config.eval_episodes if num_episodes is None else num_episodes
-    seed = config.seed if seed is None else seed
-    if config.seats.enabled:
-        return GameEvaluator(config.env_id, config.env_kwargs, episodes, seed, core, device,
-                             config.seats.eval_opponent, num_players)  # fmt: skip
-    return Evaluator(config.env_id, config.env_kwargs, episodes, seed, core, device)
+def make_evaluator(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_episodes: int,
+    seed: int,
+    core: ActorCore,
+    device: jax.Device,
+    num_players: int = 1,
+    opponent: str = "random",
+) -> Evaluator | GameEvaluator:
+    """`GameEvaluator` against `opponent` for a turn-based game (`num_players > 1`), else
+    `Evaluator`: a run's evaluations and `scripts/evaluate.py` choose alike."""
+    if num_players > 1:
+        return GameEvaluator(env_id, env_kwargs, num_episodes, seed, core, device, opponent,
+                             num_players)  # fmt: skip
+    return Evaluator(env_id, env_kwargs, num_episodes, seed, core, device)

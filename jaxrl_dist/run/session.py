@@ -139,8 +139,10 @@ def start_session(
     monitor = None
     if cluster.is_primary:
         evaluator = make_evaluator(
-            cfg, prepared.agent.actor, prepared.devices.actor_devices[0], prepared.spec.num_players
-        )
+            cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, prepared.agent.actor,
+            prepared.devices.actor_devices[0], prepared.spec.num_players,
+            cfg.seats.eval_opponent,
+        )  # fmt: skip
         monitor = EvalMonitor(cfg, evaluator, hooks, logger, progress, history)
     session = Session(
         learner=learner,

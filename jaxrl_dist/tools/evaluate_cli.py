@@ -33,7 +33,7 @@ import numpy as np
 
 from jaxrl_dist.config.sections import SCRIPTED_ROLES
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.run.evaluation import EvalResult, Evaluator, GameEvaluator
+from jaxrl_dist.run.evaluation import EvalResult, make_evaluator
 from jaxrl_dist.tools.policy import (
     STEP_CHOICES,
     Policy,
@@ -180,11 +180,8 @@ def evaluate(
     players = policy.spec.num_players
     if opponent is not None and players == 1:
         raise ValueError(f"--opponent is for turn-based games; {policy.env_id} has one player")
-    if players > 1:
-        evaluator = GameEvaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device,
-                                  opponent or policy.eval_opponent, players)  # fmt: skip
-    else:
-        evaluator = Evaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device)
+    evaluator = make_evaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device,
+                               players, opponent or policy.eval_opponent)  # fmt: skip
     try:
         return evaluator.run(policy.params, greedy=greedy)
     finally:
