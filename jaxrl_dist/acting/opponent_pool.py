@@ -203,9 +203,11 @@ class PoolPlayer(Player):
 
     def _params(self, sid: int) -> PyTree:
         if sid not in self._device:
+            live = self._pool.ids()  # sorted
             host = self._pool.params(sid)
             if host is None:  # dropped from the pool mid-game: finish it with the newest
-                host = self._pool.params(max(self._pool.ids()))
-            self._device = {s: p for s, p in self._device.items() if s in self._pool.ids()}
+                host = self._pool.params(live[-1])
+            kept = set(live)  # device copies of dropped snapshots go
+            self._device = {s: p for s, p in self._device.items() if s in kept}
             self._device[sid] = self._to_device(host)
         return self._device[sid]
