@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 import pytest
+from cli_refusal import assert_refused
 
-from jaxrl_dist.config import cli
-from jaxrl_dist.config.cli import EXIT_CONFIG_ERROR, load_config
+from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
 from jaxrl_dist.tools.policy import load_policy
@@ -85,9 +85,4 @@ BAD = [
 
 @pytest.mark.parametrize(("overrides", "needle"), BAD)
 def test_bad_seats_are_one_line_exit_2_nothing_written(tmp_path, capsys, overrides, needle):
-    workdir = tmp_path / "run"
-    code = cli.main(["--config", CONFIG + ":quick", "--workdir", str(workdir), *overrides])
-    err = capsys.readouterr().err.strip()
-    assert code == EXIT_CONFIG_ERROR
-    assert len(err.splitlines()) == 1 and needle in err, err
-    assert not workdir.exists()
+    assert_refused(CONFIG + ":quick", overrides, needle, tmp_path, capsys)

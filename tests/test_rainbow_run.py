@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 import pytest
+from cli_refusal import assert_refused
 
-from jaxrl_dist.config import cli
-from jaxrl_dist.config.cli import EXIT_CONFIG_ERROR, load_config
+from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.hparams import HyperparamError
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
@@ -78,12 +78,7 @@ BAD = [
 
 @pytest.mark.parametrize(("overrides", "needle"), BAD)
 def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, overrides, needle):
-    workdir = tmp_path / "run"
-    code = cli.main(["--config", CONFIG + ":quick", "--workdir", str(workdir), *overrides])
-    err = capsys.readouterr().err.strip()
-    assert code == EXIT_CONFIG_ERROR
-    assert len(err.splitlines()) == 1 and needle in err, err
-    assert not workdir.exists()
+    assert_refused(CONFIG + ":quick", overrides, needle, tmp_path, capsys)
 
 
 def test_atari_quick_runs_and_saves_no_frames_replay(tmp_path):
