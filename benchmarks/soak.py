@@ -87,10 +87,12 @@ def rss_mib(process: psutil.Process) -> float | None:
     total = 0
     for p in tree:
         try:
-            total += p.memory_info().rss
+            rss = p.memory_info().rss
         except psutil.Error:  # a child that just ended: skip it; the trainer itself: gone
-            if p is process:
-                return None
+            rss = 0
+        if p is process and rss == 0:  # gone, or exited since the status read (a zombie reads 0)
+            return None
+        total += rss
     return total / MIB
 
 
