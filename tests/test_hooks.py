@@ -290,3 +290,16 @@ def test_control_file_claims_rejects_and_applies(tmp_path, monkeypatch, capsys):
     other = _control(tmp_path, primary=False)
     other.poll()
     assert path.exists() and not other.has_pending
+
+
+def test_the_best_checkpoint_of_a_tie_is_the_first_as_the_best_evaluation(tmp_path):
+    """Counters keep the first evaluation of a tied best metric; the best checkpoint agrees
+    (Orbax alone would take the latest)."""
+    import jax.numpy as jnp
+
+    ckpt = Checkpointer(str(tmp_path / "ck"), keep_latest=1, keep_best=2)
+    for step, metric in {1: 3.0, 2: 9.0, 3: 4.0, 4: 9.0}.items():
+        ckpt.save(step, {"x": jnp.full(2, step)}, {"step": step}, metric=metric)
+    ckpt.wait()
+    assert ckpt.all_steps() == [2, 4] and ckpt.best_step() == 2
+    ckpt.close()

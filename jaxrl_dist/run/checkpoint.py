@@ -68,8 +68,18 @@ class Checkpointer:
         return list(self._manager.all_steps())
 
     def best_step(self) -> int | None:
-        """The kept step with the highest evaluation metric (None if no step has one)."""
-        return self._manager.best_step()
+        """The kept step with the highest evaluation metric, the earliest of a tie (as the run's
+        best evaluation: a tie does not beat; Orbax's `best_step` takes the latest); None if no
+        step has one."""
+        scored = []
+        for step in self._manager.all_steps():
+            metrics = self._manager.metrics(step)
+            if metrics and METRIC in metrics:
+                scored.append((metrics[METRIC], step))
+        if not scored:
+            return None
+        top = max(score for score, _ in scored)
+        return min(step for score, step in scored if score == top)
 
     def save(
         self,
