@@ -24,6 +24,7 @@ import numpy as np
 from jaxrl_dist.acting.actor import Actor, ActorShared
 from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
 from jaxrl_dist.acting.lockstep import LockstepActor, LockstepProgress
+from jaxrl_dist.acting.opponent_pool import SeatPools, seated_roles, snapshot_policy
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
@@ -48,6 +49,7 @@ class Fleet:
       shared: what the actors share (the data seam's writer, stop flag, stats, sizes).
       start_update: the update the run starts from.
       replay: lockstep resume, `{global actor index: [n, T, num_envs, ...] env actions}`.
+      pools: the params of the seats' snapshot roles (`config.seats`), if any.
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class Fleet:
         shared: ActorShared,
         start_update: int = 0,
         replay: dict[int, np.ndarray] | None = None,
+        pools: SeatPools | None = None,
     ):
         self._config, self._core, self._devices = config, core, devices
+        self._pools = pools
         self._store, self._shared, self._start = store, shared, start_update
         n = config.num_actor_threads
         self._first = jax.process_index() * n
@@ -177,7 +181,13 @@ class Fleet:
                 cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size,
                 derive_seed(cfg.seed, *path), cfg.env_threads_per_actor,
             )  # fmt: skip
-            return seated(cfg, env, derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:]))
+            seed = derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:])
+            return seated(cfg, env, seed, snapshots)
+
+        snapshots = None
+        if self._pools:
+            device = self._devices[slot % len(self._devices)]
+            snapshots = Snapshots(self._pools, self._core, device)
 
         client = self._client(slot, key)
         if cfg.deterministic:
@@ -193,13 +203,32 @@ class Fleet:
         return actor
 
 
-def seated(config: Any, env: Any, seed: int) -> Any:
-    """`env` as a `SeatedGame` with `config.seats`' roles (scripted players seeded from `seed`),
-    or `env` itself when the run has no seats."""
+def seated(config: Any, env: Any, seed: int, snapshots: Snapshots | None = None) -> Any:
+    """`env` as a `SeatedGame` with `config.seats`' roles (scripted players seeded from `seed`;
+    snapshot roles played from `snapshots`), or `env` itself when the run has no seats."""
     if not config.seats.enabled:
         return env
-    roles = config.seats.roles(env.config["num_envs"])
+    roles = seated_roles(config.seats, env.config["num_envs"])
     rng = np.random.default_rng(seed)
     names = {name for r in roles for name in r} - {LEARNER}
-    players = {name: scripted_player(name, config.env_id, rng) for name in sorted(names)}
+    players = {}
+    if snapshots is not None:
+        players = snapshots.players(jax.random.PRNGKey(seed), env.config["num_envs"])
+    for name in sorted(names - set(players)):
+        players[name] = scripted_player(name, config.env_id, rng)
     return SeatedGame(env, roles, players)
+
+
+class Snapshots:
+    """How one actor's snapshot players act: the run's pools, the agent's actor half, and the
+    actor's device."""
+
+    def __init__(self, pools: SeatPools, core: ActorCore, device: jax.Device):
+        self.pools, self.core, self.device = pools, core, device
+
+    def players(self, key: jax.Array, num_games: int) -> dict:
+        keys = iter(jax.random.split(key, 2 * len(self.pools.pools)))
+        return self.pools.players(
+            lambda greedy: snapshot_policy(self.core, self.device, num_games, greedy, next(keys)),
+            lambda params: jax.device_put(params, self.device),
+        )

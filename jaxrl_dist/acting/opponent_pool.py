@@ -27,9 +27,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.agents.base import ActorCore, env_policies
+from jaxrl_dist.config.sections import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES, SeatsConfig
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
-from jaxrl_dist.types import PyTree, path_name
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, pad_rows, path_name
 
 SNAPSHOT = "snapshot/"
 
@@ -211,3 +213,91 @@ class PoolPlayer(Player):
             self._device = {s: p for s, p in self._device.items() if s in kept}
             self._device[sid] = self._to_device(host)
         return self._device[sid]
+
+
+def snapshot_policy(core: ActorCore, device: jax.Device, rows: int, greedy: bool,
+                    key: jax.Array) -> Callable[[PyTree, Any, Any], np.ndarray]:  # fmt: skip
+    """`act(params, view [n, ...], legal_mask [n, A]) -> actions [n]` of a snapshot on `device`:
+    the agent's masked greedy or sampled action (its own key stream), padded to `rows` so it
+    compiles once."""
+    greedy_fn, sample_fn = env_policies(core)
+    keys = [jax.device_put(key, device)]
+
+    def act(params, view, legal_mask):
+        n = len(view)
+        obs = pad_rows({AGENT_VIEW: view, ACTION_MASK: np.asarray(legal_mask, bool)}, rows)
+        obs = jax.device_put(obs, device)
+        if greedy:
+            return np.asarray(greedy_fn(params, obs))[:n]
+        keys[0], sub = jax.random.split(keys[0])
+        return np.asarray(sample_fn(params, obs, sub))[:n]
+
+    return act
+
+
+class SeatPools:
+    """The params behind a run's snapshot roles (`config.seats`): the opponent pool ("pool",
+    a snapshot every `pool_every_updates` updates) and the policy the run started with
+    ("frozen", one snapshot never replaced). One per process: its actors' players sample and
+    record into it; each process saves its own (the same snapshots, its own records)."""
+
+    def __init__(self, seats: SeatsConfig, seed: int):
+        roles = seats.snapshot_roles()
+        self.pools: dict[str, OpponentPool] = {}
+        if POOL_ROLE in roles:
+            self.pools[POOL_ROLE] = OpponentPool(
+                seats.pool_capacity, seats.pool_sampling, seats.pool_pfsp_exponent, seed
+            )
+        if FROZEN_ROLE in roles:
+            self.pools[FROZEN_ROLE] = OpponentPool(1, "uniform", seed=seed + 1)
+        self._every = seats.pool_every_updates
+
+    def __bool__(self) -> bool:
+        return bool(self.pools)
+
+    def start(self, params: PyTree, update: int) -> None:
+        """A fresh run: every pool's first snapshot is the starting params."""
+        for pool in self.pools.values():
+            pool.add(params, update)
+
+    def offer(self, params: PyTree, update: int) -> None:
+        """After update `update`: the opponent pool copies `params` when a snapshot is due."""
+        if POOL_ROLE in self.pools and update % self._every == 0:
+            self.pools[POOL_ROLE].add(params, update)
+
+    def to_bytes(self) -> bytes:
+        arrays = {}
+        for role, pool in self.pools.items():
+            arrays.update({f"{role}/{k}": v for k, v in pool.to_arrays().items()})
+        return npz.to_bytes(arrays)
+
+    def restore_bytes(self, saved: np.ndarray, template: PyTree) -> None:
+        """Takes back `to_bytes`' pools; `template`: this run's actor params."""
+        arrays = npz.from_bytes(saved)
+        for role, pool in self.pools.items():
+            prefix = f"{role}/"
+            mine = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+            if not mine:
+                raise ValueError(f"the checkpoint holds no {role!r} pool")
+            pool.restore_arrays(mine, template)
+
+    def players(self, policy: Callable[[bool], Callable], to_device: Callable) -> dict:
+        """`{name: PoolPlayer}` for every name `seated_roles` may give a snapshot role ("pool",
+        "pool:greedy", ...); `policy(greedy)` builds one player's snapshot policy."""
+        return {
+            role + suffix: PoolPlayer(pool, policy(bool(suffix)), to_device)
+            for role, pool in self.pools.items()
+            for suffix in ("", GREEDY)
+        }
+
+
+GREEDY = ":greedy"  # the player name of a snapshot role's greedy seats (`exploration_mask`)
+
+
+def seated_roles(seats: SeatsConfig, num_games: int) -> list[tuple[str, ...]]:
+    """`seats.roles(num_games)` with snapshot roles of greedy seats named `<role>:greedy`."""
+    return [
+        tuple(r + GREEDY if r in SNAPSHOT_ROLES and seats.greedy_seat(s) else r
+              for s, r in enumerate(pattern))
+        for pattern in seats.roles(num_games)
+    ]  # fmt: skip

@@ -71,6 +71,20 @@ class ActorCore:
     env_action: Callable[[jax.Array], jax.Array] = lambda action: action
 
 
+def env_policies(core: ActorCore) -> tuple[Callable, Callable]:
+    """The jitted `greedy(params, obs [B, ...])` and `sample(params, obs, key)`, each returning
+    the env actions `[B, ...]` (`core.env_action` of the policy's choice); `sample` acts from a
+    fresh actor state drawn from `key` (actor 0 of 1)."""
+
+    def sample(params, obs, key):
+        rows = jax.tree.leaves(obs)[0].shape[0]  # obs may be a dict (action masks)
+        state = core.init_state(ActorIdentity(0, 1), rows, key)
+        return core.env_action(core.act(params, obs, state)[0])
+
+    greedy = jax.jit(lambda p, o: core.env_action(core.greedy_act(p, o)))
+    return greedy, jax.jit(sample)
+
+
 def _params(state: Any) -> PyTree:
     return state.params
 

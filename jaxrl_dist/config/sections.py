@@ -92,7 +92,13 @@ class ReplayConfig:
 
 
 LEARNER_ROLE = "learner"
+POOL_ROLE = "pool"  # a frozen snapshot of the learner from the run's opponent pool
+FROZEN_ROLE = (
+    "frozen"  # the learner's policy as the run started (init or warm start), never updated
+)
 SCRIPTED_ROLES = ("random", "heuristic", "perfect")
+SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
+POOL_SAMPLING = ("uniform", "latest", "pfsp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,38 +108,88 @@ class SeatsConfig:
     `games`: role patterns, one tuple of roles per game (a role per seat), cycled over each
     actor's games: `(("learner", "learner"), ("learner", "random"), ("random", "learner"))`
     makes a third of the games self-play and the rest the learner against uniform random in
-    either seat. Roles: "learner", "random" (uniform over legal actions), "heuristic" (win if
-    you can, block if you must; tic-tac-toe and connect four), "perfect" (minimax; tic-tac-toe).
-    Empty: not a turn-based run. The learner sees one stream per seat it plays
-    (`envs/seats.py`): env steps count the learner's own moves and game ends.
+    either seat. Roles: "learner"; "pool" (a snapshot of the learner from the opponent pool,
+    drawn per game); "frozen" (the learner's policy at the run's start); "random" (uniform over
+    legal actions); "heuristic" (win if you can, block if you must; tic-tac-toe and connect
+    four); "perfect" (minimax; tic-tac-toe). Empty: not a turn-based run. The learner sees one
+    stream per seat it plays (`envs/seats.py`): env steps count the learner's own moves and
+    game ends.
+
+    `learning_mask[s]` (one per seat; empty = all True): False makes seat `s` of every game
+    "frozen" where its pattern says "learner": its moves come from the policy the run started
+    with and never reach the learner. `exploration_mask[s]` (empty = all True): False makes the
+    snapshot players ("pool", "frozen") of seat `s` act greedily instead of sampling.
+
+    The opponent pool: a snapshot of the learner every `pool_every_updates` updates (and one at
+    the start), the newest `pool_capacity` kept, drawn by `pool_sampling` ("uniform", "latest":
+    the newest half the time, "pfsp": prioritized fictitious self-play, weight `(1 - score) **
+    pool_pfsp_exponent`). Saved in every checkpoint; a resume takes it back.
 
     `eval_opponent`: who the learner plays in evaluations, taking each seat in turn.
     """
 
     games: tuple[tuple[str, ...], ...] = ()
     eval_opponent: str = "random"
+    learning_mask: tuple[bool, ...] = ()
+    exploration_mask: tuple[bool, ...] = ()
+    pool_capacity: int = 16
+    pool_every_updates: int = 50
+    pool_sampling: str = "pfsp"
+    pool_pfsp_exponent: float = 2.0
 
     def __post_init__(self):
+        known = (LEARNER_ROLE, *SNAPSHOT_ROLES, *SCRIPTED_ROLES)
         for pattern in self.games:
-            unknown = set(pattern) - {LEARNER_ROLE, *SCRIPTED_ROLES}
+            unknown = set(pattern) - set(known)
             if unknown:
                 _bad("seats", "games", self.games, f"names unknown roles {sorted(unknown)}; use "
-                     f"{LEARNER_ROLE!r} or one of {SCRIPTED_ROLES}")  # fmt: skip
+                     f"one of {known}")  # fmt: skip
             if LEARNER_ROLE not in pattern:
                 _bad("seats", "games", self.games, f"has a game {pattern} without the learner")
         if len({len(p) for p in self.games}) > 1:
             _bad("seats", "games", self.games, "must give every game the same number of seats")
         if self.eval_opponent not in SCRIPTED_ROLES:
             _bad("seats", "eval_opponent", self.eval_opponent, f"must be one of {SCRIPTED_ROLES}")
+        seats = len(self.games[0]) if self.games else 0
+        for name in ("learning_mask", "exploration_mask"):
+            mask = getattr(self, name)
+            if mask and len(mask) != seats:
+                _bad("seats", name, mask, f"must give one bool per seat ({seats}) or be empty")
+        for pattern in self.games:
+            if LEARNER_ROLE not in self.learned(pattern):
+                _bad("seats", "learning_mask", self.learning_mask,
+                     f"leaves game {pattern} without a learning seat")  # fmt: skip
+        if self.pool_capacity < 1:
+            _bad("seats", "pool_capacity", self.pool_capacity, "must be >= 1")
+        if self.pool_every_updates < 1:
+            _bad("seats", "pool_every_updates", self.pool_every_updates, "must be >= 1")
+        if self.pool_sampling not in POOL_SAMPLING:
+            _bad("seats", "pool_sampling", self.pool_sampling, f"must be one of {POOL_SAMPLING}")
+        if self.pool_pfsp_exponent < 0:
+            _bad("seats", "pool_pfsp_exponent", self.pool_pfsp_exponent, "must be >= 0")
 
     @property
     def enabled(self) -> bool:
         return bool(self.games)
 
+    def learned(self, pattern: tuple[str, ...]) -> tuple[str, ...]:
+        """`pattern` with the learner's seats that `learning_mask` turns off made "frozen"."""
+        mask = self.learning_mask or (True,) * len(pattern)
+        return tuple(FROZEN_ROLE if r == LEARNER_ROLE and not m else r
+                     for r, m in zip(pattern, mask, strict=True))  # fmt: skip
+
     def roles(self, num_games: int) -> list[tuple[str, ...]]:
-        """Each of `num_games` games' roles: the patterns cycled."""
-        return [tuple(self.games[g % len(self.games)]) for g in range(num_games)]
+        """Each of `num_games` games' roles: the patterns cycled, `learning_mask` applied."""
+        return [self.learned(tuple(self.games[g % len(self.games)])) for g in range(num_games)]
 
     def streams(self, num_games: int) -> int:
         """The learner's streams over `num_games` games: its seats in each."""
         return sum(r.count(LEARNER_ROLE) for r in self.roles(num_games))
+
+    def snapshot_roles(self) -> set[str]:
+        """The snapshot roles ("pool", "frozen") some game plays."""
+        return {r for pattern in self.games for r in self.learned(pattern)} & set(SNAPSHOT_ROLES)
+
+    def greedy_seat(self, seat: int) -> bool:
+        """Whether the snapshot players of `seat` act greedily (`exploration_mask`)."""
+        return bool(self.exploration_mask) and not self.exploration_mask[seat]

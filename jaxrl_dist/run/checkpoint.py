@@ -30,6 +30,7 @@ from jaxrl_dist.run.orbax_items import (
     ProcessBytesSave,
 )
 
+PROCESS_ITEMS = ("data", "pool")  # items every process saves its own file of
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
 
 
@@ -88,12 +89,13 @@ class Checkpointer:
         meta: dict[str, Any],
         replay: Any = None,
         metric: float | None = None,
-        data: bytes | None = None,
+        process_items: dict[str, bytes] | None = None,
     ) -> None:
         """`replay`: an optional tree of global arrays (deterministic mode's recorded actions),
         kept as a third item. `metric`: the evaluation metric of exactly this state, if it was
         evaluated; Orbax keeps it beside the step, and it ranks the step for `keep_best`.
-        `data`: this process's replay contents (`data.snapshot`), one file per process."""
+        `process_items`: byte strings each process saves its own of, as `<item>/bytes.<process>`
+        (`PROCESS_ITEMS`: "data", the replay's contents; "pool", the seats' opponent pools)."""
         stored, layout = packing.pack(state)
         items = {"layout": ocp.args.JsonSave(layout), "meta": ocp.args.JsonSave(meta)}
         if packing.PACKED in stored:
@@ -102,8 +104,10 @@ class Checkpointer:
             items["state"] = ocp.args.StandardSave({packing.SHARDED: stored[packing.SHARDED]})
         if replay is not None:
             items["replay"] = ocp.args.StandardSave(replay)
-        if data is not None:
-            items["data"] = ProcessBytesSave(data)
+        for name, item in (process_items or {}).items():
+            if name not in PROCESS_ITEMS:
+                raise ValueError(f"unknown per-process item {name!r}; known: {PROCESS_ITEMS}")
+            items[name] = ProcessBytesSave(item)
         metrics = None if metric is None else {METRIC: float(metric)}
         self._manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
 
@@ -133,13 +137,13 @@ class Checkpointer:
         )
         return jax.device_get(restored["replay"])
 
-    def restore_data(self, step: int) -> np.ndarray | None:
-        """This process's replay contents saved at `step` (uint8 bytes), or None if that step
-        holds none."""
-        if not os.path.isdir(os.path.join(self.directory, str(step), "data")):
+    def restore_data(self, step: int, item: str = "data") -> np.ndarray | None:
+        """This process's bytes of per-process `item` saved at `step` (uint8), or None if that
+        step holds none."""
+        if not os.path.isdir(os.path.join(self.directory, str(step), item)):
             return None
-        restored = self._manager.restore(step, args=ocp.args.Composite(data=ProcessBytesRestore()))
-        return restored["data"]
+        args = ocp.args.Composite(**{item: ProcessBytesRestore()})
+        return self._manager.restore(step, args=args)[item]
 
     def restore_meta(self, step: int | None = None) -> dict[str, Any]:
         step = self.latest_step() if step is None else step
@@ -197,7 +201,7 @@ def _item_handlers() -> dict[str, ocp.CheckpointHandler]:
         "layout": ocp.JsonCheckpointHandler(),
         "meta": ocp.JsonCheckpointHandler(),
         "replay": ocp.StandardCheckpointHandler(),
-        "data": ProcessBytesHandler(),
+        **{name: ProcessBytesHandler() for name in PROCESS_ITEMS},
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.agents.base import ActorCore, env_policies
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.games import scripted_player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
@@ -49,19 +49,6 @@ class EvalResult:
             "length": float(self.lengths.mean()),
             **self.extra,
         }
-
-
-def env_policies(core: ActorCore) -> tuple[Callable, Callable]:
-    """The jitted `greedy(params, obs [B, ...])` and `sample(params, obs, key)`, each returning
-    the env actions `[B, ...]` (`core.env_action` of the policy's choice); `sample` acts from a
-    fresh actor state drawn from `key` (actor 0 of 1)."""
-
-    def sample(params, obs, key):
-        state = core.init_state(ActorIdentity(0, 1), obs.shape[0], key)
-        return core.env_action(core.act(params, obs, state)[0])
-
-    greedy = jax.jit(lambda p, o: core.env_action(core.greedy_act(p, o)))
-    return greedy, jax.jit(sample)
 
 
 class FirstEpisodes:

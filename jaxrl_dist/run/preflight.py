@@ -14,6 +14,7 @@ import numpy as np
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape
 from jaxrl_dist.config import ConfigError, TrainConfig
+from jaxrl_dist.config.sections import SNAPSHOT_ROLES
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec
 from jaxrl_dist.envs.games import scripted_player
@@ -83,8 +84,16 @@ def seats_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
             f"config.seats.games={seats.games} gives {len(seats.games[0])} seats a game; "
             f"{config.env_id} has {players}"
         )
+    for pattern in seats.games:
+        for seat, role in enumerate(seats.learned(pattern)):
+            if role == LEARNER and seats.greedy_seat(seat):
+                return (
+                    f"config.seats.exploration_mask={seats.exploration_mask} makes seat {seat} "
+                    "greedy, but the learner plays and learns from it: an on-policy learner "
+                    "needs its own samples; turn its config.seats.learning_mask off too"
+                )
     names = {name for pattern in seats.games for name in pattern} | {seats.eval_opponent}
-    for name in sorted(names - {LEARNER}) if seats.enabled else ():
+    for name in sorted(names - {LEARNER, *SNAPSHOT_ROLES}) if seats.enabled else ():
         try:
             scripted_player(name, config.env_id, np.random.default_rng(0))
         except ValueError as e:

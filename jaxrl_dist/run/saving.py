@@ -31,13 +31,13 @@ class Saver:
         ckpt: Checkpointer,
         policy: dict[str, Any],
         wall_time_s: float,
-        data_snapshot: Callable[[], bytes] | None = None,
+        process_items: dict[str, Callable[[], bytes]] | None = None,
     ):
-        """`data_snapshot`: this process's replay contents as bytes, saved with each step
-        (`config.replay.save`); None saves none."""
+        """`process_items`: this process's bytes saved with each step, by checkpoint item
+        ("data": the replay's contents, `config.replay.save`; "pool": the seats' pools)."""
         self._config, self._cluster, self._devices = config, cluster, devices
         self.ckpt = ckpt
-        self._data_snapshot = data_snapshot
+        self._process_items = process_items or {}
         self._policy = policy  # how to rebuild the acting network (jaxrl_dist.tools.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
 
@@ -82,6 +82,6 @@ class Saver:
         if window is not None:
             meta["replay"] = replay.meta(step)
             replay_item = put_replay(window, self._devices.batch_sharding(axis=2))
-        data = self._data_snapshot() if self._data_snapshot is not None else None
-        self.ckpt.save(step, state, meta, replay_item, metric=metric, data=data)
+        items = {name: snapshot() for name, snapshot in self._process_items.items()}
+        self.ckpt.save(step, state, meta, replay_item, metric=metric, process_items=items)
         self._last_save_s = counters.wall_time_s

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,13 +20,16 @@ import jax
 
 from jaxrl_dist.acting.actor import ActorShared, ActorStats
 from jaxrl_dist.acting.fleet import Fleet
+from jaxrl_dist.acting.opponent_pool import SeatPools
 from jaxrl_dist.acting.params_store import ParamsStore
-from jaxrl_dist.config import TrainConfig, jsonable
+from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.data import data_snapshot, make_data
+from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.learner import Learner
-from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
+from jaxrl_dist.learning.mesh import local_replica
+from jaxrl_dist.run.checkpoint import Checkpointer, first_line, tree_digest
 from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.evaluation import make_evaluator
 from jaxrl_dist.run.hooks import Hooks
@@ -40,6 +44,8 @@ from jaxrl_dist.run.resume import (
 )
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.tools.policy import describe_policy
+
+POOL_SEED_PURPOSE = 5  # derive_seed path of the opponent pools' samplers (per process)
 
 
 @dataclasses.dataclass
@@ -63,6 +69,7 @@ class Session:
     initial_digests: tuple[str, str]  # (actor params, whole state)
     resumed_from: int | None
     actor_replay: dict  # lockstep resume: {global actor index: env actions to replay}
+    pools: SeatPools | None = None  # the seats' snapshot roles (opponent pool, frozen start)
 
     def release(self) -> None:
         """Closes the evaluator, the checkpointer (after its last save) and the logs."""
@@ -128,6 +135,7 @@ def start_session(
             json.dump(jsonable(cfg.to_dict()), f, indent=2)
     params = learner.actor_params(state)
     initial_digests = tree_digest(params), tree_digest(state)
+    pools = _seat_pools(cfg, ckpt, params, counters.updates, resume, cluster)
     differ = cluster.disagreeing(initial_digests[0])
     if differ:  # the same config and seed must give every process the same params
         raise RunError(f"process(es) {differ} start from other params than process 0")
@@ -159,7 +167,7 @@ def start_session(
             ckpt,
             describe_policy(cfg, prepared.spec),
             wall_time_s=base_wall,
-            data_snapshot=data_snapshot(data, prepared.data, cfg, prepared.spec),
+            process_items=_process_items(data, prepared, cfg, pools),
         ),  # fmt: skip
         logger=logger,
         progress=progress,
@@ -170,8 +178,45 @@ def start_session(
         initial_digests=initial_digests,
         resumed_from=counters.updates if resume else None,
         actor_replay=actor_replay,
+        pools=pools,
     )
     return session, meta
+
+
+def _process_items(data, prepared: Prepared, cfg: TrainConfig, pools) -> dict:
+    """What each checkpoint saves per process: the replay's contents, the seats' pools."""
+    items = {}
+    replay = data_snapshot(data, prepared.data, cfg, prepared.spec)
+    if replay is not None:
+        items["data"] = replay
+    if pools:
+        items["pool"] = pools.to_bytes
+    return items
+
+
+def _seat_pools(cfg: TrainConfig, ckpt, params, update: int, resume: bool,
+                cluster: Cluster) -> SeatPools | None:  # fmt: skip
+    """The seats' snapshot pools (None without snapshot roles): a resume takes back this
+    process's saved pools; a fresh start (or a step saved without them) starts from `params`."""
+    pools = SeatPools(cfg.seats, derive_seed(cfg.seed, POOL_SEED_PURPOSE, cluster.index))
+    if not pools:
+        return None
+    host = jax.device_get(local_replica(params))
+    saved = ckpt.restore_data(ckpt.latest_step(), "pool") if resume else None
+    if saved is None:
+        if resume and cluster.is_primary:
+            print(f"warning: checkpoint {ckpt.latest_step()} holds no opponent pool; the pools "
+                  "start again from the resumed params", file=sys.stderr)  # fmt: skip
+        pools.start(host, update)
+        return pools
+    try:
+        pools.restore_bytes(saved, host)
+    except Exception as e:  # noqa: BLE001  a cut file, another network's snapshots
+        raise ConfigError(
+            f"--resume: the opponent pool saved at checkpoint {ckpt.latest_step()} cannot be "
+            f"taken back ({first_line(e)}); resume with the run's own config and network"
+        ) from None
+    return pools
 
 
 def start_acting(session: Session, cfg: TrainConfig, prepared: Prepared) -> None:
@@ -182,6 +227,6 @@ def start_acting(session: Session, cfg: TrainConfig, prepared: Prepared) -> None
     )  # fmt: skip
     session.fleet = Fleet(
         cfg, prepared.agent.actor, prepared.devices.actor_devices, session.store, shared,
-        start_update=session.counters.updates, replay=session.actor_replay,
+        start_update=session.counters.updates, replay=session.actor_replay, pools=session.pools,
     )  # fmt: skip
     session.data.check_actors = session.fleet.check

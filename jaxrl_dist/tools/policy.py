@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist import agents
-from jaxrl_dist.agents.base import Agent, RunShape
+from jaxrl_dist.agents.base import Agent, RunShape, env_policies
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, env_spec
@@ -33,7 +33,6 @@ from jaxrl_dist.run.checkpoint import (
     restructure_like,
     tree_difference,
 )
-from jaxrl_dist.run.evaluation import env_policies
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, split_observation
 
 POLICY_FORMAT = 1  # bump when describe_policy's dict changes in a way old readers cannot read
