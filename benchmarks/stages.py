@@ -41,6 +41,7 @@ from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.data.segments import SegmentBuffer
 from jaxrl_dist.envs import EnvSpec, make_env
+from jaxrl_dist.envs.games import random_legal
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.preflight import validate_for_machine
 from jaxrl_dist.run.trainer import Trainer
@@ -77,7 +78,9 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     """Random-action SPS of `num_actor_threads` pools, each driven by its own Python thread.
 
     Async: `envs_per_actor` envs, `env_batch_size` per `recv()`. Sync: the same envs, all of
-    them per `recv()`. Both use the training's EnvPool thread count.
+    them per `recv()`. Both use the training's EnvPool thread count. A board game counts every
+    move of every seat, each a uniformly random legal move (end to end counts the learner's
+    own moves and each of its seats' final observations: one more per seat and game).
     """
     batch = config.envs_per_actor if sync else config.env_batch_size
     counts = [0] * config.num_actor_threads
@@ -90,12 +93,17 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
             num_threads=env_threads(config),
         )  # fmt: skip
         rng = np.random.default_rng(i)
+        legal = random_legal(rng).choose
         env.async_reset()
         first = True
         while not stop.is_set():
             *_, info = env.recv()
             ids = info["env_id"]
-            env.send(_random_actions(spec, rng, len(ids)), ids)
+            if "legal_action_mask" in info:  # a board game: a random legal move (an illegal
+                actions = legal(None, info["legal_action_mask"])  # one would end the game)
+            else:
+                actions = _random_actions(spec, rng, len(ids))
+            env.send(actions, ids)
             counts[i] += len(ids)
             if first:
                 stepping.wait(timeout=600)

@@ -54,7 +54,7 @@ def _outcomes(results):
 
 
 def _line(plane) -> bool:
-    return g._tictactoe_wins(plane.astype(bool))
+    return bool(g._tictactoe_wins(plane.astype(bool)))
 
 
 @pytest.mark.parametrize("learner_seats", [(0, 1), (1,)])

@@ -30,6 +30,7 @@ from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.envs.agents import AgentStreams
 from jaxrl_dist.envs.games import scripted_player
 from jaxrl_dist.envs.seats import LEARNER, SeatedGame
 
@@ -138,7 +139,9 @@ class Fleet:
         cfg = self._config
         per_server = math.ceil(cfg.num_actor_threads / len(devices))  # slots round-robin
         # A seated game's recv() can return every stream of the actor at once.
-        rows = cfg.streams_per_actor if cfg.seats.enabled else cfg.env_batch_size
+        rows = (
+            cfg.streams_per_actor if cfg.seats.enabled else cfg.env_batch_size * cfg.agents_per_env
+        )
         batch = cfg.inference.batch_size or per_server * rows
 
         def spawn(index: int, restarts: int) -> InferenceServer:
@@ -181,6 +184,8 @@ class Fleet:
                 cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size,
                 derive_seed(cfg.seed, *path), cfg.env_threads_per_actor,
             )  # fmt: skip
+            if cfg.agents_per_env > 1:
+                return AgentStreams(env, cfg.agents_per_env, cfg.team_reward)
             seed = derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:])
             return seated(cfg, env, seed, snapshots)
 

@@ -99,13 +99,18 @@ class TrainConfig:
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     # Turn-based games: who plays each seat (`config.seats.games`); empty for other envs.
     seats: SeatsConfig = dataclasses.field(default_factory=SeatsConfig)
+    # Simultaneous-move multi-agent tasks (Jumanji/LevelBasedForaging-v0: 2): the env's agents,
+    # each a stream of the one shared policy (`envs/agents.py`); env steps count agent steps.
+    # `team_reward`: with per-agent rewards, every agent learns from the team's sum.
+    agents_per_env: int = 1
+    team_reward: bool = False
     algo: Any = None
 
     def __post_init__(self):
         positive = (
             "num_actor_threads", "envs_per_actor", "unroll_length", "batch_size", "queue_size",
             "total_env_steps", "eval_episodes", "keep_checkpoints", "log_every_updates",
-            "actor_restart_window_s", "env_epoch_updates",
+            "actor_restart_window_s", "env_epoch_updates", "agents_per_env",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
@@ -133,15 +138,19 @@ class TrainConfig:
             _fail("async_envs", self.async_envs, "must be False when deterministic=True")
         if not self.actor_device_ids:
             _fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
+        if self.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
+            _fail("agents_per_env", self.agents_per_env, "> 1 works without config.seats and "
+                  "deterministic mode")  # fmt: skip
         if self.seats.enabled and self.deterministic:
             _fail("deterministic", self.deterministic, "is not supported with config.seats yet")
 
     @property
     def streams_per_actor(self) -> int:
-        """The rows each actor acts for: its envs, or with `seats` its learner seats' streams."""
+        """The rows each actor acts for: its envs, with `seats` its learner seats' streams, or
+        with `agents_per_env` its envs' agents."""
         if self.seats.enabled:
             return self.seats.streams(self.envs_per_actor)
-        return self.envs_per_actor
+        return self.envs_per_actor * self.agents_per_env
 
     @property
     def env_batch_size(self) -> int:

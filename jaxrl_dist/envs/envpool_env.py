@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxrl_dist.envs.agents import AGENTS_VIEW
+
 # EnvPool builds gymnasium Box spaces (float64 bounds) inside recv(); gymnasium then warns on every
 # new pool. Harmless and not ours to fix: silence exactly that message.
 warnings.filterwarnings("ignore", message=r".*precision lowered by casting to float32")
@@ -19,7 +21,8 @@ class EnvSpec(NamedTuple):
 
     Discrete actions: `num_actions > 0`, `action_dim == 0`. Continuous (a Box of rank 1):
     `num_actions == 0`, `action_dim` dimensions within `[action_low, action_high]`. A turn-based
-    game (`num_players > 1`) describes one player's view.
+    game (`num_players > 1`) describes one player's view; a simultaneous-move task
+    (`num_agents > 1`, `envs/agents.py`) one agent's row: its flattened view and one-hot id.
     """
 
     obs_shape: tuple[int, ...]
@@ -29,6 +32,7 @@ class EnvSpec(NamedTuple):
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
     num_players: int = 1
+    num_agents: int = 1
 
     @property
     def continuous(self) -> bool:
@@ -85,6 +89,13 @@ def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
         act_space = spec.action_space
     num_actions = int(getattr(act_space, "n", 0))
     players = int(getattr(spec.config, "max_num_players", 1))
+    views = getattr(obs_space, "spaces", {}).get(AGENTS_VIEW)
+    if views is not None:  # simultaneous moves: every agent of an env acts at once
+        agents = views.shape[0]
+        row = (int(np.prod(views.shape[1:])) + agents,)
+        return EnvSpec(
+            row, np.dtype(np.float32), int(np.max(act_space.high)) + 1, num_agents=agents
+        )
     if num_actions or len(act_space.shape) != 1:
         obs = (tuple(obs_space.shape), np.dtype(obs_space.dtype))
         return EnvSpec(*obs, num_actions, num_players=players)

@@ -58,44 +58,44 @@ def _uniform_over(rng: np.random.Generator, allowed: np.ndarray) -> np.ndarray:
 
 
 class Rules(NamedTuple):
-    """A game's geometry for the heuristic: `place(own, occupied, action) -> own` with the new
-    piece, and `wins(own) -> bool` (own: `[H, W]` bool)."""
+    """A game's geometry for the heuristic, vectorised over boards (`[..., H, W]` bool):
+    `place(own [n, H, W], occupied [n, H, W]) -> [n, A, H, W]`, `own` with a new piece for each
+    action (unchanged where the action places nothing), and `wins(own [..., H, W]) -> [...]`."""
 
-    place: Callable[[np.ndarray, np.ndarray, int], np.ndarray]
-    wins: Callable[[np.ndarray], bool]
-
-
-def _place_cell(own: np.ndarray, occupied: np.ndarray, action: int) -> np.ndarray:
-    out = own.copy()
-    out.flat[action] = True
-    return out
+    place: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    wins: Callable[[np.ndarray], np.ndarray]
 
 
-def _tictactoe_wins(own: np.ndarray) -> bool:
-    return bool(
-        own.all(axis=0).any() or own.all(axis=1).any() or np.diag(own).all()
-        or np.diag(own[:, ::-1]).all()
-    )  # fmt: skip
+def _place_cell(own: np.ndarray, occupied: np.ndarray) -> np.ndarray:
+    n, h, w = own.shape
+    cells = np.eye(h * w, dtype=bool).reshape(1, h * w, h, w)
+    return own[:, None] | cells
 
 
-def _drop_in_column(own: np.ndarray, occupied: np.ndarray, action: int) -> np.ndarray:
-    out = own.copy()
-    empty = np.flatnonzero(~occupied[:, action])
-    if len(empty):  # a full column (a final position's all-legal mask) places nothing
-        out[empty[-1], action] = True  # the lowest empty row
-    return out
+def _drop_in_column(own: np.ndarray, occupied: np.ndarray) -> np.ndarray:
+    n, h, w = own.shape
+    lowest = h - 1 - occupied.sum(axis=1)  # [n, W]: pieces stack up from row h - 1
+    rows = np.arange(h)[None, None, :, None]
+    cols = np.arange(w)
+    piece = (rows == lowest[:, :, None, None]) & (cols[None, :, None, None] == cols)  # [n,A,H,W]
+    return own[:, None] | piece  # a full column (lowest -1) places nothing
 
 
-def _four_in_a_row(own: np.ndarray) -> bool:
-    h, w = own.shape
-    if (own[:, : w - 3] & own[:, 1 : w - 2] & own[:, 2 : w - 1] & own[:, 3:]).any():
-        return True
-    if (own[: h - 3] & own[1 : h - 2] & own[2 : h - 1] & own[3:]).any():
-        return True
-    a, b = own[: h - 3], own[3:]
-    down = a[:, : w - 3] & own[1 : h - 2, 1 : w - 2] & own[2 : h - 1, 2 : w - 1] & b[:, 3:]
-    up = a[:, 3:] & own[1 : h - 2, 2 : w - 1] & own[2 : h - 1, 1 : w - 2] & b[:, : w - 3]
-    return bool(down.any() or up.any())
+def _tictactoe_wins(own: np.ndarray) -> np.ndarray:
+    rows, cols = own.all(axis=-1).any(axis=-1), own.all(axis=-2).any(axis=-1)
+    diagonal = own[..., [0, 1, 2], [0, 1, 2]].all(axis=-1)
+    anti = own[..., [0, 1, 2], [2, 1, 0]].all(axis=-1)
+    return rows | cols | diagonal | anti
+
+
+def _four_in_a_row(own: np.ndarray) -> np.ndarray:
+    h, w = own.shape[-2:]
+    at = lambda r, c: own[..., r : h - 3 + r, c : w - 3 + c]  # noqa: E731  shifted windows
+    rows = own[..., :, : w - 3] & own[..., :, 1 : w - 2] & own[..., :, 2 : w - 1] & own[..., :, 3:]
+    cols = own[..., : h - 3, :] & own[..., 1 : h - 2, :] & own[..., 2 : h - 1, :] & own[..., 3:, :]
+    down = at(0, 0) & at(1, 1) & at(2, 2) & at(3, 3)
+    up = at(0, 3) & at(1, 2) & at(2, 1) & at(3, 0)
+    return np.any(rows, (-2, -1)) | np.any(cols, (-2, -1)) | np.any(down | up, (-2, -1))
 
 
 RULES = {
@@ -106,19 +106,15 @@ RULES = {
 
 def heuristic(rules: Rules, rng: np.random.Generator) -> ScriptedPlayer:
     """Win if you can, block the opponent's win if you must, else uniform random (ties among
-    winning or blocking moves broken uniformly too)."""
+    winning or blocking moves broken uniformly too). Vectorised over the rows."""
 
     def policy(obs: np.ndarray, legal_mask: np.ndarray) -> np.ndarray:
         legal_mask = np.asarray(legal_mask, bool)
-        preferred = np.zeros_like(legal_mask)
-        for i, (view, legal) in enumerate(zip(obs, legal_mask, strict=True)):
-            own, opp = view[..., 0].astype(bool), view[..., 1].astype(bool)
-            occupied = own | opp
-            for board in (own, opp):  # a win first, else a block
-                for a in np.flatnonzero(legal):
-                    preferred[i, a] = rules.wins(rules.place(board, occupied, a))
-                if preferred[i].any():
-                    break
+        own, opp = obs[..., 0].astype(bool), obs[..., 1].astype(bool)
+        occupied = own | opp
+        wins = rules.wins(rules.place(own, occupied)) & legal_mask  # [n, A]
+        blocks = rules.wins(rules.place(opp, occupied)) & legal_mask
+        preferred = np.where(wins.any(axis=1, keepdims=True), wins, blocks)
         allowed = np.where(preferred.any(axis=1, keepdims=True), preferred, legal_mask)
         return _uniform_over(rng, allowed)
 

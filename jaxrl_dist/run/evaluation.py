@@ -15,6 +15,7 @@ import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, env_policies
 from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import scripted_player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
 from jaxrl_dist.learning.mesh import local_replica
@@ -105,11 +106,12 @@ class Evaluator:
         seed: int,
         core: ActorCore,
         device: jax.Device,
+        num_agents: int = 1,
     ):
         self._env = make_env(
             env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
         )
-        self._num = num_episodes
+        self._num, self._agents = num_episodes, num_agents
         self._acting = _Acting(core, device, seed)
 
     def run(
@@ -123,10 +125,17 @@ class Evaluator:
         while not episodes.finished.all():
             if abort():
                 return None
-            action = self._acting.actions(params, obs, greedy)
+            if self._agents > 1:  # one row per agent, `[episodes, agents]` returns
+                action = self._acting.actions(params, agent_rows(obs), greedy)
+                action = np.asarray(action).reshape(self._num, self._agents)
+            else:
+                action = self._acting.actions(params, obs, greedy)
             obs, reward, terminated, truncated, info = self._env.step(np.asarray(action))
             # The unclipped game score where EnvPool reports it.
-            episodes.add(info.get("reward", reward), np.logical_or(terminated, truncated))
+            reward = info.get("reward", reward)
+            if self._agents > 1:
+                reward = agent_rewards(reward, self._agents, team=False)
+            episodes.add(reward, np.logical_or(terminated, truncated))
         return episodes.result()
 
     def close(self) -> None:
@@ -203,10 +212,11 @@ def make_evaluator(
     device: jax.Device,
     num_players: int = 1,
     opponent: str = "random",
+    num_agents: int = 1,
 ) -> Evaluator | GameEvaluator:
     """`GameEvaluator` against `opponent` for a turn-based game (`num_players > 1`), else
     `Evaluator`: a run's evaluations and `scripts/evaluate.py` choose alike."""
     if num_players > 1:
         return GameEvaluator(env_id, env_kwargs, num_episodes, seed, core, device, opponent,
                              num_players)  # fmt: skip
-    return Evaluator(env_id, env_kwargs, num_episodes, seed, core, device)
+    return Evaluator(env_id, env_kwargs, num_episodes, seed, core, device, num_agents)

@@ -68,6 +68,11 @@ def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
 def seats_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     """What does not fit between `config.seats` and the env (one line with the fix), or None."""
     seats, players = config.seats, spec.num_players
+    if spec.num_agents != config.agents_per_env:
+        return (
+            f"config.env_id={config.env_id!r} has {spec.num_agents} agent(s) per env; set "
+            f"config.agents_per_env={spec.num_agents}"
+        )
     if players > 1 and not seats.enabled:
         return (
             f"config.env_id={config.env_id!r} is a {players}-player turn-based game: say who "

@@ -149,7 +149,7 @@ def start_session(
         evaluator = make_evaluator(
             cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, prepared.agent.actor,
             prepared.devices.actor_devices[0], prepared.spec.num_players,
-            cfg.seats.eval_opponent,
+            cfg.seats.eval_opponent, prepared.spec.num_agents,
         )  # fmt: skip
         monitor = EvalMonitor(cfg, evaluator, hooks, logger, progress, history)
     session = Session(

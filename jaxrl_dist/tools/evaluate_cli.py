@@ -181,7 +181,8 @@ def evaluate(
     if opponent is not None and players == 1:
         raise ValueError(f"--opponent is for turn-based games; {policy.env_id} has one player")
     evaluator = make_evaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device,
-                               players, opponent or policy.eval_opponent)  # fmt: skip
+                               players, opponent or policy.eval_opponent,
+                               policy.spec.num_agents)  # fmt: skip
     try:
         return evaluator.run(policy.params, greedy=greedy)
     finally:

@@ -344,6 +344,7 @@ def _spec_to_json(spec: EnvSpec) -> dict[str, Any]:
         "action_low": [float(x) for x in spec.action_low],
         "action_high": [float(x) for x in spec.action_high],
         "num_players": int(spec.num_players),
+        "num_agents": int(spec.num_agents),
     }
 
 
@@ -356,4 +357,5 @@ def _spec_from_json(raw: dict[str, Any]) -> EnvSpec:
         action_low=tuple(raw["action_low"]),
         action_high=tuple(raw["action_high"]),
         num_players=raw.get("num_players", 1),
+        num_agents=raw.get("num_agents", 1),
     )
