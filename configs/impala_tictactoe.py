@@ -2,18 +2,17 @@
 self-play, the heuristic and uniform random, the learner in either seat, legal-action masks in
 acting, learning and evaluation."""
 
-import importlib.util
 import os
 
-_spec = importlib.util.spec_from_file_location(
-    "_ppo_tictactoe", os.path.join(os.path.dirname(os.path.abspath(__file__)), "ppo_tictactoe.py")
-)
-_ppo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_ppo)
+import ml_collections
+
+from jaxrl_dist.config.cli import load_config_file
+
+PPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ppo_tictactoe.py")
 
 
 def get_config(variant=None):
-    c = _ppo.get_config(variant)
+    c = ml_collections.ConfigDict(load_config_file(PPO + (f":{variant}" if variant else "")))
     c.algorithm = "impala"
     c.algo = {
         "optimizer": "adam",

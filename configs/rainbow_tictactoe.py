@@ -2,18 +2,17 @@
 the heuristic and uniform random, the learner in either seat. Q-values of illegal moves are
 never chosen, in epsilon-greedy acting, in the double-Q bootstrap, or in evaluation."""
 
-import importlib.util
 import os
 
-_spec = importlib.util.spec_from_file_location(
-    "_ppo_tictactoe", os.path.join(os.path.dirname(os.path.abspath(__file__)), "ppo_tictactoe.py")
-)
-_ppo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_ppo)
+import ml_collections
+
+from jaxrl_dist.config.cli import load_config_file
+
+PPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ppo_tictactoe.py")
 
 
 def get_config(variant=None):
-    c = _ppo.get_config(variant)
+    c = ml_collections.ConfigDict(load_config_file(PPO + (f":{variant}" if variant else "")))
     c.algorithm = "rainbow"
     c.batch_size = 128  # transitions per update
     c.replay = {"capacity": 50_000, "min_size": 1_000, "samples_per_insert": 4.0, "n_step": 3,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxrl_dist import agents
-from jaxrl_dist.acting import fleet
+from jaxrl_dist.acting import opponent_pool
 from jaxrl_dist.acting.opponent_pool import SeatPools
 from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.config.cli import load_config
@@ -36,12 +36,12 @@ SEATS = {
 
 
 class Recorder:
-    """Wraps `fleet.snapshot_policy`: every snapshot move with its player kind, params digest,
-    observation and action."""
+    """Wraps `opponent_pool.snapshot_policy`: every snapshot move with its player kind, params
+    digest, observation and action."""
 
     def __init__(self, monkeypatch):
         self.moves = collections.defaultdict(list)  # greedy -> [(digest, state, action)]
-        original = fleet.snapshot_policy
+        original = opponent_pool.snapshot_policy
 
         def recording(core, device, rows, greedy, key):
             act = original(core, device, rows, greedy, key)
@@ -55,7 +55,7 @@ class Recorder:
 
             return recorded
 
-        monkeypatch.setattr(fleet, "snapshot_policy", recording)
+        monkeypatch.setattr(opponent_pool, "snapshot_policy", recording)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_the_recorder_would_see_sampling():
     view, mask = np.zeros((8, 3, 3, 2), np.int8), np.ones((8, 9), bool)
     device = jax.devices()[0]
     for greedy, distinct in ((True, 1), (False, range(2, 10))):
-        act = fleet.snapshot_policy(agent.actor, device, 8, greedy, jax.random.PRNGKey(1))
+        act = opponent_pool.snapshot_policy(agent.actor, device, 8, greedy, jax.random.PRNGKey(1))
         assert len(set(np.concatenate([act(params, view, mask) for _ in range(4)]))) in (
             [distinct] if greedy else distinct
         )

@@ -12,6 +12,7 @@ stream however the run's actors are spread over processes.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -24,7 +25,7 @@ import numpy as np
 from jaxrl_dist.acting.actor import Actor, ActorShared
 from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
 from jaxrl_dist.acting.lockstep import LockstepActor, LockstepProgress
-from jaxrl_dist.acting.opponent_pool import SeatPools, seated_roles, snapshot_policy
+from jaxrl_dist.acting.opponent_pool import SeatPools, seated_roles
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
@@ -138,11 +139,7 @@ class Fleet:
     def _server_spawner(self, devices: list[jax.Device], stop: threading.Event) -> Callable:
         cfg = self._config
         per_server = math.ceil(cfg.num_actor_threads / len(devices))  # slots round-robin
-        # A seated game's recv() can return every stream of the actor at once.
-        rows = (
-            cfg.streams_per_actor if cfg.seats.enabled else cfg.env_batch_size * cfg.agents_per_env
-        )
-        batch = cfg.inference.batch_size or per_server * rows
+        batch = cfg.inference.batch_size or per_server * cfg.recv_rows
 
         def spawn(index: int, restarts: int) -> InferenceServer:
             server = InferenceServer(
@@ -189,10 +186,10 @@ class Fleet:
             seed = derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:])
             return seated(cfg, env, seed, snapshots)
 
-        snapshots = None
+        snapshots = None  # this actor's snapshot players: the pools' params on its device
         if self._pools:
             device = self._devices[slot % len(self._devices)]
-            snapshots = Snapshots(self._pools, self._core, device)
+            snapshots = functools.partial(self._pools.players, self._core, device)
 
         client = self._client(slot, key)
         if cfg.deterministic:
@@ -208,9 +205,10 @@ class Fleet:
         return actor
 
 
-def seated(config: Any, env: Any, seed: int, snapshots: Snapshots | None = None) -> Any:
-    """`env` as a `SeatedGame` with `config.seats`' roles (scripted players seeded from `seed`;
-    snapshot roles played from `snapshots`), or `env` itself when the run has no seats."""
+def seated(config: Any, env: Any, seed: int, snapshots: Callable | None = None) -> Any:
+    """`env` as a `SeatedGame` with `config.seats`' roles, or `env` itself when the run has no
+    seats. Scripted players draw from `seed`; `snapshots(num_games, key)` gives the snapshot
+    roles' players (`SeatPools.players`)."""
     if not config.seats.enabled:
         return env
     roles = seated_roles(config.seats, env.config["num_envs"])
@@ -218,22 +216,7 @@ def seated(config: Any, env: Any, seed: int, snapshots: Snapshots | None = None)
     names = {name for r in roles for name in r} - {LEARNER}
     players = {}
     if snapshots is not None:
-        players = snapshots.players(jax.random.PRNGKey(seed), env.config["num_envs"])
+        players = snapshots(env.config["num_envs"], jax.random.PRNGKey(seed))
     for name in sorted(names - set(players)):
         players[name] = scripted_player(name, config.env_id, rng)
     return SeatedGame(env, roles, players)
-
-
-class Snapshots:
-    """How one actor's snapshot players act: the run's pools, the agent's actor half, and the
-    actor's device."""
-
-    def __init__(self, pools: SeatPools, core: ActorCore, device: jax.Device):
-        self.pools, self.core, self.device = pools, core, device
-
-    def players(self, key: jax.Array, num_games: int) -> dict:
-        keys = iter(jax.random.split(key, 2 * len(self.pools.pools)))
-        return self.pools.players(
-            lambda greedy: snapshot_policy(self.core, self.device, num_games, greedy, next(keys)),
-            lambda params: jax.device_put(params, self.device),
-        )

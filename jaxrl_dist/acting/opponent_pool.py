@@ -31,6 +31,7 @@ from jaxrl_dist.agents.base import ActorCore, env_policies
 from jaxrl_dist.config.sections import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES, SeatsConfig
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
+from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, pad_rows, path_name
 
 SNAPSHOT = "snapshot/"
@@ -261,9 +262,10 @@ class SeatPools:
             pool.add(params, update)
 
     def offer(self, params: PyTree, update: int) -> None:
-        """After update `update`: the opponent pool copies `params` when a snapshot is due."""
+        """After update `update`: the opponent pool copies `params` (this process's replica)
+        when a snapshot is due."""
         if POOL_ROLE in self.pools and update % self._every == 0:
-            self.pools[POOL_ROLE].add(params, update)
+            self.pools[POOL_ROLE].add(local_replica(params), update)
 
     def to_bytes(self) -> bytes:
         arrays = {}
@@ -281,13 +283,20 @@ class SeatPools:
                 raise ValueError(f"the checkpoint holds no {role!r} pool")
             pool.restore_arrays(mine, template)
 
-    def players(self, policy: Callable[[bool], Callable], to_device: Callable) -> dict:
-        """`{name: PoolPlayer}` for every name `seated_roles` may give a snapshot role ("pool",
-        "pool:greedy", ...); `policy(greedy)` builds one player's snapshot policy."""
+    def players(self, core: ActorCore, device: jax.Device, num_games: int,
+                key: jax.Array) -> dict[str, PoolPlayer]:  # fmt: skip
+        """One actor's `{name: PoolPlayer}` for every name `seated_roles` may give a snapshot
+        role ("pool", "pool:greedy", ...), acting on `device` over its `num_games` games, each
+        with its own key stream from `key`."""
+        names = [(role, suffix) for role in self.pools for suffix in ("", GREEDY)]
+        to_device = lambda params: jax.device_put(params, device)  # noqa: E731
         return {
-            role + suffix: PoolPlayer(pool, policy(bool(suffix)), to_device)
-            for role, pool in self.pools.items()
-            for suffix in ("", GREEDY)
+            role + suffix: PoolPlayer(
+                self.pools[role],
+                snapshot_policy(core, device, num_games, bool(suffix), k),
+                to_device,
+            )  # fmt: skip
+            for (role, suffix), k in zip(names, jax.random.split(key, len(names)), strict=True)
         }
 
 

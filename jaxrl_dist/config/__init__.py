@@ -153,6 +153,14 @@ class TrainConfig:
         return self.envs_per_actor * self.agents_per_env
 
     @property
+    def recv_rows(self) -> int:
+        """The most rows one actor's `recv()` returns: its env batch, each env's agents, or with
+        `seats` every learner stream (a seated game's `recv()` can return all of them)."""
+        if self.seats.enabled:
+            return self.streams_per_actor
+        return self.env_batch_size * self.agents_per_env
+
+    @property
     def env_batch_size(self) -> int:
         """Envs returned by one EnvPool `recv()` (one inference call of an actor)."""
         return self.envs_per_actor // 2 if self.async_envs else self.envs_per_actor

@@ -93,9 +93,7 @@ class ReplayConfig:
 
 LEARNER_ROLE = "learner"
 POOL_ROLE = "pool"  # a frozen snapshot of the learner from the run's opponent pool
-FROZEN_ROLE = (
-    "frozen"  # the learner's policy as the run started (init or warm start), never updated
-)
+FROZEN_ROLE = "frozen"  # the learner's policy as the run started (init or warm start)
 SCRIPTED_ROLES = ("random", "heuristic", "perfect")
 SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
 POOL_SAMPLING = ("uniform", "latest", "pfsp")

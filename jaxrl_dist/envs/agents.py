@@ -63,11 +63,9 @@ class AgentStreams:
         self._pool.async_reset()
 
     def recv(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict]:
+        """One pool result as stream rows: `(obs, reward, terminated, truncated, info)` with
+        `info["env_id"]` the stream ids, `info["elapsed_step"]` and `info["agent"]`."""
         obs, reward, terminated, truncated, info = self._pool.recv()
-        return self.split(obs, reward, terminated, truncated, info)
-
-    def split(self, obs, reward, terminated, truncated, info) -> tuple:
-        """One pool result as stream rows (`recv` and synchronous `step` alike)."""
         a = self._agents
         env_id = np.asarray(info["env_id"])
         rows = {

@@ -33,10 +33,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxrl_dist.config.sections import LEARNER_ROLE
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
-LEARNER = "learner"
+LEARNER = LEARNER_ROLE  # the role the config names the learner by
 
 
 class GameResult(NamedTuple):

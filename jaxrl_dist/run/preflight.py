@@ -59,14 +59,15 @@ def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
             f"(of all processes); make config.batch_size a multiple of {n}"
         )
     spec = env_spec(config.env_id, config.env_kwargs)
-    problem = seats_problem(config, spec)
+    problem = multi_agent_problem(config, spec)
     if problem:
         raise ConfigError(problem)
     return spec, devices
 
 
-def seats_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
-    """What does not fit between `config.seats` and the env (one line with the fix), or None."""
+def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
+    """What does not fit between the env's players or agents and `config.seats` /
+    `config.agents_per_env` (one line with the fix), or None."""
     seats, players = config.seats, spec.num_players
     if spec.num_agents != config.agents_per_env:
         return (

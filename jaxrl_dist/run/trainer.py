@@ -22,7 +22,6 @@ from jaxrl_dist.data.base import Batch
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import host_metrics
-from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.hooks import Hooks
@@ -231,7 +230,7 @@ class Trainer:
             params = run.learner.actor_params(run.state)
             run.store.publish(params, counters.updates + 1)
             if run.pools:  # self-play opponents: a snapshot every pool_every_updates
-                run.pools.offer(local_replica(params), counters.updates + 1)
+                run.pools.offer(params, counters.updates + 1)
             window.add_timers(
                 queue_get_s=t1 - t0, transfer_s=t2 - t1, update_s=t3 - t2,
                 publish_s=time.perf_counter() - t3,
