@@ -68,6 +68,29 @@ def test_its_policy_never_plays_an_illegal_move_and_evaluates_against_perfect_pl
     assert evaluate_cli.main([workdir, "--opponent", "bogus"]) == evaluate_cli.EXIT_BAD_INPUT
 
 
+def test_a_checkpoint_is_a_named_opponent_in_evaluate_and_in_training(run, tmp_path):
+    """The run's own greedy policy against itself plays one game whoever moves first (every
+    game the same length); a run evaluating against it trains and logs it."""
+    workdir, _ = run
+    out = str(tmp_path / "self.json")
+    argv = [workdir, "--episodes", "12", "--opponent", f"checkpoint:{workdir}@latest",
+            "--json", out]  # fmt: skip
+    assert evaluate_cli.main(argv) == 0
+    with open(out) as f:
+        record = json.load(f)
+    assert record["opponent"] == f"checkpoint:{workdir}@latest"
+    # One game, won by whoever EnvPool lets move first (or drawn): same length, same |return|.
+    assert len(set(record["lengths"])) == 1
+    assert len({abs(r) for (r,) in record["returns"]}) == 1
+    overrides = {"seats.eval_opponent": f"checkpoint:{workdir}", "eval_every_updates": 4,
+                 "total_env_steps": 2_000}  # fmt: skip
+    config = load_config(CONFIG + ":quick", **overrides)
+    summary = Trainer(config, str(tmp_path / "vs_checkpoint"), quiet=True).run().summary
+    assert summary["evals"] and {"win_rate", "draw_rate", "loss_rate"} <= set(summary["evals"][-1])
+    bad = [workdir, "--opponent", f"checkpoint:{tmp_path}/nothing"]
+    assert evaluate_cli.main(bad) == evaluate_cli.EXIT_BAD_INPUT
+
+
 BAD = [
     (["--config.seats.games=()"], "is a 2-player turn-based game: say who plays each seat"),
     (["--config.env_id=CartPole-v1"], "config.seats.games is set but config.env_id='CartPole-v1'"),
@@ -81,6 +104,9 @@ BAD = [
      "config.seats: the 'perfect' player knows only ['TicTacToe-v1'], not ConnectFour-v1"),
     (["--config.env_id=Othello-v1", "--config.seats.games=(('learner','heuristic'),)"],
      "the 'heuristic' player knows only"),
+    (["--config.seats.eval_opponent=checkpoint:/no/such/run"],
+     "config.seats: opponent 'checkpoint:/no/such/run': '/no/such/run' is not a directory"),
+    (["--config.seats.eval_opponent=pool:latest"], "or checkpoint:PATH[@STEP]"),
     (["--config.deterministic=true", "--config.async_envs=false"],
      "deterministic=True is not supported with config.seats yet"),
 ]  # fmt: skip

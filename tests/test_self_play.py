@@ -4,6 +4,7 @@ with `learning_mask` off plays the run's starting policy bit for bit and never r
 learner; a seat with `exploration_mask` off never samples."""
 
 import collections
+import json
 import os
 import shutil
 
@@ -20,6 +21,10 @@ from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import env_spec
 from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.tools import evaluate_cli
+from jaxrl_dist.tools.opponents import pool_policy
+from jaxrl_dist.tools.policy import load_policy
+from jaxrl_dist.types import path_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "ppo_tictactoe.py")
@@ -154,3 +159,24 @@ def test_resume_takes_back_the_pools_exactly(run, tmp_path, monkeypatch):
     _, after = _saved_pools(copy)  # the pool went on from where it was: ids keep growing
     np.testing.assert_array_equal(after["pool/ids"], [8, 9, 10, 11, 12])
     np.testing.assert_array_equal(after["frozen/" + "ids"], saved["frozen/ids"])
+
+
+def test_evaluate_plays_a_snapshot_of_the_saved_pool(run, tmp_path):
+    """`--opponent pool:ID` plays exactly the params the checkpoint saved as snapshot ID."""
+    workdir, _, _ = run
+    _, arrays = _saved_pools(workdir)
+    policy = load_policy(workdir)
+    snap = pool_policy(policy, "pool:6")
+    names = [path_name(p) for p, _ in jax.tree_util.tree_flatten_with_path(snap.params)[0]]
+    for name, leaf in zip(names, jax.tree.leaves(snap.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(leaf), arrays[f"pool/snapshot/6/{name}"])
+    latest = pool_policy(policy, "pool:latest").params
+    assert tree_digest(latest) == tree_digest(pool_policy(policy, "pool:8").params)
+    assert tree_digest(latest) != tree_digest(snap.params)
+    out = str(tmp_path / "pool.json")
+    argv = [workdir, "--episodes", "8", "--opponent", "pool:6", "--json", out]
+    assert evaluate_cli.main(argv) == 0
+    with open(out) as f:
+        assert json.load(f)["opponent"] == "pool:6"
+    with pytest.raises(ValueError, match="pool holds snapshots 4, 5, 6, 7, 8; give pool:ID"):
+        pool_policy(policy, "pool:2")

@@ -96,6 +96,7 @@ POOL_ROLE = "pool"  # a frozen snapshot of the learner from the run's opponent p
 FROZEN_ROLE = "frozen"  # the learner's policy as the run started (init or warm start)
 SCRIPTED_ROLES = ("random", "heuristic", "perfect")
 SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
+CHECKPOINT_OPPONENT = "checkpoint:"  # an evaluation opponent: another run's greedy policy
 POOL_SAMPLING = ("uniform", "latest", "pfsp")
 
 
@@ -123,7 +124,8 @@ class SeatsConfig:
     the newest half the time, "pfsp": prioritized fictitious self-play, weight `(1 - score) **
     pool_pfsp_exponent`). Saved in every checkpoint; a resume takes it back.
 
-    `eval_opponent`: who the learner plays in evaluations, taking each seat in turn.
+    `eval_opponent`: who the learner plays in evaluations, taking each seat in turn: a
+    scripted role or "checkpoint:PATH[@STEP]" (another run's greedy policy; `tools/opponents.py`).
     """
 
     games: tuple[tuple[str, ...], ...] = ()
@@ -146,8 +148,12 @@ class SeatsConfig:
                 _bad("seats", "games", self.games, f"has a game {pattern} without the learner")
         if len({len(p) for p in self.games}) > 1:
             _bad("seats", "games", self.games, "must give every game the same number of seats")
-        if self.eval_opponent not in SCRIPTED_ROLES:
-            _bad("seats", "eval_opponent", self.eval_opponent, f"must be one of {SCRIPTED_ROLES}")
+        if self.eval_opponent not in SCRIPTED_ROLES and not (
+            self.eval_opponent.startswith(CHECKPOINT_OPPONENT)
+            and len(self.eval_opponent) > len(CHECKPOINT_OPPONENT)
+        ):
+            _bad("seats", "eval_opponent", self.eval_opponent, f"must be one of {SCRIPTED_ROLES} "
+                 f"or {CHECKPOINT_OPPONENT}PATH[@STEP] (another run's checkpoint)")  # fmt: skip
         seats = len(self.games[0]) if self.games else 0
         for name in ("learning_mask", "exploration_mask"):
             mask = getattr(self, name)

@@ -16,9 +16,10 @@ import numpy as np
 from jaxrl_dist.agents.base import ActorCore, env_policies
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
-from jaxrl_dist.envs.games import scripted_player
+from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
 from jaxrl_dist.learning.mesh import local_replica
+from jaxrl_dist.tools.opponents import named_player
 from jaxrl_dist.types import pad_rows
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
@@ -143,17 +144,19 @@ class Evaluator:
 
 
 class GameEvaluator:
-    """The learner against a scripted opponent in a turn-based game, taking each seat in turn
-    (game `i`: the learner in seat `i % players`); the first game of each of `num_episodes`
-    games counts. Same interface as `Evaluator`."""
+    """The learner against an opponent in a turn-based game, taking each seat in turn (game
+    `i`: the learner in seat `i % players`); the first game of each of `num_episodes` games
+    counts. `opponent` names it (`tools/opponents.py`: scripted or "checkpoint:PATH[@STEP]");
+    `player`, if given, plays it instead (a pool snapshot). Same interface as `Evaluator`."""
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], num_episodes: int, seed: int,
-                 core: ActorCore, device: jax.Device, opponent: str, num_players: int):  # fmt: skip
+                 core: ActorCore, device: jax.Device, opponent: str, num_players: int,
+                 player: Player | None = None):  # fmt: skip
         self._pool = make_env(
             env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
         )
         rng = np.random.default_rng(derive_seed(seed, EVAL_SEED_PURPOSE, 2))
-        self._players = {opponent: scripted_player(opponent, env_id, rng)}
+        self._players = {opponent: player or named_player(opponent, env_id, num_episodes, rng)}
         self._roles = [tuple(LEARNER if s == i % num_players else opponent
                              for s in range(num_players)) for i in range(num_episodes)]  # fmt: skip
         self._num = num_episodes
@@ -213,10 +216,11 @@ def make_evaluator(
     num_players: int = 1,
     opponent: str = "random",
     num_agents: int = 1,
+    player: Player | None = None,
 ) -> Evaluator | GameEvaluator:
     """`GameEvaluator` against `opponent` for a turn-based game (`num_players > 1`), else
     `Evaluator`: a run's evaluations and `scripts/evaluate.py` choose alike."""
     if num_players > 1:
         return GameEvaluator(env_id, env_kwargs, num_episodes, seed, core, device, opponent,
-                             num_players)  # fmt: skip
+                             num_players, player)  # fmt: skip
     return Evaluator(env_id, env_kwargs, num_episodes, seed, core, device, num_agents)

@@ -17,11 +17,11 @@ from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.sections import SNAPSHOT_ROLES
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec
-from jaxrl_dist.envs.games import scripted_player
 from jaxrl_dist.envs.seats import LEARNER
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
 from jaxrl_dist.run.resume import check_resumable
+from jaxrl_dist.tools.opponents import named_player
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +100,8 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
                 )
     names = {name for pattern in seats.games for name in pattern} | {seats.eval_opponent}
     for name in sorted(names - {LEARNER, *SNAPSHOT_ROLES}) if seats.enabled else ():
-        try:
-            scripted_player(name, config.env_id, np.random.default_rng(0))
+        try:  # a checkpoint opponent is loaded now: a bad path fails before any training
+            named_player(name, config.env_id, 1, np.random.default_rng(0))
         except ValueError as e:
             return f"config.seats: {e}"
     return None

@@ -31,9 +31,17 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.config.sections import SCRIPTED_ROLES
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
 from jaxrl_dist.run.evaluation import EvalResult, make_evaluator
+from jaxrl_dist.tools.opponents import (
+    NAMES as OPPONENT_NAMES,
+)
+from jaxrl_dist.tools.opponents import (
+    POOL,
+    is_opponent_name,
+    policy_player,
+    pool_policy,
+)
 from jaxrl_dist.tools.policy import (
     STEP_CHOICES,
     Policy,
@@ -77,8 +85,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", help="output file (default RUN_DIR/eval/step_<N>_<mode>.json)")
     p.add_argument("--video", help="also record one episode to this .gif")
     p.add_argument(
-        "--opponent", help="turn-based games: random, heuristic or perfect, the learner taking "
-        "each seat in turn (default: the run's config.seats.eval_opponent)",
+        "--opponent", help="turn-based games: random, heuristic, perfect, checkpoint:PATH[@STEP] "
+        "(another run's greedy policy) or pool:ID|latest (a snapshot of the evaluated "
+        "checkpoint's opponent pool), the learner taking each seat in turn (default: the run's "
+        "config.seats.eval_opponent)",
     )  # fmt: skip
     p.add_argument("--follow", action="store_true", help="evaluate new checkpoints as they come")
     p.add_argument("--poll_s", type=float, default=5.0, help="--follow: seconds between looks")
@@ -99,8 +109,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"--step {args.step!r}: give latest, best or a step number")
     if args.video is not None and not args.video.lower().endswith(".gif"):
         raise UsageError(f"--video {args.video!r}: only animated GIFs are written; name a .gif")
-    if args.opponent is not None and args.opponent not in SCRIPTED_ROLES:
-        raise UsageError(f"--opponent {args.opponent!r}: choose one of {', '.join(SCRIPTED_ROLES)}")
+    if args.opponent is not None and not is_opponent_name(args.opponent):
+        raise UsageError(f"--opponent {args.opponent!r}: choose {OPPONENT_NAMES}")
     if args.poll_s <= 0 or args.idle_exit_s < 0:
         raise UsageError("--poll_s must be > 0 and --idle_exit_s >= 0")
     if args.follow:
@@ -146,7 +156,7 @@ def evaluate_once(args: argparse.Namespace) -> int:
             raise ValueError(problem)
     seed = _seed(args, policy)
     result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent)
-    record = eval_record(policy, result, args.mode, seed)
+    record = eval_record(policy, result, args.mode, seed, args.opponent)
     print(TABLE_HEADER)
     print(table_row(record), flush=True)
     if args.video is not None:
@@ -180,19 +190,26 @@ def evaluate(
     players = policy.spec.num_players
     if opponent is not None and players == 1:
         raise ValueError(f"--opponent is for turn-based games; {policy.env_id} has one player")
+    opponent = opponent or policy.eval_opponent
+    player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
+    if players > 1 and opponent.startswith(POOL):
+        player = policy_player(pool_policy(policy, opponent), episodes)
     evaluator = make_evaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device,
-                               players, opponent or policy.eval_opponent,
-                               policy.spec.num_agents)  # fmt: skip
+                               players, opponent, policy.spec.num_agents, player)  # fmt: skip
     try:
         return evaluator.run(policy.params, greedy=greedy)
     finally:
         evaluator.close()
 
 
-def eval_record(policy: Policy, result: EvalResult, mode: str, seed: int) -> dict[str, Any]:
+def eval_record(policy: Policy, result: EvalResult, mode: str, seed: int,
+                opponent: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The JSON of one evaluation: the step, the stats, and per-episode `returns`
-    (`[episodes][agents]`) and `lengths` (`[episodes]`)."""
+    (`[episodes][agents]`) and `lengths` (`[episodes]`); a turn-based game's names its
+    `opponent`."""
+    games = policy.spec.num_players > 1
     return {
+        **({"opponent": opponent or policy.eval_opponent} if games else {}),
         "step": policy.step,
         "env_steps": policy.meta.get("env_steps"),
         "env_id": policy.env_id,
@@ -390,7 +407,7 @@ def _follow_step(ckpt_dir: str, step: int, args: argparse.Namespace) -> dict[str
         return None
     seed = _seed(args, policy)
     result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent)
-    record = eval_record(policy, result, args.mode, seed)
+    record = eval_record(policy, result, args.mode, seed, args.opponent)
     _say(table_row(record))
     return record
 

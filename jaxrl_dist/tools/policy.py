@@ -75,6 +75,7 @@ class Policy:
       description: the `describe_policy` dict it was built from.
       step: the checkpoint step (the run's update count when it was saved).
       meta: the checkpoint's meta (counters such as `env_steps`, the run config).
+      directory: the checkpoint dir it was read from (None if built in memory).
     """
 
     def __init__(
@@ -84,12 +85,14 @@ class Policy:
         description: dict[str, Any],
         step: int,
         meta: dict[str, Any] | None = None,
+        directory: str | None = None,
     ):
         self.params = jax.device_put(params)  # once, not at every act call
         self.agent = agent
         self.description = description
         self.step = step
         self.meta = meta or {}
+        self.directory = directory
         self.spec = _spec_from_json(description["env_spec"])
         self._greedy, self._sample = env_policies(agent.actor)
 
@@ -267,7 +270,7 @@ def load_policy_at(directory: str, step: int) -> Policy:
     description = policy_description(meta, step)
     agent = build_agent(description)
     params = _read_step(directory, step, "the params", lambda: restore_params(directory, step))
-    return Policy(_fit_params(params, agent, step), agent, description, step, meta)
+    return Policy(_fit_params(params, agent, step), agent, description, step, meta, directory)
 
 
 def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
