@@ -107,6 +107,7 @@ BAD = [
     (["--config.seats.eval_opponent=checkpoint:/no/such/run"],
      "config.seats: opponent 'checkpoint:/no/such/run': '/no/such/run' is not a directory"),
     (["--config.seats.eval_opponent=pool:latest"], "or checkpoint:PATH[@STEP]"),
+    (["--config.seats.opening_plies=-1"], "config.seats.opening_plies=-1 must be >= 0"),
     (["--config.deterministic=true", "--config.async_envs=false"],
      "deterministic=True is not supported with config.seats yet"),
 ]  # fmt: skip

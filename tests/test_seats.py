@@ -247,3 +247,21 @@ def test_an_actor_thread_plays_seats_with_a_masked_agent():
         np.testing.assert_array_equal(r.reward[1:][ended[:-1]], 0.0)  # the next game's start
         ends += int(ended.sum())
     assert ends > 0 and stats.drain()["episode_returns"]
+
+
+@pytest.mark.parametrize("plies", [0, 3])
+def test_random_openings_start_games_from_0_to_k_moves_in_no_stream(plies):
+    """A stream's first view of a game holds the opening's stones: from 0 to `plies` (both
+    seats' first views together), every count in range seen; with none, the board is empty or
+    holds the one stone of the seat that moved first."""
+    env = SeatedGame(make_env(TTT, {}, 16, 16, seed=3), same_roles(16, [LEARNER, LEARNER]), {},
+                     plies, np.random.default_rng(0))  # fmt: skip
+    env.async_reset()
+    first_stones = []  # per game, stones on the board at each stream's first view
+    results = _play(env, g.random_legal(np.random.default_rng(1)), 400)
+    for obs, _, _, _, info in results:
+        for view, first in zip(obs[AGENT_VIEW], info["elapsed_step"] == 0, strict=True):
+            if first:
+                first_stones.append(int(view.sum()))
+    seen = set(first_stones)
+    assert seen == set(range(plies + 2)), seen  # + the other seat's first move

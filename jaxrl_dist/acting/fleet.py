@@ -205,6 +205,9 @@ class Fleet:
         return actor
 
 
+OPENING_STREAM = 1  # the random openings' generator beside the scripted players' (`seated`)
+
+
 def seated(config: Any, env: Any, seed: int, snapshots: Callable | None = None) -> Any:
     """`env` as a `SeatedGame` with `config.seats`' roles, or `env` itself when the run has no
     seats. Scripted players draw from `seed`; `snapshots(num_games, key)` gives the snapshot
@@ -219,4 +222,5 @@ def seated(config: Any, env: Any, seed: int, snapshots: Callable | None = None) 
         players = snapshots(env.config["num_envs"], jax.random.PRNGKey(seed))
     for name in sorted(names - set(players)):
         players[name] = scripted_player(name, config.env_id, rng)
-    return SeatedGame(env, roles, players)
+    opening = np.random.default_rng([seed, OPENING_STREAM])
+    return SeatedGame(env, roles, players, config.seats.opening_plies, opening)

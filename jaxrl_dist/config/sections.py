@@ -124,6 +124,10 @@ class SeatsConfig:
     the newest half the time, "pfsp": prioritized fictitious self-play, weight `(1 - score) **
     pool_pfsp_exponent`). Saved in every checkpoint; a resume takes it back.
 
+    `opening_plies` (k): each training game starts with n uniformly random legal moves, n
+    uniform in [0, k] per game, made by no seat's policy (`envs/seats.py`), so self-play meets
+    the openings its own policy avoids; evaluations always start from the empty board.
+
     `eval_opponent`: who the learner plays in evaluations, taking each seat in turn: a
     scripted role or "checkpoint:PATH[@STEP]" (another run's greedy policy; `tools/opponents.py`).
     """
@@ -136,6 +140,7 @@ class SeatsConfig:
     pool_every_updates: int = 50
     pool_sampling: str = "pfsp"
     pool_pfsp_exponent: float = 2.0
+    opening_plies: int = 0
 
     def __post_init__(self):
         known = (LEARNER_ROLE, *SNAPSHOT_ROLES, *SCRIPTED_ROLES)
@@ -171,6 +176,8 @@ class SeatsConfig:
             _bad("seats", "pool_sampling", self.pool_sampling, f"must be one of {POOL_SAMPLING}")
         if self.pool_pfsp_exponent < 0:
             _bad("seats", "pool_pfsp_exponent", self.pool_pfsp_exponent, "must be >= 0")
+        if self.opening_plies < 0:
+            _bad("seats", "opening_plies", self.opening_plies, "must be >= 0")
 
     @property
     def enabled(self) -> bool:

@@ -14,6 +14,9 @@ since its last turn, and the game's end. `SeatedGame` makes that view:
 - the other seats are played inside the adapter by their `Player` (random, heuristic, a frozen
   snapshot), batched over the games where that player is to move; a player hears each game's
   end, and every finished game is kept as a `GameResult` (returns per seat, length, roles);
+- with `opening_plies = k > 0`, each game starts with n moves drawn uniformly at random over
+  the legal ones, n uniform in [0, k] per game, played inside the adapter whoever's seat it is
+  (in no stream): self-play then meets openings its own policy would never choose;
 - when a game ends (by any seat's move), every learner stream of it emits a final observation
   with its final reward and the end flags; the actor's reply to it is ignored, as EnvPool ignores
   the action after an episode ends, and the stream's next observation starts the next game
@@ -34,10 +37,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxrl_dist.config.sections import LEARNER_ROLE
-from jaxrl_dist.envs.games import Player
+from jaxrl_dist.envs.games import Player, random_legal
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
 LEARNER = LEARNER_ROLE  # the role the config names the learner by
+OPENING = "<opening>"  # who makes a game's random opening moves (no role can be named so)
 
 
 class GameResult(NamedTuple):
@@ -61,9 +65,14 @@ class SeatedGame:
       pool: an EnvPool game, gymnasium API, any `batch_size <= num_envs`.
       roles: `roles[g][s]`, who plays seat `s` of game `g`: `LEARNER` or a name in `players`.
       players: `{name: Player}` for the seats the learner does not play.
+      opening_plies: the most random opening moves a game starts with (see the module
+        docstring); 0: none. Moves that cannot end a game (tic-tac-toe and connect four: up
+        to 4): a game decided in its opening still ends as any game does.
+      rng: draws the openings (needed when `opening_plies > 0`).
     """
 
-    def __init__(self, pool: Any, roles: Sequence[Sequence[str]], players: dict[str, Player]):
+    def __init__(self, pool: Any, roles: Sequence[Sequence[str]], players: dict[str, Player],
+                 opening_plies: int = 0, rng: np.random.Generator | None = None):  # fmt: skip
         n = pool.config["num_envs"]
         roles = [tuple(r) for r in roles]
         if len(roles) != n or len({len(r) for r in roles}) != 1:
@@ -85,6 +94,11 @@ class SeatedGame:
         self._return = np.zeros((n, p), np.float64)  # this game's rewards so far, per seat
         self._turns = np.zeros((n, p), np.int32)  # stream observations this game, per seat
         self._moves = np.zeros(n, np.int32)
+        if opening_plies < 0 or (opening_plies and rng is None):
+            raise ValueError("opening_plies must be >= 0, and > 0 needs an rng")
+        self._max_opening, self._rng = opening_plies, rng
+        self._opening = np.zeros(n, np.int32)  # random moves this game starts with
+        self._random = random_legal(rng) if opening_plies else None
         self._waiting = [set() for _ in range(n)]  # seats of a game awaiting the actor
         self._ready: list[tuple] = []
         self.finished: list[GameResult] = []
@@ -144,6 +158,8 @@ class SeatedGame:
         new = games[np.asarray(info["elapsed_step"]) == 0]
         for per_game in (self._pending, self._return, self._turns, self._moves):
             per_game[new] = 0
+        if self._max_opening:
+            self._opening[new] = self._rng.integers(0, self._max_opening + 1, len(new))
         seat_reward = np.asarray(reward, np.float64)[rows]
         self._pending[games] += seat_reward
         self._return[games] += seat_reward
@@ -156,13 +172,16 @@ class SeatedGame:
             seat = int(to_move[i])
             if ended[i]:
                 self._end(g, obs, rows[i], bool(terminated[i]), bool(truncated[i]), masks[i])
+            elif self._moves[g] < self._opening[g]:
+                moves.setdefault(OPENING, []).append(i)
             elif self._stream[g, seat] >= 0:
                 self._emit(g, seat, obs[rows[i, seat]], False, False, masks[i])
             else:
                 moves.setdefault(self._roles[g][seat], []).append(i)
         for name, at in moves.items():
             seats = to_move[at]
-            actions = self._players[name].act(obs[rows[at, seats]], masks[at], games[at])
+            player = self._random if name == OPENING else self._players[name]
+            actions = player.act(obs[rows[at, seats]], masks[at], games[at])
             self._pool.send(np.asarray(actions, np.int32), games[at].astype(np.int32))
 
     def _emit(self, g: int, seat: int, view, terminated: bool, truncated: bool, mask) -> None:
