@@ -36,6 +36,7 @@ def get_config(variant=None):
             ("learner", "learner"),
         ),  # fmt: skip
         "eval_opponent": "random",
+        "opening_plies": 2,  # every first move and reply meets the learner, not only its own
     }
     c.num_actor_threads = 1
     c.envs_per_actor = 36  # games; 48 learner streams

@@ -1,6 +1,16 @@
 """Rainbow on tic-tac-toe with the seats of `ppo_tictactoe.py`: the same mixture of self-play,
-the heuristic and uniform random, the learner in either seat. Q-values of illegal moves are
-never chosen, in epsilon-greedy acting, in the double-Q bootstrap, or in evaluation."""
+the heuristic and uniform random, the learner in either seat, random openings of 0-2 moves.
+Q-values of illegal moves are never chosen, in epsilon-greedy acting, in the double-Q
+bootstrap, or in evaluation.
+
+Exploration is Ape-X's per-env epsilon ladder (0.4 ** (1 + 7 i / (N - 1)) for env i of N):
+some games explore hard, most play close to greedy, so self-play meets both. Off-policy
+max-backups learn the punishing replies PPO's own samples rarely try: over seeds 0-3 (600k
+steps, about 2 minutes a seed on 2 quiet cores) Rainbow's greedy policy chose a losing move in
+59-78 of tic-tac-toe's 4,520 non-terminal positions, PPO's in 251-969. Losses against perfect
+play (exact, over every line perfect play may choose): 0%, 0%, 0.5% and 7.5%. The earlier
+config (epsilon 0, no noisy nets) did not explore at all.
+"""
 
 import os
 
@@ -14,6 +24,10 @@ PPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ppo_tictactoe.py
 def get_config(variant=None):
     c = ml_collections.ConfigDict(load_config_file(PPO + (f":{variant}" if variant else "")))
     c.algorithm = "rainbow"
+    c.total_env_steps = 600_000
+    c.eval_every_updates = 500  # an update per 32 moves (128 samples, 4 per insert)
+    c.log_every_updates = 100
+    c.checkpoint_every_updates = 2_000
     c.batch_size = 128  # transitions per update
     c.replay = {"capacity": 50_000, "min_size": 1_000, "samples_per_insert": 4.0, "n_step": 3,
                 "priority_exponent": 0.5}  # fmt: skip
@@ -25,7 +39,13 @@ def get_config(variant=None):
         "v_max": 1.0,
         "noisy": False,
         "target_period": 200,
+        "epsilon": 0.4,
+        "epsilon_alpha": 7.0,
     }
     if variant == "quick":
         c.replay = {**c.replay, "min_size": 256}
+        c.total_env_steps = 8_000
+        c.eval_every_updates = 0
+        c.checkpoint_every_updates = 0
+        c.log_every_updates = 5
     return c
