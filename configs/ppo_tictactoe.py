@@ -13,7 +13,9 @@ random lost 31% against perfect play; adding the heuristic, 15.5%; with entropy 
 an annealed learning rate too, 1.5% (32 games per actor). This config over seeds 0-9
 (`benchmarks/results/cpu/learning/ppo_tictactoe.json`): every seed's weaker seat reaches 0.85
 against random (median 76,800 steps, 14 s), but the losses against perfect play after 1M
-steps range from 0% to 39% (median 16.5%): issue 16's bar of at most 5% is not met yet. The
+steps range from 0% to 39% (median 16.5%): issue 16's bar of at most 5% is not met by PPO.
+Random openings of 0-2 moves (added since) halved its greedy policy's losing moves over seeds
+0-3 but left the losses at 0.3%-36% (exact); `rainbow_tictactoe.py` comes much closer. The
 run goes its whole 1M steps (no early stop).
 """
 
