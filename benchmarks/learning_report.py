@@ -64,6 +64,9 @@ def _also_eval(seeds: list[dict[str, Any]]) -> dict[str, Any]:
         "return": quartiles([e["return"] for e in done]),
         "loss_rate": quartiles(losses), "loss_rate_max": max(losses),
     }  # fmt: skip
+    exact = [e["exact_loss_rate"] for e in done if "exact_loss_rate" in e]
+    if len(exact) == len(done):  # tic-tac-toe against perfect play: no sampling error
+        summary.update(exact_loss_rate=quartiles(exact), exact_loss_rate_max=max(exact))
     return {"also_eval": summary}
 
 
@@ -97,6 +100,9 @@ def headline(result: dict[str, Any]) -> str:
                  f"{also['return']['median']:.2f}, loss rate median "
                  f"{also['loss_rate']['median']:.3f}, "
                  f"worst {also['loss_rate_max']:.3f}")  # fmt: skip
+        if "exact_loss_rate" in also:
+            line += (f" (exact: median {also['exact_loss_rate']['median']:.3f}, worst "
+                     f"{also['exact_loss_rate_max']:.3f})")  # fmt: skip
     return line
 
 

@@ -11,6 +11,7 @@ import pytest
 from cli_refusal import assert_refused
 
 from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.envs import games
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
 from jaxrl_dist.tools.policy import load_policy
@@ -65,6 +66,9 @@ def test_its_policy_never_plays_an_illegal_move_and_evaluates_against_perfect_pl
         record = json.load(f)
     assert record["episodes"] == 6 and record["win_rate"] == 0.0  # perfect play never loses
     assert record["return"] == pytest.approx(-record["loss_rate"])
+    exact = games.tictactoe_exact_losses(lambda v, m: policy.act(v, action_mask=m))
+    assert [record["exact_loss_first"], record["exact_loss_second"]] == list(exact)
+    assert record["exact_loss_rate"] == pytest.approx(sum(exact) / 2)
     assert evaluate_cli.main([workdir, "--opponent", "bogus"]) == evaluate_cli.EXIT_BAD_INPUT
 
 

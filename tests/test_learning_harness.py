@@ -188,3 +188,18 @@ def test_a_board_game_sweep_judges_the_weaker_seat_and_plays_perfect_play_after(
     assert after["opponent"] == "perfect" and after["episodes"] == 4 and after["win_rate"] == 0.0
     assert result["aggregate"]["also_eval"]["loss_rate_max"] == after["loss_rate"]
     assert "against perfect after the run" in proc.stdout
+
+
+def test_the_after_run_evaluation_is_summarised_with_its_exact_losses(tmp_path):
+    work = _workdir(tmp_path, [(1000, 0.9)])
+    seeds = []
+    for seed, (loss, exact) in enumerate([(0.0, 0.0), (0.055, 0.04), (0.02, 0.01)]):
+        s = learning.seed_result(seed, work, 0, 1.0, target=0.85, budget=1000)
+        s["also_eval"] = {"opponent": "perfect", "return": -loss, "loss_rate": loss,
+                          "exact_loss_rate": exact}  # fmt: skip
+        seeds.append(s)
+    also = learning_report.aggregate(seeds)["also_eval"]
+    assert (also["loss_rate_max"], also["exact_loss_rate_max"]) == (0.055, 0.04)
+    assert also["exact_loss_rate"]["median"] == 0.01
+    del seeds[0]["also_eval"]["exact_loss_rate"]  # one seed without: no exact summary
+    assert "exact_loss_rate" not in learning_report.aggregate(seeds)["also_eval"]

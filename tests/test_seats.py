@@ -119,6 +119,26 @@ def test_the_perfect_player_never_loses_and_draws_itself():
     assert (draws == 0).all()
 
 
+def _minimax_but_first_reply_lowest(views, legal):
+    """Deterministic: minimax (first best move), except the first reply takes the lowest free
+    cell, which loses to some openings."""
+    values = np.stack([g.tictactoe_action_values(v) for v in views])
+    best = np.argmax(np.where(legal, values, -3), axis=1)
+    return np.where(views.sum(axis=(1, 2, 3)) == 1, np.argmax(legal, axis=1), best)
+
+
+def test_exact_losses_against_perfect_play_match_sampled_games():
+    first, second = g.tictactoe_exact_losses(_minimax_but_first_reply_lowest)
+    assert first == 0.0 and 0.2 < second < 0.8  # plays first perfectly; some replies lose
+    assert g.tictactoe_exact_losses(lambda views, legal: np.argmax(legal, axis=1)) == (1.0, 1.0)
+    rng = np.random.default_rng(5)
+    policy = g.ScriptedPlayer(_minimax_but_first_reply_lowest)
+    outcomes = _outcomes(_play(_seated(TTT, (0,), {1: g.perfect_tictactoe(rng)}), policy, 1500))
+    # EnvPool picks the first mover at random: half the games are each case.
+    expected, se = (first + second) / 2, 0.5 / np.sqrt(len(outcomes))
+    assert abs(np.mean(outcomes < 0) - expected) < 4 * se
+
+
 def test_action_values_by_hand():
     view = np.zeros((3, 3, 2), bool)
     view[0, 0, 0] = view[0, 1, 0] = True  # X X .   (X, the mover, is plane 0)

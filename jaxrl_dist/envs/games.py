@@ -134,7 +134,7 @@ _LINES = tuple(
 def tictactoe_value(own: int, opp: int) -> int:
     """The game's value for the player to move (1 win, 0 draw, -1 loss) under perfect play;
     boards are 9-bit masks of cells (bit `3 * row + col`)."""
-    if any(opp & line == line for line in _LINES):
+    if _won(opp):
         return -1
     empty = ~(own | opp) & 0x1FF
     if not empty:
@@ -163,6 +163,56 @@ def perfect_tictactoe(rng: np.random.Generator) -> ScriptedPlayer:
         return _uniform_over(rng, values == values.max(axis=1, keepdims=True))
 
     return ScriptedPlayer(policy)
+
+
+def tictactoe_exact_losses(
+    greedy: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> tuple[float, float]:
+    """The probability that a deterministic policy loses to `perfect_tictactoe` (uniform among
+    the best moves), as first and as second player: every line perfect play may choose is
+    followed with its probability, no sampling. `greedy(views [n, 3, 3, 2], legal [n, 9]) ->
+    [n]` is asked once, for every position the policy can meet."""
+    positions = _tictactoe_positions()
+    views = np.zeros((len(positions), 9, 2), np.int8)
+    for i, (own, opp) in enumerate(positions):
+        views[i, :, 0] = own >> np.arange(9) & 1
+        views[i, :, 1] = opp >> np.arange(9) & 1
+    legal = views.sum(axis=2) == 0
+    moves = np.asarray(greedy(views.reshape(-1, 3, 3, 2), legal))
+    move = dict(zip(positions, moves.tolist(), strict=True))
+
+    @functools.cache
+    def policy_to_move(own: int, opp: int) -> float:
+        own |= 1 << move[(own, opp)]
+        return 0.0 if _won(own) or own | opp == 0x1FF else perfect_to_move(opp, own)
+
+    @functools.cache
+    def perfect_to_move(own: int, opp: int) -> float:
+        empty = [a for a in range(9) if not (own | opp) >> a & 1]
+        values = [-tictactoe_value(opp, own | 1 << a) for a in empty]
+        best = [a for a, v in zip(empty, values, strict=True) if v == max(values)]
+        lost = [1.0 if _won(own | 1 << a) else 0.0 if (own | opp | 1 << a) == 0x1FF
+                else policy_to_move(opp, own | 1 << a) for a in best]  # fmt: skip
+        return sum(lost) / len(best)
+
+    return policy_to_move(0, 0), perfect_to_move(0, 0)
+
+
+def _won(board: int) -> bool:
+    return any(board & line == line for line in _LINES)
+
+
+@functools.cache
+def _tictactoe_positions() -> tuple[tuple[int, int], ...]:
+    """Every reachable non-final position as (mover's cells, the other's cells)."""
+    seen, stack = set(), [(0, 0)]
+    while stack:
+        own, opp = stack.pop()
+        if (own, opp) in seen or _won(opp) or own | opp == 0x1FF:
+            continue
+        seen.add((own, opp))
+        stack += [(opp, own | 1 << a) for a in range(9) if not (own | opp) >> a & 1]
+    return tuple(sorted(seen))
 
 
 def scripted_player(name: str, env_id: str, rng: np.random.Generator) -> ScriptedPlayer:

@@ -31,6 +31,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.envs.games import tictactoe_exact_losses
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
 from jaxrl_dist.run.evaluation import EvalResult, make_evaluator
 from jaxrl_dist.tools.opponents import (
@@ -157,8 +158,14 @@ def evaluate_once(args: argparse.Namespace) -> int:
     seed = _seed(args, policy)
     result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent)
     record = eval_record(policy, result, args.mode, seed, args.opponent)
+    record.update(exact_losses(policy, record))
     print(TABLE_HEADER)
     print(table_row(record), flush=True)
+    if "exact_loss_rate" in record:
+        print(
+            "exact losses against perfect play: first {exact_loss_first:.4f}, second "
+            "{exact_loss_second:.4f}, mean {exact_loss_rate:.4f}".format(**record)
+        )
     if args.video is not None:
         record["video"] = record_video(policy, args.video, args.mode == "greedy", seed)
         v = record["video"]
@@ -200,6 +207,20 @@ def evaluate(
         return evaluator.run(policy.params, greedy=greedy)
     finally:
         evaluator.close()
+
+
+def exact_losses(policy: Policy, record: dict[str, Any]) -> dict[str, float]:
+    """A greedy tic-tac-toe policy against perfect play: also its exact loss probability as
+    first and as second player, and their mean (`games.tictactoe_exact_losses`), beside the
+    sampled games."""
+    if (policy.env_id, record.get("opponent"), record["mode"]) != ("TicTacToe-v1", "perfect",
+                                                                   "greedy"):  # fmt: skip
+        return {}
+    first, second = tictactoe_exact_losses(
+        lambda views, legal: policy.act(views, greedy=True, action_mask=legal)
+    )
+    return {"exact_loss_first": first, "exact_loss_second": second,
+            "exact_loss_rate": (first + second) / 2}  # fmt: skip
 
 
 def eval_record(policy: Policy, result: EvalResult, mode: str, seed: int,
