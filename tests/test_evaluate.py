@@ -20,6 +20,7 @@ from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
 from jaxrl_dist.tools import evaluate_cli
 from jaxrl_dist.tools.policy import describe_policy, list_steps, load_policy, resolve_step
+from jaxrl_dist.tools.video import VIDEO_FRAME_MS, VIDEO_MAX_SIDE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
@@ -217,10 +218,10 @@ def test_video_records_one_episode_as_a_gif(run, tmp_path):
     assert video["length"] >= 8 and video["return"] == video["length"] and not video["cut"]
     with Image.open(gif) as image:
         assert image.n_frames > 1
-        assert max(image.size) == evaluate_cli.VIDEO_MAX_SIDE  # 600x400 renders, scaled down
+        assert max(image.size) == VIDEO_MAX_SIDE  # 600x400 renders, scaled down
         # Identical neighbouring frames are merged, their delays added: the episode's time.
         total_ms = sum(frame.info["duration"] for frame in ImageSequence.Iterator(image))
-    assert total_ms == (video["length"] + 1) * evaluate_cli.VIDEO_FRAME_MS
+    assert total_ms == (video["length"] + 1) * VIDEO_FRAME_MS
 
 
 def test_video_of_an_env_that_does_not_render(run, tmp_path, capsys, monkeypatch):

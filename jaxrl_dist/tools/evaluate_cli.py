@@ -18,18 +18,14 @@ prints one `error: ...` line and exits 2, before anything is written.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import logging
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 import jax
-import numpy as np
 
 from jaxrl_dist.envs.games import tictactoe_exact_losses
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
@@ -52,6 +48,12 @@ from jaxrl_dist.tools.policy import (
     load_policy,
     load_policy_at,
 )
+from jaxrl_dist.tools.video import (
+    VIDEO_MAX_FRAMES,
+    pillow_problem,
+    record_video,
+    render_problem,
+)
 
 # A run deletes old steps while --follow reads; Orbax then warns of a step's missing metadata
 # file. jaxrl_dist.tools.policy retries or skips that step: the warning is noise here.
@@ -64,9 +66,6 @@ EXIT_INTERRUPTED = 130
 SEED_OFFSET = 10_000  # default eval seed = the run's seed + this
 FOLLOW_IDLE_EXIT_S = 1800.0  # --follow's default: a run that died writes no summary.json
 MODES = ("greedy", "sampled")
-VIDEO_MAX_FRAMES = 1000  # a GIF holds every frame in memory: cap long (Atari) episodes
-VIDEO_MAX_SIDE = 320  # frames are scaled down to this many pixels on their longer side
-VIDEO_FRAME_MS = 40  # 25 frames a second (GIF delays are in 10 ms units)
 TABLE_HEADER = (
     f"{'step':>8} {'env_steps':>12} {'episodes':>8} {'return (mean ± std)':>21} "
     f"{'min':>9} {'max':>9} {'length':>8}"
@@ -152,7 +151,7 @@ def evaluate_once(args: argparse.Namespace) -> int:
     ckpt_dir = checkpoint_dir(args.run_dir)
     policy = load_policy(args.run_dir, args.step or "latest")
     if args.video is not None:  # before anything is evaluated or written
-        problem = _pillow_problem() or render_problem(policy.env_id, policy.env_kwargs)
+        problem = pillow_problem() or render_problem(policy.env_id, policy.env_kwargs)
         if problem:
             raise ValueError(problem)
     seed = _seed(args, policy)
@@ -260,91 +259,6 @@ def _write_json(path: str, record: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(record, f, indent=2)
-
-
-# ------------------------------------------------------------------------------- video
-_RENDER_PROBE = """
-import sys, json, warnings
-warnings.simplefilter("ignore")
-import envpool
-env = envpool.make(sys.argv[1], env_type="gymnasium", num_envs=1, batch_size=1, seed=0,
-                   render_mode="rgb_array", **json.loads(sys.argv[2]))
-env.reset()
-frames = env.render()
-assert frames is not None and frames.ndim == 4 and frames.size > 0, "no frame"
-"""
-
-
-def _pillow_problem() -> str | None:
-    if importlib.util.find_spec("PIL") is None:  # only --video needs it
-        return "--video needs Pillow; install it with pip install pillow"
-    return None
-
-
-def render_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
-    """None if EnvPool renders `env_id` here as RGB frames, else one line saying it does not.
-
-    Probed in a child process: MuJoCo without an OpenGL context ends the whole process from C
-    (it cannot be caught), and toy-text envs raise "render not implemented".
-    """
-    try:
-        with tempfile.TemporaryDirectory() as scratch:  # MuJoCo leaves MUJOCO_LOG.TXT in cwd
-            probe = subprocess.run(
-                [sys.executable, "-c", _RENDER_PROBE, env_id, json.dumps(env_kwargs)],
-                capture_output=True, text=True, timeout=120, cwd=scratch,
-            )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return f"--video: {env_id} did not render a frame within 120 s; drop --video"
-    if probe.returncode == 0:
-        return None
-    # Python's traceback ends on stderr; MuJoCo prints its fatal error on stdout.
-    lines = [ln.strip() for ln in probe.stderr.splitlines() if ln.strip()] or [
-        ln.strip() for ln in probe.stdout.splitlines() if ln.strip()
-    ]
-    why = lines[-1][:200] if lines else f"exit status {probe.returncode}"
-    return f"--video: {env_id} does not render in EnvPool here ({why}); drop --video"
-
-
-def record_video(policy: Policy, path: str, greedy: bool, seed: int) -> dict[str, Any]:
-    """Plays one episode on a rendering env and writes it to `path` as an animated GIF.
-
-    Returns `{path, frames, return, length, cut}`: `frames` rendered (the reset's and one per
-    step; the GIF writer merges identical neighbours, adding up their delays), `cut` if the
-    episode passed `VIDEO_MAX_FRAMES` frames (the GIF then ends there).
-    """
-    from jaxrl_dist.envs import make_env
-
-    env = make_env(policy.env_id, {**policy.env_kwargs, "render_mode": "rgb_array"}, 1, 1, seed)
-    key = jax.random.PRNGKey(seed)
-    try:
-        obs, _ = env.reset()
-        frames = [_gif_frame(env.render()[0])]
-        total, done = 0.0, False
-        while not done and len(frames) < VIDEO_MAX_FRAMES:
-            key, sub = jax.random.split(key)
-            obs, reward, terminated, truncated, info = env.step(policy.act(obs, greedy, sub))
-            total += float(info.get("reward", reward)[0])  # the game score where EnvPool has it
-            done = bool(terminated[0] or truncated[0])
-            frames.append(_gif_frame(env.render()[0]))  # the terminal state included
-    finally:
-        env.close()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=VIDEO_FRAME_MS, loop=0)
-    length = len(frames) - 1
-    return {"path": path, "frames": len(frames), "return": total, "length": length, "cut": not done}
-
-
-def _gif_frame(rgb: np.ndarray) -> Any:
-    """`[H, W, 3]` uint8 -> a PIL palette image at most VIDEO_MAX_SIDE on its longer side (a
-    palette image is a third of the RGB's memory, and the GIF's format anyway)."""
-    from PIL import Image
-
-    image = Image.fromarray(np.ascontiguousarray(rgb))
-    scale = VIDEO_MAX_SIDE / max(image.size)
-    if scale < 1:
-        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
-        image = image.resize(size, Image.Resampling.BILINEAR)
-    return image.quantize(256)
 
 
 # ------------------------------------------------------------------------------- follow
