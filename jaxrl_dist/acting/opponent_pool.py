@@ -277,8 +277,7 @@ class SeatPools:
         """Takes back `to_bytes`' pools; `template`: this run's actor params."""
         arrays = npz.from_bytes(saved)
         for role, pool in self.pools.items():
-            prefix = f"{role}/"
-            mine = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+            mine = role_arrays(arrays, role)
             if not mine:
                 raise ValueError(f"the checkpoint holds no {role!r} pool")
             pool.restore_arrays(mine, template)
@@ -298,6 +297,13 @@ class SeatPools:
             )  # fmt: skip
             for (role, suffix), k in zip(names, jax.random.split(key, len(names)), strict=True)
         }
+
+
+def role_arrays(arrays: dict[str, np.ndarray], role: str) -> dict[str, np.ndarray]:
+    """Pool `role`'s arrays (`OpponentPool.to_arrays`) out of `SeatPools.to_bytes`' decoded
+    arrays, keyed "<role>/<key>"; empty if it holds none."""
+    prefix = f"{role}/"
+    return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
 GREEDY = ":greedy"  # the player name of a snapshot role's greedy seats (`exploration_mask`)

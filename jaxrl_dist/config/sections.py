@@ -97,6 +97,13 @@ FROZEN_ROLE = "frozen"  # the learner's policy as the run started (init or warm 
 SCRIPTED_ROLES = ("random", "heuristic", "perfect")
 SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
 CHECKPOINT_OPPONENT = "checkpoint:"  # an evaluation opponent: another run's greedy policy
+
+
+def names_checkpoint(name: str) -> bool:
+    """Whether opponent `name` is "checkpoint:PATH[@STEP]" (with a path)."""
+    return name.startswith(CHECKPOINT_OPPONENT) and len(name) > len(CHECKPOINT_OPPONENT)
+
+
 POOL_SAMPLING = ("uniform", "latest", "pfsp")
 
 
@@ -153,10 +160,7 @@ class SeatsConfig:
                 _bad("seats", "games", self.games, f"has a game {pattern} without the learner")
         if len({len(p) for p in self.games}) > 1:
             _bad("seats", "games", self.games, "must give every game the same number of seats")
-        if self.eval_opponent not in SCRIPTED_ROLES and not (
-            self.eval_opponent.startswith(CHECKPOINT_OPPONENT)
-            and len(self.eval_opponent) > len(CHECKPOINT_OPPONENT)
-        ):
+        if self.eval_opponent not in SCRIPTED_ROLES and not names_checkpoint(self.eval_opponent):
             _bad("seats", "eval_opponent", self.eval_opponent, f"must be one of {SCRIPTED_ROLES} "
                  f"or {CHECKPOINT_OPPONENT}PATH[@STEP] (another run's checkpoint)")  # fmt: skip
         seats = len(self.games[0]) if self.games else 0

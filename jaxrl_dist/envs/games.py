@@ -147,6 +147,11 @@ def tictactoe_action_values(view: np.ndarray) -> np.ndarray:
     own, opp = (
         int(np.dot(view[..., c].reshape(9).astype(np.int64), 1 << np.arange(9))) for c in (0, 1)
     )
+    return _move_values(own, opp)
+
+
+def _move_values(own: int, opp: int) -> np.ndarray:
+    """`[9]` value of each move for the mover of bit boards `own`, `opp`; -2 where occupied."""
     values = np.full(9, -2, np.int64)
     for a in range(9):
         if not (own | opp) >> a & 1:
@@ -188,9 +193,8 @@ def tictactoe_exact_losses(
 
     @functools.cache
     def perfect_to_move(own: int, opp: int) -> float:
-        empty = [a for a in range(9) if not (own | opp) >> a & 1]
-        values = [-tictactoe_value(opp, own | 1 << a) for a in empty]
-        best = [a for a, v in zip(empty, values, strict=True) if v == max(values)]
+        values = _move_values(own, opp)
+        best = np.flatnonzero(values == values.max()).tolist()
         lost = [1.0 if _won(own | 1 << a) else 0.0 if (own | opp | 1 << a) == 0x1FF
                 else policy_to_move(opp, own | 1 << a) for a in best]  # fmt: skip
         return sum(lost) / len(best)

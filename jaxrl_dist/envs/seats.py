@@ -98,7 +98,8 @@ class SeatedGame:
             raise ValueError("opening_plies must be >= 0, and > 0 needs an rng")
         self._max_opening, self._rng = opening_plies, rng
         self._opening = np.zeros(n, np.int32)  # random moves this game starts with
-        self._random = random_legal(rng) if opening_plies else None
+        if opening_plies:
+            self._players = {**players, OPENING: random_legal(rng)}
         self._waiting = [set() for _ in range(n)]  # seats of a game awaiting the actor
         self._ready: list[tuple] = []
         self.finished: list[GameResult] = []
@@ -180,8 +181,7 @@ class SeatedGame:
                 moves.setdefault(self._roles[g][seat], []).append(i)
         for name, at in moves.items():
             seats = to_move[at]
-            player = self._random if name == OPENING else self._players[name]
-            actions = player.act(obs[rows[at, seats]], masks[at], games[at])
+            actions = self._players[name].act(obs[rows[at, seats]], masks[at], games[at])
             self._pool.send(np.asarray(actions, np.int32), games[at].astype(np.int32))
 
     def _emit(self, g: int, seat: int, view, terminated: bool, truncated: bool, mask) -> None:

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxrl_dist.acting.opponent_pool import OpponentPool
-from jaxrl_dist.config.sections import CHECKPOINT_OPPONENT, POOL_ROLE, SCRIPTED_ROLES
+from jaxrl_dist.acting.opponent_pool import OpponentPool, role_arrays
+from jaxrl_dist.config.sections import (
+    CHECKPOINT_OPPONENT,
+    POOL_ROLE,
+    SCRIPTED_ROLES,
+    names_checkpoint,
+)
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player, ScriptedPlayer, scripted_player
 from jaxrl_dist.run.checkpoint import Checkpointer
@@ -28,8 +33,8 @@ NAMES = f"{', '.join(SCRIPTED_ROLES)}, {CHECKPOINT}PATH[@STEP] or {POOL}ID|lates
 
 def is_opponent_name(name: str) -> bool:
     """Whether `name` has one of the forms above (not whether its checkpoint exists)."""
-    return name in SCRIPTED_ROLES or (name.startswith((CHECKPOINT, POOL)) and name not in
-                                      (CHECKPOINT, POOL))  # fmt: skip
+    pool = name.startswith(POOL) and len(name) > len(POOL)
+    return name in SCRIPTED_ROLES or names_checkpoint(name) or pool
 
 
 def named_player(name: str, env_id: str, num_games: int, rng: np.random.Generator) -> Player:
@@ -86,9 +91,7 @@ def saved_pool(policy: Policy) -> OpponentPool:
     """The opponent pool (role "pool") that `policy`'s checkpoint step saved."""
     with Checkpointer(policy.directory, create=False) as ckpt:
         saved = ckpt.restore_data(policy.step, "pool")
-    arrays = {} if saved is None else npz.from_bytes(saved)
-    prefix = POOL_ROLE + "/"  # SeatPools.to_bytes: "<role>/<key>"
-    mine = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+    mine = {} if saved is None else role_arrays(npz.from_bytes(saved), POOL_ROLE)
     if not mine:
         raise ValueError(f"checkpoint step {policy.step} saved no opponent pool (its run's "
                          "config.seats.games never names 'pool')")  # fmt: skip
