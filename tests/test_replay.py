@@ -318,15 +318,18 @@ def test_no_inserts_for_dead_timeout_raises_run_error():
 
 
 def test_inserts_while_waiting_reset_the_dead_timeout(stop):
-    replay = make_replay(min_size=5, dead_timeout_s=0.5, stop=stop)
+    # Inserts 0.25 s apart against a 2 s timeout: the 8x margin absorbs a writer thread
+    # starved by a busy CI machine (a 2.5x margin once failed there), while the whole wait
+    # (2.5 s) still outlasts the timeout, which is what the test is about.
+    replay = make_replay(min_size=10, dead_timeout_s=2.0, stop=stop)
 
     def trickle():
-        for i in range(5):
-            time.sleep(0.2)
+        for i in range(10):
+            time.sleep(0.25)
             replay.write(make_item([i]))
 
     writer = Background(trickle)
-    batch = replay.read(0)  # waits ~1 s, longer than dead_timeout_s, with inserts arriving
+    batch = replay.read(0)  # waits ~2.5 s, longer than dead_timeout_s, with inserts arriving
     writer.join(1.0)
     assert batch is not None
-    assert_segments_of(batch, held=range(5))
+    assert_segments_of(batch, held=range(10))
