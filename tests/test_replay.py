@@ -267,7 +267,7 @@ def test_bad_settings_are_refused(kwargs, match):
 
 def test_stop_releases_a_blocked_write_and_a_blocked_read(stop):
     full = make_replay(min_size=1, tolerance=1.0, batch_size=1, stop=stop)  # max_diff 2
-    assert full.write(make_item([0, 1])) < 0.05  # diff 1, then 2 = max_diff
+    assert full.write(make_item([0, 1])) < 1.0  # diff 1, then 2 = max_diff: no blocking
     writer = Background(lambda: full.write(make_item([2, 3])))
     empty = make_replay(stop=stop)
     reader = Background(lambda: empty.read(0))
@@ -275,10 +275,10 @@ def test_stop_releases_a_blocked_write_and_a_blocked_read(stop):
     assert writer.is_alive() and reader.is_alive()
     start = time.monotonic()
     stop.set()
-    writer.join(0.5)
-    reader.join(0.5)
+    writer.join(3.0)
+    reader.join(3.0)
     assert not writer.is_alive() and not reader.is_alive()
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 3.0  # within a few polls; slack for a busy CI machine
     assert reader.error is None and reader.result is None
     assert writer.error is None and full.size == 2  # returned without inserting
     assert full.read(0) is None  # data held, but stopped
@@ -306,7 +306,8 @@ def test_check_actors_runs_while_read_waits_and_its_error_propagates(set_later):
     with pytest.raises(ActorDied):
         replay.read(0)
     assert len(calls) == 3
-    assert time.monotonic() - start < 3 * POLL_S + 0.3  # at least every POLL_S
+    # Three polls (3 * POLL_S) well before the 5 s dead timeout; the slack is for busy CI.
+    assert time.monotonic() - start < 3 * POLL_S + 1.5
 
 
 def test_no_inserts_for_dead_timeout_raises_run_error():
@@ -314,7 +315,7 @@ def test_no_inserts_for_dead_timeout_raises_run_error():
     start = time.monotonic()
     with pytest.raises(RunError, match="no data inserted for 0.3s"):
         replay.read(0)
-    assert 0.3 <= time.monotonic() - start < 1.0
+    assert 0.3 <= time.monotonic() - start < 2.0  # slack for a busy CI machine
 
 
 def test_inserts_while_waiting_reset_the_dead_timeout(stop):
