@@ -117,6 +117,21 @@ def test_epsilon_and_beta_follow_their_schedules_and_run_time_values():
     np.testing.assert_allclose(state.params["epsilon"], 0.3, rtol=1e-6)
 
 
+@pytest.mark.parametrize("anneal", [True, False])
+def test_anneal_lr_decays_the_step_size_linearly_to_zero_over_the_run(anneal):
+    config = RainbowConfig(learning_rate=1e-3, num_atoms=11, anneal_lr=anneal)
+    agent = make_rainbow(config, NET, SPEC, RunShape(total_env_steps=40, env_steps_per_update=10))
+    state = agent.learner.init(jax.random.PRNGKey(4))
+    rates = []
+    for i in range(5):  # the run has 4 updates: rates 1, 0.75, 0.5, 0.25, then 0
+        before = state.params["net"]
+        state, metrics, _ = _updates(agent, state, 1, _window(i))
+        rates.append(float(metrics["learning_rate"]))
+        assert _same(before, state.params["net"]) == (anneal and i == 4)
+    want = [1e-3 * (1 - i / 4) for i in range(5)] if anneal else [1e-3] * 5
+    np.testing.assert_allclose(rates, want, rtol=1e-6, atol=1e-12)
+
+
 def test_n_step_is_the_window_by_default_and_lowered_at_run_time():
     agent = _agent()
     state = agent.learner.init(jax.random.PRNGKey(4))

@@ -16,6 +16,7 @@ from jaxrl_dist.agents.common import (
     gradient_step,
     initial_hparams,
     injected_optimizer,
+    lr_fraction,
     mask_logits,
 )
 from jaxrl_dist.agents.dqn.config import RUNTIME_HPARAMS, RainbowConfig
@@ -182,6 +183,7 @@ def make_rainbow(
         config.max_grad_norm,
     )
     hparams = initial_hparams(config, RUNTIME_HPARAMS)
+    fraction = lr_fraction(config.anneal_lr, run_shape.num_updates)
 
     def init(key: jax.Array) -> DQNState:
         net = model.init(key)
@@ -230,16 +232,15 @@ def make_rainbow(
         (loss, (priorities, metrics)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             state.params["net"], state, window, n, beta, keys
         )
-        params, opt_state = gradient_step(
-            optimizer, state.params, state.opt_state, grads, hp["learning_rate"]
-        )
+        lr = hp["learning_rate"] * fraction(state.update_step)
+        params, opt_state = gradient_step(optimizer, state.params, state.opt_state, grads, lr)
         step = state.update_step + 1
         target_params = _target_update(config, params["net"], state.target_params, step, hp)
         epsilon = exploration_epsilon(config, run_shape, hp, step)  # for the next acting
         metrics.update(
             loss=loss,
             grad_norm=optax.tree.norm(grads),
-            learning_rate=hp["learning_rate"],
+            learning_rate=lr,
             epsilon=epsilon,
             importance_exponent=beta,
         )

@@ -24,6 +24,9 @@ class RainbowConfig:
     (`config.replay.n_step`, `priority_exponent`, `capacity`, `min_size`, `samples_per_insert`).
 
     Attributes:
+      anneal_lr: the learning rate decays linearly from the run-time `learning_rate` to 0 over
+        the run's updates (as PPO's), so the greedy policy settles instead of flipping between
+        near-tied actions at the end of a run; off in the paper.
       n_step: the return length the loss uses, at most the replay's window
         (`config.replay.n_step`); 0 = the whole window. Lowering it at run time needs no new
         windows (the loss stops the return early).
@@ -41,6 +44,7 @@ class RainbowConfig:
     """
 
     learning_rate: float = 6.25e-5
+    anneal_lr: bool = False
     adam_eps: float = 1.5e-4
     max_grad_norm: float = 0.0  # 0 disables clipping (the paper does not clip)
     discount: float = 0.99
