@@ -128,6 +128,7 @@ _LINES = tuple(
     for cells in ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8),
                   (2, 4, 6))
 )  # fmt: skip
+_ALL_CELLS = 0x1FF  # a full board
 
 
 @functools.cache
@@ -136,7 +137,7 @@ def tictactoe_value(own: int, opp: int) -> int:
     boards are 9-bit masks of cells (bit `3 * row + col`)."""
     if _won(opp):
         return -1
-    empty = ~(own | opp) & 0x1FF
+    empty = ~(own | opp) & _ALL_CELLS
     if not empty:
         return 0
     return max(-tictactoe_value(opp, own | 1 << a) for a in range(9) if empty >> a & 1)
@@ -189,13 +190,13 @@ def tictactoe_exact_losses(
     @functools.cache
     def policy_to_move(own: int, opp: int) -> float:
         own |= 1 << move[(own, opp)]
-        return 0.0 if _won(own) or own | opp == 0x1FF else perfect_to_move(opp, own)
+        return 0.0 if _won(own) or own | opp == _ALL_CELLS else perfect_to_move(opp, own)
 
     @functools.cache
     def perfect_to_move(own: int, opp: int) -> float:
         values = _move_values(own, opp)
         best = np.flatnonzero(values == values.max()).tolist()
-        lost = [1.0 if _won(own | 1 << a) else 0.0 if (own | opp | 1 << a) == 0x1FF
+        lost = [1.0 if _won(own | 1 << a) else 0.0 if (own | opp | 1 << a) == _ALL_CELLS
                 else policy_to_move(opp, own | 1 << a) for a in best]  # fmt: skip
         return sum(lost) / len(best)
 
@@ -212,7 +213,7 @@ def _tictactoe_positions() -> tuple[tuple[int, int], ...]:
     seen, stack = set(), [(0, 0)]
     while stack:
         own, opp = stack.pop()
-        if (own, opp) in seen or _won(opp) or own | opp == 0x1FF:
+        if (own, opp) in seen or _won(opp) or own | opp == _ALL_CELLS:
             continue
         seen.add((own, opp))
         stack += [(opp, own | 1 << a) for a in range(9) if not (own | opp) >> a & 1]
