@@ -40,10 +40,12 @@ def test_tictactoe_quick_trains_on_seats_and_evaluates_against_random(run):
     assert final["eval/greedy_return"] == pytest.approx(rates[0] - rates[2])
     assert {"eval/greedy_return_seat0", "eval/greedy_return_seat1"} <= set(final)
     assert 5 <= final["eval/greedy_length"] <= 9
-    (entry,) = summary["evals"]  # the summary keeps the rates too
+    (entry,) = summary["evals"]  # the summary keeps the rates, game length and game count too
     assert (
         entry["win_rate"] == rates[0] and entry["return_seat1"] == final["eval/greedy_return_seat1"]
     )
+    assert entry["length"] == final["eval/greedy_length"]
+    assert entry["episodes"] == load_config(CONFIG + ":quick").eval_episodes
     trained = [r for r in records if "losses/loss" in r]
     assert trained and all(abs(r["charts/episode_return"]) <= 1 for r in trained)
 

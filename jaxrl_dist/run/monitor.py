@@ -81,7 +81,8 @@ class EvalMonitor:
         entry = {
             "env_steps": counters.env_steps, "updates": counters.updates,
             "wall_time_s": round(wall_time_s, 3), "return": record["eval/return"],
-            "metric": metric, "mode": self._modes[0], **main.extra,
+            "metric": metric, "mode": self._modes[0], "episodes": len(main.lengths),
+            "length": float(main.lengths.mean()), **main.extra,
         }  # fmt: skip
         best = counters.record_eval(entry)
         self.history.append(entry)
