@@ -38,3 +38,17 @@ def test_an_agent_trains_on_seats_and_never_chooses_an_illegal_move(algorithm, t
     for greedy, key in ((True, None), (False, jax.random.PRNGKey(0))):
         action = policy.act(view, greedy=greedy, key=key, action_mask=mask)
         assert mask[np.arange(64), action].all()
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "rainbow"])
+def test_connect_four_configs_train_and_evaluate_against_the_heuristic(algorithm, tmp_path):
+    config = load_config(
+        os.path.join(ROOT, "configs", f"{algorithm}_connect_four.py:quick"), total_env_steps=3_000
+    )
+    assert config.seats.eval_opponent == "heuristic"
+    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
+    assert summary["stop_reason"] == "total_env_steps reached"
+    final = summary["evals"][-1]
+    assert final["episodes"] == config.eval_episodes
+    assert final["win_rate"] + final["draw_rate"] + final["loss_rate"] == pytest.approx(1.0)
+    assert 7 <= final["length"] <= 42  # a connect-four game lasts 7 to 42 moves
