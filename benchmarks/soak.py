@@ -76,8 +76,25 @@ def _check(args: argparse.Namespace, extra: list[str]) -> None:
         _fail(f"--out {args.out} is a directory; give a .json file path")
 
 
+PF_EXITING = 0x4  # the kernel's task flag: do_exit has begun
+
+
+def exiting(pid: int) -> bool:
+    """Whether process `pid` has begun to exit (Linux: the flags field of `/proc/PID/stat`;
+    False where there is no such file)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)", comm may hold ")"
+    except OSError:
+        return False
+    return bool(int(fields[6]) & PF_EXITING)
+
+
 def rss_mib(process: psutil.Process) -> float | None:
-    """RSS of `process` and all its descendants in MiB; None once it is gone (or a zombie)."""
+    """RSS of `process` and all its descendants in MiB; None once it is gone, exiting or a
+    zombie. An exiting process frees its pages before it turns zombie, so its RSS falls towards
+    0 in between (a sample of 0.00 MiB failed a CI run): its flags are read after its memory,
+    so a sample taken before the exit began is kept and one taken after is not."""
     try:
         if process.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: RSS reads 0
             return None
@@ -90,10 +107,7 @@ def rss_mib(process: psutil.Process) -> float | None:
             rss = p.memory_info().rss
         except psutil.Error:  # a child that just ended: skip it; the trainer itself: gone
             rss = 0
-        # Gone, or exiting: a process frees its pages before it turns zombie, so between the
-        # status read and here its RSS falls towards 0 (a sample of 0.00 MiB failed a CI run).
-        # No live trainer is under 1 MiB.
-        if p is process and rss < MIB:
+        if p is process and (rss < MIB or exiting(p.pid)):  # no live trainer is under 1 MiB
             return None
         total += rss
     return total / MIB

@@ -103,9 +103,10 @@ def test_a_trainer_that_exited_but_was_not_reaped_has_no_rss():
         child.wait()
 
 
-def test_a_trainer_freeing_its_pages_on_exit_has_no_rss():
+def test_a_trainer_freeing_its_pages_on_exit_has_no_rss(monkeypatch):
     """Before it turns zombie an exiting process frees its pages, its RSS falling towards 0 (a
-    0.00 MiB sample failed a CI run): under 1 MiB counts as gone; a live process reads its RSS."""
+    0.00 MiB sample failed a CI run): a process whose exit has begun, or under 1 MiB, counts as
+    gone; a live process reads its RSS, and is not exiting."""
     import types
 
     import psutil
@@ -113,7 +114,12 @@ def test_a_trainer_freeing_its_pages_on_exit_has_no_rss():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     import soak
 
-    class Exiting:
+    class Trainer:
+        pid = os.getpid()
+
+        def __init__(self, rss):
+            self.rss = rss
+
         def status(self):
             return psutil.STATUS_RUNNING
 
@@ -121,7 +127,11 @@ def test_a_trainer_freeing_its_pages_on_exit_has_no_rss():
             return []
 
         def memory_info(self):
-            return types.SimpleNamespace(rss=4096)  # one page left
+            return types.SimpleNamespace(rss=self.rss)
 
-    assert soak.rss_mib(Exiting()) is None
+    assert soak.rss_mib(Trainer(4096)) is None  # one page left
+    assert not soak.exiting(os.getpid())
     assert soak.rss_mib(psutil.Process(os.getpid())) > 1
+    assert soak.rss_mib(Trainer(64 * soak.MIB)) == 64
+    monkeypatch.setattr(soak, "exiting", lambda pid: pid == os.getpid())
+    assert soak.rss_mib(Trainer(64 * soak.MIB)) is None  # its exit began after the memory read
