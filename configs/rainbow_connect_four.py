@@ -2,7 +2,9 @@
 opponent pool, the win/block heuristic and uniform random, the learner in either seat) with the
 replay and algorithm of `rainbow_tictactoe.py` (prioritized 3-step distributional replay, Ape-X's
 per-env epsilon ladder, the learning rate annealed to 0), random openings of 0-2 moves so
-self-play meets more than one game. Evaluated against the heuristic, each seat in turn.
+self-play meets more than one game. Evaluated against the heuristic, each seat in turn. The pool
+keeps PPO's settings in updates (a snapshot every 50, 16 kept): with Rainbow's 32-move updates
+that is a snapshot every 1.6k steps, a pool of the last ~26k steps. Measured so; untuned.
 
 Issue 16's bar is >= 0.9 against random and >= 0.6 against the heuristic. Seeds 0-4 on 2 quiet
 cores (`benchmarks/results/cpu/learning/rainbow_connect_four.json`, about 16 minutes a seed):
