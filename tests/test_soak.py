@@ -9,7 +9,10 @@ import math
 import os
 import subprocess
 import sys
+import time
+import types
 
+import psutil
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -82,16 +85,18 @@ def test_bad_argument_exits_2_with_one_line(tmp_path, bad):
     assert os.listdir(tmp_path) == []
 
 
-def test_a_trainer_that_exited_but_was_not_reaped_has_no_rss():
-    """A zombie reads RSS 0: it must count as gone (None), not as a sample of 0 MiB (a 0.5 s
-    sample caught one at the end of a run)."""
-    import time
-
-    import psutil
-
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+@pytest.fixture
+def soak(monkeypatch):
+    """`benchmarks/soak.py` as a module, for its functions."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
     import soak
 
+    return soak
+
+
+def test_a_trainer_that_exited_but_was_not_reaped_has_no_rss(soak):
+    """A zombie reads RSS 0: it must count as gone (None), not as a sample of 0 MiB (a 0.5 s
+    sample caught one at the end of a run)."""
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     process, deadline = psutil.Process(child.pid), time.monotonic() + 30
     while process.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
@@ -103,16 +108,10 @@ def test_a_trainer_that_exited_but_was_not_reaped_has_no_rss():
         child.wait()
 
 
-def test_a_trainer_freeing_its_pages_on_exit_has_no_rss(monkeypatch):
+def test_a_trainer_freeing_its_pages_on_exit_has_no_rss(soak, monkeypatch):
     """Before it turns zombie an exiting process frees its pages, its RSS falling towards 0 (a
     0.00 MiB sample failed a CI run): a process whose exit has begun, or under 1 MiB, counts as
     gone; a live process reads its RSS, and is not exiting."""
-    import types
-
-    import psutil
-
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import soak
 
     class Trainer:
         pid = os.getpid()
