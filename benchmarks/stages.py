@@ -77,12 +77,13 @@ def _random_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarr
 def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) -> dict:
     """Random-action SPS of `num_actor_threads` pools, each driven by its own Python thread.
 
-    Async: `envs_per_actor` envs, `env_batch_size` per `recv()`. Sync: the same envs, all of
-    them per `recv()`. Both use the training's EnvPool thread count. A board game counts every
-    move of every seat, each a uniformly random legal move (end to end counts the learner's
-    own moves and each of its seats' final observations: one more per seat and game).
+    Async: `envs_per_actor` envs, half of them per `recv()` (EnvPool's async layout, whatever
+    the run's own actor loop uses: the ceiling does not move with `async_envs`). Sync: the same
+    envs, all of them per `recv()`. Both use the training's EnvPool thread count. A board game
+    counts every move of every seat, each a uniformly random legal move (end to end counts the
+    learner's own moves and each of its seats' final observations: one more per seat and game).
     """
-    batch = config.envs_per_actor if sync else config.env_batch_size
+    batch = config.envs_per_actor if sync else max(1, config.envs_per_actor // 2)
     counts = [0] * config.num_actor_threads
     stop = threading.Event()
     stepping = threading.Barrier(config.num_actor_threads + 1)  # every pool built and stepping

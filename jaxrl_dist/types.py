@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 PyTree = Any
@@ -69,10 +70,16 @@ def assert_rollout_shapes(rollout: Rollout) -> None:
 
 
 def concatenate_rollouts(rollouts: list[Rollout]) -> Rollout:
-    """Joins host (NumPy) rollouts along the batch axis (axis 1)."""
+    """Joins rollouts along the batch axis (axis 1); device arrays stay on their device."""
     if len(rollouts) == 1:
         return rollouts[0]
-    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *rollouts)
+
+    def join(*xs):
+        if any(isinstance(x, jax.Array) for x in xs):
+            return jnp.concatenate(xs, axis=1)
+        return np.concatenate(xs, axis=1)
+
+    return jax.tree.map(join, *rollouts)
 
 
 def key_names(path) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.cli import command_line_message
 from jaxrl_dist.run.counters import Counters
-from jaxrl_dist.run.logger import WINDOW_FIELDS, LogWindow, Progress
+from jaxrl_dist.run.logger import ACTOR_TIMERS, WINDOW_FIELDS, LogWindow, Progress
 
 
 def _actor(steps, returns, timers):
@@ -25,7 +25,13 @@ def _actor(steps, returns, timers):
 def test_log_record_weights_episodes_across_processes():
     """Process 0 saw 1 episode of return 10, process 1 three of 30: the mean is 25 (weighted by
     episodes, as allenact sums over workers), not 20 (a mean of the per-process means)."""
-    timers = {"env_s": 1.0, "rollout_s": 0.5, "inference_s": 2.0, "queue_put_s": 0.0}
+    timers = {
+        "env_s": 1.0,
+        "rollout_s": 0.5,
+        "inference_s": 2.0,
+        "unroll_s": 0.0,
+        "queue_put_s": 0.0,
+    }
     w0, w1 = LogWindow(0), LogWindow(0)
     w0.lags, w1.lags = [1.0, 3.0], [2.0]
     w0.add_timers(update_s=0.4)
@@ -53,7 +59,7 @@ def test_log_record_weights_episodes_across_processes():
 
 def test_one_process_record_is_its_own_window():
     w = LogWindow(0)
-    timers = dict.fromkeys(("env_s", "rollout_s", "inference_s", "queue_put_s"), 0.0)
+    timers = dict.fromkeys(ACTOR_TIMERS, 0.0)
     counters = Counters(env_steps=0, updates=1, dropped_rollouts=0, actor_restarts=0)
     record = w.record({}, counters, w.totals(_actor(50, [], timers), queue_size=1))
     assert record["stats/processes"] == 1 and "charts/episode_return" not in record

@@ -28,7 +28,8 @@ class ActorStats:
 
     # env_s: EnvPool recv + send; rollout_s: segment and episode bookkeeping (NumPy);
     # inference_s: the policy client's call (params pick-up, the jitted act, the copy to the
-    # host; with a server, the wait for its batch); queue_put_s: waiting for the data seam
+    # host; with a server, the wait for its batch); unroll_s: the jitted T-step unroll of the
+    # XLA actor loop (env and inference in one call); queue_put_s: waiting for the data seam
     # (back-pressure from the learner, or a replay's rate limiter).
     TIMERS = ACTOR_TIMERS
 

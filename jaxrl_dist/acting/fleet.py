@@ -29,6 +29,7 @@ from jaxrl_dist.acting.opponent_pool import SeatPools, seated_roles
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
+from jaxrl_dist.acting.xla_actor import XlaActor
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.agents import AgentStreams
@@ -87,7 +88,9 @@ class Fleet:
             spawn = self._server_spawner(server_devices, shared.stop)
             self.servers = Supervisor(spawn, len(server_devices), budget, "inference server")
         self._local_step = jit_inference_step(core)
-        self.actors = Supervisor(self._spawn_actor, n, budget, "actor")
+        self.actors = Supervisor(
+            self._spawn_actor, n, budget, "actor", hang_timeout_s=config.actor_hang_timeout_s
+        )
 
     @property
     def restarts(self) -> int:
@@ -165,7 +168,7 @@ class Fleet:
             self._shared.stop,
         )  # fmt: skip
 
-    def _spawn_actor(self, slot: int, restarts: int) -> Actor:
+    def _spawn_actor(self, slot: int, restarts: int) -> Actor | XlaActor:
         cfg, g = self._config, self._first + slot
         # Restarted async actors take fresh streams (first incarnations keep the old ones).
         again = (restarts,) if restarts and not cfg.deterministic else ()
@@ -191,6 +194,13 @@ class Fleet:
             device = self._devices[slot % len(self._devices)]
             snapshots = functools.partial(self._pools.players, self._core, device)
 
+        if cfg.actor_loop == "xla":
+            device = self._devices[slot % len(self._devices)]
+            actor = XlaActor(
+                g, make, self._core, self._store, device, self._identity(slot), key, self._shared
+            )
+            actor.start()
+            return actor
         client = self._client(slot, key)
         if cfg.deterministic:
             progress = self._progress[slot]

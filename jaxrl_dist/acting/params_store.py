@@ -16,6 +16,14 @@ from jaxrl_dist.types import PyTree
 _fresh_copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 
 
+def _on(tree: PyTree, device: jax.Device) -> PyTree:
+    """`tree` on `device`; no `device_put` (a Python call per leaf) when it is there already."""
+    first = jax.tree.leaves(tree)[0]
+    if isinstance(first, jax.Array) and first.devices() == {device}:
+        return tree
+    return jax.device_put(tree, device)
+
+
 class ParamsStore:
     """Holds the newest params as a copy on each actor device, with the learner version.
 
@@ -32,7 +40,7 @@ class ParamsStore:
     def publish(self, params: PyTree, version: int) -> None:
         """`params`: replicated (possibly over several processes) or on one device."""
         local = local_replica(params)
-        copies = {d: _fresh_copy(jax.device_put(local, d)) for d in self._devices}
+        copies = {d: _fresh_copy(_on(local, d)) for d in self._devices}
         with self._published:
             self._latest = (copies, version)  # one reference swap: readers never see a mix
             self._published.notify_all()

@@ -7,6 +7,10 @@ folds in the restart count; a server with fresh per-actor state). More than `max
 restarts in any `window_s` seconds, over every supervised thread of the process, stops the run
 with a RunError that names the thread, its error and the budget; the trainer then writes its
 final checkpoint.
+
+A thread stuck inside one call that cannot time out (the XLA actor loop's jitted unroll: a
+`recv` inside XLA waits forever) cannot be restarted either: a thread whose `busy_s()` passes
+`hang_timeout_s` stops the run with a RunError at once.
 """
 
 from __future__ import annotations
@@ -58,10 +62,12 @@ class Supervisor:
         count: int,
         budget: RestartBudget,
         what: str = "actor",
+        hang_timeout_s: float = 0.0,
     ):
         self._spawn = spawn
         self._budget = budget
         self._what = what
+        self._hang_timeout_s = hang_timeout_s  # 0: no watchdog
         self._restarts_by_slot = [0] * count
         self.threads: list[threading.Thread] = [spawn(slot, 0) for slot in range(count)]
 
@@ -71,9 +77,11 @@ class Supervisor:
         return sum(self._restarts_by_slot)
 
     def check(self) -> None:
-        """Restarts every dead thread; raises RunError once the restart budget is spent."""
+        """Restarts every dead thread; raises RunError once the restart budget is spent, or when
+        a thread has hung for `hang_timeout_s`."""
         for slot, thread in enumerate(self.threads):
             if thread.is_alive():
+                self._watchdog(thread)
                 continue
             # A thread only returns early on an error; one that returned without one is a bug,
             # and restarting it is still the right thing to do.
@@ -93,12 +101,37 @@ class Supervisor:
             )  # fmt: skip
             self.threads[slot] = self._spawn(slot, self._restarts_by_slot[slot])
 
+    def _stuck_s(self, thread: threading.Thread) -> float:
+        """How long `thread` has been inside one call that cannot time out, if past the limit
+        (0 otherwise, or with no watchdog)."""
+        busy = getattr(thread, "busy_s", None)
+        if not self._hang_timeout_s or busy is None:
+            return 0.0
+        stuck_s = busy()
+        return stuck_s if stuck_s > self._hang_timeout_s else 0.0
+
+    def _watchdog(self, thread: threading.Thread) -> None:
+        stuck_s = self._stuck_s(thread)
+        if stuck_s:
+            raise RunError(
+                f"{self._what} {thread.index} has been inside one jitted EnvPool unroll for "
+                f"{stuck_s:.0f}s (a recv inside XLA cannot time out), so the run stops; raise "
+                "config.actor_hang_timeout_s if unrolls are that slow, or use "
+                "config.actor_loop='python'"
+            )
+
     def join(self, timeout_s: float) -> None:
         """Waits for every thread to end (the caller set their stop flag), `timeout_s` in all."""
         deadline = time.monotonic() + timeout_s
+        hung = [thread.index for thread in self.threads if self._stuck_s(thread)]
         for thread in self.threads:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        stuck = [thread.index for thread in self.threads if thread.is_alive()]
-        if stuck:  # daemon threads: they end with the process (most likely inside an env step)
+            if thread.index not in hung:  # a hung thread will not end: no wait for it
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = [t.index for t in self.threads if t.is_alive() and t.index not in hung]
+        # Daemon threads: they end with the process (most likely inside an env step).
+        if hung:
+            log.warning("%ss %s hung inside a call that cannot time out; leaving them",
+                        self._what, hung)  # fmt: skip
+        if stuck:
             what = self._what
             log.warning("%ss %s did not stop within %gs; leaving them", what, stuck, timeout_s)

@@ -26,6 +26,7 @@ class ConfigError(ValueError):
 
 
 EVAL_MODES = ("greedy", "sampled", "both")
+ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
 # Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
 SECTIONS = {
     "network": NetworkConfig,
@@ -53,6 +54,12 @@ class TrainConfig:
     envs_per_actor: int = 16
     async_envs: bool = True  # EnvPool batch = envs_per_actor // 2, results scattered by env_id
     env_threads_per_actor: int = 0  # EnvPool C++ threads; 0 = one per env batch slot
+    # The actor loop: "python" (a Python round trip and an inference call per `recv()`) or "xla"
+    # (T env and policy steps in one jitted call through EnvPool's XLA interface, on a sync
+    # pool: `acting/xla_actor.py`). An unroll still running after `actor_hang_timeout_s` (a
+    # `recv` inside XLA cannot time out) stops the run.
+    actor_loop: str = "python"
+    actor_hang_timeout_s: float = 60.0
     unroll_length: int = 20  # T
     # Learner: `batch_size` segments of T transitions per update, over all processes.
     batch_size: int = 32
@@ -111,6 +118,7 @@ class TrainConfig:
             "num_actor_threads", "envs_per_actor", "unroll_length", "batch_size", "queue_size",
             "total_env_steps", "eval_episodes", "keep_checkpoints", "log_every_updates",
             "actor_restart_window_s", "env_epoch_updates", "agents_per_env",
+            "actor_hang_timeout_s",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
@@ -141,8 +149,31 @@ class TrainConfig:
         if self.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
             _fail("agents_per_env", self.agents_per_env, "> 1 works without config.seats and "
                   "deterministic mode")  # fmt: skip
+        self._check_actor_loop()
         if self.seats.enabled and self.deterministic:
             _fail("deterministic", self.deterministic, "is not supported with config.seats yet")
+
+    def _check_actor_loop(self) -> None:
+        if self.actor_loop not in ACTOR_LOOPS:
+            _fail("actor_loop", self.actor_loop, f"must be one of {ACTOR_LOOPS}")
+        if self.actor_loop != "xla":
+            return
+        fix = {  # what the jitted loop does not do, and the fix
+            "async_envs": (self.async_envs, "False (it steps a sync EnvPool)"),
+            "deterministic": (self.deterministic, "False (lockstep actors are Python loops)"),
+            "seats.enabled": (self.seats.enabled, "False (seats are played in Python)"),
+            "agents_per_env": (self.agents_per_env > 1, "1 (agent streams are split in Python)"),
+            "inference.client": (
+                self.inference.client != "local",
+                "'local' (inference runs inside the unroll)",
+            ),
+        }
+        for field, (bad, want) in fix.items():
+            if bad:
+                raise ConfigError(
+                    f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
+                    "config.actor_loop='python'"
+                )
 
     @property
     def streams_per_actor(self) -> int:

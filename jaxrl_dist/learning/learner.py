@@ -30,6 +30,8 @@ class Learner:
         self._batch_sharding = devices.batch_sharding()
         self.num_devices = devices.num_learner_devices
         self.num_local_devices = len(devices.learner_mesh.local_devices)
+        mesh_devices = devices.learner_mesh.devices.flat
+        self._device = mesh_devices[0] if devices.learner_mesh.size == 1 else None
         self._init = lambda: core.init(jax.random.PRNGKey(seed))
         self.state_sharding = core.state_sharding(devices.learner_mesh, jax.eval_shape(self._init))
         outputs = (self.state_sharding, self._replicated)
@@ -56,17 +58,29 @@ class Learner:
         return self.core.actor_params(state)
 
     def put_batch(self, rollout: Rollout) -> Rollout:
-        """This process's host `[T(+1), B_local]` rollout -> its slice of the global `[T(+1), B]`
-        batch, each local learner device holding `B_local / num_local_devices` envs."""
+        """This process's `[T(+1), B_local]` rollout (host arrays, or device arrays from the XLA
+        actor loop) -> its slice of the global `[T(+1), B]` batch, each local learner device
+        holding `B_local / num_local_devices` envs."""
         if rollout.batch_size % self.num_local_devices:
             raise ValueError(
                 f"batch of {rollout.batch_size} envs does not split over "
                 f"{self.num_local_devices} local learner devices; make config.batch_size a "
                 "multiple of the learner device count"
             )
+        if self._device is not None:  # one learner device: arrays already there stay
+            return jax.tree.map(self._onto_device, rollout)
+        if jax.process_count() == 1:  # one call for the whole tree: ~40% less than per leaf
+            return jax.device_put(rollout, self._batch_sharding)
         return jax.tree.map(
             lambda x: jax.make_array_from_process_local_data(self._batch_sharding, x), rollout
         )
+
+    def _onto_device(self, x):
+        """`x` on the one learner device: jit takes an array already there as it is (a
+        `device_put` would wait for it and copy it)."""
+        if isinstance(x, jax.Array) and x.devices() == {self._device}:
+            return x
+        return jax.device_put(x, self._batch_sharding)
 
     def process_rows(self, x: jax.Array) -> np.ndarray:
         """This process's rows of a global array split along axis 0 over the learner mesh (an

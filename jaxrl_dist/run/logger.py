@@ -100,7 +100,8 @@ class Progress:
 
 
 LEARNER_TIMERS = ("queue_get_s", "batch_s", "transfer_s", "update_s", "publish_s")
-ACTOR_TIMERS = ("env_s", "rollout_s", "inference_s", "queue_put_s")  # see acting.actor.ActorStats
+# see acting.actor.ActorStats
+ACTOR_TIMERS = ("env_s", "rollout_s", "inference_s", "unroll_s", "queue_put_s")
 # One process's sums over a log window, in the order `LogWindow.totals` writes them.
 _SUMS = ("actor_env_steps", "episodes", "return_sum", "length_sum", "lag_sum", "lag_count")
 _PER_PROCESS = ("queue_size", *LEARNER_TIMERS)  # one learner loop per process: averaged

@@ -1,0 +1,245 @@
+"""The jitted actor loop (`config.actor_loop = "xla"`): T env steps and T policy steps inside one
+XLA call, through EnvPool's XLA interface (`handle, recv, send, step = env.xla()`).
+
+The Python actor loop (`actor.py`) pays a Python round trip, an XLA dispatch and three host
+copies of every observation per `recv()`; here one jitted unroll per T steps acts, steps a
+*sync* EnvPool (every `recv()` returns all its envs), tracks episodes and lays the `[T + 1, B]`
+rollout out time-major on the actor's device. The host only splits it into rollouts of the data
+seam's width and reads the finished episodes.
+
+A `recv` inside XLA cannot time out: the actor marks when each unroll started (`busy_s`) and
+the supervisor stops the run once one has run longer than `config.actor_hang_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist.acting.actor import ActorShared, ActorStats, QueueItem
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.policy_client import wait_for_params
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.types import PyTree, Rollout
+
+log = logging.getLogger(__name__)
+
+
+class UnrollCarry(NamedTuple):
+    """What one unroll hands the next, every leaf `[B, ...]` in env-id order.
+
+    Attributes:
+      obs, reward, terminated, truncated: the newest `recv()` (no action taken on it yet): the
+        next rollout's row 0.
+      actor_state: the actor core's per-env state.
+      episode_return, episode_length: the running episode of each env (`EpisodeTracker`'s
+        rules: the unclipped `info["reward"]` where the env reports one).
+    """
+
+    obs: PyTree
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    actor_state: PyTree
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+class UnrollOut(NamedTuple):
+    """One unroll's results, on the actor's device.
+
+    Attributes:
+      rollouts: the `[T + 1, B]` rollout cut along B into rollouts of the data seam's width
+        (`policy_version` None: the caller knows which params acted).
+      ended: `[T, B]` the episode ended on arriving at `obs[t + 1]`.
+      episode_return, episode_length: `[T, B]` that episode's return and length (read where
+        `ended`).
+    """
+
+    rollouts: tuple[Rollout, ...]
+    ended: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+def _in_env_order(recv_out: tuple) -> tuple:
+    """A sync `recv()`'s `(obs, reward, terminated, truncated, info)` sorted by env id."""
+    obs, reward, terminated, truncated, info = recv_out
+    order = jnp.argsort(info["env_id"])
+    take = lambda x: x[order]  # noqa: E731
+    return (
+        jax.tree.map(take, obs),
+        take(reward),
+        take(terminated),
+        take(truncated),
+        jax.tree.map(take, info),
+    )
+
+
+def _track(ret, length, reward, info):
+    """(return, length) of every env's running episode after one step (a reset step starts a
+    new episode: return and length 0)."""
+    raw = info.get("reward", reward).astype(jnp.float32)
+    first = info["elapsed_step"] == 0
+    return jnp.where(first, 0.0, ret + raw), jnp.where(first, 0, length + 1)
+
+
+def make_unroll(
+    core: ActorCore, recv: Callable, send: Callable, unroll_length: int, width: int
+) -> tuple[Callable, Callable]:
+    """`start(handle, actor_state) -> (handle, carry)`: the first `recv()` after
+    `async_reset()`; `unroll(params, handle, carry) -> (handle, carry, UnrollOut)`: T policy
+    and env steps, the rollout cut into rollouts of `width` envs. Both pure given EnvPool's
+    custom calls; jit them (the handle and the carry may be donated)."""
+
+    def start(handle, actor_state):
+        handle, got = recv(handle)
+        obs, reward, terminated, truncated, info = _in_env_order(got)
+        zeros = jnp.zeros(reward.shape, jnp.float32)
+        ret, length = _track(zeros, zeros.astype(jnp.int32), reward, info)
+        carry = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length)
+        return handle, carry
+
+    def step(params, state, _):
+        handle, c = state
+        action, extras, actor_state = core.act(params, c.obs, c.actor_state)
+        env_ids = jnp.arange(c.reward.shape[0], dtype=jnp.int32)
+        handle = send(handle, core.env_action(action), env_ids)
+        handle, got = recv(handle)
+        obs, reward, terminated, truncated, info = _in_env_order(got)
+        ret, length = _track(c.episode_return, c.episode_length, reward, info)
+        new = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length)
+        ended = jnp.logical_or(terminated, truncated)
+        seen = (c.obs, c.reward, c.terminated, c.truncated, action, extras)
+        return (handle, new), (seen, ended, ret, length)
+
+    def unroll(params, handle, carry):
+        (handle, last), (seen, ended, ret, length) = jax.lax.scan(
+            lambda s, x: step(params, s, x), (handle, carry), None, length=unroll_length
+        )
+        obs, reward, terminated, truncated, action, extras = seen
+        append = lambda xs, x: jnp.concatenate([xs, x[None]])  # noqa: E731  [T] + [1] -> [T + 1]
+        rollout = Rollout(
+            obs=jax.tree.map(append, obs, last.obs),
+            reward=append(reward, last.reward),
+            terminated=append(terminated, last.terminated),
+            truncated=append(truncated, last.truncated),
+            action=action,
+            agent_extras=extras,
+            policy_version=None,
+        )
+        num_envs = action.shape[1]
+        cut = lambda x, i: x[:, i : i + width]  # noqa: E731
+        rollouts = tuple(
+            jax.tree.map(functools.partial(cut, i=i), rollout) for i in range(0, num_envs, width)
+        )
+        return handle, last, UnrollOut(rollouts, ended, ret, length)
+
+    return start, unroll
+
+
+class XlaActor(threading.Thread):
+    """Steps one sync EnvPool `unroll_length` steps per jitted call with the newest params, and
+    writes `QueueItem`s of `shared.segments_per_rollout` envs each.
+
+    Same contract as `Actor`: exceptions are logged and kept in `self.error` for the
+    supervisor; `busy_s()` says how long the current unroll has run (0 between unrolls).
+    """
+
+    def __init__(
+        self,
+        index: int,
+        make_env: Callable[[], Any],
+        core: ActorCore,
+        store: ParamsStore,
+        device: jax.Device,
+        identity: ActorIdentity,
+        key: jax.Array,
+        shared: ActorShared,
+    ):
+        super().__init__(name=f"actor-{index}", daemon=True)
+        self.index = index
+        self._make_env, self._core, self._store = make_env, core, store
+        self._device, self._identity, self._key = device, identity, key
+        self._shared = shared
+        self._busy_since: float | None = None
+        self.error: BaseException | None = None
+
+    def busy_s(self) -> float:
+        """Seconds the current unroll has run (0 between unrolls and while compiling)."""
+        since = self._busy_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
+            self.error = e
+            log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
+        finally:
+            self._busy_since = None
+
+    def _compile(self, env) -> tuple[Any, UnrollCarry, Callable]:
+        """(handle, first carry, the compiled unroll): compiled ahead of the first call, so
+        `busy_s` never counts compilation."""
+        handle, recv, send, _ = env.xla()
+        shared = self._shared
+        start, unroll = make_unroll(
+            self._core, recv, send, shared.unroll_length, shared.segments_per_rollout
+        )
+        num_envs = env.config["num_envs"]
+        state = self._core.init_state(self._identity, num_envs, self._key)
+        state = jax.device_put(state, self._device)
+        handle = jax.device_put(handle, self._device)
+        env.async_reset()
+        handle, carry = jax.jit(start, donate_argnums=(0, 1))(handle, state)
+        got = wait_for_params(self._store, self._device, 0, shared.stop)
+        params = got[0] if got is not None else None
+        compiled = jax.jit(unroll, donate_argnums=(1, 2)).lower(params, handle, carry).compile()
+        return handle, carry, compiled
+
+    def _loop(self) -> None:
+        env = self._make_env()
+        shared = self._shared
+        try:
+            handle, carry, unroll = self._compile(env)
+            while not shared.stop.is_set():
+                got = wait_for_params(self._store, self._device, 0, shared.stop)
+                if got is None:
+                    break
+                params, version = got
+                t0 = time.perf_counter()
+                self._busy_since = time.monotonic()
+                handle, carry, out = unroll(params, handle, carry)
+                episodes = jax.device_get((out.ended, out.episode_return, out.episode_length))
+                self._busy_since = None
+                timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
+                timers["unroll_s"] = time.perf_counter() - t0
+                self._write(out.rollouts, version, episodes, timers)
+        finally:
+            env.close()
+
+    def _write(
+        self, rollouts: tuple[Rollout, ...], version: int, episodes: tuple, timers: dict
+    ) -> None:
+        """Writes the rollouts (still on the device: the learner takes them from there) with
+        their policy version, and adds the stats."""
+        t0 = time.perf_counter()
+        ended, returns, lengths = episodes
+        returns, lengths = returns[ended], lengths[ended]
+        t, width = self._shared.unroll_length, self._shared.segments_per_rollout
+        versions = np.full((t, width), version, np.int32)
+        items = [QueueItem(self.index, r._replace(policy_version=versions)) for r in rollouts]
+        timers["rollout_s"] += time.perf_counter() - t0
+        for item in items:
+            timers["queue_put_s"] += self._shared.write(item)
+        self._shared.stats.add(timers, t * width * len(items), returns, lengths)
