@@ -13,17 +13,17 @@ def get_config(variant=None):
     c.env_kwargs = {}
     c.seed = 0
     # Runtime for a small CPU box (2 cores; README, "Performance"; benchmarks/results/cpu/): the
-    # one actor thread bounds SPS (~160 us of XLA:CPU per inference call, plus bookkeeping, per
-    # recv()). 2 EnvPool threads instead of one per env in a recv() batch (16): 33,860 SPS
-    # end to end against 30,166 (raw EnvPool async 285k against 105k). More envs per recv()
-    # would raise it further but learned worse: 64 envs (32 per recv(), batch still 16)
-    # reached 475 within 40k steps on seeds 0, 1, 3, at 192k on seed 4 and not in 300k on
-    # seed 2, where 32 envs reach it within 32k-136k on 10 of 10 seeds; a second actor thread
-    # only adds GIL and core contention on 2 cores.
+    # XLA actor loop steps 32 envs of a sync EnvPool 20 steps per jitted call (env, policy and
+    # episode bookkeeping inside XLA, rollouts left on the device for the learner): 0.4x of
+    # raw async EnvPool end to end against 0.10x for the Python loop (one inference call per
+    # recv() of 16 envs of an async pool), which stays `actor_loop="python"`. 64 envs would be
+    # faster still, but learned worse on the Python loop (64 envs, 32 per recv(): seed 2 never
+    # reached 475 in 300k steps); a second actor thread only adds contention on 2 cores.
     c.num_actor_threads = 1
-    c.envs_per_actor = 32  # async: EnvPool returns 16 envs per recv()
+    c.actor_loop = "xla"
+    c.envs_per_actor = 32  # one unroll: two rollouts of 16 segments, two updates
     c.env_threads_per_actor = 2
-    c.async_envs = True
+    c.async_envs = False  # the XLA loop steps a sync pool
     c.unroll_length = 20
     # 16 segments x 20 steps = 320 transitions per update: on CartPole, more (smaller) updates
     # per env step learn faster than IMPALA's Atari batch of 32 (measured: README, "CartPole").
