@@ -33,7 +33,7 @@ import numpy as np
 
 from jaxrl_dist import agents
 from jaxrl_dist.acting.actor import ActorShared, ActorStats
-from jaxrl_dist.acting.fleet import Fleet
+from jaxrl_dist.acting.fleet import Fleet, pool_affinity
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import jit_inference_step
 from jaxrl_dist.agents.base import ActorIdentity, Agent, RunShape
@@ -45,7 +45,7 @@ from jaxrl_dist.envs.games import random_legal
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.preflight import validate_for_machine
 from jaxrl_dist.run.trainer import Trainer
-from jaxrl_dist.threads import POLL_S, put_until_stopped
+from jaxrl_dist.threads import POLL_S, put_until_stopped, switch_interval
 from jaxrl_dist.types import Rollout
 
 # Dense datasheet peaks (FLOP/s) per compute dtype; float32 convolutions and matmuls run as TF32
@@ -89,9 +89,11 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     stepping = threading.Barrier(config.num_actor_threads + 1)  # every pool built and stepping
 
     def step(i: int):
+        threads = env_threads(config)
+        pinned = pool_affinity(config.env_thread_affinity_offset, i, threads, os.cpu_count())
         env = make_env(
             config.env_id, config.env_kwargs, config.envs_per_actor, batch, seed=1000 + i,
-            num_threads=env_threads(config),
+            num_threads=threads, thread_affinity_offset=pinned,
         )  # fmt: skip
         rng = np.random.default_rng(i)
         legal = random_legal(rng).choose
@@ -161,12 +163,13 @@ def actors_alone(config: TrainConfig, seconds: float) -> dict:
     )  # fmt: skip
     fleet = Fleet(config, agent.actor, devices.actor_devices, store, shared)
     try:
-        first.wait(timeout=300)  # compiled and stepping
-        time.sleep(warmup_s(seconds))
-        stats.drain()
-        start = time.perf_counter()
-        time.sleep(seconds)
-        drained, elapsed = stats.drain(), time.perf_counter() - start
+        with switch_interval(config.switch_interval_s):  # as the trainer sets it
+            first.wait(timeout=300)  # compiled and stepping
+            time.sleep(warmup_s(seconds))
+            stats.drain()
+            start = time.perf_counter()
+            time.sleep(seconds)
+            drained, elapsed = stats.drain(), time.perf_counter() - start
     finally:
         stop.set()
         fleet.join(timeout_s=10)

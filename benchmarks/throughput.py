@@ -280,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if config.actor_loop == "xla" and "end_to_end_central" in which:
+        which.remove("end_to_end_central")  # inference runs inside the jitted unroll
+        print("end_to_end_central: skipped (the XLA actor loop has no central inference; "
+              "measure it with --config.actor_loop=python --config.async_envs=True)")  # fmt: skip
     name = args.name or _default_name(cli.config)
     print(f"{name}: {', '.join(which)} for {args.seconds:g}s each", flush=True)
     result = {
@@ -294,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                 "envs_per_actor",
                 "env_batch_size",
                 "env_threads_per_actor",
+                "actor_loop",
+                "switch_interval_s",
+                "env_thread_affinity_offset",
                 "batch_size",
                 "unroll_length",
                 "queue_size",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 # Every blocking call wakes at least this often to check the stop flag.
@@ -22,3 +25,18 @@ def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> float
         except queue.Full:
             continue
     return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def switch_interval(seconds: float) -> Iterator[None]:
+    """CPython's GIL switch interval set to `seconds` inside the block (0: left as it is), put
+    back after. A thread blocked on the GIL while another runs Python waits up to this long: a
+    GIL-free call (an XLA step, an EnvPool recv) that returns beside a busy Python thread pays
+    it on every return (5 ms by default)."""
+    before = sys.getswitchinterval()
+    if seconds:
+        sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)

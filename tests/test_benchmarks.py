@@ -30,6 +30,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 sys.path.insert(0, BENCHMARKS)
 import stages  # noqa: E402
+import sweep  # noqa: E402
 
 
 def _run(args, env=None, timeout=300):
@@ -61,7 +62,9 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     central/local speed-ups and the bottleneck follow from the figures; command, environment,
     settings, PNG and table recorded."""
     out_dir = tmp_path / "out"
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--out-dir", str(out_dir)]
+    python_loop = ["--config.actor_loop=python", "--config.async_envs=True"]  # central needs it
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--out-dir", str(out_dir),
+            *python_loop]  # fmt: skip
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
     with open(out_dir / "impala_cartpole_quick.json") as f:
@@ -105,7 +108,7 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     assert env["cpu_count"] == os.cpu_count()
     assert env["versions"]["jax"] == jax.__version__
     assert result["seconds_per_stage"] == 0.5
-    config, _ = parse_args(["--config", CARTPOLE_QUICK, "--workdir", "unused"])
+    config, _ = parse_args(["--config", CARTPOLE_QUICK, *python_loop, "--workdir", "unused"])
     settings = result["settings"]
     assert settings["env_id"] == "CartPole-v1"
     for key in ("num_actor_threads", "envs_per_actor", "env_batch_size", "batch_size"):
@@ -136,6 +139,52 @@ def test_throughput_repeats_interleave_and_report_medians(tmp_path):
     assert result["async_over_sync_per_repeat"] == pytest.approx(ratios)
     assert result["async_over_sync"] == pytest.approx(float(np.median(ratios)))
     assert "over 2 repeats" in proc.stdout
+
+
+def test_throughput_skips_central_inference_for_the_xla_actor_loop(tmp_path):
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--stages", "raw_async,end_to_end_central",
+            "--seconds", "0.5", "--out-dir", str(tmp_path), "--no-plot"]  # fmt: skip
+    proc = _run(args)
+    assert proc.returncode == 0, _failed(proc)
+    assert "end_to_end_central: skipped (the XLA actor loop" in proc.stdout
+    with open(tmp_path / "impala_cartpole_quick.json") as f:
+        assert set(json.load(f)["stages"]) == {"raw_async"}
+
+
+# --- sweep.py ------------------------------------------------------------------------------------
+
+
+def _point(name, sps, **overrides):
+    return {"point": name, "overrides": overrides, "end_to_end_sps": sps, "raw_async_sps": 100.0,
+            "over_raw_async": sps / 100.0}  # fmt: skip
+
+
+def test_sweep_merges_the_best_value_of_each_factor_that_beats_the_base():
+    points = [
+        _point("base", 50.0),
+        _point("threads", 40.0, env_threads_per_actor="4"),
+        _point("threads", 60.0, env_threads_per_actor="8"),
+        _point("switch", 45.0, switch_interval_s="0.0005"),  # loses to the base: left out
+        _point("loop", 70.0, actor_loop="xla", async_envs="False"),
+        {"point": "envs", "overrides": {"envs_per_actor": "64"}, "error": "OOM"},
+    ]
+    assert sweep.best_overrides(points) == {
+        "env_threads_per_actor": "8", "actor_loop": "xla", "async_envs": "False",
+    }  # fmt: skip
+    result = {"name": "s", "environment": {"device": "cpu:cpu", "cpu_count": 2},
+              "points": points,
+              "best": {**points[4], **sweep.implied(70.0, 2)}}  # fmt: skip
+    table = sweep.markdown(result)
+    assert "| base | base | 50 | 100 | 0.50 |" in table and "failed: OOM" in table
+    # 200M Atari frames = 50M agent steps at 70 SPS; per core over 2 cores
+    assert f"200M frames in {50e6 / 70 / 60:.0f} min; 35 SPS per core" in table
+
+
+def test_sweep_bad_grid_is_a_one_line_error_and_writes_nothing(tmp_path):
+    proc = _run([os.path.join(BENCHMARKS, "sweep.py"), "--config", CARTPOLE_QUICK, "--grid",
+                 "tpu", "--out-dir", str(tmp_path)])  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, _failed(proc)
+    assert "--grid 'tpu'" in proc.stderr and not os.listdir(tmp_path)
 
 
 def test_throughput_bad_stage_is_one_line_error_and_writes_nothing(tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -180,9 +181,11 @@ class Fleet:
                 path = (LOCKSTEP_SEED_PURPOSE, generation, g, *again)
             else:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
+            threads = cfg.env_threads_per_actor or cfg.env_batch_size
+            pinned = pool_affinity(cfg.env_thread_affinity_offset, slot, threads, os.cpu_count())
             env = make_env(
                 cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size,
-                derive_seed(cfg.seed, *path), cfg.env_threads_per_actor,
+                derive_seed(cfg.seed, *path), threads, pinned,
             )  # fmt: skip
             if cfg.agents_per_env > 1:
                 return AgentStreams(env, cfg.agents_per_env, cfg.team_reward)
@@ -213,6 +216,15 @@ class Fleet:
             actor = Actor(g, make, client, self._shared)
         actor.start()
         return actor
+
+
+def pool_affinity(offset: int, slot: int, threads: int, cpus: int | None) -> int:
+    """EnvPool's `thread_affinity_offset` for actor `slot`'s pool of `threads` threads: the
+    actors' pools on consecutive cores from `offset`, wrapping at `cpus`; -1 (no pinning)
+    stays -1."""
+    if offset < 0:
+        return -1
+    return (offset + slot * threads) % (cpus or 1)
 
 
 OPENING_STREAM = 1  # the random openings' generator beside the scripted players' (`seated`)

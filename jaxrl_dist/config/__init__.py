@@ -60,6 +60,12 @@ class TrainConfig:
     # `recv` inside XLA cannot time out) stops the run.
     actor_loop: str = "python"
     actor_hang_timeout_s: float = 60.0
+    # CPython's GIL switch interval during the run (`sys.setswitchinterval`; 0 keeps Python's
+    # 5 ms): a thread waiting for the GIL beside one running Python waits up to this long.
+    switch_interval_s: float = 0.0
+    # Pin each actor's EnvPool threads to cores (EnvPool's `thread_affinity_offset`): actor
+    # `slot` from core `offset + slot * env threads`, wrapping; -1 = no pinning.
+    env_thread_affinity_offset: int = -1
     unroll_length: int = 20  # T
     # Learner: `batch_size` segments of T transitions per update, over all processes.
     batch_size: int = 32
@@ -129,6 +135,11 @@ class TrainConfig:
             _fail("max_policy_lag", self.max_policy_lag, "must be >= 0 (0 keeps every rollout)")
         if self.actor_max_restarts < 0:
             _fail("actor_max_restarts", self.actor_max_restarts, "must be >= 0 (0 = no restarts)")
+        if self.switch_interval_s < 0:
+            _fail("switch_interval_s", self.switch_interval_s, "must be >= 0 (0 = Python's own)")
+        if self.env_thread_affinity_offset < -1:
+            _fail("env_thread_affinity_offset", self.env_thread_affinity_offset,
+                  "must be a core index >= 0, or -1 for no pinning")  # fmt: skip
         if self.env_threads_per_actor < 0:
             _fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
         nonnegative = (

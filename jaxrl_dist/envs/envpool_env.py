@@ -113,11 +113,13 @@ def make_env(
     batch_size: int,
     seed: int,
     num_threads: int = 0,
+    thread_affinity_offset: int = -1,
 ):
     """An EnvPool in the gymnasium API. Env `i` is seeded with `seed + i` by EnvPool.
 
     With `batch_size < num_envs` the pool is asynchronous: `recv()` returns the first
-    `batch_size` envs to finish, identified by `info["env_id"]`.
+    `batch_size` envs to finish, identified by `info["env_id"]`. `thread_affinity_offset >= 0`
+    pins the pool's C++ thread `i` to core `offset + i` (EnvPool's own option).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -128,6 +130,7 @@ def make_env(
             batch_size=batch_size,
             seed=seed,
             num_threads=num_threads or batch_size,
+            thread_affinity_offset=thread_affinity_offset,
             **env_kwargs,
         )
 

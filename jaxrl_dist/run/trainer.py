@@ -31,6 +31,7 @@ from jaxrl_dist.run.preflight import prepare
 from jaxrl_dist.run.session import Session, start_acting, start_session
 from jaxrl_dist.run.stopping import StopControl
 from jaxrl_dist.run.summary import RunResult, run_summary
+from jaxrl_dist.threads import switch_interval
 from jaxrl_dist.tools.plotting import draw_learning_curve
 
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
@@ -104,7 +105,7 @@ class Trainer:
     # ----------------------------------------------------------------------------- run
     def run(self) -> RunResult:
         """Trains until a stop condition; returns the result (its summary is `summary.json`)."""
-        with self.stop.signal_handlers():
+        with self.stop.signal_handlers(), switch_interval(self.config.switch_interval_s):
             return self._run()
 
     def _run(self) -> RunResult:

@@ -1,0 +1,216 @@
+"""A runtime layout sweep in one command: end-to-end SPS against raw EnvPool async at each point.
+
+    python benchmarks/sweep.py --config configs/impala_atari.py --grid gpu --seconds 20
+    python benchmarks/sweep.py --config configs/impala_cartpole.py --grid cpu --seconds 10
+
+From the config (the base), each factor of the grid is varied alone (one factor at a time: a
+full grid of 7 factors would not fit a 30-minute device lease); then the best value of every
+factor is measured together, `--final-repeat` times. Every point reports end-to-end training SPS
+(`stages.end_to_end`), raw EnvPool async with random actions at the same env layout (envs, C++
+threads, pinning: the ceiling it is compared with, measured once per layout) and their ratio;
+the best point also the wall time 200M Atari frames (50M agent steps at frame skip 4) would take,
+and SPS per CPU core. Written to `benchmarks/results/<device>/sweep_<name>.json` and a Markdown
+table beside it (`.md`), after every point (a sweep cut off keeps what it measured).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import stages  # noqa: E402
+from throughput import RESULTS, device_dir, environment  # noqa: E402
+
+from jaxrl_dist.config import ConfigError  # noqa: E402
+from jaxrl_dist.config.cli import parse_args  # noqa: E402
+from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
+from jaxrl_dist.run.preflight import validate_for_machine  # noqa: E402
+
+ATARI_FRAMES = 200_000_000
+FRAME_SKIP = 4
+
+# Each factor: a name and its values, each value a dict of `--config.` overrides. The base
+# (the config as written) is always measured first and is the reference of every factor.
+XLA = {"actor_loop": "xla", "async_envs": "False"}
+GRIDS = {
+    # One GPU and 16 cores (the issue's H100 machine), Breakout with the IMPALA ResNet.
+    "gpu": {
+        "switch_interval_s": [{"switch_interval_s": v} for v in ("0.0005", "0.001")],
+        "env_threads_per_actor": [{"env_threads_per_actor": v} for v in ("4", "8", "16")],
+        "pinning": [{"env_thread_affinity_offset": "0"}, {"env_thread_affinity_offset": "4"}],
+        "envs_per_actor": [{"envs_per_actor": v} for v in ("32", "64", "128")],
+        "num_actor_threads": [{"num_actor_threads": v} for v in ("1", "2", "4")],
+        "actor_loop": [XLA],
+        "learner_dtype": [{"network.dtype": "bfloat16"}],
+    },
+    # A small CPU box (2 cores), CartPole: quick enough to try the sweep anywhere.
+    "cpu": {
+        "switch_interval_s": [{"switch_interval_s": "0.0005"}],
+        "env_threads_per_actor": [{"env_threads_per_actor": "1"}],
+        "pinning": [{"env_thread_affinity_offset": "1"}],
+        "actor_loop": [{"actor_loop": "python", "async_envs": "True"}],
+    },
+    # Tests: two points, seconds each.
+    "smoke": {"switch_interval_s": [{"switch_interval_s": "0.0005"}]},
+}
+LAYOUT = (
+    "env_id", "env_kwargs", "num_actor_threads", "envs_per_actor", "env_threads_per_actor",
+    "env_thread_affinity_offset",
+)  # fmt: skip
+
+
+def build_config(spec: str, overrides: dict[str, str], extra: list[str]):
+    argv = ["--config", spec, *extra, *(f"--config.{k}={v}" for k, v in overrides.items())]
+    config, _ = parse_args([*argv, "--workdir", "unused"])
+    validate_for_machine(config)
+    return config
+
+
+def measure_point(config, seconds: float, raw_cache: dict) -> dict:
+    """End-to-end SPS, raw async EnvPool at the same layout (cached per layout), their ratio."""
+    spec, _ = validate_for_machine(config)
+    layout = json.dumps([getattr(config, k) for k in LAYOUT], default=str)
+    if layout not in raw_cache:
+        raw_cache[layout] = stages.raw_envpool(config, spec, seconds, sync=False)["sps"]
+    e2e = stages.end_to_end(config, seconds)
+    raw = raw_cache[layout]
+    return {
+        "end_to_end_sps": e2e["sps"],
+        "raw_async_sps": raw,
+        "over_raw_async": e2e["sps"] / raw,
+        "timers_s_per_s": e2e["timers_s_per_s"],
+        "policy_lag": e2e["policy_lag"],
+    }
+
+
+def implied(sps: float, cores: int) -> dict:
+    steps = ATARI_FRAMES / FRAME_SKIP
+    return {
+        "minutes_for_200m_frames": steps / sps / 60,
+        "sps_per_core": sps / cores,
+    }
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        f"# {result['name']}: {result['environment']['device']}, "
+        f"{result['environment']['cpu_count']} CPU cores",
+        "",
+        "| point | overrides | end-to-end SPS | raw async SPS | / raw async |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for p in result["points"]:
+        if "error" in p:
+            lines.append(f"| {p['point']} | {p['overrides']} | failed: {p['error']} | | |")
+            continue
+        lines.append(
+            f"| {p['point']} | {p['overrides'] or 'base'} | {p['end_to_end_sps']:,.0f} | "
+            f"{p['raw_async_sps']:,.0f} | {p['over_raw_async']:.2f} |"
+        )
+    best = result.get("best")
+    if best:
+        lines += [
+            "",
+            f"Best: {best['overrides'] or 'base'}: {best['end_to_end_sps']:,.0f} SPS end to end, "
+            f"{best['over_raw_async']:.2f} of raw async; 200M frames in "
+            f"{best['minutes_for_200m_frames']:.0f} min; {best['sps_per_core']:,.0f} SPS per core.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="FILE[:variant], as for train.py")
+    parser.add_argument("--grid", default="gpu", help=f"one of {sorted(GRIDS)}")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured time per stage")
+    parser.add_argument("--final-repeat", type=int, default=3, help="runs of the best point")
+    parser.add_argument("--name", default=None, help="result name (default: config_grid)")
+    parser.add_argument("--out-dir", default=None, help="default: benchmarks/results/<device>")
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if args.grid not in GRIDS or args.seconds <= 0 or args.final_repeat <= 0:
+            raise UsageError(
+                f"--grid {args.grid!r}, --seconds {args.seconds} or --final-repeat "
+                f"{args.final_repeat} is invalid: grids are {sorted(GRIDS)}, the others > 0"
+            )
+        grid = GRIDS[args.grid]
+        points = [("base", {})] + [
+            (factor, value) for factor, values in grid.items() for value in values
+        ]
+        configs = [build_config(args.config, o, extra) for _, o in points]  # all checked first
+    except (UsageError, ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    config_name = os.path.basename(args.config.partition(":")[0]).removesuffix(".py")
+    name = args.name or f"sweep_{config_name}_{args.grid}"
+    out_dir = args.out_dir or os.path.join(RESULTS, device_dir())
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    result = {
+        "name": name,
+        "command": " ".join(["python", *sys.argv]) if argv is None else " ".join(argv),
+        "config": args.config,
+        "grid": grid,
+        "seconds_per_stage": args.seconds,
+        "environment": environment(),
+        "points": [],
+    }
+
+    def save():
+        with open(path, "w") as f:
+            json.dump(result, f, indent=2)
+        with open(path.removesuffix(".json") + ".md", "w") as f:
+            f.write(markdown(result))
+
+    raw_cache: dict = {}
+    for (factor, overrides), config in zip(points, configs, strict=True):
+        result["points"].append(run_point(factor, overrides, config, args.seconds, raw_cache))
+        save()
+    best = best_overrides(result["points"])
+    final_config = build_config(args.config, best, extra)
+    runs = [run_point("best", best, final_config, args.seconds, raw_cache)
+            for _ in range(args.final_repeat)]  # fmt: skip
+    good = sorted((r for r in runs if "error" not in r), key=lambda r: r["end_to_end_sps"])
+    if good:
+        median = good[(len(good) - 1) // 2]
+        cores = os.cpu_count() or 1
+        result["best"] = {**median, **implied(median["end_to_end_sps"], cores),
+                          "repeats_sps": [r["end_to_end_sps"] for r in good]}  # fmt: skip
+    result["points"] += runs
+    save()
+    print(markdown(result))
+    print(f"written to {path}")
+    return 0 if good else 1
+
+
+def run_point(factor: str, overrides: dict, config, seconds: float, raw_cache: dict) -> dict:
+    t0 = time.perf_counter()
+    try:
+        measured = measure_point(config, seconds, raw_cache)
+    except Exception as e:  # noqa: BLE001  one failed point must not lose the others
+        measured = {"error": f"{type(e).__name__}: {e}"}
+    point = {"point": factor, "overrides": overrides, **measured,
+             "wall_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    shown = measured.get("error") or f"{measured['end_to_end_sps']:,.0f} SPS"
+    print(f"  {factor} {overrides or ''}: {shown}", flush=True)
+    return point
+
+
+def best_overrides(points: list[dict]) -> dict:
+    """The best value of each factor that beat the base, merged (later factors win a clash)."""
+    ok = [p for p in points if "error" not in p]
+    base = next((p for p in ok if p["point"] == "base"), None)
+    merged: dict = {}
+    for factor in dict.fromkeys(p["point"] for p in ok if p["point"] != "base"):
+        best = max((p for p in ok if p["point"] == factor), key=lambda p: p["end_to_end_sps"])
+        if base is None or best["end_to_end_sps"] > base["end_to_end_sps"]:
+            merged.update(best["overrides"])
+    return merged
+
+
+if __name__ == "__main__":
+    sys.exit(main())
