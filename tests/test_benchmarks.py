@@ -173,11 +173,12 @@ def test_sweep_merges_the_best_value_of_each_factor_that_beats_the_base():
     }  # fmt: skip
     result = {"name": "s", "environment": {"device": "cpu:cpu", "cpu_count": 2},
               "points": points,
-              "best": {**points[4], **sweep.implied(70.0, 2)}}  # fmt: skip
+              "best": {**points[4], **sweep.implied(70.0, 2), "repeats_sps": [70.0]}}  # fmt: skip
     table = sweep.markdown(result)
     assert "| base | base | 50 | 100 | 0.50 |" in table and "failed: OOM" in table
     # 200M Atari frames = 50M agent steps at 70 SPS; per core over 2 cores
     assert f"200M frames in {50e6 / 70 / 60:.0f} min; 35 SPS per core" in table
+    assert "minutes_for_200m_frames" not in sweep.implied(70.0, 2, atari=False)
 
 
 def test_sweep_bad_grid_is_a_one_line_error_and_writes_nothing(tmp_path):
