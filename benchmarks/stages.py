@@ -66,6 +66,14 @@ def env_threads(config: TrainConfig) -> int:
     return config.env_threads_per_actor or config.env_batch_size
 
 
+def raw_threads(config: TrainConfig, sync: bool) -> int:
+    """EnvPool C++ threads of a raw pool: the run's, or with auto (0) one per env of a `recv()`
+    (all the envs sync, half of them async), so the async ceiling is the same whether the run
+    steps an async pool or a sync one."""
+    batch = config.envs_per_actor if sync else max(1, config.envs_per_actor // 2)
+    return config.env_threads_per_actor or batch
+
+
 def _random_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:
     if spec.continuous:
         return rng.uniform(spec.action_low, spec.action_high, (n, spec.action_dim)).astype(
@@ -84,16 +92,16 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     learner's own moves and each of its seats' final observations: one more per seat and game).
     """
     batch = config.envs_per_actor if sync else max(1, config.envs_per_actor // 2)
+    pool_threads = raw_threads(config, sync)
     counts = [0] * config.num_actor_threads
     stop = threading.Event()
     stepping = threading.Barrier(config.num_actor_threads + 1)  # every pool built and stepping
 
     def step(i: int):
-        threads = env_threads(config)
-        pinned = pool_affinity(config.env_thread_affinity_offset, i, threads, os.cpu_count())
+        pinned = pool_affinity(config.env_thread_affinity_offset, i, pool_threads)
         env = make_env(
             config.env_id, config.env_kwargs, config.envs_per_actor, batch, seed=1000 + i,
-            num_threads=threads, thread_affinity_offset=pinned,
+            num_threads=pool_threads, thread_affinity_offset=pinned,
         )  # fmt: skip
         rng = np.random.default_rng(i)
         legal = random_legal(rng).choose
@@ -113,7 +121,14 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
                 first = False
         env.close()
 
-    threads = [threading.Thread(target=step, args=(i,)) for i in range(config.num_actor_threads)]
+    def guarded(i: int):
+        try:
+            step(i)
+        except BaseException:
+            stepping.abort()  # the main thread's wait raises instead of waiting 600 s
+            raise
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(config.num_actor_threads)]
     for t in threads:
         t.start()
     stepping.wait(timeout=600)  # pool creation (seconds for 100+ Atari envs) is not measured
@@ -125,7 +140,7 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     for t in threads:
         t.join()
     return {"sps": sps, "num_envs": config.envs_per_actor, "batch": batch,
-            "env_threads": env_threads(config), "pools": config.num_actor_threads}  # fmt: skip
+            "env_threads": pool_threads, "pools": config.num_actor_threads}  # fmt: skip
 
 
 def build(config: TrainConfig):

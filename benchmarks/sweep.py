@@ -78,7 +78,8 @@ def build_config(spec: str, overrides: dict[str, str], extra: list[str]):
 def measure_point(config, seconds: float, raw_cache: dict) -> dict:
     """End-to-end SPS, raw async EnvPool at the same layout (cached per layout), their ratio."""
     spec, _ = validate_for_machine(config)
-    layout = json.dumps([getattr(config, k) for k in LAYOUT], default=str)
+    threads = stages.raw_threads(config, sync=False)  # resolved: auto (0) differs by loop
+    layout = json.dumps([*(getattr(config, k) for k in LAYOUT), threads], default=str)
     if layout not in raw_cache:
         raw_cache[layout] = stages.raw_envpool(config, spec, seconds, sync=False)["sps"]
     e2e = stages.end_to_end(config, seconds)
@@ -188,22 +189,28 @@ def main(argv: list[str] | None = None) -> int:
         result["points"].append(run_point(factor, overrides, config, args.seconds, raw_cache))
         save()
     best = best_overrides(result["points"])
-    final_config = build_config(args.config, best, extra)
-    runs = [run_point("best", best, final_config, args.seconds, raw_cache)
-            for _ in range(args.final_repeat)]  # fmt: skip
+    runs = []
+    try:
+        final_config = build_config(args.config, best, extra) if args.final_repeat else None
+    except ConfigError as e:  # the best values may not combine: say so, keep the points
+        result["best_error"] = f"{best}: {e}"
+        final_config = None
+    if final_config is not None:
+        runs = [run_point("best", best, final_config, args.seconds, raw_cache)
+                for _ in range(args.final_repeat)]  # fmt: skip
     good = sorted((r for r in runs if "error" not in r), key=lambda r: r["end_to_end_sps"])
     result["best_overrides"] = best
     if good:
         median = good[(len(good) - 1) // 2]
         cores = os.cpu_count() or 1
-        atari = "NoFrameskip" not in final_config.env_id and final_config.env_id.endswith("-v5")
+        atari = final_config.env_id.endswith("-v5")  # EnvPool's Atari ids, frame skip 4
         result["best"] = {**median, **implied(median["end_to_end_sps"], cores, atari),
                           "repeats_sps": [r["end_to_end_sps"] for r in good]}  # fmt: skip
     result["points"] += runs
     save()
     print(markdown(result))
     print(f"written to {path}")
-    return 0 if good or not args.final_repeat else 1
+    return 0 if good or not args.final_repeat else 1  # a sweep with no final run is done
 
 
 def run_point(factor: str, overrides: dict, config, seconds: float, raw_cache: dict) -> dict:

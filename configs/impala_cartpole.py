@@ -1,6 +1,7 @@
 """IMPALA on CartPole-v1 (EnvPool): the default run, about a minute on 2 CPU cores.
 
-`get_config()` is the full run; `get_config("quick")` is a seconds-long smoke run for tests.
+`get_config()` is the full run (the XLA actor loop); `get_config("quick")` is a seconds-long
+smoke run for tests (the Python actor loop).
 """
 
 import ml_collections
@@ -61,6 +62,11 @@ def get_config(variant=None):
         "reward_scale": 0.1,
     }
     if variant == "quick":
+        # The suite's many short runs use the Python loop, the one every other config and every
+        # feature (central inference, lockstep, seats, agents) runs on; the XLA loop has its own
+        # tests (tests/test_xla_actor.py). Same envs and recv batch as before the XLA loop.
+        c.actor_loop = "python"
+        c.async_envs = True  # EnvPool returns 16 envs per recv()
         c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.total_env_steps = 20_000
         c.stop_at_eval_return = None

@@ -70,14 +70,17 @@ def assert_rollout_shapes(rollout: Rollout) -> None:
 
 
 def concatenate_rollouts(rollouts: list[Rollout]) -> Rollout:
-    """Joins rollouts along the batch axis (axis 1); device arrays stay on their device."""
+    """Joins rollouts along the batch axis (axis 1); device arrays on one device stay there,
+    arrays from several devices (actors on different devices) are joined on the host."""
     if len(rollouts) == 1:
         return rollouts[0]
 
     def join(*xs):
-        if any(isinstance(x, jax.Array) for x in xs):
-            return jnp.concatenate(xs, axis=1)
-        return np.concatenate(xs, axis=1)
+        on_device = [x for x in xs if isinstance(x, jax.Array)]
+        if on_device and len(on_device) == len(xs):
+            if len({d for x in on_device for d in x.devices()}) == 1:
+                return jnp.concatenate(xs, axis=1)
+        return np.concatenate([np.asarray(x) for x in xs], axis=1)  # mixed devices: via host
 
     return jax.tree.map(join, *rollouts)
 

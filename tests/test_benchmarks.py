@@ -62,9 +62,7 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     central/local speed-ups and the bottleneck follow from the figures; command, environment,
     settings, PNG and table recorded."""
     out_dir = tmp_path / "out"
-    python_loop = ["--config.actor_loop=python", "--config.async_envs=True"]  # central needs it
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--out-dir", str(out_dir),
-            *python_loop]  # fmt: skip
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--out-dir", str(out_dir)]
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
     with open(out_dir / "impala_cartpole_quick.json") as f:
@@ -108,7 +106,7 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     assert env["cpu_count"] == os.cpu_count()
     assert env["versions"]["jax"] == jax.__version__
     assert result["seconds_per_stage"] == 0.5
-    config, _ = parse_args(["--config", CARTPOLE_QUICK, *python_loop, "--workdir", "unused"])
+    config, _ = parse_args(["--config", CARTPOLE_QUICK, "--workdir", "unused"])
     settings = result["settings"]
     assert settings["env_id"] == "CartPole-v1"
     for key in ("num_actor_threads", "envs_per_actor", "env_batch_size", "batch_size"):
@@ -143,7 +141,8 @@ def test_throughput_repeats_interleave_and_report_medians(tmp_path):
 
 def test_throughput_skips_central_inference_for_the_xla_actor_loop(tmp_path):
     args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--stages", "raw_async,end_to_end_central",
-            "--seconds", "0.5", "--out-dir", str(tmp_path), "--no-plot"]  # fmt: skip
+            "--seconds", "0.5", "--out-dir", str(tmp_path), "--no-plot",
+            "--config.actor_loop=xla", "--config.async_envs=false"]  # fmt: skip
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
     assert "end_to_end_central: skipped (the XLA actor loop" in proc.stdout

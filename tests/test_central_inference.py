@@ -16,6 +16,7 @@ CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
 SERVER = [
     "--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.inference.client=server",
     "--config.num_actor_threads=2", "--config.log_every_updates=2",
+    "--config.actor_loop=python", "--config.async_envs=true",  # the XLA loop has no server
 ]  # fmt: skip
 
 

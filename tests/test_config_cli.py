@@ -18,7 +18,10 @@ BAD = [
     (["--config.batch_size=-16"], "batch_size"),
     (["--config.unroll_length=0"], "unroll_length"),
     (["--config.queue_size=0"], "queue_size"),
-    (["--config.envs_per_actor=7"], "envs_per_actor"),
+    (
+        ["--config.actor_loop=python", "--config.async_envs=true", "--config.envs_per_actor=7"],
+        "envs_per_actor",
+    ),  # an async pool returns half its envs per recv()
     (["--config.env_id=CartPole-v9"], "did you mean"),
     (["--config.env_kwargs.max_episode_stepz=10"], "max_episode_steps"),
     (["--config.algo.learning_rate=-1e-3"], "algo.learning_rate"),
@@ -41,8 +44,12 @@ BAD = [
     (["--config.actor_max_restarts=-1"], "config.actor_max_restarts=-1 must be >= 0"),
     (["--config.actor_restart_window_s=0"], "config.actor_restart_window_s=0.0 must be > 0"),
     (["--config.env_epoch_updates=0"], "config.env_epoch_updates=0 must be > 0"),
-    (["--config.deterministic=true"], "async_envs"),  # lockstep needs synchronous pools
-    (["--config.deterministic=true", "--config.async_envs=false"], "--config.batch_size=32"),
+    (["--config.deterministic=true"], "actor_loop"),  # lockstep actors are Python loops
+    (
+        ["--config.actor_loop=python", "--config.deterministic=true", "--config.async_envs=true"],
+        "async_envs",
+    ),  # lockstep needs synchronous pools
+    (["--config.actor_loop=python", "--config.deterministic=true"], "--config.batch_size=32"),
     (["--config.learner_device_ids=(0,0)"], "learner_device_ids"),
 ]
 

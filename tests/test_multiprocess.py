@@ -24,7 +24,7 @@ UNROLL, ENVS, BATCH = 20, 8, 16  # two actors of 8 envs in all: one unroll of ea
 def _args(workdir, updates, actor_threads, *extra):
     return [
         "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
-        "--config.deterministic=true", "--config.async_envs=false",
+        "--config.deterministic=true", "--config.async_envs=false", "--config.actor_loop=python",
         f"--config.envs_per_actor={ENVS}", f"--config.batch_size={BATCH}",
         f"--config.num_actor_threads={actor_threads}",
         f"--config.total_env_steps={updates * BATCH * UNROLL}",

@@ -103,7 +103,8 @@ def test_a_lockstep_actor_restarts_exactly_where_it_failed(tmp_path, monkeypatch
 # updates, so every resume below replays recorded actions to rebuild the envs.
 DETERMINISTIC = [
     "--config", CARTPOLE, "--quiet", "--config.deterministic=true", "--config.async_envs=false",
-    "--config.envs_per_actor=8", "--config.batch_size=16", "--config.num_actor_threads=2",
+    "--config.actor_loop=python", "--config.envs_per_actor=8", "--config.batch_size=16",
+    "--config.num_actor_threads=2",
     "--config.total_env_steps=3200", "--config.eval_every_updates=0", "--config.eval_episodes=2",
     "--config.log_every_updates=2", "--config.checkpoint_every_updates=4",
     "--config.stop_at_eval_return=none", "--config.env_epoch_updates=3",

@@ -16,6 +16,7 @@ from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs import EpisodeTracker, make_env
+from jaxrl_dist.run.preflight import validate_for_machine
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import assert_rollout_shapes
 
@@ -114,7 +115,7 @@ def test_a_run_with_the_xla_actor_loop_trains_on_device_rollouts(tmp_path):
     "overrides, field",
     [
         ({"actor_loop": "jit"}, "actor_loop"),
-        ({"actor_loop": "xla"}, "async_envs"),
+        ({"actor_loop": "xla", "async_envs": True}, "async_envs"),
         ({"actor_loop": "xla", "async_envs": False, "inference.client": "server"}, "inference"),
         ({"actor_loop": "xla", "async_envs": False, "actor_hang_timeout_s": 0}, "actor_hang"),
     ],
@@ -123,6 +124,15 @@ def test_the_xla_actor_loop_refuses_what_it_cannot_do(overrides, field):
     with pytest.raises(ConfigError, match=f"config.(actor_loop|{field})") as e:
         load_config("configs/impala_cartpole.py:quick", **overrides)
     assert "\n" not in str(e.value)
+
+
+def test_the_xla_actor_loop_refuses_64_bit_envs_before_the_run():
+    config = load_config(
+        "configs/impala_cartpole.py:quick", env_id="HalfCheetah-v5", actor_loop="xla",
+        async_envs=False, **{"network.tanh_squash": True})  # fmt: skip
+    with pytest.raises(ConfigError, match="cannot step HalfCheetah-v5: .* float64") as e:
+        validate_for_machine(config)
+    assert "\n" not in str(e.value) and "actor_loop='python'" in str(e.value)
 
 
 def test_a_hung_unroll_stops_the_run_with_its_reason(tmp_path):

@@ -182,7 +182,7 @@ class Fleet:
             else:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
             threads = cfg.env_threads_per_actor or cfg.env_batch_size
-            pinned = pool_affinity(cfg.env_thread_affinity_offset, slot, threads, os.cpu_count())
+            pinned = pool_affinity(cfg.env_thread_affinity_offset, g, threads)
             env = make_env(
                 cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size,
                 derive_seed(cfg.seed, *path), threads, pinned,
@@ -218,13 +218,15 @@ class Fleet:
         return actor
 
 
-def pool_affinity(offset: int, slot: int, threads: int, cpus: int | None) -> int:
-    """EnvPool's `thread_affinity_offset` for actor `slot`'s pool of `threads` threads: the
-    actors' pools on consecutive cores from `offset`, wrapping at `cpus`; -1 (no pinning)
-    stays -1."""
+def pool_affinity(offset: int, actor: int, threads: int, cpus: int | None = None) -> int:
+    """EnvPool's `thread_affinity_offset` for actor `actor`'s pool of `threads` threads (its
+    global index: processes on one host pin to different cores): the actors' pools on
+    consecutive cores from `offset`, wrapping at `cpus` (default: the cores this process may
+    use); -1 (no pinning) stays -1. EnvPool itself wraps a pool's later threads."""
     if offset < 0:
         return -1
-    return (offset + slot * threads) % (cpus or 1)
+    cpus = cpus or len(os.sched_getaffinity(0))
+    return (offset + actor * threads) % cpus
 
 
 OPENING_STREAM = 1  # the random openings' generator beside the scripted players' (`seated`)

@@ -18,8 +18,8 @@ _fresh_copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 
 def _on(tree: PyTree, device: jax.Device) -> PyTree:
     """`tree` on `device`; no `device_put` (a Python call per leaf) when it is there already."""
-    first = jax.tree.leaves(tree)[0]
-    if isinstance(first, jax.Array) and first.devices() == {device}:
+    leaves = jax.tree.leaves(tree)
+    if all(isinstance(x, jax.Array) and x.devices() == {device} for x in leaves):
         return tree
     return jax.device_put(tree, device)
 

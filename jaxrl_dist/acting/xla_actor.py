@@ -7,8 +7,13 @@ copies of every observation per `recv()`; here one jitted unroll per T steps act
 rollout out time-major on the actor's device. The host only splits it into rollouts of the data
 seam's width and reads the finished episodes.
 
-A `recv` inside XLA cannot time out: the actor marks when each unroll started (`busy_s`) and
-the supervisor stops the run once one has run longer than `config.actor_hang_timeout_s`.
+A `recv` inside XLA cannot time out: the actor marks when each call into the pool started (the
+first `recv` and every unroll: `busy_s`) and the supervisor stops the run once one has run
+longer than `config.actor_hang_timeout_s`. The mark is set at dispatch: on an accelerator the
+actor shares with the learner, an unroll queued behind updates counts that wait too (keep the
+limit far above an update's time). Environments whose observations or actions are 64-bit
+(MuJoCo) are refused before the run (`envs.xla_loop_problem`): JAX without x64 would declare
+their buffers 32-bit.
 """
 
 from __future__ import annotations
@@ -94,12 +99,19 @@ def _track(ret, length, reward, info):
 
 
 def make_unroll(
-    core: ActorCore, recv: Callable, send: Callable, unroll_length: int, width: int
+    core: ActorCore,
+    recv: Callable,
+    send: Callable,
+    unroll_length: int,
+    width: int,
+    action_dtype: Any = None,
 ) -> tuple[Callable, Callable]:
     """`start(handle, actor_state) -> (handle, carry)`: the first `recv()` after
     `async_reset()`; `unroll(params, handle, carry) -> (handle, carry, UnrollOut)`: T policy
     and env steps, the rollout cut into rollouts of `width` envs. Both pure given EnvPool's
-    custom calls; jit them (the handle and the carry may be donated)."""
+    custom calls; jit them (the handle and the carry may be donated). `action_dtype`: the
+    env's action dtype (EnvPool's XLA `send` takes its buffer as it is; None keeps the
+    policy's)."""
 
     def start(handle, actor_state):
         handle, got = recv(handle)
@@ -113,7 +125,10 @@ def make_unroll(
         handle, c = state
         action, extras, actor_state = core.act(params, c.obs, c.actor_state)
         env_ids = jnp.arange(c.reward.shape[0], dtype=jnp.int32)
-        handle = send(handle, core.env_action(action), env_ids)
+        env_action = core.env_action(action)
+        if action_dtype is not None:
+            env_action = env_action.astype(action_dtype)
+        handle = send(handle, env_action, env_ids)
         handle, got = recv(handle)
         obs, reward, terminated, truncated, info = _in_env_order(got)
         ret, length = _track(c.episode_return, c.episode_length, reward, info)
@@ -193,15 +208,19 @@ class XlaActor(threading.Thread):
         `busy_s` never counts compilation."""
         handle, recv, send, _ = env.xla()
         shared = self._shared
+        action_dtype = env.spec._action_spec[-1][0]  # what EnvPool's send takes, as given
         start, unroll = make_unroll(
-            self._core, recv, send, shared.unroll_length, shared.segments_per_rollout
+            self._core, recv, send, shared.unroll_length, shared.segments_per_rollout, action_dtype
         )
         num_envs = env.config["num_envs"]
         state = self._core.init_state(self._identity, num_envs, self._key)
         state = jax.device_put(state, self._device)
         handle = jax.device_put(handle, self._device)
+        first = jax.jit(start, donate_argnums=(0, 1)).lower(handle, state).compile()
         env.async_reset()
-        handle, carry = jax.jit(start, donate_argnums=(0, 1))(handle, state)
+        self._busy_since = time.monotonic()  # the first recv is watched too
+        handle, carry = jax.block_until_ready(first(handle, state))
+        self._busy_since = None
         got = wait_for_params(self._store, self._device, 0, shared.stop)
         params = got[0] if got is not None else None
         compiled = jax.jit(unroll, donate_argnums=(1, 2)).lower(params, handle, carry).compile()

@@ -8,6 +8,7 @@ from jaxrl_dist.envs.envpool_env import (
     derive_seed,
     env_spec,
     make_env,
+    xla_loop_problem,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "derive_seed",
     "env_spec",
     "make_env",
+    "xla_loop_problem",
 ]

@@ -81,6 +81,30 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """Why `env_id` cannot run the XLA actor loop, or None. EnvPool's XLA interface hands XLA
+    buffers of the env's own dtypes, which JAX declares in its canonical ones: without
+    `jax_enable_x64` a float64 observation or action (MuJoCo) would be read as float32."""
+    import jax
+
+    if jax.config.jax_enable_x64:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = _envpool().make_spec(env_id, **env_kwargs)
+    wide = sorted(
+        {str(np.dtype(entry[0])) for entry in (*spec._state_spec, *spec._action_spec)}
+        & {"float64", "int64", "uint64"}
+    )
+    if wide:
+        return (
+            f"config.actor_loop='xla' cannot step {env_id}: its observations or actions are "
+            f"{'/'.join(wide)}, which JAX without x64 cannot pass through EnvPool's XLA "
+            "interface; use config.actor_loop='python'"
+        )
+    return None
+
+
 def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

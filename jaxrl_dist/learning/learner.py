@@ -67,12 +67,14 @@ class Learner:
                 f"{self.num_local_devices} local learner devices; make config.batch_size a "
                 "multiple of the learner device count"
             )
-        if self._device is not None:  # one learner device: arrays already there stay
+        on_device = any(isinstance(x, jax.Array) for x in jax.tree.leaves(rollout))
+        if self._device is not None and on_device:  # one learner device: arrays there stay
             return jax.tree.map(self._onto_device, rollout)
         if jax.process_count() == 1:  # one call for the whole tree: ~40% less than per leaf
             return jax.device_put(rollout, self._batch_sharding)
-        return jax.tree.map(
-            lambda x: jax.make_array_from_process_local_data(self._batch_sharding, x), rollout
+        return jax.tree.map(  # this process's slice, from the host (device rollouts copied)
+            lambda x: jax.make_array_from_process_local_data(self._batch_sharding, np.asarray(x)),
+            rollout,
         )
 
     def _onto_device(self, x):

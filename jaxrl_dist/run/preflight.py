@@ -16,7 +16,7 @@ from jaxrl_dist.agents.base import Agent, RunShape
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.sections import SNAPSHOT_ROLES
 from jaxrl_dist.data import env_steps_per_update
-from jaxrl_dist.envs import EnvSpec, check_env, env_spec
+from jaxrl_dist.envs import EnvSpec, check_env, env_spec, xla_loop_problem
 from jaxrl_dist.envs.seats import LEARNER
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
@@ -46,6 +46,8 @@ def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
     problem = check_env(config.env_id, config.env_kwargs) or config.process_problem(
         jax.process_count()
     )
+    if not problem and config.actor_loop == "xla":
+        problem = xla_loop_problem(config.env_id, config.env_kwargs)
     if problem:
         raise ConfigError(problem)
     try:
