@@ -63,12 +63,16 @@ def env_threads(config: TrainConfig) -> int:
     return config.env_threads_per_actor or config.env_batch_size
 
 
+def raw_batch(config: TrainConfig, sync: bool) -> int:
+    """Envs per `recv()` of a raw pool: all of them sync, half async (EnvPool's async layout,
+    whatever the run's own loop uses)."""
+    return config.envs_per_actor if sync else max(1, config.envs_per_actor // 2)
+
+
 def raw_threads(config: TrainConfig, sync: bool) -> int:
-    """EnvPool C++ threads of a raw pool: the run's, or with auto (0) one per env of a `recv()`
-    (all the envs sync, half of them async), so the async ceiling is the same whether the run
-    steps an async pool or a sync one."""
-    batch = config.envs_per_actor if sync else max(1, config.envs_per_actor // 2)
-    return config.env_threads_per_actor or batch
+    """EnvPool C++ threads of a raw pool: the run's, or with auto (0) one per env of a `recv()`,
+    so the async ceiling is the same whether the run steps an async pool or a sync one."""
+    return config.env_threads_per_actor or raw_batch(config, sync)
 
 
 def _random_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -88,8 +92,7 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     counts every move of every seat, each a uniformly random legal move (end to end counts the
     learner's own moves and each of its seats' final observations: one more per seat and game).
     """
-    batch = config.envs_per_actor if sync else max(1, config.envs_per_actor // 2)
-    pool_threads = raw_threads(config, sync)
+    batch, pool_threads = raw_batch(config, sync), raw_threads(config, sync)
     counts = [0] * config.num_actor_threads
     stop = threading.Event()
     stepping = threading.Barrier(config.num_actor_threads + 1)  # every pool built and stepping

@@ -104,23 +104,14 @@ class ActorShared:
     segments_per_rollout: int
 
 
-class Actor(threading.Thread):
-    """Steps one EnvPool asynchronously with the newest params its client offers, and writes
-    `QueueItem`s. `make_env()` builds its EnvPool.
+class ActorThread(threading.Thread):
+    """An actor's thread (`Actor`, `XlaActor`): runs `_loop()`. Exceptions are logged with their
+    traceback and kept in `self.error`; the supervisor checks the actors whenever the learner
+    waits for data, so a dead actor never hangs the run, and restarts it."""
 
-    Exceptions are logged with their traceback and kept in `self.error`; the supervisor checks
-    the actors whenever the learner waits for data, so a dead actor never hangs the run, and
-    restarts it.
-    """
-
-    def __init__(
-        self, index: int, make_env: Callable[[], Any], client: PolicyClient, shared: ActorShared
-    ):
+    def __init__(self, index: int):
         super().__init__(name=f"actor-{index}", daemon=True)
         self.index = index
-        self._make_env = make_env
-        self._client = client
-        self._shared = shared
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -129,6 +120,22 @@ class Actor(threading.Thread):
         except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
             self.error = e
             log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
+class Actor(ActorThread):
+    """Steps one EnvPool asynchronously with the newest params its client offers, and writes
+    `QueueItem`s. `make_env()` builds its EnvPool."""
+
+    def __init__(
+        self, index: int, make_env: Callable[[], Any], client: PolicyClient, shared: ActorShared
+    ):
+        super().__init__(index)
+        self._make_env = make_env
+        self._client = client
+        self._shared = shared
 
     def _flush(self, buffer: SegmentBuffer, timers: dict[str, float], env_actions=None) -> None:
         """Writes every complete rollout (one recv() can complete several), timing the rollout

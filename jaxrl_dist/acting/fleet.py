@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.acting.actor import Actor, ActorShared
+from jaxrl_dist.acting.actor import Actor, ActorShared, ActorThread
 from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
 from jaxrl_dist.acting.lockstep import LockstepActor, LockstepProgress
 from jaxrl_dist.acting.opponent_pool import SeatPools, seated_roles
@@ -169,7 +169,7 @@ class Fleet:
             self._shared.stop,
         )  # fmt: skip
 
-    def _spawn_actor(self, slot: int, restarts: int) -> Actor | XlaActor:
+    def _spawn_actor(self, slot: int, restarts: int) -> ActorThread:
         cfg, g = self._config, self._first + slot
         # Restarted async actors take fresh streams (first incarnations keep the old ones).
         again = (restarts,) if restarts and not cfg.deterministic else ()

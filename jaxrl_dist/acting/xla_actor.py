@@ -18,25 +18,21 @@ their buffers 32-bit.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import logging
-import threading
 import time
-import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.acting.actor import ActorShared, ActorStats, QueueItem
+from jaxrl_dist.acting.actor import ActorShared, ActorStats, ActorThread, QueueItem
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import wait_for_params
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.types import PyTree, Rollout
-
-log = logging.getLogger(__name__)
 
 
 class UnrollCarry(NamedTuple):
@@ -162,12 +158,12 @@ def make_unroll(
     return start, unroll
 
 
-class XlaActor(threading.Thread):
+class XlaActor(ActorThread):
     """Steps one sync EnvPool `unroll_length` steps per jitted call with the newest params, and
     writes `QueueItem`s of `shared.segments_per_rollout` envs each.
 
-    Same contract as `Actor`: exceptions are logged and kept in `self.error` for the
-    supervisor; `busy_s()` says how long the current unroll has run (0 between unrolls).
+    Beyond `ActorThread`'s contract, `busy_s()` says how long the current call into the pool
+    has run (0 between calls), for the supervisor's watchdog.
     """
 
     def __init__(
@@ -181,25 +177,24 @@ class XlaActor(threading.Thread):
         key: jax.Array,
         shared: ActorShared,
     ):
-        super().__init__(name=f"actor-{index}", daemon=True)
-        self.index = index
+        super().__init__(index)
         self._make_env, self._core, self._store = make_env, core, store
         self._device, self._identity, self._key = device, identity, key
         self._shared = shared
         self._busy_since: float | None = None
-        self.error: BaseException | None = None
 
     def busy_s(self) -> float:
-        """Seconds the current unroll has run (0 between unrolls and while compiling)."""
+        """Seconds the current call into the pool has run (0 between calls and while
+        compiling)."""
         since = self._busy_since
         return 0.0 if since is None else time.monotonic() - since
 
-    def run(self) -> None:
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        """Marks a call into the pool (a `recv` inside XLA cannot time out) for `busy_s`."""
+        self._busy_since = time.monotonic()
         try:
-            self._loop()
-        except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
-            self.error = e
-            log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
+            yield
         finally:
             self._busy_since = None
 
@@ -218,9 +213,8 @@ class XlaActor(threading.Thread):
         handle = jax.device_put(handle, self._device)
         first = jax.jit(start, donate_argnums=(0, 1)).lower(handle, state).compile()
         env.async_reset()
-        self._busy_since = time.monotonic()  # the first recv is watched too
-        handle, carry = jax.block_until_ready(first(handle, state))
-        self._busy_since = None
+        with self._watched():  # the first recv is watched too
+            handle, carry = jax.block_until_ready(first(handle, state))
         got = wait_for_params(self._store, self._device, 0, shared.stop)
         params = got[0] if got is not None else None
         compiled = jax.jit(unroll, donate_argnums=(1, 2)).lower(params, handle, carry).compile()
@@ -237,10 +231,9 @@ class XlaActor(threading.Thread):
                     break
                 params, version = got
                 t0 = time.perf_counter()
-                self._busy_since = time.monotonic()
-                handle, carry, out = unroll(params, handle, carry)
-                episodes = jax.device_get((out.ended, out.episode_return, out.episode_length))
-                self._busy_since = None
+                with self._watched():
+                    handle, carry, out = unroll(params, handle, carry)
+                    episodes = jax.device_get((out.ended, out.episode_return, out.episode_length))
                 timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
                 timers["unroll_s"] = time.perf_counter() - t0
                 self._write(out.rollouts, version, episodes, timers)
