@@ -27,6 +27,7 @@ class ConfigError(ValueError):
 
 EVAL_MODES = ("greedy", "sampled", "both")
 ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
+RUNTIMES = ("sebulba", "anakin")  # run/trainer.py, anakin/trainer.py
 # Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
 SECTIONS = {
     "network": NetworkConfig,
@@ -49,6 +50,11 @@ class TrainConfig:
     env_id: str = "CartPole-v1"
     env_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to envpool.make
     seed: int = 0
+    # "sebulba": EnvPool envs stepped by actor threads feeding a separate learner; "anakin":
+    # JAX envs (gymnax) stepped and learned from inside one jitted function (`jaxrl_dist/anakin`),
+    # `batch_size` envs of `unroll_length` steps per update, `num_seeds` seeds vmapped together.
+    runtime: str = "sebulba"
+    num_seeds: int = 1
     # Actors (Sebulba): each actor thread owns one EnvPool of `envs_per_actor` envs.
     num_actor_threads: int = 1
     envs_per_actor: int = 16
@@ -124,7 +130,7 @@ class TrainConfig:
             "num_actor_threads", "envs_per_actor", "unroll_length", "batch_size", "queue_size",
             "total_env_steps", "eval_episodes", "keep_checkpoints", "log_every_updates",
             "actor_restart_window_s", "env_epoch_updates", "agents_per_env",
-            "actor_hang_timeout_s",
+            "actor_hang_timeout_s", "num_seeds",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
@@ -161,6 +167,7 @@ class TrainConfig:
             _fail("agents_per_env", self.agents_per_env, "> 1 works without config.seats and "
                   "deterministic mode")  # fmt: skip
         self._check_actor_loop()
+        self._check_runtime()
         if self.seats.enabled and self.deterministic:
             _fail("deterministic", self.deterministic, "is not supported with config.seats yet")
 
@@ -184,6 +191,26 @@ class TrainConfig:
                 raise ConfigError(
                     f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
                     "config.actor_loop='python'"
+                )
+
+    def _check_runtime(self) -> None:
+        if self.runtime not in RUNTIMES:
+            _fail("runtime", self.runtime, f"must be one of {RUNTIMES}")
+        if self.runtime == "sebulba":
+            if self.num_seeds != 1:
+                _fail("num_seeds", self.num_seeds, "> 1 needs config.runtime='anakin' (seeds "
+                      "vmapped in one program); Sebulba runs one seed per run")  # fmt: skip
+            return
+        fix = {  # what the Anakin runtime does not do (yet), and the fix
+            "seats.enabled": (self.seats.enabled, "False (turn-based seats run on Sebulba)"),
+            "agents_per_env": (self.agents_per_env > 1, "1 (agent rows run on Sebulba)"),
+            "inference.client": (self.inference.client != "local", "'local'"),
+        }
+        for field, (bad, want) in fix.items():
+            if bad:
+                raise ConfigError(
+                    f"config.runtime='anakin' needs config.{field}={want}; set it, or use "
+                    "config.runtime='sebulba'"
                 )
 
     @property

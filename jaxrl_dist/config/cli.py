@@ -125,8 +125,20 @@ def command_line_message(error: ConfigError) -> str:
     return f"{text}; fix it with --config.{field.group(1)}=..." if field else text
 
 
+def make_trainer(config: TrainConfig, workdir: str, **kwargs: object):
+    """The trainer of `config.runtime`: Sebulba's `Trainer` or the Anakin runtime's
+    `AnakinTrainer` (the same `run()`, hooks, files and result)."""
+    if config.runtime == "anakin":
+        from jaxrl_dist.anakin.trainer import AnakinTrainer
+
+        return AnakinTrainer(config, workdir, **kwargs)
+    from jaxrl_dist.run.trainer import Trainer
+
+    return Trainer(config, workdir, **kwargs)
+
+
 def main(argv: list[str] | None = None) -> int:
-    from jaxrl_dist.run.trainer import RunError, Trainer  # heavy imports after the cheap checks
+    from jaxrl_dist.run.trainer import RunError  # heavy imports after the cheap checks
 
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -142,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: jax.distributed.initialize failed: {first}", file=sys.stderr)
         return 1
     try:
-        trainer = Trainer(config, args.workdir, resume=args.resume, quiet=args.quiet)
+        trainer = make_trainer(config, args.workdir, resume=args.resume, quiet=args.quiet)
         trainer.run()
     except ConfigError as e:
         print(f"error: {command_line_message(e)}", file=sys.stderr)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -109,9 +110,18 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     return None
 
 
-def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
-    """Devices, the work directory, the algorithm, the warm-start params; ConfigError."""
-    spec, devices = validate_for_machine(config)
+def prepare(
+    config: TrainConfig,
+    workdir: str,
+    resume: bool,
+    machine: Callable[[TrainConfig], tuple[EnvSpec, Devices]] = validate_for_machine,
+    check_resume: bool = True,
+) -> Prepared:
+    """Devices, the work directory, the algorithm, the warm-start params; ConfigError.
+    `machine` checks the env and devices (the Anakin runtime passes its own: JAX envs);
+    `check_resume=False` leaves the checkpoint's shapes to the caller (a runtime that saves
+    more than the learner state)."""
+    spec, devices = machine(config)
     ckpt_dir = os.path.join(workdir, "checkpoints")
     has_ckpt = os.path.isdir(ckpt_dir) and bool(os.listdir(ckpt_dir))
     if has_ckpt and not resume:
@@ -136,7 +146,7 @@ def prepare(config: TrainConfig, workdir: str, resume: bool) -> Prepared:
             f"flow is {entry.data!r}; register it with data='prioritized' exactly when "
             "LearnerCore.priorities is True"
         )
-    if resume:  # a damaged checkpoint or one of other shapes: refused before any write
+    if resume and check_resume:  # a damaged checkpoint or other shapes: refused before writes
         check_resumable(ckpt_dir, init_shapes)
     warm_params = None
     if config.warm_start:

@@ -1,0 +1,92 @@
+"""Evaluation inside JAX: every seed's params play `num_episodes` episodes of the JAX env at once.
+
+The same interface as the EnvPool evaluator (`run(params, greedy, abort) -> EvalResult`), so the
+run's `EvalMonitor` (metric, best, hooks, stop target, logs) is shared with Sebulba.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.envs import derive_seed
+from jaxrl_dist.envs.jax_envs import JaxEnv
+from jaxrl_dist.learning.mesh import local_replica
+from jaxrl_dist.run.evaluation import EVAL_SEED_PURPOSE, EvalResult
+
+
+def play_episodes(
+    env: JaxEnv, core: ActorCore, params: Any, key: jax.Array, num: int, greedy: bool
+) -> tuple[jax.Array, jax.Array]:
+    """The first episode of each of `num` envs -> (returns `[num]` float32, lengths `[num]`
+    int32). Pure: vmap it over seeds."""
+    reset_key, act_key = jax.random.split(key)
+    state, ts = jax.vmap(env.reset)(jax.random.split(reset_key, num))
+    actor = core.init_state(ActorIdentity(0, 1), num, act_key)
+    zeros = jnp.zeros((num,))
+    start = (state, ts.obs, actor, jnp.zeros((num,), bool), zeros, zeros.astype(jnp.int32))
+
+    def running(carry):
+        return ~jnp.all(carry[3])
+
+    def step(carry):
+        state, obs, actor, finished, returns, lengths = carry
+        if greedy:
+            action = core.greedy_act(params, obs)
+        else:
+            action, _, actor = core.act(params, obs, actor)
+        state, ts = jax.vmap(env.step)(state, core.env_action(action))
+        returns = returns + jnp.where(finished, 0.0, ts.reward)
+        lengths = lengths + (~finished).astype(jnp.int32)
+        finished = finished | ts.terminated | ts.truncated
+        return state, ts.obs, actor, finished, returns, lengths
+
+    out = jax.lax.while_loop(running, step, start)
+    return out[4], out[5]
+
+
+class JaxEvaluator:
+    """Greedy or sampled episodes of every seed's params (`[S, ...]` leaves) on the first local
+    device; each evaluation draws fresh episodes from a key folded with the update count
+    (`at_update`, set by the trainer), so a resumed run evaluates as an uninterrupted one."""
+
+    def __init__(self, env: JaxEnv, core: ActorCore, num_episodes: int, seed: int):
+        self.at_update = 0
+        self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE))
+        self._device = jax.local_devices()[0]
+        self._play = {
+            greedy: jax.jit(
+                jax.vmap(
+                    lambda p, k, g=greedy: play_episodes(env, core, p, k, num_episodes, g),
+                    in_axes=(0, None),
+                )
+            )
+            for greedy in (True, False)
+        }
+
+    def run(
+        self, params: Any, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+    ) -> EvalResult | None:
+        """`[S, episodes]` results -> an `EvalResult` of every seed's episodes (returns
+        `[S * episodes, 1]`), with each seed's mean return as `seed<i>_return` when S > 1."""
+        if abort():
+            return None
+        params = jax.device_put(local_replica(params), self._device)
+        key = jax.random.fold_in(self._key, self.at_update)
+        returns, lengths = jax.device_get(self._play[greedy](params, key))
+        extra = {}
+        if returns.shape[0] > 1:
+            extra = {f"seed{i}_return": float(r.mean()) for i, r in enumerate(returns)}
+        return EvalResult(
+            np.asarray(returns, np.float64).reshape(-1, 1),
+            np.asarray(lengths, np.int64).reshape(-1),
+            extra,
+        )
+
+    def close(self) -> None:
+        pass

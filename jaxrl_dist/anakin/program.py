@@ -1,0 +1,188 @@
+"""The Anakin program: acting and learning in one jitted function (Podracer's Anakin).
+
+One update, per seed: `T` steps of a batch of `B` JAX envs in a `lax.scan` (the agent's actor
+half choosing actions), which builds the same `[T + 1, B]` `Rollout` an EnvPool actor hands the
+learner, then the agent's learner half's `update` on it. `train(carry, n)` runs `n` updates in a
+`lax.fori_loop` (a traced `n`: every chunk length shares one compilation), vmapped over seeds
+(`num_seeds`, as PureJaxRL does) and jitted over the learner mesh: the env axis `B` of everything
+per-env is split over the mesh's devices, the learner state is replicated, and XLA inserts the
+reductions of the update's means (the same function on 1 or N devices, as in the Sebulba learner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jaxrl_dist.agents.base import ActorIdentity, Agent
+from jaxrl_dist.envs.jax_envs import EnvState, JaxEnv, TimeStep
+from jaxrl_dist.learning.mesh import DATA_AXIS
+from jaxrl_dist.types import PyTree, Rollout
+
+ENV_KEY_PURPOSE, ACTOR_KEY_PURPOSE = 11, 12  # fold_in paths of a seed's key
+
+
+class Acting(NamedTuple):
+    """Everything per env (every leaf `[B, ...]`): the env states, the last time step (the next
+    rollout's `obs[0]`, `reward[0]`, ...), the actor half's state, the running episode."""
+
+    env: EnvState
+    timestep: TimeStep
+    actor: PyTree
+    episode_return: jax.Array  # [B] float32
+    episode_length: jax.Array  # [B] int32
+
+
+class Totals(NamedTuple):
+    """What the host reads between chunks: finished episodes since the last drain and the last
+    update's metrics."""
+
+    episodes: jax.Array  # [] int32
+    return_sum: jax.Array  # [] float32
+    length_sum: jax.Array  # [] float32
+    metrics: dict[str, jax.Array]
+
+
+class Carry(NamedTuple):
+    """The whole training state of one seed: checkpointed whole, so a resume is exact."""
+
+    learner: PyTree
+    acting: Acting
+    totals: Totals
+
+
+def _zero_totals(metrics: dict[str, Any]) -> Totals:
+    zeros = {k: jnp.zeros(v.shape, v.dtype) for k, v in metrics.items()}
+    return Totals(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros(()), zeros)
+
+
+class Program:
+    """The pure functions of one Anakin run; `Anakin` (below) jits them over seeds and a mesh."""
+
+    def __init__(self, agent: Agent, env: JaxEnv, num_envs: int, unroll_length: int):
+        self.agent, self.env = agent, env
+        self.num_envs, self.unroll_length = num_envs, unroll_length
+
+    # ------------------------------------------------------------------ start
+    def init(self, seed: jax.Array) -> Carry:
+        """A seed's fresh carry: the learner half's `init(PRNGKey(seed))` (the Sebulba learner's
+        params for the same seed) and `num_envs` reset envs."""
+        key = jax.random.PRNGKey(seed)
+        learner = self.agent.learner.init(key)
+        env_keys = jax.random.split(jax.random.fold_in(key, ENV_KEY_PURPOSE), self.num_envs)
+        env_state, timestep = jax.vmap(self.env.reset)(env_keys)
+        actor_key = jax.random.fold_in(key, ACTOR_KEY_PURPOSE)
+        actor = self.agent.actor.init_state(ActorIdentity(0, 1), self.num_envs, actor_key)
+        zeros_b = jnp.zeros((self.num_envs,))
+        acting = Acting(env_state, timestep, actor, zeros_b, zeros_b.astype(jnp.int32))
+        metrics = jax.eval_shape(lambda c: self._update(c)[2], Carry(learner, acting, None))
+        return Carry(learner, acting, _zero_totals(metrics))
+
+    # ------------------------------------------------------------------ one update
+    def unroll(self, params: PyTree, acting: Acting, version: jax.Array):
+        """`T` env steps -> (acting after them, the `[T + 1, B]` rollout, episodes finished,
+        their summed return and length)."""
+        core, step = self.agent.actor, jax.vmap(self.env.step)
+
+        def one_step(carry, _):
+            acting = carry
+            obs = acting.timestep.obs
+            action, extras, actor_state = core.act(params, obs, acting.actor)
+            env_state, ts = step(acting.env, core.env_action(action))
+            # EpisodeTracker's rules: a reset step starts an episode at 0; others add.
+            first = acting.env.needs_reset
+            ret = jnp.where(first, 0.0, acting.episode_return + ts.reward)
+            length = jnp.where(first, 0, acting.episode_length + 1)
+            ended = jnp.logical_or(ts.terminated, ts.truncated)
+            done = (ended.sum(), jnp.sum(ret * ended), jnp.sum(length * ended))
+            acting = Acting(env_state, ts, actor_state, ret, length)
+            return acting, (ts, action, extras, done)
+
+        start = acting.timestep
+        acting, (steps, action, extras, done) = jax.lax.scan(
+            one_step, acting, None, self.unroll_length
+        )
+        with_first = lambda x0, xs: jnp.concatenate([x0[None], xs])  # noqa: E731
+        rollout = Rollout(
+            obs=jax.tree.map(with_first, start.obs, steps.obs),
+            reward=with_first(start.reward, steps.reward),
+            terminated=with_first(start.terminated, steps.terminated),
+            truncated=with_first(start.truncated, steps.truncated),
+            action=action,
+            agent_extras=extras,
+            policy_version=jnp.broadcast_to(version, action.shape[:2]).astype(jnp.int32),
+        )
+        return acting, rollout, jax.tree.map(jnp.sum, done)
+
+    def _update(self, carry: Carry):
+        learner_core = self.agent.learner
+        params = learner_core.actor_params(carry.learner)
+        version = getattr(carry.learner, "update_step", jnp.zeros((), jnp.int32))
+        acting, rollout, done = self.unroll(params, carry.acting, version)
+        out = learner_core.update(carry.learner, rollout)
+        return out[0], acting, out[1], done
+
+    def update(self, carry: Carry) -> Carry:
+        """One rollout and one update of a seed."""
+        learner, acting, metrics, (episodes, ret, length) = self._update(carry)
+        t = carry.totals
+        totals = Totals(
+            t.episodes + episodes.astype(jnp.int32), t.return_sum + ret,
+            t.length_sum + length.astype(jnp.float32), metrics,
+        )  # fmt: skip
+        return Carry(learner, acting, totals)
+
+
+def drained(carry: Carry) -> Carry:
+    """The carry with its episode sums cleared (after the host read them)."""
+    t = carry.totals
+    zero = jax.tree.map(jnp.zeros_like, (t.episodes, t.return_sum, t.length_sum))
+    return carry._replace(totals=Totals(*zero, t.metrics))
+
+
+class Anakin:
+    """`Program` vmapped over `num_seeds` seeds and jitted over `mesh` (env axis split).
+
+    Every carry leaf has a leading `[S]` seed axis; per-env leaves are `[S, B, ...]`, split over
+    the mesh's data axis on `B`.
+    """
+
+    def __init__(self, program: Program, num_seeds: int, mesh: jax.sharding.Mesh):
+        self.program, self.num_seeds, self.mesh = program, num_seeds, mesh
+        abstract = jax.eval_shape(self._init, jnp.zeros((num_seeds,), jnp.uint32))
+        self.sharding = self._shardings(abstract)
+        self.abstract = jax.tree.map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
+            self.sharding,
+        )  # fmt: skip
+        self.init = jax.jit(self._init, out_shardings=self.sharding)
+        self.train = jax.jit(
+            self._train, in_shardings=(self.sharding, None), out_shardings=self.sharding,
+            donate_argnums=0,
+        )  # fmt: skip
+        self.drain = jax.jit(drained, in_shardings=(self.sharding,), out_shardings=self.sharding)
+
+    def _init(self, seeds: jax.Array) -> Carry:
+        return jax.vmap(self.program.init)(seeds)
+
+    def _train(self, carry: Carry, num_updates: jax.Array) -> Carry:
+        step = jax.vmap(self.program.update)
+        return jax.lax.fori_loop(0, num_updates, lambda _, c: step(c), carry)
+
+    def _shardings(self, abstract: Carry) -> Carry:
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        per_env = NamedSharding(self.mesh, PartitionSpec(None, DATA_AXIS))
+        return Carry(
+            learner=jax.tree.map(lambda _: replicated, abstract.learner),
+            acting=jax.tree.map(lambda _: per_env, abstract.acting),
+            totals=jax.tree.map(lambda _: replicated, abstract.totals),
+        )
+
+    def with_learner(self, carry: Carry, fn: Callable[[PyTree], PyTree]) -> Carry:
+        """The carry with `fn` applied to its learner states (host-side edits: hyperparameters,
+        a warm start), laid out again."""
+        return jax.device_put(carry._replace(learner=fn(carry.learner)), self.sharding)

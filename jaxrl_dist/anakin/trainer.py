@@ -1,0 +1,421 @@
+"""The Anakin runtime's shell: chunks of jitted updates, and around them what every run has.
+
+The config, agents, checkpoints, evaluation monitor (metric, best, hooks, stop target), run-time
+hyperparameters, logs, summary and learning curve are the Sebulba trainer's; what differs is
+where data comes from: `Anakin.train(carry, n)` runs `n` rollouts and updates of every seed in one
+call. A chunk ends at the next log, evaluation, save or the end of the run, and is kept under
+about `CHUNK_S` seconds so signals, wall-time limits and the control file are seen promptly.
+
+A checkpoint holds the whole carry (learner states, env states, actor states, running episodes)
+plus the first seed's actor params under `params` (what `scripts/evaluate.py`, `load_policy` and
+warm starts read), so a resumed run continues bit-identically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jaxrl_dist import agents
+from jaxrl_dist.anakin.evaluation import JaxEvaluator
+from jaxrl_dist.anakin.program import Anakin, Carry, Program
+from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
+from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
+from jaxrl_dist.errors import NonFiniteError, RunError
+from jaxrl_dist.learning.distributed import Cluster
+from jaxrl_dist.learning.mesh import Devices, local_replica, select_devices
+from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
+from jaxrl_dist.run.counters import Counters, EvalHistory
+from jaxrl_dist.run.hooks import Hooks
+from jaxrl_dist.run.hparams import HyperparamControl
+from jaxrl_dist.run.logger import MetricLogger, Progress
+from jaxrl_dist.run.monitor import EvalMonitor
+from jaxrl_dist.run.preflight import prepare
+from jaxrl_dist.run.resume import check_resumable
+from jaxrl_dist.run.stopping import StopControl
+from jaxrl_dist.run.summary import RunResult, run_summary
+from jaxrl_dist.tools.plotting import draw_learning_curve
+from jaxrl_dist.tools.policy import describe_policy
+
+CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the host's events
+
+
+def anakin_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
+    """The Anakin runtime's env and device checks (`preflight.prepare`'s `machine`)."""
+    problem = jax_env_problem(config.env_id, config.env_kwargs)
+    if problem:
+        raise ConfigError(problem)
+    try:
+        devices = select_devices(config.actor_device_ids, config.learner_device_ids)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    n = devices.num_learner_devices
+    if config.batch_size % n:
+        raise ConfigError(
+            f"config.batch_size={config.batch_size} (the Anakin runtime's envs per seed) does "
+            f"not split over {n} devices; make config.batch_size a multiple of {n}"
+        )
+    return make_jax_env(config.env_id, config.env_kwargs).spec, devices
+
+
+class AnakinTrainer:
+    """One Anakin run in `workdir` (the same files as a Sebulba run):
+    `AnakinTrainer(config, workdir, hooks=...).run()`. Multi-process: every process runs the
+    same program over the global mesh (each holds its devices' envs); process 0 evaluates,
+    logs and calls the hooks, and its stop decisions reach the others by a gather per chunk."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        workdir: str,
+        resume: bool = False,
+        quiet: bool = False,
+        hooks: Hooks | None = None,
+    ):
+        self.config, self.hooks = config, hooks or Hooks()
+        self.workdir = os.path.abspath(workdir)
+        self.cluster = Cluster()
+        self._resume, self._quiet = resume, quiet
+        self.stop = StopControl()
+        self._prepared = prepare(config, self.workdir, resume, anakin_machine, check_resume=False)
+        if self._prepared.data != "on_policy":
+            raise ConfigError(
+                f"config.algorithm={config.algorithm!r} learns from a replay, which "
+                "config.runtime='anakin' does not hold yet; use config.runtime='sebulba'"
+            )
+        self.agent = self._prepared.agent
+        self.env = make_jax_env(config.env_id, config.env_kwargs)
+        program = Program(self.agent, self.env, config.batch_size, config.unroll_length)
+        self.anakin = Anakin(program, config.num_seeds, self._prepared.devices.learner_mesh)
+        check = agents.get(config.algorithm).check
+        self.hparams = HyperparamControl(
+            config.algo, self.agent.hyperparams, self.workdir, self.cluster.is_primary,
+            lambda algo_config: check(algo_config, config),
+        )  # fmt: skip
+        if resume:
+            check_resumable(os.path.join(self.workdir, "checkpoints"), self._saved_abstract())
+
+    def set_hyperparams(self, **values: float) -> None:
+        """Changes run-time hyperparameters of every seed from the next chunk on."""
+        self.hparams.request(values, source="set_hyperparams")
+
+    def request_stop(self, reason: str) -> None:
+        self.stop.request(reason)
+
+    # ------------------------------------------------------------------ state and saves
+    def _saved(self, carry: Carry) -> dict[str, Any]:
+        first = jax.tree.map(lambda x: x[0], self.agent.learner.actor_params(carry.learner))
+        return {"params": first, "carry": carry}
+
+    def _saved_abstract(self) -> dict[str, Any]:
+        """The saved tree as a restore target: shapes, dtypes and the run's shardings."""
+        replicated = NamedSharding(self._prepared.devices.learner_mesh, PartitionSpec())
+        params = jax.eval_shape(self._saved, self.anakin.abstract)["params"]
+        params = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated), params
+        )
+        return {"params": params, "carry": self.anakin.abstract}
+
+    def _start(self, ckpt: Checkpointer, history: EvalHistory) -> tuple[Carry, Counters, Any]:
+        cfg = self.config
+        if self._resume:
+            saved, meta = ckpt.restore(self._saved_abstract())
+            counters = Counters.from_meta(meta)
+            history.resume(counters.updates, meta.get("evals"))
+            return saved["carry"], counters, meta
+        seeds = jnp.arange(cfg.seed, cfg.seed + cfg.num_seeds, dtype=jnp.uint32)
+        carry = self.anakin.init(seeds)
+        warm = self._prepared.warm_params
+        if warm is not None:
+            with_params = jax.vmap(self.agent.learner.with_params, in_axes=(0, None))
+            carry = self.anakin.with_learner(carry, lambda learner: with_params(learner, warm))
+        return carry, Counters(), None
+
+    def _save(self, run: _Run) -> None:
+        run.counters.wall_time_s = run.clock()
+        step, last = run.counters.updates, run.counters.last_eval
+        run.ckpt.wait()
+        if run.ckpt.latest_step() == step:
+            return
+        metric = last["metric"] if last is not None and last["updates"] == step else None
+        meta = {
+            **run.counters.to_meta(), "config": jsonable(self.config.to_dict()),
+            "policy": describe_policy(self.config, self._prepared.spec),
+        }  # fmt: skip
+        run.ckpt.save(step, self._saved(run.carry), meta, metric=metric)
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> RunResult:
+        with self.stop.signal_handlers():
+            return self._run()
+
+    def _run(self) -> RunResult:
+        cfg, primary = self.config, self.cluster.is_primary
+        ckpt = Checkpointer(
+            os.path.join(self.workdir, "checkpoints"), cfg.keep_checkpoints,
+            cfg.keep_best_checkpoints,
+        )  # fmt: skip
+        history = EvalHistory(self.workdir, primary)
+        try:
+            carry, counters, meta = self._start(ckpt, history)
+        except BaseException:
+            ckpt.close()
+            raise
+        if primary:
+            with open(os.path.join(self.workdir, "config.json"), "w") as f:
+                json.dump(jsonable(cfg.to_dict()), f, indent=2)
+        logger = MetricLogger(self.workdir, wall_time_offset=counters.wall_time_s)
+        logger = logger if primary else None
+        progress = Progress(cfg.total_env_steps, quiet=self._quiet or not primary)
+        evaluator = JaxEvaluator(self.env, self.agent.actor, cfg.eval_episodes, cfg.seed)
+        monitor = EvalMonitor(cfg, evaluator, self.hooks, logger, progress, history)
+        start, base = time.monotonic(), counters.wall_time_s
+        run = _Run(carry, counters, ckpt, logger, progress, evaluator, monitor,
+                   lambda: base + time.monotonic() - start)  # fmt: skip
+        run.initial = tree_digest(self._saved(carry)["params"])
+        if meta is not None:
+            hparams = jax.tree.map(lambda x: x[0], self.agent.learner.hparams(carry.learner))
+            self.hparams.resume(hparams, meta["config"]["algo"])
+            target, top = cfg.stop_at_eval_return, counters.max_eval_return
+            if target is not None and top is not None and top >= target:
+                self.request_stop(f"an earlier evaluation already reached {target}")
+        error = None
+        try:
+            self._loop(run)
+        except RunError as e:
+            error = e
+            self.request_stop(f"error: {e}")
+        except BaseException:
+            ckpt.close()
+            if logger is not None:
+                logger.close()
+            raise
+        try:
+            summary = self._finish(run, error)
+        finally:
+            ckpt.close()
+            if logger is not None:
+                logger.close()
+        if primary and cfg.learning_curve:
+            draw_learning_curve(self.workdir, progress.message)
+        if error is not None:
+            raise error
+        return RunResult.from_summary(summary, self.workdir)
+
+    def _loop(self, run: _Run) -> None:
+        cfg, counters = self.config, run.counters
+        steps_per_update = cfg.batch_size * cfg.unroll_length  # per seed
+        seconds_per_update, window = None, _Window(counters.env_steps)
+        while not self.stop.requested.is_set():
+            if counters.env_steps >= cfg.total_env_steps:
+                self.request_stop("total_env_steps reached")
+                break
+            if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
+                self.request_stop("max_wall_time_s reached")
+                break
+            self._apply_hparams(run)
+            n = self._chunk(counters, steps_per_update, seconds_per_update)
+            t0 = time.perf_counter()
+            run.carry = self.anakin.train(run.carry, jnp.int32(n))
+            totals = jax.device_get(local_replica(run.carry.totals))
+            run.carry = self.anakin.drain(run.carry)
+            elapsed = time.perf_counter() - t0
+            if counters.updates > 0 or self._resume:  # the first chunk includes the compile
+                seconds_per_update = elapsed / n
+            metrics = {k: float(np.mean(v)) for k, v in totals.metrics.items()}
+            bad = MetricLogger.nonfinite(metrics)
+            if bad:
+                raise NonFiniteError(
+                    f"non-finite {', '.join(bad)} by update {counters.updates + n}; the last "
+                    "checkpoint is kept"
+                )
+            before = counters.env_steps
+            counters.updates += n
+            counters.env_steps += n * steps_per_update
+            counters.episodes += int(totals.episodes.sum())
+            window.add(totals)
+            if self.cluster.is_primary and self.hooks.on_iteration is not None:
+                self.hooks.on_iteration(counters.episodes, counters.env_steps)
+            if cfg.eval_every_updates and counters.updates % cfg.eval_every_updates == 0:
+                self._evaluate(run)
+            if counters.updates % cfg.log_every_updates == 0:
+                self._log(run, window, metrics)
+            self._agree(run)
+            last = counters.env_steps >= cfg.total_env_steps
+            every_env = cfg.checkpoint_every_env_steps
+            due = (cfg.checkpoint_every_updates and
+                   counters.updates % cfg.checkpoint_every_updates == 0) or (
+                every_env and counters.env_steps // every_env > before // every_env)  # fmt: skip
+            if not last and (due or run.save_now):
+                run.save_now = False
+                self._save(run)
+
+    def _chunk(self, counters: Counters, steps_per_update: int, seconds: float | None) -> int:
+        """Updates until the next log, evaluation, update-counted save or the end of the run,
+        and at most about CHUNK_S seconds of them (1 until the speed is known)."""
+        cfg, u = self.config, counters.updates
+        left = -(-(cfg.total_env_steps - counters.env_steps) // steps_per_update)
+        marks = [left, cfg.log_every_updates - u % cfg.log_every_updates]
+        for every in (cfg.eval_every_updates, cfg.checkpoint_every_updates):
+            if every:
+                marks.append(every - u % every)
+        if cfg.checkpoint_every_env_steps:
+            every = cfg.checkpoint_every_env_steps
+            marks.append(-(-(every - counters.env_steps % every) // steps_per_update))
+        n = max(1, min(marks))
+        if seconds is None:
+            return 1
+        return max(1, min(n, int(CHUNK_S / max(seconds, 1e-9))))
+
+    def _apply_hparams(self, run: _Run) -> None:
+        if self.cluster.is_primary:
+            self.hparams.poll()
+        pending = self.cluster.gather(np.array(self.hparams.has_pending, np.int32))
+        if not pending[0]:
+            return
+        row = self.cluster.gather(self.hparams.pending_row())[0]
+        core = self.agent.learner
+        current = jax.tree.map(lambda x: x[0], core.hparams(run.carry.learner))
+        new, changes, sources = self.hparams.apply(current, row, lambda tree: tree)
+        seeds = self.config.num_seeds
+        new = {k: jnp.broadcast_to(jnp.asarray(v), (seeds,)) for k, v in new.items()}
+        run.carry = self.anakin.with_learner(run.carry, lambda s: core.with_hparams(s, new))
+        record, line = self.hparams.record(run.counters, changes, sources)
+        if run.logger is not None:
+            run.logger.write(run.counters.env_steps, record)
+            run.progress.message(line)
+        run.save_now = True
+
+    def _agree(self, run: _Run) -> None:
+        """Process 0's stop request and save request reach every process."""
+        flags = np.array([self.stop.requested.is_set(), run.save_now], np.int32)
+        stop, save = self.cluster.gather(flags)[0]
+        run.save_now = bool(save)
+        if stop and not self.stop.requested.is_set():
+            self.request_stop("process 0 stopped the run")
+
+    def _evaluate(self, run: _Run) -> None:
+        if not self.cluster.is_primary:
+            return
+        run.evaluator.at_update = run.counters.updates
+        params = self.agent.learner.actor_params(run.carry.learner)
+        outcome = run.monitor.evaluate(
+            params, run.counters, run.clock(), lambda: self.stop.signals > 0
+        )
+        if outcome is None:
+            return
+        report, stop_reason = outcome
+        if report.best and self.config.keep_best_checkpoints:
+            run.save_now = True
+        if stop_reason:
+            self.request_stop(stop_reason)
+
+    def _log(self, run: _Run, window: _Window, metrics: dict[str, float]) -> None:
+        record = window.record(metrics, run.counters)
+        if run.logger is not None:
+            run.logger.write(run.counters.env_steps, record)
+            run.progress.line(run.counters.env_steps, record)
+
+    def _finish(self, run: _Run, error: RunError | None) -> dict:
+        counters = run.counters
+        counters.wall_time_s = run.clock()
+        if error is None and not self.stop.by_signal:
+            last = counters.last_eval
+            if last is None or last["updates"] != counters.updates:
+                self._evaluate(run)
+        if not isinstance(error, NonFiniteError):
+            self._save(run)
+        run.ckpt.wait()
+        summary = run_summary(
+            counters, run.monitor.history.entries, self.config.stop_at_eval_return,
+            self.stop.reason, run.ckpt,
+        )  # fmt: skip
+        saved = self._saved(run.carry)
+        summary.update(
+            runtime="anakin", num_seeds=self.config.num_seeds,
+            env_steps_all_seeds=counters.env_steps * self.config.num_seeds,
+            sps_all_seeds=round(counters.env_steps * self.config.num_seeds /
+                                max(counters.wall_time_s, 1e-9), 1),
+            initial_params_sha256=run.initial, params_sha256=tree_digest(saved["params"]),
+            state_sha256=tree_digest(run.carry),
+            seeds=_per_seed(run.monitor.history.entries, self.config),
+        )  # fmt: skip
+        if self.cluster.is_primary:
+            with open(os.path.join(self.workdir, "summary.json"), "w") as f:
+                json.dump(summary, f, indent=2)
+        run.progress.message(
+            f"done ({summary['stop_reason']}): {summary['env_steps']:,} env steps per seed x "
+            f"{self.config.num_seeds} seed(s), {summary['updates']:,} updates in "
+            f"{summary['wall_time_s']:.1f}s, final eval return {summary['final_eval_return']}"
+        )
+        if self.cluster.is_primary and self.hooks.save_last is not None:
+            last = counters.last_eval["metric"] if counters.last_eval else None
+            self.hooks.save_last(saved["params"], last, counters.env_steps)
+        return summary
+
+
+def _per_seed(evals: list[dict], config: TrainConfig) -> list[dict]:
+    """Each seed's best and final evaluation return, and when it first reached the target."""
+    out = []
+    for i in range(config.num_seeds):
+        key = f"seed{i}_return" if config.num_seeds > 1 else "return"
+        curve = [(e["env_steps"], e[key]) for e in evals if key in e]
+        target = config.stop_at_eval_return
+        reached = [s for s, r in curve if target is not None and r >= target]
+        out.append({
+            "seed": config.seed + i,
+            "final_eval_return": curve[-1][1] if curve else None,
+            "best_eval_return": max(r for _, r in curve) if curve else None,
+            "env_steps_to_target": reached[0] if reached else None,
+        })  # fmt: skip
+    return out
+
+
+class _Run:
+    """What one `AnakinTrainer.run` holds."""
+
+    def __init__(self, carry, counters, ckpt, logger, progress, evaluator, monitor, clock):
+        self.carry, self.counters, self.ckpt = carry, counters, ckpt
+        self.logger, self.progress = logger, progress
+        self.evaluator, self.monitor, self.clock = evaluator, monitor, clock
+        self.save_now = False
+        self.initial = ""
+
+
+class _Window:
+    """Episodes and speed between two log lines (every seed's episodes, and each seed's)."""
+
+    def __init__(self, env_steps: int):
+        self._time, self._steps = time.monotonic(), env_steps
+        self._episodes = self._returns = self._lengths = 0.0
+
+    def add(self, totals) -> None:
+        self._episodes = self._episodes + np.asarray(totals.episodes, np.float64)
+        self._returns = self._returns + np.asarray(totals.return_sum, np.float64)
+        self._lengths = self._lengths + np.asarray(totals.length_sum, np.float64)
+
+    def record(self, metrics: dict[str, float], counters: Counters) -> dict[str, float]:
+        now = time.monotonic()
+        record = {f"losses/{k}": v for k, v in metrics.items()}
+        record["charts/sps"] = (counters.env_steps - self._steps) / max(now - self._time, 1e-9)
+        record["charts/updates"] = counters.updates
+        episodes = np.atleast_1d(self._episodes)
+        record["charts/episodes"] = float(episodes.sum())
+        if episodes.sum():
+            record["charts/episode_return"] = float(np.sum(self._returns) / episodes.sum())
+            record["charts/episode_length"] = float(np.sum(self._lengths) / episodes.sum())
+        if episodes.size > 1:
+            returns = np.atleast_1d(self._returns)
+            for i, (n, r) in enumerate(zip(episodes, returns, strict=True)):
+                if n:
+                    record[f"charts/seed{i}_episode_return"] = float(r / n)
+        self.__init__(counters.env_steps)
+        return record

@@ -1,0 +1,152 @@
+"""JAX-native environments (gymnax) with EnvPool's semantics, for the Anakin runtime.
+
+`make_jax_env(env_id, env_kwargs)` gives a `JaxEnv`: pure `reset(key)` and `step(state, action)`
+over one env, which the runtime vmaps over its batch. The wrapper makes a gymnax env behave the
+way an EnvPool env does, so the learner sees the same `[T + 1, B]` time-step-aligned rollouts
+(`jaxrl_dist/types.py`) from either runtime:
+
+- a step that ends an episode returns its *final* observation, with `terminated` (the task ended)
+  or `truncated` (the time limit, `max_episode_steps`) set;
+- the next step ignores its action and returns the first observation of a new episode with
+  reward 0 and both flags False (EnvPool's auto-reset; gymnax's own `step` instead returns the
+  reset observation in place of the final one, which would hide the final state from the value
+  bootstrap of a truncated episode).
+
+Each env's PRNG key lives in its state, so a batch's randomness does not depend on how the batch
+is split over devices, and a checkpoint of the state resumes the env streams exactly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist.envs.envpool_env import EnvSpec
+
+GYMNAX_PREFIX = "gymnax:"
+
+
+class EnvState(NamedTuple):
+    """One env's state (a leading `[B]` on every leaf when batched).
+
+    Attributes:
+      inner: the wrapped env's own state.
+      needs_reset: `[]` bool, the last step ended the episode: the next step resets.
+      key: `[2]` uint32 this env's PRNG key (resets and stochastic dynamics).
+    """
+
+    inner: Any
+    needs_reset: jax.Array
+    key: jax.Array
+
+
+class TimeStep(NamedTuple):
+    """What one step returns, EnvPool's `(obs, reward, terminated, truncated)`."""
+
+    obs: Any
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+
+
+class JaxEnv:
+    """A gymnax env with EnvPool's auto-reset, termination and truncation (module docstring).
+
+    Attributes:
+      env_id: the gymnax id.
+      spec: what the networks need (`EnvSpec`, as for an EnvPool env).
+    """
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any]):
+        import gymnax
+
+        kwargs = dict(env_kwargs)
+        max_steps = kwargs.pop("max_episode_steps", None)
+        self.env_id = env_id
+        self._env, params = gymnax.make(env_id, **kwargs)
+        if max_steps is not None:
+            params = params.replace(max_steps_in_episode=int(max_steps))
+        self._params = params
+        self.spec = _spec(self._env, params)
+
+    def reset(self, key: jax.Array) -> tuple[EnvState, TimeStep]:
+        """A new episode: `(state, TimeStep(first obs, 0, False, False))`."""
+        key, sub = jax.random.split(key)
+        obs, inner = self._env.reset_env(sub, self._params)
+        state = EnvState(inner, jnp.zeros((), bool), key)
+        return state, _first_step(obs)
+
+    def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
+        """One EnvPool step: the env's transition, or (after an episode's end) a reset."""
+        key, step_key, reset_key = jax.random.split(state.key, 3)
+        obs, inner, reward, terminated, _ = self._env.step_env(
+            step_key, state.inner, action, self._params
+        )
+        truncated = jnp.logical_and(
+            self._env.is_truncated(inner, self._params), ~jnp.asarray(terminated, bool)
+        )
+        stepped = TimeStep(obs, jnp.asarray(reward, jnp.float32), terminated, truncated)
+        reset_obs, reset_inner = self._env.reset_env(reset_key, self._params)
+        reset = state.needs_reset
+        pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(reset, x, y), a, b)  # noqa: E731
+        timestep = pick(_first_step(reset_obs), stepped)
+        timestep = timestep._replace(
+            terminated=jnp.asarray(timestep.terminated, bool),
+            truncated=jnp.asarray(timestep.truncated, bool),
+        )
+        ended = jnp.logical_or(timestep.terminated, timestep.truncated)
+        return EnvState(pick(reset_inner, inner), ended, key), timestep
+
+
+def _first_step(obs: Any) -> TimeStep:
+    return TimeStep(obs, jnp.zeros((), jnp.float32), jnp.zeros((), bool), jnp.zeros((), bool))
+
+
+def _spec(env: Any, params: Any) -> EnvSpec:
+    obs_space, act_space = env.observation_space(params), env.action_space(params)
+    obs = jax.eval_shape(lambda k: env.reset_env(k, params)[0], jax.random.PRNGKey(0))
+    num_actions = int(getattr(act_space, "n", 0))
+    if num_actions:
+        return EnvSpec(tuple(obs.shape), np.dtype(obs.dtype), num_actions)
+    shape = tuple(act_space.shape) or (1,)
+    low = tuple(float(x) for x in np.broadcast_to(act_space.low, shape))
+    high = tuple(float(x) for x in np.broadcast_to(act_space.high, shape))
+    del obs_space
+    return EnvSpec(tuple(obs.shape), np.dtype(obs.dtype), 0, shape[0], low, high)
+
+
+@functools.cache
+def _gymnax_ids() -> tuple[str, ...]:
+    import gymnax
+
+    return tuple(gymnax.registered_envs)
+
+
+def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """A one-line problem with `env_id`/`env_kwargs` for the Anakin runtime, or None."""
+    name = env_id.removeprefix(GYMNAX_PREFIX)
+    ids = _gymnax_ids()
+    if name not in ids:
+        close = difflib.get_close_matches(name, ids, n=3, cutoff=0.5)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return (
+            f"config.env_id={env_id!r} is not a JAX env{hint}; runtime='anakin' steps gymnax "
+            "envs (gymnax.registered_envs)"
+        )
+    try:
+        make_jax_env(env_id, env_kwargs)
+    except (TypeError, ValueError, AttributeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"config.env_kwargs={env_kwargs!r} rejected by gymnax for {name}: {first}"
+    return None
+
+
+def make_jax_env(env_id: str, env_kwargs: dict[str, Any]) -> JaxEnv:
+    """The JAX env for `env_id` (a gymnax id, optionally written `gymnax:<id>`); `env_kwargs`
+    go to `gymnax.make`, except `max_episode_steps` (EnvPool's name), the time limit."""
+    return JaxEnv(env_id.removeprefix(GYMNAX_PREFIX), env_kwargs)
