@@ -167,7 +167,10 @@ class Anakin:
         self.drain = jax.jit(drained, in_shardings=(self.sharding,), out_shardings=self.sharding)
 
     def _init(self, seeds: jax.Array) -> Carry:
-        return jax.vmap(self.program.init)(seeds)
+        # One seed after another (`lax.map`), not vmapped: a vmapped init batches the
+        # orthogonal initialisers' LAPACK QR calls, and that program hung on XLA:CPU
+        # (jax 0.10.2, 2 cores) while each part alone ran. Init runs once; speed is moot.
+        return jax.lax.map(self.program.init, seeds)
 
     def _train(self, carry: Carry, num_updates: jax.Array) -> Carry:
         step = jax.vmap(self.program.update)

@@ -6,7 +6,8 @@ way an EnvPool env does, so the learner sees the same `[T + 1, B]` time-step-ali
 (`jaxrl_dist/types.py`) from either runtime:
 
 - a step that ends an episode returns its *final* observation, with `terminated` (the task ended)
-  or `truncated` (the time limit, `max_episode_steps`) set;
+  or `truncated` (the time limit, `max_episode_steps`) set; at the time limit only `truncated`,
+  even where the task ended on that step too (as EnvPool reports it);
 - the next step ignores its action and returns the first observation of a new episode with
   reward 0 and both flags False (EnvPool's auto-reset; gymnax's own `step` instead returns the
   reset observation in place of the final one, which would hide the final state from the value
@@ -87,9 +88,10 @@ class JaxEnv:
         obs, inner, reward, terminated, _ = self._env.step_env(
             step_key, state.inner, action, self._params
         )
-        truncated = jnp.logical_and(
-            self._env.is_truncated(inner, self._params), ~jnp.asarray(terminated, bool)
-        )
+        # At the time limit EnvPool reports truncated, not terminated, even where the task
+        # also ended there (CartPole's pole past 12 degrees at step 500): the same here.
+        truncated = jnp.asarray(self._env.is_truncated(inner, self._params), bool)
+        terminated = jnp.logical_and(jnp.asarray(terminated, bool), ~truncated)
         stepped = TimeStep(obs, jnp.asarray(reward, jnp.float32), terminated, truncated)
         reset_obs, reset_inner = self._env.reset_env(reset_key, self._params)
         reset = state.needs_reset

@@ -1,0 +1,159 @@
+"""Anakin's throughput against the PureJaxRL-style baseline and the Sebulba path, in one run.
+
+    python benchmarks/anakin_throughput.py                 # the whole table (~4 min on 2 cores)
+    python benchmarks/anakin_throughput.py --repeat 1 --skip-separate   # the SPS rows only
+
+Rows (CartPole-v1, PPO, PureJaxRL's hyperparameters: 4 envs x 128 steps, 4 x 4 minibatches):
+
+- `baseline`: `purejaxrl_ppo.py`, the whole run one jitted call; SPS of the call after compiling.
+- `anakin`: the library (`AnakinTrainer`, `configs/anakin_ppo_cartpole.py` with evaluation off),
+  the same number of env steps; SPS from the first chunk's end (compilation done) to the last.
+- `sebulba`: the library's EnvPool path (`configs/ppo_cartpole.py`: async EnvPool, an actor
+  thread, the learner), timed the same way.
+- each again with 8 seeds vmapped (SPS counts every seed's steps), and the wall time of
+  8 seeds in one `scripts/train.py` run against 8 separate runs (process start, compile and all).
+
+Baseline and library alternate `--repeat` times; the ratio is the median of the per-pair
+ratios. Written to `benchmarks/results/<device>/anakin_throughput.json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+import purejaxrl_ppo  # noqa: E402
+from throughput import RESULTS, device_dir, environment  # noqa: E402
+
+from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402
+from jaxrl_dist.run.hooks import Hooks  # noqa: E402
+
+ANAKIN = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")
+SEBULBA = os.path.join(ROOT, "configs", "ppo_cartpole.py")
+QUIET = {
+    "stop_at_eval_return": None, "eval_every_updates": 0, "checkpoint_every_updates": 0,
+    "learning_curve": False, "log_every_updates": 100,
+}  # fmt: skip
+
+
+def library_sps(config_path: str, steps: int, **overrides) -> dict:
+    """A library run of `steps` env steps per seed; SPS (all seeds) after the first update's
+    end (compilation done), from the `on_iteration` hook's times."""
+    marks = []
+    hooks = Hooks(on_iteration=lambda episodes, env_steps: marks.append(
+        (time.perf_counter(), env_steps)))  # fmt: skip
+    config = load_config(config_path, total_env_steps=steps, **{**QUIET, **overrides})
+    with tempfile.TemporaryDirectory() as workdir:
+        t0 = time.perf_counter()
+        result = make_trainer(config, workdir, quiet=True, hooks=hooks).run()
+        wall = time.perf_counter() - t0
+    (t_first, s_first), (t_last, s_last) = marks[0], marks[-1]
+    seeds = config.num_seeds
+    return {
+        "num_seeds": seeds, "env_steps_per_seed": result.env_steps, "wall_s": round(wall, 3),
+        "first_update_s": round(t_first - t0, 3),
+        "sps": round((s_last - s_first) * seeds / (t_last - t_first), 1),
+    }  # fmt: skip
+
+
+def separate_vs_vmapped(seeds: int, steps: int) -> dict:
+    """Wall time of `seeds` runs of `scripts/train.py` one after another against one run with
+    `num_seeds=seeds` (each a fresh process: start, compile, train, final save)."""
+    train = os.path.join(ROOT, "scripts", "train.py")
+    flags = [f"--config.{k}={v}" for k, v in {**QUIET, "total_env_steps": steps}.items()]
+
+    def run(extra: list[str]) -> float:
+        with tempfile.TemporaryDirectory() as workdir:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, train, "--config", ANAKIN, "--workdir", workdir,
+                            "--quiet", *flags, *extra], check=True)  # fmt: skip
+            return time.perf_counter() - t0
+
+    separate = [run([f"--config.seed={s}"]) for s in range(seeds)]
+    vmapped = run([f"--config.num_seeds={seeds}"])
+    return {
+        "seeds": seeds, "env_steps_per_seed": steps, "separate_runs_s": round(sum(separate), 2),
+        "separate_each_s": [round(s, 2) for s in separate], "vmapped_run_s": round(vmapped, 2),
+        "vmapped_over_separate": round(vmapped / sum(separate), 3),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=499_712, help="env steps per seed")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=8, help="the vmapped rows' seed count")
+    parser.add_argument("--skip-separate", action="store_true")
+    parser.add_argument("--out-dir", default=None)
+    args = parser.parse_args()
+    config = {**purejaxrl_ppo.CONFIG, "TOTAL_TIMESTEPS": args.steps}
+    rows: dict[str, list] = {"baseline": [], "anakin": []}
+    for _ in range(args.repeat):  # alternating, so drift hits both alike
+        rows["baseline"].append(purejaxrl_ppo.measure(config, 1))
+        rows["anakin"].append(library_sps(ANAKIN, args.steps))
+    ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["baseline"], strict=True)]
+    result = {
+        "environment": environment(),
+        "steps_per_seed": args.steps,
+        "rows": rows,
+        "anakin_over_baseline": [round(r, 3) for r in ratios],
+        "anakin_over_baseline_median": round(float(np.median(ratios)), 3),
+        "sebulba": library_sps(SEBULBA, 200_704),
+        f"baseline_{args.seeds}_seeds": purejaxrl_ppo.measure(config, args.seeds),
+        f"anakin_{args.seeds}_seeds": library_sps(ANAKIN, args.steps, num_seeds=args.seeds),
+    }
+    if not args.skip_separate:
+        result["separate_vs_vmapped"] = separate_vs_vmapped(args.seeds, args.steps)
+    out = args.out_dir or os.path.join(RESULTS, device_dir())
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "anakin_throughput.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    table = markdown(result, args.seeds)
+    with open(os.path.join(out, "anakin_throughput.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
+def markdown(result: dict, seeds: int) -> str:
+    median = lambda rows: float(np.median([r["sps"] for r in rows]))  # noqa: E731
+    base = median(result["rows"]["baseline"])
+    lines = [
+        f"CartPole-v1 PPO, {result['environment']['device']}, "
+        f"{result['environment']['cpu_count']} cores",
+        "",
+        "| run | SPS (all seeds) | x baseline (1 seed) |",
+        "|---|---:|---:|",
+    ]
+    entries = [
+        ("PureJaxRL-style baseline, 1 seed", base),
+        ("Anakin (library), 1 seed", median(result["rows"]["anakin"])),
+        ("Sebulba (library, EnvPool), 1 seed", result["sebulba"]["sps"]),
+        (f"PureJaxRL-style baseline, {seeds} seeds vmapped",
+         result[f"baseline_{seeds}_seeds"]["sps"]),
+        (f"Anakin (library), {seeds} seeds vmapped", result[f"anakin_{seeds}_seeds"]["sps"]),
+    ]  # fmt: skip
+    lines += [f"| {name} | {sps:,.0f} | {sps / base:.2f} |" for name, sps in entries]
+    lines += ["", f"Anakin / baseline per pair: {result['anakin_over_baseline']} "
+              f"(median {result['anakin_over_baseline_median']})"]  # fmt: skip
+    sep = result.get("separate_vs_vmapped")
+    if sep:
+        lines.append(
+            f"{seeds} seeds: {sep['separate_runs_s']} s as separate runs, "
+            f"{sep['vmapped_run_s']} s vmapped in one run ({sep['vmapped_over_separate']}x)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

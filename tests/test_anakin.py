@@ -1,0 +1,182 @@
+"""The Anakin runtime: runs end to end through scripts/train.py, resumes bit-identically, vmaps
+seeds (each seed as its own run would go), gives the same results on 1 and 4 devices, shares
+hooks, run-time hyperparameters, checkpoints and evaluation with Sebulba."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from fake_devices import run_check
+
+from jaxrl_dist.anakin.trainer import AnakinTrainer
+from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.hooks import Hooks
+from jaxrl_dist.tools.policy import load_policy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICK = "configs/anakin_ppo_cartpole.py:quick"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One `scripts/train.py` run of the quick config, with an evaluation and a checkpoint."""
+    workdir = str(tmp_path_factory.mktemp("anakin") / "run")
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config", QUICK,
+         "--workdir", workdir, "--config.eval_every_updates=20",
+         "--config.checkpoint_every_updates=20"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    with open(os.path.join(workdir, "summary.json")) as f:
+        return workdir, json.load(f)
+
+
+def test_quick_run_writes_what_a_sebulba_run_writes(quick_run):
+    workdir, summary = quick_run
+    assert summary["runtime"] == "anakin" and summary["stop_reason"] == "total_env_steps reached"
+    assert summary["env_steps"] == 20_480 and summary["updates"] == 40
+    assert summary["episodes"] > 0 and summary["final_eval_return"] is not None
+    assert [e["updates"] for e in summary["evals"]] == [20, 40]
+    assert summary["checkpoint_steps"] == [20, 40]
+    lines = [json.loads(x) for x in open(os.path.join(workdir, "metrics.jsonl"))]
+    logged = [x for x in lines if "charts/episode_return" in x]
+    assert logged and all(x["charts/episode_return"] > 0 for x in logged)
+    assert any("losses/pg_loss" in x for x in lines)
+
+
+def test_checkpoint_loads_as_a_policy_on_envpool(quick_run):
+    """The saved params are the first seed's actor params: load_policy rebuilds the agent and
+    plays EnvPool's CartPole with them."""
+    workdir, summary = quick_run
+    policy = load_policy(workdir)
+    assert policy.step == 40
+    from jaxrl_dist.envs import make_env
+
+    env = make_env("CartPole-v1", {}, 4, 4, seed=0)
+    obs, _ = env.reset()
+    action = np.asarray(policy.act(obs))
+    assert action.shape == (4,) and set(action.tolist()) <= {0, 1}
+
+
+def _run(tmp_path, name, hooks=None, resume=False, **overrides):
+    config = load_config(QUICK, **{"log_every_updates": 4, **overrides})
+    trainer = AnakinTrainer(config, str(tmp_path / name), resume=resume, quiet=True, hooks=hooks)
+    return trainer, trainer.run()
+
+
+def test_resume_is_bit_identical(tmp_path):
+    steps = {"total_env_steps": 16 * 512, "eval_every_updates": 8, "checkpoint_every_updates": 5}
+    _, whole = _run(tmp_path, "whole", **steps)
+    trainers = []
+
+    def stop_at_6(episodes, env_steps):
+        if env_steps >= 6 * 512:
+            trainers[0].request_stop("interrupted for the test")
+
+    config = load_config(QUICK, log_every_updates=4, **steps)
+    hooks = Hooks(on_iteration=stop_at_6)
+    first = AnakinTrainer(config, str(tmp_path / "cut"), quiet=True, hooks=hooks)
+    trainers.append(first)
+    cut = first.run()
+    # The hook runs between chunks (which end at logs, evaluations and saves): update 8 here.
+    assert 6 <= cut.updates < 16 and cut.stop_reason == "interrupted for the test"
+    _, resumed = _run(tmp_path, "cut", resume=True, **steps)
+    assert resumed.updates == whole.updates == 16
+    assert resumed.summary["state_sha256"] == whole.summary["state_sha256"]
+    assert resumed.summary["params_sha256"] == whole.summary["params_sha256"]
+    assert [e["return"] for e in resumed.summary["evals"] if e["updates"] in (8, 16)] == [
+        e["return"] for e in whole.summary["evals"]
+    ]
+
+
+def test_vmapped_seeds_match_separate_runs(tmp_path):
+    """Seed 1 of a 2-seed vmapped program is the run of seed 1 alone (float tolerance)."""
+    config = load_config(QUICK, num_seeds=2)
+    two = AnakinTrainer(config, str(tmp_path / "two")).anakin
+    one = AnakinTrainer(load_config(QUICK, seed=1), str(tmp_path / "one")).anakin
+    both = two.train(two.init(jnp.arange(2, dtype=jnp.uint32)), jnp.int32(5))
+    alone = one.train(one.init(jnp.arange(1, 2, dtype=jnp.uint32)), jnp.int32(5))
+    pick = lambda tree: jax.tree.map(lambda x: np.asarray(x)[1], tree)  # noqa: E731
+    first = lambda tree: jax.tree.map(lambda x: np.asarray(x)[0], tree)  # noqa: E731
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5),
+        pick(both.learner.params), first(alone.learner.params),
+    )  # fmt: skip
+    seed0, seed1 = (jax.tree.leaves(f(both.learner.params))[0] for f in (first, pick))
+    assert not np.allclose(seed0, seed1)  # the two seeds are different runs
+
+
+def test_many_seeds_summary_and_log(tmp_path):
+    _, result = _run(tmp_path, "seeds", num_seeds=3, eval_every_updates=20, stop_at_eval_return=1e9)
+    summary = result.summary
+    assert summary["num_seeds"] == 3 and summary["env_steps_all_seeds"] == 3 * 20_480
+    assert [s["seed"] for s in summary["seeds"]] == [0, 1, 2]
+    assert all(s["best_eval_return"] is not None for s in summary["seeds"])
+    evals = summary["evals"]
+    assert all(f"seed{i}_return" in e for e in evals for i in range(3))
+    lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
+    assert any("charts/seed2_episode_return" in x for x in lines)
+
+
+def test_one_and_four_devices_agree():
+    result = run_check("anakin_devices_check.py")
+    assert result["devices"] == [[1], [4]]  # per-env arrays on 1 device, then split over 4
+    assert result["update_step"] == [6, 6]
+    assert result["params_moved"] > 0
+    assert result["max_params_diff"] < 1e-4, result
+
+
+def test_hyperparams_change_at_run_time(tmp_path):
+    holder = []
+
+    def lower(episodes, env_steps):
+        if env_steps == 10 * 512:
+            holder[0].set_hyperparams(learning_rate=1e-5)
+
+    config = load_config(QUICK, log_every_updates=1, **{"algo.anneal_lr": False})
+    hooks = Hooks(on_iteration=lower)
+    trainer = AnakinTrainer(config, str(tmp_path / "hp"), quiet=True, hooks=hooks)
+    holder.append(trainer)
+    result = trainer.run()
+    assert result.summary["hparam_changes"][0]["updates"] == 10
+    lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
+    rates = {
+        x["charts/updates"]: x.get("losses/learning_rate") for x in lines if "charts/updates" in x
+    }
+    assert rates[10] == pytest.approx(2.5e-4) and rates[11] == pytest.approx(1e-5)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expect"),
+    [
+        ({"num_seeds": 2, "runtime": "sebulba"}, "num_seeds=2 > 1 needs config.runtime='anakin'"),
+        ({"runtime": "warp"}, "config.runtime='warp' must be one of"),
+        ({"env_id": "Pong-v5"}, "is not a JAX env"),
+        ({"algorithm": "rainbow"}, "learns from a replay"),
+    ],
+)
+def test_refusals_are_one_line(tmp_path, overrides, expect):
+    spec = "configs/rainbow_cartpole.py:quick" if overrides.get("algorithm") else QUICK
+    extra = {"runtime": "anakin"} if "algorithm" in overrides else {}
+    with pytest.raises(ConfigError) as e:
+        given = {k: v for k, v in overrides.items() if k != "algorithm"}
+        config = load_config(spec, **extra, **given)
+        AnakinTrainer(config, str(tmp_path / "x"))
+    assert expect in str(e.value) and "\n" not in str(e.value)
+    assert not os.path.exists(tmp_path / "x")
+
+
+def test_impala_runs_on_anakin(tmp_path):
+    config = load_config(
+        "configs/impala_cartpole.py:quick", runtime="anakin", batch_size=8, unroll_length=20,
+        total_env_steps=8 * 20 * 30, eval_every_updates=30, eval_episodes=4,
+    )  # fmt: skip
+    result = AnakinTrainer(config, str(tmp_path / "impala"), quiet=True).run()
+    assert result.updates == 30 and result.final_eval_return is not None
