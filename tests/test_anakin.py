@@ -114,7 +114,10 @@ def test_vmapped_seeds_match_separate_runs(tmp_path):
 
 
 def test_many_seeds_summary_and_log(tmp_path):
-    _, result = _run(tmp_path, "seeds", num_seeds=3, eval_every_updates=20, stop_at_eval_return=1e9)
+    _, result = _run(
+        tmp_path, "seeds", num_seeds=3, eval_every_updates=20, stop_at_eval_return=1e9,
+        learning_curve=True,
+    )  # fmt: skip
     summary = result.summary
     assert summary["num_seeds"] == 3 and summary["env_steps_all_seeds"] == 3 * 20_480
     assert [s["seed"] for s in summary["seeds"]] == [0, 1, 2]
@@ -123,6 +126,7 @@ def test_many_seeds_summary_and_log(tmp_path):
     assert all(f"seed{i}_return" in e for e in evals for i in range(3))
     lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
     assert any("charts/seed2_episode_return" in x for x in lines)
+    assert os.path.getsize(os.path.join(result.workdir, "learning_curves_seeds.png")) > 10_000
 
 
 def test_one_and_four_devices_agree():
@@ -180,3 +184,9 @@ def test_impala_runs_on_anakin(tmp_path):
     )  # fmt: skip
     result = AnakinTrainer(config, str(tmp_path / "impala"), quiet=True).run()
     assert result.updates == 30 and result.final_eval_return is not None
+
+
+def test_minatar_breakout_quick_runs(tmp_path):
+    config = load_config("configs/anakin_ppo_breakout_minatar.py:quick")
+    result = AnakinTrainer(config, str(tmp_path / "minatar"), quiet=True).run()
+    assert result.updates == 10 and result.final_eval_return is not None

@@ -24,6 +24,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxrl_dist import agents
+from jaxrl_dist.anakin.curves import draw_seed_curves
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.program import Anakin, Carry, Program
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
@@ -206,6 +207,8 @@ class AnakinTrainer:
                 logger.close()
         if primary and cfg.learning_curve:
             draw_learning_curve(self.workdir, progress.message)
+            if cfg.num_seeds > 1:
+                draw_seed_curves(self.workdir, cfg.num_seeds, progress.message)
         if error is not None:
             raise error
         return RunResult.from_summary(summary, self.workdir)
@@ -345,7 +348,7 @@ class AnakinTrainer:
             sps_all_seeds=round(counters.env_steps * self.config.num_seeds /
                                 max(counters.wall_time_s, 1e-9), 1),
             initial_params_sha256=run.initial, params_sha256=tree_digest(saved["params"]),
-            state_sha256=tree_digest(run.carry),
+            state_sha256=_carry_digest(run.carry),
             seeds=_per_seed(run.monitor.history.entries, self.config),
         )  # fmt: skip
         if self.cluster.is_primary:
@@ -360,6 +363,17 @@ class AnakinTrainer:
             last = counters.last_eval["metric"] if counters.last_eval else None
             self.hooks.save_last(saved["params"], last, counters.env_steps)
         return summary
+
+
+def _carry_digest(carry: Carry) -> str:
+    """The whole carry's digest, the same on every process: per-env arrays that span processes
+    are gathered whole first (a collective: every process calls this)."""
+    if jax.process_count() == 1:
+        return tree_digest(carry)
+    from jax.experimental import multihost_utils
+
+    acting = multihost_utils.process_allgather(carry.acting, tiled=True)
+    return tree_digest(carry._replace(acting=acting))
 
 
 def _per_seed(evals: list[dict], config: TrainConfig) -> list[dict]:
