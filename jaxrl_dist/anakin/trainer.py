@@ -224,8 +224,16 @@ class AnakinTrainer:
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
                 break
-            self._apply_hparams(run)
+            if self.cluster.is_primary:
+                self.hparams.poll()
+            # Process 0's chunk length and pending hyperparameters, for all: chunk lengths
+            # follow each process's own clock, and every process must run the same chunks.
             n = self._chunk(counters, steps_per_update, seconds_per_update)
+            n, pending = (
+                int(v) for v in self.cluster.gather(np.array([n, self.hparams.has_pending]))[0]
+            )
+            if pending:
+                self._apply_hparams(run)
             t0 = time.perf_counter()
             run.carry = self.anakin.train(run.carry, jnp.int32(n))
             totals = jax.device_get(local_replica(run.carry.totals))
@@ -279,11 +287,7 @@ class AnakinTrainer:
         return max(1, min(n, int(CHUNK_S / max(seconds, 1e-9))))
 
     def _apply_hparams(self, run: _Run) -> None:
-        if self.cluster.is_primary:
-            self.hparams.poll()
-        pending = self.cluster.gather(np.array(self.hparams.has_pending, np.int32))
-        if not pending[0]:
-            return
+        """Process 0's pending hyperparameters, applied to every seed on every process."""
         row = self.cluster.gather(self.hparams.pending_row())[0]
         core = self.agent.learner
         current = jax.tree.map(lambda x: x[0], core.hparams(run.carry.learner))
