@@ -7,11 +7,8 @@ import os
 import subprocess
 import sys
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from fake_devices import run_check
 
 from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config import ConfigError
@@ -96,47 +93,6 @@ def test_resume_is_bit_identical(tmp_path):
     ]
 
 
-def test_vmapped_seeds_match_separate_runs(tmp_path):
-    """Seed 1 of a 2-seed vmapped program is the run of seed 1 alone (float tolerance)."""
-    config = load_config(QUICK, num_seeds=2)
-    two = AnakinTrainer(config, str(tmp_path / "two")).anakin
-    one = AnakinTrainer(load_config(QUICK, seed=1), str(tmp_path / "one")).anakin
-    both = two.train(two.init(jnp.arange(2, dtype=jnp.uint32)), jnp.int32(5))
-    alone = one.train(one.init(jnp.arange(1, 2, dtype=jnp.uint32)), jnp.int32(5))
-    pick = lambda tree: jax.tree.map(lambda x: np.asarray(x)[1], tree)  # noqa: E731
-    first = lambda tree: jax.tree.map(lambda x: np.asarray(x)[0], tree)  # noqa: E731
-    jax.tree.map(
-        lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5),
-        pick(both.learner.params), first(alone.learner.params),
-    )  # fmt: skip
-    seed0, seed1 = (jax.tree.leaves(f(both.learner.params))[0] for f in (first, pick))
-    assert not np.allclose(seed0, seed1)  # the two seeds are different runs
-
-
-def test_many_seeds_summary_and_log(tmp_path):
-    _, result = _run(
-        tmp_path, "seeds", num_seeds=3, eval_every_updates=20, stop_at_eval_return=1e9,
-        learning_curve=True,
-    )  # fmt: skip
-    summary = result.summary
-    assert summary["num_seeds"] == 3 and summary["env_steps_all_seeds"] == 3 * 20_480
-    assert [s["seed"] for s in summary["seeds"]] == [0, 1, 2]
-    assert all(s["best_eval_return"] is not None for s in summary["seeds"])
-    evals = summary["evals"]
-    assert all(f"seed{i}_return" in e for e in evals for i in range(3))
-    lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
-    assert any("charts/seed2_episode_return" in x for x in lines)
-    assert os.path.getsize(os.path.join(result.workdir, "learning_curves_seeds.png")) > 10_000
-
-
-def test_one_and_four_devices_agree():
-    result = run_check("anakin_devices_check.py")
-    assert result["devices"] == [[1], [4]]  # per-env arrays on 1 device, then split over 4
-    assert result["update_step"] == [6, 6]
-    assert result["params_moved"] > 0
-    assert result["max_params_diff"] < 1e-4, result
-
-
 def test_hyperparams_change_at_run_time(tmp_path):
     holder = []
 
@@ -144,7 +100,7 @@ def test_hyperparams_change_at_run_time(tmp_path):
         if env_steps == 10 * 512:
             holder[0].set_hyperparams(learning_rate=1e-5)
 
-    config = load_config(QUICK, log_every_updates=1, **{"algo.anneal_lr": False})
+    config = load_config(QUICK, log_every_updates=1)
     hooks = Hooks(on_iteration=lower)
     trainer = AnakinTrainer(config, str(tmp_path / "hp"), quiet=True, hooks=hooks)
     holder.append(trainer)
@@ -154,7 +110,9 @@ def test_hyperparams_change_at_run_time(tmp_path):
     rates = {
         x["charts/updates"]: x.get("losses/learning_rate") for x in lines if "charts/updates" in x
     }
-    assert rates[10] == pytest.approx(2.5e-4) and rates[11] == pytest.approx(1e-5)
+    # The base rate times the annealing fraction at the update's first optimizer step (40
+    # updates x 16 steps): 1 - 144/640 at update 10, 1 - 160/640 at update 11.
+    assert rates[10] == pytest.approx(2.5e-4 * 0.775) and rates[11] == pytest.approx(1e-5 * 0.75)
 
 
 @pytest.mark.parametrize(
