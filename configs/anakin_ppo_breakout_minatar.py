@@ -4,6 +4,9 @@ PureJaxRL's MinAtar PPO settings (Lu et al. 2022): 64 envs x 128 steps per updat
 8 minibatches, Adam 5e-4 annealed, clip 0.2, GAE lambda 0.95, discount 0.99, entropy 0.01,
 value cost 0.5, gradient norm 0.5; an MLP (256, 256, ReLU) on the flattened 10x10x4 frame (the
 frame is too small for the Atari conv stacks); 10M env steps.
+
+Measured (seed 0, 10M steps, 582 s on 2 CPU cores): the greedy return reaches 7.0 by 330k steps
+and stays there to the end: this config does not yet learn Breakout past that plateau.
 """
 
 import ml_collections
