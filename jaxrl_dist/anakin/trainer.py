@@ -23,24 +23,25 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxrl_dist import agents
 from jaxrl_dist.anakin.curves import draw_seed_curves
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.program import Anakin, Carry, Program
+from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.learning.mesh import Devices, local_replica, select_devices
+from jaxrl_dist.learning.mesh import Devices, local_replica
 from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
-from jaxrl_dist.run.preflight import prepare
+from jaxrl_dist.run.preflight import learner_devices, prepare
 from jaxrl_dist.run.resume import check_resumable
+from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.run.stopping import StopControl
 from jaxrl_dist.run.summary import RunResult, run_summary
 from jaxrl_dist.tools.plotting import draw_learning_curve
@@ -54,16 +55,7 @@ def anakin_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
     problem = jax_env_problem(config.env_id, config.env_kwargs)
     if problem:
         raise ConfigError(problem)
-    try:
-        devices = select_devices(config.actor_device_ids, config.learner_device_ids)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    n = devices.num_learner_devices
-    if config.batch_size % n:
-        raise ConfigError(
-            f"config.batch_size={config.batch_size} (the Anakin runtime's envs per seed) does "
-            f"not split over {n} devices; make config.batch_size a multiple of {n}"
-        )
+    devices = learner_devices(config)  # `batch_size` is the envs per seed here
     return make_jax_env(config.env_id, config.env_kwargs).spec, devices
 
 
@@ -96,11 +88,9 @@ class AnakinTrainer:
         self.env = make_jax_env(config.env_id, config.env_kwargs)
         program = Program(self.agent, self.env, config.batch_size, config.unroll_length)
         self.anakin = Anakin(program, config.num_seeds, self._prepared.devices.learner_mesh)
-        check = agents.get(config.algorithm).check
-        self.hparams = HyperparamControl(
-            config.algo, self.agent.hyperparams, self.workdir, self.cluster.is_primary,
-            lambda algo_config: check(algo_config, config),
-        )  # fmt: skip
+        self.hparams = HyperparamControl.for_run(
+            config, self.agent.hyperparams, self.workdir, self.cluster.is_primary
+        )
         if resume:
             check_resumable(os.path.join(self.workdir, "checkpoints"), self._saved_abstract())
 
@@ -142,16 +132,7 @@ class AnakinTrainer:
 
     def _save(self, run: _Run) -> None:
         run.counters.wall_time_s = run.clock()
-        step, last = run.counters.updates, run.counters.last_eval
-        run.ckpt.wait()
-        if run.ckpt.latest_step() == step:
-            return
-        metric = last["metric"] if last is not None and last["updates"] == step else None
-        meta = {
-            **run.counters.to_meta(), "config": jsonable(self.config.to_dict()),
-            "policy": describe_policy(self.config, self._prepared.spec),
-        }  # fmt: skip
-        run.ckpt.save(step, self._saved(run.carry), meta, metric=metric)
+        run.saver.save(run.counters, self._saved(run.carry), None)
 
     # ------------------------------------------------------------------ run
     def run(self) -> RunResult:
@@ -179,7 +160,9 @@ class AnakinTrainer:
         evaluator = JaxEvaluator(self.env, self.agent.actor, cfg.eval_episodes, cfg.seed)
         monitor = EvalMonitor(cfg, evaluator, self.hooks, logger, progress, history)
         start, base = time.monotonic(), counters.wall_time_s
-        run = _Run(carry, counters, ckpt, logger, progress, evaluator, monitor,
+        policy = describe_policy(cfg, self._prepared.spec)
+        saver = Saver(cfg, self.cluster, self._prepared.devices, ckpt, policy, base)
+        run = _Run(carry, counters, saver, logger, progress, evaluator, monitor,
                    lambda: base + time.monotonic() - start)  # fmt: skip
         run.initial = tree_digest(self._saved(carry)["params"])
         if meta is not None:
@@ -216,7 +199,7 @@ class AnakinTrainer:
     def _loop(self, run: _Run) -> None:
         cfg, counters = self.config, run.counters
         steps_per_update = cfg.batch_size * cfg.unroll_length  # per seed
-        seconds_per_update, window = None, _Window(counters.env_steps)
+        seconds_per_update, window = None, LogWindow(counters.env_steps)
         while not self.stop.requested.is_set():
             if counters.env_steps >= cfg.total_env_steps:
                 self.request_stop("total_env_steps reached")
@@ -259,13 +242,11 @@ class AnakinTrainer:
                 self._evaluate(run)
             if counters.updates % cfg.log_every_updates == 0:
                 self._log(run, window, metrics)
+            if self.cluster.is_primary:
+                run.save_now = run.save_now or run.saver.time_due(run.clock())
             self._agree(run)
             last = counters.env_steps >= cfg.total_env_steps
-            every_env = cfg.checkpoint_every_env_steps
-            due = (cfg.checkpoint_every_updates and
-                   counters.updates % cfg.checkpoint_every_updates == 0) or (
-                every_env and counters.env_steps // every_env > before // every_env)  # fmt: skip
-            if not last and (due or run.save_now):
+            if not last and (run.saver.due(counters, before) or run.save_now):
                 run.save_now = False
                 self._save(run)
 
@@ -325,7 +306,7 @@ class AnakinTrainer:
         if stop_reason:
             self.request_stop(stop_reason)
 
-    def _log(self, run: _Run, window: _Window, metrics: dict[str, float]) -> None:
+    def _log(self, run: _Run, window: LogWindow, metrics: dict[str, float]) -> None:
         record = window.record(metrics, run.counters)
         if run.logger is not None:
             run.logger.write(run.counters.env_steps, record)
@@ -352,8 +333,8 @@ class AnakinTrainer:
             sps_all_seeds=round(counters.env_steps * self.config.num_seeds /
                                 max(counters.wall_time_s, 1e-9), 1),
             initial_params_sha256=run.initial, params_sha256=tree_digest(saved["params"]),
-            state_sha256=_carry_digest(run.carry),
-            seeds=_per_seed(run.monitor.history.entries, self.config),
+            state_sha256=carry_digest(run.carry),
+            seeds=per_seed(run.monitor.history.entries, self.config),
         )  # fmt: skip
         if self.cluster.is_primary:
             with open(os.path.join(self.workdir, "summary.json"), "w") as f:
@@ -369,71 +350,12 @@ class AnakinTrainer:
         return summary
 
 
-def _carry_digest(carry: Carry) -> str:
-    """The whole carry's digest, the same on every process: per-env arrays that span processes
-    are gathered whole first (a collective: every process calls this)."""
-    if jax.process_count() == 1:
-        return tree_digest(carry)
-    from jax.experimental import multihost_utils
-
-    acting = multihost_utils.process_allgather(carry.acting, tiled=True)
-    return tree_digest(carry._replace(acting=acting))
-
-
-def _per_seed(evals: list[dict], config: TrainConfig) -> list[dict]:
-    """Each seed's best and final evaluation return, and when it first reached the target."""
-    out = []
-    for i in range(config.num_seeds):
-        key = f"seed{i}_return" if config.num_seeds > 1 else "return"
-        curve = [(e["env_steps"], e[key]) for e in evals if key in e]
-        target = config.stop_at_eval_return
-        reached = [s for s, r in curve if target is not None and r >= target]
-        out.append({
-            "seed": config.seed + i,
-            "final_eval_return": curve[-1][1] if curve else None,
-            "best_eval_return": max(r for _, r in curve) if curve else None,
-            "env_steps_to_target": reached[0] if reached else None,
-        })  # fmt: skip
-    return out
-
-
 class _Run:
     """What one `AnakinTrainer.run` holds."""
 
-    def __init__(self, carry, counters, ckpt, logger, progress, evaluator, monitor, clock):
-        self.carry, self.counters, self.ckpt = carry, counters, ckpt
+    def __init__(self, carry, counters, saver, logger, progress, evaluator, monitor, clock):
+        self.carry, self.counters, self.saver, self.ckpt = carry, counters, saver, saver.ckpt
         self.logger, self.progress = logger, progress
         self.evaluator, self.monitor, self.clock = evaluator, monitor, clock
         self.save_now = False
         self.initial = ""
-
-
-class _Window:
-    """Episodes and speed between two log lines (every seed's episodes, and each seed's)."""
-
-    def __init__(self, env_steps: int):
-        self._time, self._steps = time.monotonic(), env_steps
-        self._episodes = self._returns = self._lengths = 0.0
-
-    def add(self, totals) -> None:
-        self._episodes = self._episodes + np.asarray(totals.episodes, np.float64)
-        self._returns = self._returns + np.asarray(totals.return_sum, np.float64)
-        self._lengths = self._lengths + np.asarray(totals.length_sum, np.float64)
-
-    def record(self, metrics: dict[str, float], counters: Counters) -> dict[str, float]:
-        now = time.monotonic()
-        record = {f"losses/{k}": v for k, v in metrics.items()}
-        record["charts/sps"] = (counters.env_steps - self._steps) / max(now - self._time, 1e-9)
-        record["charts/updates"] = counters.updates
-        episodes = np.atleast_1d(self._episodes)
-        record["charts/episodes"] = float(episodes.sum())
-        if episodes.sum():
-            record["charts/episode_return"] = float(np.sum(self._returns) / episodes.sum())
-            record["charts/episode_length"] = float(np.sum(self._lengths) / episodes.sum())
-        if episodes.size > 1:
-            returns = np.atleast_1d(self._returns)
-            for i, (n, r) in enumerate(zip(episodes, returns, strict=True)):
-                if n:
-                    record[f"charts/seed{i}_episode_return"] = float(r / n)
-        self.__init__(counters.env_steps)
-        return record

@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_dist import agents
+
 CONTROL_FILE = "control.json"
 POLL_EVERY_S = 1.0
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -60,6 +62,18 @@ class HyperparamControl:
         self._primary = primary  # process 0: polls the file; its pending values are the ones
         self._next_poll = 0.0
         self._file_queued = False  # its values wait for the next update
+
+    @classmethod
+    def for_run(
+        cls, config: Any, hyperparams: tuple[str, ...], workdir: str, primary: bool
+    ) -> HyperparamControl:
+        """The control of a run of `config` (a `TrainConfig`), whose agent can change
+        `hyperparams`; requests are checked by the algorithm's own check against the run."""
+        check = agents.get(config.algorithm).check
+        return cls(
+            config.algo, hyperparams, workdir, primary,
+            lambda algo_config: check(algo_config, config),
+        )  # fmt: skip
 
     def resume(self, hparams: dict[str, jax.Array], saved_algo: dict[str, Any]) -> None:
         """Takes the values a restored state holds as the ones in force, except where this

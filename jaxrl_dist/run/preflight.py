@@ -51,6 +51,17 @@ def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
         problem = xla_loop_problem(config.env_id, config.env_kwargs)
     if problem:
         raise ConfigError(problem)
+    devices = learner_devices(config)
+    spec = env_spec(config.env_id, config.env_kwargs)
+    problem = multi_agent_problem(config, spec)
+    if problem:
+        raise ConfigError(problem)
+    return spec, devices
+
+
+def learner_devices(config: TrainConfig) -> Devices:
+    """The device split of `config` (both runtimes), its batch split over every learner device;
+    ConfigError naming a bad device id or a batch that does not split."""
     try:
         devices = select_devices(config.actor_device_ids, config.learner_device_ids)
     except ValueError as e:
@@ -61,11 +72,7 @@ def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
             f"config.batch_size={config.batch_size} does not split over {n} learner devices "
             f"(of all processes); make config.batch_size a multiple of {n}"
         )
-    spec = env_spec(config.env_id, config.env_kwargs)
-    problem = multi_agent_problem(config, spec)
-    if problem:
-        raise ConfigError(problem)
-    return spec, devices
+    return devices
 
 
 def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:

@@ -16,7 +16,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist import agents
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.data.base import Batch
 from jaxrl_dist.errors import NonFiniteError, RunError
@@ -83,11 +82,9 @@ class Trainer:
             raise ConfigError(problem)
         if failed.size:
             raise ConfigError(f"process {failed[0]} refused the run (see its error)")
-        check = agents.get(config.algorithm).check
-        self.hparams = HyperparamControl(
-            config.algo, self.agent.hyperparams, self.workdir, self.cluster.is_primary,
-            lambda algo_config: check(algo_config, config),
-        )  # fmt: skip
+        self.hparams = HyperparamControl.for_run(
+            config, self.agent.hyperparams, self.workdir, self.cluster.is_primary
+        )
         self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
         self._save_after_update = False  # every process: new hyperparameters must reach disk
         self._reported = {"restarts": 0, "episodes": 0}
