@@ -24,10 +24,10 @@ def test_cartpole_matches_envpool_step_for_step():
     pool = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=1, seed=3,
                         max_episode_steps=MAX_STEPS)  # fmt: skip
     env = make_jax_env("CartPole-v1", {"max_episode_steps": MAX_STEPS})
-    step = jax.jit(env.step)
+    step = jax.jit(env.step_one)
     actions = np.random.default_rng(0).integers(0, 2, 400)
     obs, info = pool.reset()
-    state, _ = env.reset(jax.random.PRNGKey(0))
+    state, _ = env.reset_one(jax.random.PRNGKey(0))
     state = _synced(state, obs[0], 0)
     seen = {"terminated": 0, "truncated": 0, "reset": 0}
     for a in actions:
@@ -53,15 +53,15 @@ def test_cartpole_matches_envpool_step_for_step():
 
 def test_reset_step_ignores_the_action_and_keys_live_in_the_state():
     env = make_jax_env("CartPole-v1", {"max_episode_steps": 2})
-    state, first = env.reset(jax.random.PRNGKey(1))
-    state, ts = env.step(state, jnp.int32(1))
-    state, ts = env.step(state, jnp.int32(1))
+    state, first = env.reset_one(jax.random.PRNGKey(1))
+    state, ts = env.step_one(state, jnp.int32(1))
+    state, ts = env.step_one(state, jnp.int32(1))
     assert bool(ts.truncated) and not bool(ts.terminated) and bool(state.needs_reset)
-    outs = [env.step(state, jnp.int32(a)) for a in (0, 1)]
+    outs = [env.step_one(state, jnp.int32(a)) for a in (0, 1)]
     np.testing.assert_array_equal(np.asarray(outs[0][1].obs), np.asarray(outs[1][1].obs))
     assert float(outs[0][1].reward) == 0.0
     # The same state steps the same way: the env's randomness is its own key, not a global one.
-    again = env.step(state, jnp.int32(0))
+    again = env.step_one(state, jnp.int32(0))
     np.testing.assert_array_equal(np.asarray(again[1].obs), np.asarray(outs[0][1].obs))
 
 

@@ -15,21 +15,23 @@ import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed
-from jaxrl_dist.envs.jax_envs import JaxEnv
 from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.run.evaluation import EVAL_SEED_PURPOSE, EvalResult
+from jaxrl_dist.run.evaluation import EVAL_SEED_PURPOSE, EvalResult, game_stats
 
 
 def play_episodes(
-    env: JaxEnv, core: ActorCore, params: Any, key: jax.Array, num: int, greedy: bool
+    env: Any, core: ActorCore, params: Any, key: jax.Array, num: int, greedy: bool
 ) -> tuple[jax.Array, jax.Array]:
     """The first episode of each of `num` envs -> (returns `[num]` float32, lengths `[num]`
-    int32). Pure: vmap it over seeds."""
+    int32: env steps, or a game's moves where the env reports them, `info["plies"]`). Pure:
+    vmap it over seeds."""
     reset_key, act_key = jax.random.split(key)
-    state, ts = jax.vmap(env.reset)(jax.random.split(reset_key, num))
+    shared = env.init_shared(params)
+    state, ts = env.reset(jax.random.split(reset_key, num), shared, params)
     actor = core.init_state(ActorIdentity(0, 1), num, act_key)
     zeros = jnp.zeros((num,))
-    start = (state, ts.obs, actor, jnp.zeros((num,), bool), zeros, zeros.astype(jnp.int32))
+    lengths = jnp.where(_is_game(ts), _length_of(ts), 0)  # a game's first reply counts
+    start = (state, ts.obs, actor, jnp.zeros((num,), bool), zeros, lengths)
 
     def running(carry):
         return ~jnp.all(carry[3])
@@ -40,9 +42,9 @@ def play_episodes(
             action = core.greedy_act(params, obs)
         else:
             action, _, actor = core.act(params, obs, actor)
-        state, ts = jax.vmap(env.step)(state, core.env_action(action))
+        state, ts = env.step(state, core.env_action(action), shared, params)
         returns = returns + jnp.where(finished, 0.0, ts.reward)
-        lengths = lengths + (~finished).astype(jnp.int32)
+        lengths = lengths + jnp.where(finished, 0, _length_of(ts))
         finished = finished | ts.terminated | ts.truncated
         return state, ts.obs, actor, finished, returns, lengths
 
@@ -50,13 +52,25 @@ def play_episodes(
     return out[4], out[5]
 
 
+def _is_game(ts: Any) -> bool:
+    return isinstance(ts.info, dict) and "plies" in ts.info
+
+
+def _length_of(ts: Any) -> jax.Array:
+    """`[B]` what a step adds to an episode's length: a game's moves (both seats'), else 1."""
+    return ts.info["plies"] if _is_game(ts) else jnp.ones(ts.reward.shape, jnp.int32)
+
+
 class JaxEvaluator:
     """Greedy or sampled episodes of every seed's params (`[S, ...]` leaves) on the first local
     device; each evaluation draws fresh episodes from a key folded with the update count
     (`at_update`, set by the trainer), so a resumed run evaluates as an uninterrupted one."""
 
-    def __init__(self, env: JaxEnv, core: ActorCore, num_episodes: int, seed: int):
+    def __init__(self, env: Any, core: ActorCore, num_episodes: int, seed: int):
+        """`env`: the env evaluations play (`env.evaluation(...)`: a game's against the
+        evaluation opponent)."""
         self.at_update = 0
+        self._seats = getattr(env, "seats", None)  # a game's learner seat per episode
         self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE))
         self._device = jax.local_devices()[0]
         self._play = {
@@ -79,14 +93,17 @@ class JaxEvaluator:
         params = jax.device_put(local_replica(params), self._device)
         key = jax.random.fold_in(self._key, self.at_update)
         returns, lengths = jax.device_get(self._play[greedy](params, key))
-        extra = {}
+        if self._seats is None:
+            result = EvalResult(
+                np.asarray(returns, np.float64).reshape(-1, 1),
+                np.asarray(lengths, np.int64).reshape(-1),
+            )
+        else:  # a game's win, draw and loss rates and returns per seat, as on Sebulba
+            seats = np.broadcast_to(self._seats, returns.shape).reshape(-1)
+            result = game_stats(returns.reshape(-1), seats, lengths.reshape(-1))
         if returns.shape[0] > 1:
-            extra = {f"seed{i}_return": float(r.mean()) for i, r in enumerate(returns)}
-        return EvalResult(
-            np.asarray(returns, np.float64).reshape(-1, 1),
-            np.asarray(lengths, np.int64).reshape(-1),
-            extra,
-        )
+            result.extra.update({f"seed{i}_return": float(r.mean()) for i, r in enumerate(returns)})
+        return result
 
     def close(self) -> None:
         pass

@@ -48,11 +48,13 @@ class Totals(NamedTuple):
 
 
 class Carry(NamedTuple):
-    """The whole training state of one seed: checkpointed whole, so a resume is exact."""
+    """The whole training state of one seed: checkpointed whole, so a resume is exact.
+    `shared`: the env's state shared by the whole batch (a board game's opponent pool)."""
 
     learner: PyTree
     acting: Acting
     totals: Totals
+    shared: PyTree = ()
 
 
 def _zero_totals(metrics: dict[str, Any]) -> Totals:
@@ -73,26 +75,28 @@ class Program:
         params for the same seed) and `num_envs` reset envs."""
         key = jax.random.PRNGKey(seed)
         learner = self.agent.learner.init(key)
+        params = self.agent.learner.actor_params(learner)
+        shared = self.env.init_shared(params)
         env_keys = jax.random.split(jax.random.fold_in(key, ENV_KEY_PURPOSE), self.num_envs)
-        env_state, timestep = jax.vmap(self.env.reset)(env_keys)
+        env_state, timestep = self.env.reset(env_keys, shared, params)
         actor_key = jax.random.fold_in(key, ACTOR_KEY_PURPOSE)
         actor = self.agent.actor.init_state(ActorIdentity(0, 1), self.num_envs, actor_key)
         zeros_b = jnp.zeros((self.num_envs,))
         acting = Acting(env_state, timestep, actor, zeros_b, zeros_b.astype(jnp.int32))
-        metrics = jax.eval_shape(lambda c: self._update(c)[2], Carry(learner, acting, None))
-        return Carry(learner, acting, _zero_totals(metrics))
+        metrics = jax.eval_shape(lambda c: self._update(c)[2], Carry(learner, acting, None, shared))
+        return Carry(learner, acting, _zero_totals(metrics), shared)
 
     # ------------------------------------------------------------------ one update
-    def unroll(self, params: PyTree, acting: Acting, version: jax.Array):
-        """`T` env steps -> (acting after them, the `[T + 1, B]` rollout, episodes finished,
-        their summed return and length)."""
-        core, step = self.agent.actor, jax.vmap(self.env.step)
+    def unroll(self, params: PyTree, acting: Acting, version: jax.Array, shared: PyTree = ()):
+        """`T` env steps -> (acting after them, the `[T + 1, B]` rollout, the steps' env info
+        `[T, B]`, episodes finished, their summed return and length)."""
+        core = self.agent.actor
 
         def one_step(carry, _):
             acting = carry
             obs = acting.timestep.obs
             action, extras, actor_state = core.act(params, obs, acting.actor)
-            env_state, ts = step(acting.env, core.env_action(action))
+            env_state, ts = self.env.step(acting.env, core.env_action(action), shared, params)
             # EpisodeTracker's rules: a reset step starts an episode at 0; others add.
             first = acting.env.needs_reset
             ret = jnp.where(first, 0.0, acting.episode_return + ts.reward)
@@ -116,25 +120,26 @@ class Program:
             agent_extras=extras,
             policy_version=jnp.broadcast_to(version, action.shape[:2]).astype(jnp.int32),
         )
-        return acting, rollout, jax.tree.map(jnp.sum, done)
+        return acting, rollout, steps.info, jax.tree.map(jnp.sum, done)
 
     def _update(self, carry: Carry):
         learner_core = self.agent.learner
         params = learner_core.actor_params(carry.learner)
         version = getattr(carry.learner, "update_step", jnp.zeros((), jnp.int32))
-        acting, rollout, done = self.unroll(params, carry.acting, version)
-        out = learner_core.update(carry.learner, rollout)
-        return out[0], acting, out[1], done
+        acting, rollout, info, done = self.unroll(params, carry.acting, version, carry.shared)
+        learner, metrics = learner_core.update(carry.learner, rollout)[:2]
+        shared = self.env.update_shared(carry.shared, info, learner_core.actor_params(learner))
+        return learner, acting, metrics, done, shared
 
     def update(self, carry: Carry) -> Carry:
         """One rollout and one update of a seed."""
-        learner, acting, metrics, (episodes, ret, length) = self._update(carry)
+        learner, acting, metrics, (episodes, ret, length), shared = self._update(carry)
         t = carry.totals
         totals = Totals(
             t.episodes + episodes.astype(jnp.int32), t.return_sum + ret,
             t.length_sum + length.astype(jnp.float32), metrics,
         )  # fmt: skip
-        return Carry(learner, acting, totals)
+        return Carry(learner, acting, totals, shared)
 
 
 def drained(carry: Carry) -> Carry:
@@ -183,9 +188,17 @@ class Anakin:
             learner=jax.tree.map(lambda _: replicated, abstract.learner),
             acting=jax.tree.map(lambda _: per_env, abstract.acting),
             totals=jax.tree.map(lambda _: replicated, abstract.totals),
+            shared=jax.tree.map(lambda _: replicated, abstract.shared),
         )
 
-    def with_learner(self, carry: Carry, fn: Callable[[PyTree], PyTree]) -> Carry:
+    def with_learner(self, carry: Carry, fn: Callable[[PyTree], PyTree],
+                     restart_shared: bool = False) -> Carry:  # fmt: skip
         """The carry with `fn` applied to its learner states (host-side edits: hyperparameters,
-        a warm start), laid out again."""
-        return jax.device_put(carry._replace(learner=fn(carry.learner)), self.sharding)
+        a warm start), laid out again; `restart_shared` (a warm start): the env's shared state
+        starts again from the new params (a board game's league: its first snapshot and frozen
+        policy are the params the run starts from)."""
+        carry = carry._replace(learner=fn(carry.learner))
+        if restart_shared:
+            params = jax.vmap(self.program.agent.learner.actor_params)(carry.learner)
+            carry = carry._replace(shared=jax.vmap(self.program.env.init_shared)(params))
+        return jax.device_put(carry, self.sharding)

@@ -24,12 +24,13 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxrl_dist.anakin.curves import draw_seed_curves
+from jaxrl_dist.anakin.envs import anakin_env_problem, anakin_spec, make_anakin_env
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.program import Anakin, Carry, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
+from jaxrl_dist.envs.jax_league import League, league_records
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.mesh import Devices, local_replica
@@ -39,7 +40,7 @@ from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
-from jaxrl_dist.run.preflight import learner_devices, prepare
+from jaxrl_dist.run.preflight import learner_devices, multi_agent_problem, prepare
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.run.stopping import StopControl
@@ -52,11 +53,13 @@ CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the ho
 
 def anakin_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
     """The Anakin runtime's env and device checks (`preflight.prepare`'s `machine`)."""
-    problem = jax_env_problem(config.env_id, config.env_kwargs)
+    problem = anakin_env_problem(config)
+    spec = None if problem else anakin_spec(config)
+    problem = problem or multi_agent_problem(config, spec)
     if problem:
         raise ConfigError(problem)
     devices = learner_devices(config)  # `batch_size` is the envs per seed here
-    return make_jax_env(config.env_id, config.env_kwargs).spec, devices
+    return spec, devices
 
 
 class AnakinTrainer:
@@ -85,7 +88,7 @@ class AnakinTrainer:
                 "config.runtime='anakin' does not hold yet; use config.runtime='sebulba'"
             )
         self.agent = self._prepared.agent
-        self.env = make_jax_env(config.env_id, config.env_kwargs)
+        self.env = make_anakin_env(config, self.agent.actor)
         program = Program(self.agent, self.env, config.batch_size, config.unroll_length)
         self.anakin = Anakin(program, config.num_seeds, self._prepared.devices.learner_mesh)
         self.hparams = HyperparamControl.for_run(
@@ -127,7 +130,9 @@ class AnakinTrainer:
         warm = self._prepared.warm_params
         if warm is not None:
             with_params = jax.vmap(self.agent.learner.with_params, in_axes=(0, None))
-            carry = self.anakin.with_learner(carry, lambda learner: with_params(learner, warm))
+            carry = self.anakin.with_learner(
+                carry, lambda learner: with_params(learner, warm), restart_shared=True
+            )
         return carry, Counters(), None
 
     def _save(self, run: _Run) -> None:
@@ -157,7 +162,10 @@ class AnakinTrainer:
         logger = MetricLogger(self.workdir, wall_time_offset=counters.wall_time_s)
         logger = logger if primary else None
         progress = Progress(cfg.total_env_steps, quiet=self._quiet or not primary)
-        evaluator = JaxEvaluator(self.env, self.agent.actor, cfg.eval_episodes, cfg.seed)
+        evaluator = JaxEvaluator(
+            self.env.evaluation(cfg.eval_episodes, cfg.seats.eval_opponent), self.agent.actor,
+            cfg.eval_episodes, cfg.seed,
+        )  # fmt: skip
         monitor = EvalMonitor(cfg, evaluator, self.hooks, logger, progress, history)
         start, base = time.monotonic(), counters.wall_time_s
         policy = describe_policy(cfg, self._prepared.spec)
@@ -336,6 +344,12 @@ class AnakinTrainer:
             state_sha256=carry_digest(run.carry),
             seeds=per_seed(run.monitor.history.entries, self.config),
         )  # fmt: skip
+        if isinstance(run.carry.shared, League):  # a board game's pool: each seed's records
+            shared = jax.device_get(local_replica(run.carry.shared))
+            summary["opponent_pool"] = [
+                league_records(jax.tree.map(lambda x, i=i: x[i], shared))
+                for i in range(self.config.num_seeds)
+            ]
         if self.cluster.is_primary:
             with open(os.path.join(self.workdir, "summary.json"), "w") as f:
                 json.dump(summary, f, indent=2)

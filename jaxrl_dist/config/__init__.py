@@ -202,7 +202,6 @@ class TrainConfig:
                       "vmapped in one program); Sebulba runs one seed per run")  # fmt: skip
             return
         fix = {  # what the Anakin runtime does not do (yet), and the fix
-            "seats.enabled": (self.seats.enabled, "False (turn-based seats run on Sebulba)"),
             "agents_per_env": (self.agents_per_env > 1, "1 (agent rows run on Sebulba)"),
             "inference.client": (self.inference.client != "local", "'local'"),
         }

@@ -58,7 +58,8 @@ def _uniform_over(rng: np.random.Generator, allowed: np.ndarray) -> np.ndarray:
 
 
 class Rules(NamedTuple):
-    """A game's geometry for the heuristic, vectorised over boards (`[..., H, W]` bool):
+    """A game's geometry for the heuristic, vectorised over boards (`[..., H, W]` bool, NumPy
+    or jax arrays: the JAX players of `envs/jax_players.py` use the same rules):
     `place(own [n, H, W], occupied [n, H, W]) -> [n, A, H, W]`, `own` with a new piece for each
     action (unchanged where the action places nothing), and `wins(own [..., H, W]) -> [...]`."""
 
@@ -95,7 +96,8 @@ def _four_in_a_row(own: np.ndarray) -> np.ndarray:
     cols = own[..., : h - 3, :] & own[..., 1 : h - 2, :] & own[..., 2 : h - 1, :] & own[..., 3:, :]
     down = at(0, 0) & at(1, 1) & at(2, 2) & at(3, 3)
     up = at(0, 3) & at(1, 2) & at(2, 1) & at(3, 0)
-    return np.any(rows, (-2, -1)) | np.any(cols, (-2, -1)) | np.any(down | up, (-2, -1))
+    # Methods, not np.any: the same rules run on jax arrays inside jit (`envs/jax_players.py`).
+    return rows.any(axis=(-2, -1)) | cols.any(axis=(-2, -1)) | (down | up).any(axis=(-2, -1))
 
 
 RULES = {

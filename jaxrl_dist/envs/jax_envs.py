@@ -1,8 +1,18 @@
 """JAX-native environments (gymnax) with EnvPool's semantics, for the Anakin runtime.
 
-`make_jax_env(env_id, env_kwargs)` gives a `JaxEnv`: pure `reset(key)` and `step(state, action)`
-over one env, which the runtime vmaps over its batch. The wrapper makes a gymnax env behave the
-way an EnvPool env does, so the learner sees the same `[T + 1, B]` time-step-aligned rollouts
+The Anakin program's env seam, what `JaxEnv` here and `jax_games.SeatedJaxGame` (pgx board
+games with seats) provide, all pure and batched over the `B` envs:
+
+- `reset(keys [B], shared, params) -> (state, TimeStep)` and `step(state, action [B], shared,
+  params) -> (state, TimeStep)`, every leaf `[B, ...]`;
+- `init_shared(params) -> shared` and `update_shared(shared, info [T, B], params) -> shared`:
+  state shared by the whole batch (a board game's opponent pool; `()` here), updated after each
+  learner update from the rollout's `TimeStep.info`; `params` are the acting params (a board
+  game's self-play opponent plays them);
+- `evaluation(num_episodes, opponent)`: the env evaluations play; `spec`.
+
+`make_jax_env(env_id, env_kwargs)` gives a `JaxEnv`, a gymnax env made to behave the way an
+EnvPool env does, so the learner sees the same `[T + 1, B]` time-step-aligned rollouts
 (`jaxrl_dist/types.py`) from either runtime:
 
 - a step that ends an episode returns its *final* observation, with `terminated` (the task ended)
@@ -47,12 +57,14 @@ class EnvState(NamedTuple):
 
 
 class TimeStep(NamedTuple):
-    """What one step returns, EnvPool's `(obs, reward, terminated, truncated)`."""
+    """What one step returns, EnvPool's `(obs, reward, terminated, truncated)`, and what the
+    env's `update_shared` reads (`info`)."""
 
     obs: Any
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
+    info: Any = ()
 
 
 class JaxEnv:
@@ -75,14 +87,33 @@ class JaxEnv:
         self._params = params
         self.spec = _spec(self._env, params)
 
-    def reset(self, key: jax.Array) -> tuple[EnvState, TimeStep]:
+    # ------------------------------------------------------------------ the seam (batched)
+    def reset(self, keys: jax.Array, shared: Any = (), params: Any = None):
+        """`[B]` new episodes from `keys [B]`."""
+        return jax.vmap(self.reset_one)(keys)
+
+    def step(self, state: EnvState, action: jax.Array, shared: Any = (), params: Any = None):
+        """`[B]` envs' next step."""
+        return jax.vmap(self.step_one)(state, action)
+
+    def init_shared(self, params: Any) -> tuple:
+        return ()
+
+    def update_shared(self, shared: Any, info: Any, params: Any) -> Any:
+        return shared
+
+    def evaluation(self, num_episodes: int, opponent: str) -> JaxEnv:
+        return self
+
+    # ------------------------------------------------------------------ one env
+    def reset_one(self, key: jax.Array) -> tuple[EnvState, TimeStep]:
         """A new episode: `(state, TimeStep(first obs, 0, False, False))`."""
         key, sub = jax.random.split(key)
         obs, inner = self._env.reset_env(sub, self._params)
         state = EnvState(inner, jnp.zeros((), bool), key)
         return state, _first_step(obs)
 
-    def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
+    def step_one(self, state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
         """One EnvPool step: the env's transition, or (after an episode's end) a reset."""
         key, step_key, reset_key = jax.random.split(state.key, 3)
         obs, inner, reward, terminated, _ = self._env.step_env(
@@ -138,7 +169,7 @@ def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         return (
             f"config.env_id={env_id!r} is not a JAX env{hint}; runtime='anakin' steps gymnax "
-            "envs (gymnax.registered_envs)"
+            "envs (gymnax.registered_envs) and the games TicTacToe-v1 and ConnectFour-v1"
         )
     try:
         make_jax_env(env_id, env_kwargs)

@@ -197,13 +197,19 @@ def game_result(games: list[GameResult]) -> EvalResult:
     its mean return in each seat."""
     seat = np.array([r.roles.index(LEARNER) for r in games])
     returns = np.array([r.returns[s] for r, s in zip(games, seat, strict=True)], np.float64)
+    return game_stats(returns, seat, np.array([r.length for r in games], np.int64))
+
+
+def game_stats(returns: np.ndarray, seat: np.ndarray, lengths: np.ndarray) -> EvalResult:
+    """Games' `[n]` learner returns, learner seats and lengths (moves) as an `EvalResult`, with
+    the win, draw and loss rates and the mean return in each seat."""
+    returns = np.asarray(returns, np.float64)
     extra = {"win_rate": float(np.mean(returns > 0)), "draw_rate": float(np.mean(returns == 0)),
              "loss_rate": float(np.mean(returns < 0))}  # fmt: skip
     for s in np.unique(seat):
         extra[f"return_seat{s}"] = float(returns[seat == s].mean())
     extra["return_worst_seat"] = min(v for k, v in extra.items() if k.startswith("return_seat"))
-    lengths = np.array([r.length for r in games], np.int64)
-    return EvalResult(returns[:, None], lengths, extra)
+    return EvalResult(returns[:, None], np.asarray(lengths, np.int64), extra)
 
 
 def make_evaluator(

@@ -1,0 +1,40 @@
+"""The Anakin runtime's envs, chosen by `config.env_id`: gymnax tasks (`envs/jax_envs.py`) and
+EnvPool's board games played as their pgx originals with the run's seats (`envs/jax_games.py`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxrl_dist.agents.base import ActorCore
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.config.sections import SCRIPTED_ROLES, names_checkpoint
+from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
+from jaxrl_dist.envs.jax_games import PGX_GAMES, game_spec, make_seated_game, opening_problem
+
+
+def anakin_env_problem(config: TrainConfig) -> str | None:
+    """A one-line problem with the config's env for the Anakin runtime, or None."""
+    if config.env_id not in PGX_GAMES:
+        return jax_env_problem(config.env_id, config.env_kwargs)
+    if config.env_kwargs:
+        return (f"config.env_kwargs={config.env_kwargs!r}: the pgx game behind "
+                f"{config.env_id} takes none on Anakin; leave it empty")  # fmt: skip
+    seats = config.seats
+    if names_checkpoint(seats.eval_opponent):
+        return (f"config.seats.eval_opponent={seats.eval_opponent!r}: a checkpoint opponent "
+                f"plays on Sebulba; on Anakin use one of {SCRIPTED_ROLES}")  # fmt: skip
+    return opening_problem(config.env_id, seats.opening_plies)
+
+
+def anakin_spec(config: TrainConfig) -> EnvSpec:
+    if config.env_id in PGX_GAMES:
+        return game_spec(config.env_id)
+    return make_jax_env(config.env_id, config.env_kwargs).spec
+
+
+def make_anakin_env(config: TrainConfig, core: ActorCore) -> Any:
+    """The batch of `config.batch_size` envs (a game's: learner streams) one seed steps."""
+    if config.env_id in PGX_GAMES:
+        return make_seated_game(config.env_id, config.seats, config.batch_size, core)
+    return make_jax_env(config.env_id, config.env_kwargs)

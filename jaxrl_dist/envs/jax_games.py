@@ -1,0 +1,295 @@
+"""pgx board games as learner streams with seats, for the Anakin runtime (the JAX `SeatedGame`).
+
+`SeatedJaxGame` steps pgx 2.6.0's tic-tac-toe or connect four (EnvPool's `TicTacToe-v1` and
+`ConnectFour-v1` are ports of them, so configs keep their EnvPool ids) with the rules of
+`envs/seats.py`, inside jit:
+
+- the learner sees one stream per seat it plays: its own view (`AGENT_VIEW`, the seat's pieces
+  in plane 0, the other's in plane 1) with the legal-action mask (`ACTION_MASK`), the sum of its
+  rewards since its last move, and the game's end with its final reward; the stream's next step
+  is a reset step (reward 0, both flags False, the action ignored) that starts the next game,
+  EnvPool's convention, so the program builds the same `Rollout` it builds for any env;
+- the other seat is played inside the step by its role: "random", "heuristic", "perfect"
+  (`envs/jax_players.py`), "pool" (a snapshot drawn per game from the league,
+  `envs/jax_league.py`), "frozen" (the run's starting policy) or, in self-play, the acting
+  params themselves; snapshot players act greedily where `exploration_mask` says so;
+- a new game starts with n uniformly random legal moves, n uniform in [0, opening_plies];
+- the first player of each game is drawn at random (pgx's and EnvPool's rule), and a seat is a
+  player id, as on Sebulba.
+
+One difference from Sebulba, by design: each stream has its own game. A self-play pattern
+`("learner", "learner")` becomes two streams, each in its own game, the learner in one seat and
+the other seat played by the same acting params (sampling, as a learner stream does) but not
+learned from. Each stream meets the same opponent as on Sebulba; only the pairing of the two
+seats' data in one game is gone.
+
+Every env of the batch is a stream, so the batch shape never changes and everything is one
+`vmap` over streams; each step costs at most one opponent move.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.config.sections import (
+    FROZEN_ROLE,
+    LEARNER_ROLE,
+    POOL_ROLE,
+    SCRIPTED_ROLES,
+    SNAPSHOT_ROLES,
+    SeatsConfig,
+)
+from jaxrl_dist.envs import jax_league
+from jaxrl_dist.envs.envpool_env import EnvSpec
+from jaxrl_dist.envs.jax_envs import EnvState, TimeStep
+from jaxrl_dist.envs.jax_players import scripted_choose, uniform_over
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree
+
+PGX_GAMES = {"TicTacToe-v1": "tic_tac_toe", "ConnectFour-v1": "connect_four"}
+SHORTEST_GAME = {"TicTacToe-v1": 5, "ConnectFour-v1": 7}  # the fewest moves that end a game
+SELF_ROLE = "self"  # the other seat of a self-play game: the acting params, not learned from
+NETWORK_ROLES = (SELF_ROLE, *SNAPSHOT_ROLES)
+
+
+class Stream(NamedTuple):
+    """One learner stream: the seat (player id) it plays, who plays the other seat, and
+    whether that player acts greedily."""
+
+    seat: int
+    opponent: str
+    greedy: bool = False
+
+
+class GameState(NamedTuple):
+    """One stream's game (every leaf `[B, ...]` when batched)."""
+
+    game: Any  # the pgx state
+    seat: jax.Array  # [] int32, the learner's player id
+    opponent: jax.Array  # [] int32, index of the opponent's role in `SeatedJaxGame.roles`
+    greedy: jax.Array  # [] bool
+    snapshot: jax.Array  # [] int32, this game's league snapshot id (-1: not a pool game)
+    slot: jax.Array  # [] int32, its league slot
+
+
+def seat_streams(seats: SeatsConfig, num_streams: int) -> list[Stream]:
+    """The first `num_streams` streams of `seats.games`' patterns cycled (`learning_mask`
+    applied): each learner seat of a pattern is a stream, against the pattern's other seat."""
+    streams = []
+    for pattern in itertools.cycle(seats.learned(tuple(p)) for p in seats.games):
+        for seat, role in enumerate(pattern):
+            if role == LEARNER_ROLE:
+                other = pattern[1 - seat]
+                streams.append(Stream(
+                    seat, SELF_ROLE if other == LEARNER_ROLE else other,
+                    other in SNAPSHOT_ROLES and seats.greedy_seat(1 - seat),
+                ))  # fmt: skip
+        if len(streams) >= num_streams:
+            return streams[:num_streams]
+    raise AssertionError("unreachable: every pattern has a learner seat")
+
+
+def evaluation_streams(num_games: int, opponent: str) -> list[Stream]:
+    """Game `i`: the learner in seat `i % 2` against `opponent` (the Sebulba evaluator's)."""
+    return [Stream(i % 2, opponent) for i in range(num_games)]
+
+
+def game_spec(env_id: str) -> EnvSpec:
+    """One seat's view of the pgx game: EnvPool's spec of its port (int8 planes, as EnvPool's)."""
+    import pgx
+
+    game = pgx.make(PGX_GAMES[env_id])
+    probe = jax.eval_shape(game.init, jax.random.PRNGKey(0))
+    return EnvSpec(tuple(probe.observation.shape), np.dtype(np.int8), game.num_actions,
+                   num_players=game.num_players)  # fmt: skip
+
+
+def opening_problem(env_id: str, opening_plies: int) -> str | None:
+    """Why `opening_plies` is too many for `env_id` on Anakin, or None: a new game must reach
+    the learner's first move (the opening and one reply may not end it)."""
+    most = SHORTEST_GAME[env_id] - 2
+    if opening_plies > most:
+        return (f"config.seats.opening_plies={opening_plies} could end a {env_id} game before "
+                f"the learner's first move on Anakin; use at most {most}")  # fmt: skip
+    return None
+
+
+class SeatedJaxGame:
+    """Learner streams over pgx games (module docstring); the Anakin program's env seam
+    (`envs/jax_envs.py`): batched `reset` and `step`, and the league as the state shared by
+    the batch (`init_shared`, `update_shared`).
+
+    Args:
+      env_id: "TicTacToe-v1" or "ConnectFour-v1".
+      streams: one `Stream` per env of the batch.
+      core: the agent's actor half (the network players act with it).
+      opening_plies: the most random opening moves of a game.
+      league: the opponent pool's rules, needed when a stream plays "pool".
+    """
+
+    def __init__(self, env_id: str, streams: list[Stream], core: ActorCore,
+                 opening_plies: int = 0, league: jax_league.LeagueRules | None = None):  # fmt: skip
+        import pgx
+
+        problem = opening_problem(env_id, opening_plies)
+        if problem:
+            raise ValueError(problem)
+        self.env_id, self.streams, self._core = env_id, streams, core
+        self._pgx = pgx.make(PGX_GAMES[env_id])
+        self.roles = tuple(sorted({s.opponent for s in streams}))
+        if POOL_ROLE in self.roles and league is None:
+            raise ValueError("a stream plays 'pool': give the league's rules")
+        self._league = league if set(self.roles) & set(SNAPSHOT_ROLES) else None
+        self._opening = opening_plies
+        self._scripted = {r: scripted_choose(r, env_id) for r in self.roles if r in SCRIPTED_ROLES}
+        self.spec = game_spec(env_id)
+
+    @property
+    def seats(self) -> np.ndarray:
+        """`[B]` the learner's seat in each stream."""
+        return np.array([s.seat for s in self.streams], np.int32)
+
+    def evaluation(self, num_games: int, opponent: str) -> SeatedJaxGame:
+        """The same game for evaluations: `num_games` streams against scripted `opponent`,
+        the learner taking each seat in turn, no openings."""
+        return SeatedJaxGame(self.env_id, evaluation_streams(num_games, opponent), self._core)
+
+    # ------------------------------------------------------------------ the shared league
+    def init_shared(self, params: PyTree) -> Any:
+        """The league (snapshot 0 and the frozen policy: `params`), or () without one."""
+        return () if self._league is None else jax_league.init_league(self._league, params)
+
+    def update_shared(self, league: Any, info: dict[str, jax.Array], params: PyTree) -> Any:
+        """After an update: the rollout's finished pool games recorded (`info [T, B]`), a
+        snapshot of `params` when due."""
+        if self._league is None:
+            return league
+        league = jax_league.record_games(league, info["pool_game"], info["game_return"])
+        return jax_league.after_update(self._league, league, params)
+
+    # ------------------------------------------------------------------ the batch
+    def reset(self, keys: jax.Array, shared: Any, params: PyTree) -> tuple[EnvState, TimeStep]:
+        """`[B]` streams at the learner's first move of a new game each."""
+        table = {
+            "seat": jnp.array([s.seat for s in self.streams], jnp.int32),
+            "opponent": jnp.array([self.roles.index(s.opponent) for s in self.streams], jnp.int32),
+            "greedy": jnp.array([s.greedy for s in self.streams], bool),
+        }
+
+        def one(key, seat, opponent, greedy):
+            key, sub = jax.random.split(key)
+            minus = jnp.full((), -1, jnp.int32)
+            game = GameState(self._pgx.init(sub), seat, opponent, greedy, minus, minus)
+            # A reset is the step after a game's end: one code path for both.
+            return self._step(EnvState(game, jnp.ones((), bool), key), jnp.int32(0), shared, params)
+
+        return jax.vmap(one)(keys, table["seat"], table["opponent"], table["greedy"])
+
+    def step(self, state: EnvState, action: jax.Array, shared: Any,
+             params: PyTree) -> tuple[EnvState, TimeStep]:  # fmt: skip
+        """`[B]` streams' next step: the learner's move and the reply, or a new game."""
+        return jax.vmap(self._step, in_axes=(0, 0, None, None))(state, action, shared, params)
+
+    # ------------------------------------------------------------------ one stream
+    def _step(self, state: EnvState, action: jax.Array, league: Any, params: PyTree):
+        g, pgx_env = state.inner, self._pgx
+        key, k_new, k_open, k_pool, k_reply = jax.random.split(state.key, 5)
+        reset = state.needs_reset
+        moved = pgx_env.step(g.game, action)  # after a game's end: no effect, reward 0
+        fresh, opened = self._new_game(k_new, k_open)
+        game = _select(reset, fresh, moved)
+        reward = jnp.where(reset, 0.0, moved.rewards[g.seat])
+        plies = jnp.where(reset, opened, 1)
+        snapshot, slot = g.snapshot, g.slot
+        if self._league is not None and POOL_ROLE in self.roles:
+            new_slot, new_id = jax_league.draw_slot(self._league, league, k_pool)
+            is_pool = g.opponent == self.roles.index(POOL_ROLE)
+            snapshot = jnp.where(reset, jnp.where(is_pool, new_id, -1), snapshot)
+            slot = jnp.where(reset, new_slot, slot)
+        g = g._replace(game=game, snapshot=snapshot, slot=slot)
+        # The other seat's reply (after a new game's opening, it may move first).
+        theirs = ~game.terminated & ~game.truncated & (game.current_player != g.seat)
+        replied = pgx_env.step(game, self._reply(g, k_reply, league, params))
+        game = _select(theirs, replied, game)
+        reward = reward + jnp.where(theirs, replied.rewards[g.seat], 0.0)
+        plies = plies + theirs.astype(jnp.int32)
+        truncated = game.truncated & ~game.terminated
+        ended = game.terminated | truncated
+        # Both games' views are [own, other's] planes: the other player's view swaps them.
+        view = jnp.where(game.current_player == g.seat, game.observation,
+                         game.observation[..., ::-1])  # fmt: skip
+        obs = {AGENT_VIEW: view.astype(jnp.int8),
+               ACTION_MASK: game.legal_action_mask | ended}  # fmt: skip
+        info = {
+            "pool_game": jnp.where(ended, g.snapshot, -1).astype(jnp.int32),
+            # Both games reward only their end: the last reward is the game's return.
+            "game_return": jnp.where(ended, reward, 0.0),
+            "plies": plies.astype(jnp.int32),
+        }
+        timestep = TimeStep(obs, reward.astype(jnp.float32), game.terminated, truncated, info)
+        return EnvState(g._replace(game=game), ended, key), timestep
+
+    def _new_game(self, key: jax.Array, opening_key: jax.Array):
+        """A new pgx game after its random opening; the opening's moves made."""
+        game = self._pgx.init(key)
+        if not self._opening:
+            return game, jnp.zeros((), jnp.int32)
+        count_key, move_key = jax.random.split(opening_key)
+        n = jax.random.randint(count_key, (), 0, self._opening + 1)
+
+        def move(i, game):
+            a = uniform_over(game.legal_action_mask, jax.random.fold_in(move_key, i))
+            return _select(i < n, self._pgx.step(game, a), game)
+
+        return jax.lax.fori_loop(0, self._opening, move, game), n
+
+    def _reply(self, g: GameState, key: jax.Array, league: Any, params: PyTree) -> jax.Array:
+        """The other seat's move in `g.game` (where it is that seat's turn) by its role."""
+        view, legal = g.game.observation, g.game.legal_action_mask
+        choices = {}
+        for role, choose in self._scripted.items():
+            choices[role] = choose(view, legal, key)
+        networked = [r for r in self.roles if r in NETWORK_ROLES]
+        if networked:
+            move = self._network_move(g, view, legal, key, league, params)
+            choices.update({r: move for r in networked})
+        action = jnp.zeros((), jnp.int32)
+        for role, choice in choices.items():
+            action = jnp.where(g.opponent == self.roles.index(role), choice, action)
+        return action
+
+    def _network_move(self, g: GameState, view, legal, key, league, params) -> jax.Array:
+        """The move of the params the stream's network role plays: the acting params (self),
+        the frozen policy, or the game's pool snapshot; sampled, or greedy for greedy seats."""
+        if FROZEN_ROLE in self.roles:
+            frozen = g.opponent == self.roles.index(FROZEN_ROLE)
+            params = _select(frozen, league.frozen, params)
+        if POOL_ROLE in self.roles:
+            pool = g.opponent == self.roles.index(POOL_ROLE)
+            snapshot = jax.tree.map(lambda s: s[g.slot], league.snapshots)
+            params = _select(pool, snapshot, params)
+        core, obs = self._core, {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
+        sampled = core.act(params, obs, core.init_state(ActorIdentity(0, 1), 1, key))[0][0]
+        if not any(s.greedy for s in self.streams):
+            return sampled.astype(jnp.int32)
+        return jnp.where(g.greedy, core.greedy_act(params, obs)[0], sampled).astype(jnp.int32)
+
+
+def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def make_seated_game(env_id: str, seats: SeatsConfig, num_streams: int,
+                     core: ActorCore) -> SeatedJaxGame:  # fmt: skip
+    """The Anakin env of a turn-based config: `num_streams` streams of `seats`' patterns."""
+    rules = jax_league.LeagueRules(
+        seats.pool_capacity, seats.pool_every_updates, seats.pool_sampling,
+        seats.pool_pfsp_exponent,
+    )  # fmt: skip
+    return SeatedJaxGame(env_id, seat_streams(seats, num_streams), core, seats.opening_plies,
+                         rules)  # fmt: skip

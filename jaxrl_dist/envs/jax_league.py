@@ -1,0 +1,124 @@
+"""The opponent pool of `acting/opponent_pool.py` as a pure state, for board games inside jit.
+
+The same rules as the host pool: a snapshot of the actor params at the start and every
+`every_updates` updates, the newest `capacity` kept (a ring of slots), each game's snapshot drawn
+when the game starts by `uniform`, `latest` (the newest half the time) or `pfsp` sampling (weight
+`(1 - score) ** exponent`, the learner's score against the snapshot smoothed to 0.5 before any
+game), the learner's wins, draws and losses against each snapshot recorded when a game ends.
+Snapshot ids only grow: a game whose snapshot left the pool records nothing (it plays on against
+the snapshot that took its slot, the newest). `frozen` is the policy the run started with.
+
+Pure and jittable; it lives in the Anakin carry (one per seed, replicated over the mesh), so a
+checkpoint holds it and a resume takes back the same opponents and records.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist.types import PyTree
+
+WIN, DRAW, LOSS = 0, 1, 2  # columns of `record`, the learner's results
+
+
+class League(NamedTuple):
+    """Snapshots `[K, ...]` with their ids (`-1`: empty slot), the update each was taken at,
+    the learner's `[K, 3]` wins/draws/losses against each; the next id; `frozen` params; the
+    updates seen."""
+
+    snapshots: PyTree
+    ids: jax.Array  # [K] int32
+    taken_at: jax.Array  # [K] int32
+    record: jax.Array  # [K, 3] int32
+    next_id: jax.Array  # [] int32
+    frozen: PyTree
+    updates: jax.Array  # [] int32
+
+
+class LeagueRules(NamedTuple):
+    """The pool's settings (`config.seats`' `pool_*`); `sampling` one of `POOL_SAMPLING`."""
+
+    capacity: int
+    every_updates: int
+    sampling: str = "pfsp"
+    pfsp_exponent: float = 2.0
+
+
+def init_league(rules: LeagueRules, params: PyTree) -> League:
+    """A fresh league: `params` as snapshot 0 and as the frozen policy."""
+    k = rules.capacity
+    snapshots = jax.tree.map(lambda x: jnp.zeros((k, *x.shape), x.dtype), params)
+    empty = League(
+        snapshots, jnp.full((k,), -1, jnp.int32), jnp.zeros((k,), jnp.int32),
+        jnp.zeros((k, 3), jnp.int32), jnp.zeros((), jnp.int32), params, jnp.zeros((), jnp.int32),
+    )  # fmt: skip
+    return _add(empty, params, jnp.zeros((), jnp.int32))
+
+
+def _add(league: League, params: PyTree, update: jax.Array) -> League:
+    slot = league.next_id % league.ids.shape[0]  # the ring's oldest
+    snapshots = jax.tree.map(lambda s, p: s.at[slot].set(p), league.snapshots, params)
+    return league._replace(
+        snapshots=snapshots,
+        ids=league.ids.at[slot].set(league.next_id),
+        taken_at=league.taken_at.at[slot].set(update),
+        record=league.record.at[slot].set(0),
+        next_id=league.next_id + 1,
+    )
+
+
+def probabilities(rules: LeagueRules, league: League) -> jax.Array:
+    """`[K]` the chance of drawing each slot now (0 for empty slots)."""
+    live = league.ids >= 0
+    if rules.sampling == "uniform":
+        weights = jnp.ones(live.shape)
+    elif rules.sampling == "latest":
+        newest = league.ids == jnp.max(league.ids)
+        weights = 0.5 / jnp.sum(live) + 0.5 * newest
+    else:
+        wins, draws, losses = league.record.T.astype(jnp.float32)
+        score = (wins + 0.5 * draws + 1.0) / (wins + draws + losses + 2.0)
+        weights = (1.0 - score) ** rules.pfsp_exponent
+    weights = jnp.where(live, weights, 0.0)
+    return weights / jnp.sum(weights)
+
+
+def draw_slot(rules: LeagueRules, league: League, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A game's opponent: `(slot, snapshot id)` drawn by the rules' sampling."""
+    p = probabilities(rules, league)
+    slot = jax.random.choice(key, p.shape[0], p=p).astype(jnp.int32)
+    return slot, league.ids[slot]
+
+
+def record_games(league: League, snapshot_id: jax.Array, learner_return: jax.Array) -> League:
+    """Adds finished games: `snapshot_id [...]` int32 (-1: no pool game ended there) and the
+    learner's return in each (> 0 win, 0 draw, < 0 loss). Ids no longer in the pool count
+    nowhere."""
+    outcome = jnp.where(learner_return > 0, WIN, jnp.where(learner_return == 0, DRAW, LOSS))
+    against = (snapshot_id[..., None] == league.ids) & (snapshot_id[..., None] >= 0)  # [..., K]
+    counts = jnp.einsum("...k,...o->ko", against, jax.nn.one_hot(outcome, 3, dtype=jnp.int32))
+    return league._replace(record=league.record + counts.astype(jnp.int32))
+
+
+def after_update(rules: LeagueRules, league: League, params: PyTree) -> League:
+    """One more learner update; a snapshot of `params` (its actor params) when one is due."""
+    updates = league.updates + 1
+    league = league._replace(updates=updates)
+    due = updates % rules.every_updates == 0
+    added = _add(league, params, updates)
+    return jax.tree.map(lambda a, b: jnp.where(due, a, b), added, league)
+
+
+def league_records(league: League) -> list[dict[str, int]]:
+    """The learner's record against each live snapshot, oldest first (host values):
+    `[{"id", "update", "wins", "draws", "losses"}]`, as `OpponentPool.records()` gives them."""
+    ids, taken, record = (np.asarray(x) for x in (league.ids, league.taken_at, league.record))
+    return [
+        {"id": int(ids[s]), "update": int(taken[s]),
+         **dict(zip(("wins", "draws", "losses"), record[s].tolist(), strict=True))}
+        for s in np.argsort(ids) if ids[s] >= 0
+    ]  # fmt: skip
