@@ -7,7 +7,9 @@ For each run's saved policy (tic-tac-toe or connect four, from either runtime) a
 opponent, `--repeats` times with fresh seeds: `--games` games on EnvPool through the Sebulba
 evaluator (`run/evaluation.py`, `SeatedGame`) and as many on pgx through the Anakin evaluator
 (`anakin/evaluation.py`, `SeatedJaxGame`), greedy, the learner taking each seat in turn. Rows:
-each side's return and win/draw/loss rates and the largest gap. Written to
+each side's return and win/draw/loss rates, the largest gap, and the gap's sampling spread
+(two samples of N games differ by about sqrt(var_a / N + var_b / N) by chance alone); then each
+(game, opponent) with its repeats pooled. Written to
 `benchmarks/results/<device>/game_agreement.json` and `.md`.
 """
 
@@ -45,10 +47,26 @@ def compare(policy, opponent: str, games: int, seed: int) -> dict:
     env = SeatedJaxGame(env_id, evaluation_streams(games, opponent), core)
     params = jax.tree.map(lambda x: np.asarray(x)[None], policy.params)
     pgx = JaxEvaluator(env, core, games, seed).run(params).stats()
+    # The return gap's sampling spread: both sides are samples of `games` games.
+    spread = float(np.sqrt((envpool["return_std"] ** 2 + pgx["return_std"] ** 2) / games))
     return {
         "envpool": {k: envpool[k] for k in KEYS}, "pgx": {k: pgx[k] for k in KEYS},
-        "gap": max(abs(envpool[k] - pgx[k]) for k in KEYS),
+        "gap": max(abs(envpool[k] - pgx[k]) for k in KEYS), "return_gap_spread": spread,
     }  # fmt: skip
+
+
+def pooled(rows: list[dict]) -> list[dict]:
+    """Each (game, opponent)'s repeats pooled: the means over every repeat's games."""
+    out = []
+    for key in sorted({(r["env_id"], r["opponent"]) for r in rows}):
+        mine = [r for r in rows if (r["env_id"], r["opponent"]) == key]
+        side = {s: {k: float(np.mean([r[s][k] for r in mine])) for k in KEYS}
+                for s in ("envpool", "pgx")}  # fmt: skip
+        spread = float(np.sqrt(np.sum([r["return_gap_spread"] ** 2 for r in mine])) / len(mine))
+        out.append({"env_id": key[0], "opponent": key[1], "repeats": len(mine), **side,
+                    "gap": max(abs(side["envpool"][k] - side["pgx"][k]) for k in KEYS),
+                    "return_gap_spread": spread})  # fmt: skip
+    return out
 
 
 def main() -> None:
@@ -67,23 +85,32 @@ def main() -> None:
                 rows.append({"run": os.path.relpath(run, ROOT) if run.startswith(ROOT) else run,
                              "env_id": policy.env_id, "step": policy.step,
                              "opponent": opponent, "seed": 1000 + r, **row})  # fmt: skip
-                print(f"{policy.env_id} vs {opponent} seed {1000 + r}: gap {row['gap']:.3f} "
-                      f"(return {row['envpool']['return']:.3f} / {row['pgx']['return']:.3f})")
-    out = args.out_dir or device_dir(RESULTS)
+                print(
+                    f"{policy.env_id} vs {opponent} seed {1000 + r}: gap {row['gap']:.3f} "
+                    f"(return {row['envpool']['return']:.3f} / {row['pgx']['return']:.3f})"
+                )
+    out = args.out_dir or os.path.join(RESULTS, device_dir())
     os.makedirs(out, exist_ok=True)
     result = {"games": args.games, "repeats": args.repeats, "environment": environment(),
-              "rows": rows, "largest_gap": max(r["gap"] for r in rows)}  # fmt: skip
+              "rows": rows, "pooled": pooled(rows),
+              "largest_gap": max(r["gap"] for r in rows)}  # fmt: skip
     with open(os.path.join(out, "game_agreement.json"), "w") as f:
         json.dump(result, f, indent=2)
     lines = [f"# The same params on EnvPool's ports and on pgx ({args.games} games each)", "",
              "| game | opponent | seed | return EnvPool | return pgx | win EnvPool | win pgx "
-             "| largest gap |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
+             "| largest gap | sampling sd of the return gap |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows + result["pooled"]:
         e, p = r["envpool"], r["pgx"]
-        lines.append(f"| {r['env_id']} | {r['opponent']} | {r['seed']} | {e['return']:.3f} | "
+        seed = r.get("seed", f"all {r.get('repeats')} pooled")
+        lines.append(f"| {r['env_id']} | {r['opponent']} | {seed} | {e['return']:.3f} | "
                      f"{p['return']:.3f} | {e['win_rate']:.3f} | {p['win_rate']:.3f} | "
-                     f"{r['gap']:.3f} |")  # fmt: skip
-    lines += ["", f"Largest gap over every row: {result['largest_gap']:.3f}."]
+                     f"{r['gap']:.3f} | {r['return_gap_spread']:.3f} |")  # fmt: skip
+    lines += [
+        "",
+        f"Largest gap over the single rows: {result['largest_gap']:.3f}; over the "
+        f"pooled rows: {max(r['gap'] for r in result['pooled']):.3f}.",
+    ]
     with open(os.path.join(out, "game_agreement.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"largest gap {result['largest_gap']:.3f}; wrote {out}/game_agreement.{{json,md}}")
