@@ -4,11 +4,10 @@ hooks, run-time hyperparameters, checkpoints and evaluation with Sebulba."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from train_runs import train_run
 
 from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config import ConfigError
@@ -16,7 +15,6 @@ from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.tools.policy import load_policy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = "configs/anakin_ppo_cartpole.py:quick"
 
 
@@ -24,15 +22,9 @@ QUICK = "configs/anakin_ppo_cartpole.py:quick"
 def quick_run(tmp_path_factory):
     """One `scripts/train.py` run of the quick config, with an evaluation and a checkpoint."""
     workdir = str(tmp_path_factory.mktemp("anakin") / "run")
-    out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config", QUICK,
-         "--workdir", workdir, "--config.eval_every_updates=20",
-         "--config.checkpoint_every_updates=20"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    with open(os.path.join(workdir, "summary.json")) as f:
-        return workdir, json.load(f)
+    return workdir, train_run(
+        QUICK, workdir, "--config.eval_every_updates=20", "--config.checkpoint_every_updates=20"
+    )
 
 
 def test_quick_run_writes_what_a_sebulba_run_writes(quick_run):

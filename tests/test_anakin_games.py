@@ -4,12 +4,11 @@ port and on pgx, an exact resume with the pool, connect four, and one-line refus
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
 import pytest
+from train_runs import train_run
 
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.trainer import AnakinTrainer
@@ -20,22 +19,15 @@ from jaxrl_dist.run.evaluation import make_evaluator
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.tools.policy import load_policy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = "configs/anakin_ppo_tictactoe.py:quick"
 
 
 @pytest.fixture(scope="module")
 def game_run(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("anakin_games") / "run")
-    out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config", QUICK,
-         "--workdir", workdir, "--config.eval_every_updates=8",
-         "--config.checkpoint_every_updates=8"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    with open(os.path.join(workdir, "summary.json")) as f:
-        return workdir, json.load(f)
+    return workdir, train_run(
+        QUICK, workdir, "--config.eval_every_updates=8", "--config.checkpoint_every_updates=8"
+    )
 
 
 def test_quick_run_evaluates_games_and_keeps_its_pool(game_run):
