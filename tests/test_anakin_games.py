@@ -83,6 +83,10 @@ def test_resume_with_the_pool_is_bit_identical(game_run, tmp_path):
                           hooks=Hooks(on_iteration=stop_at_3))  # fmt: skip
     holder.append(first)
     assert first.run().updates == 4
+    games = load_config(QUICK).seats.games  # the same roles in another order: same shapes
+    other = _config(**same, **{"seats.games": tuple(reversed(games))})
+    with pytest.raises(ConfigError, match="config.seats differs from the resumed run's"):
+        AnakinTrainer(other, str(tmp_path / "cut"), resume=True, quiet=True).run()
     resumed = AnakinTrainer(_config(**same), str(tmp_path / "cut"), resume=True, quiet=True).run()
     whole = game_run[1]
     assert resumed.summary["state_sha256"] == whole["state_sha256"]

@@ -29,8 +29,9 @@ from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.program import Anakin, Carry, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
+from jaxrl_dist.config.sections import POOL_ROLE
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.envs.jax_league import League, league_records
+from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.mesh import Devices, local_replica
@@ -122,6 +123,7 @@ class AnakinTrainer:
         cfg = self.config
         if self._resume:
             saved, meta = ckpt.restore(self._saved_abstract())
+            self._check_same_seats(meta)
             counters = Counters.from_meta(meta)
             history.resume(counters.updates, meta.get("evals"))
             return saved["carry"], counters, meta
@@ -134,6 +136,17 @@ class AnakinTrainer:
                 carry, lambda learner: with_params(learner, warm), restart_shared=True
             )
         return carry, Counters(), None
+
+    def _check_same_seats(self, meta: dict[str, Any]) -> None:
+        """A board game's env states hold each stream's roles: a resume with other seats
+        would play the saved ones (or misread them), so it is refused."""
+        saved = meta.get("config", {}).get("seats")
+        mine = json.loads(json.dumps(jsonable(self.config.to_dict())))["seats"]
+        if self.config.seats.enabled and saved is not None and saved != mine:
+            raise ConfigError(
+                "config.seats differs from the resumed run's (its games hold their roles); "
+                "resume with the run's own seats, or start a new --workdir"
+            )
 
     def _save(self, run: _Run) -> None:
         run.counters.wall_time_s = run.clock()
@@ -344,7 +357,7 @@ class AnakinTrainer:
             state_sha256=carry_digest(run.carry),
             seeds=per_seed(run.monitor.history.entries, self.config),
         )  # fmt: skip
-        if isinstance(run.carry.shared, League):  # a board game's pool: each seed's records
+        if POOL_ROLE in getattr(self.env, "roles", ()):  # a board game's pool: seeds' records
             shared = jax.device_get(local_replica(run.carry.shared))
             summary["opponent_pool"] = [
                 league_records(jax.tree.map(lambda x, i=i: x[i], shared))

@@ -4,9 +4,12 @@ The same rules as the host pool: a snapshot of the actor params at the start and
 `every_updates` updates, the newest `capacity` kept (a ring of slots), each game's snapshot drawn
 when the game starts by `uniform`, `latest` (the newest half the time) or `pfsp` sampling (weight
 `(1 - score) ** exponent`, the learner's score against the snapshot smoothed to 0.5 before any
-game), the learner's wins, draws and losses against each snapshot recorded when a game ends.
-Snapshot ids only grow: a game whose snapshot left the pool records nothing (it plays on against
-the snapshot that took its slot, the newest). `frozen` is the policy the run started with.
+game), the learner's wins, draws and losses against each snapshot. Two differences in timing:
+a game draws its snapshot when it starts (the host pool at the game's first opponent move), and
+the games that ended in a rollout are recorded after its update (so sampling reads records up to
+one rollout old). Snapshot ids only grow: a game whose snapshot left the pool records nothing
+and plays on against whatever snapshot holds its slot (the host finishes it with its cached copy
+of the dropped one). `frozen` is the policy the run started with.
 
 Pure and jittable; it lives in the Anakin carry (one per seed, replicated over the mesh), so a
 checkpoint holds it and a resume takes back the same opponents and records.
