@@ -87,7 +87,7 @@ class Program:
         return Carry(learner, acting, _zero_totals(metrics), shared)
 
     # ------------------------------------------------------------------ one update
-    def unroll(self, params: PyTree, acting: Acting, version: jax.Array, shared: PyTree = ()):
+    def unroll(self, params: PyTree, acting: Acting, version: jax.Array, shared: PyTree):
         """`T` env steps -> (acting after them, the `[T + 1, B]` rollout, the steps' env info
         `[T, B]`, episodes finished, their summed return and length)."""
         core = self.agent.actor

@@ -222,16 +222,24 @@ def _tictactoe_positions() -> tuple[tuple[int, int], ...]:
     return tuple(sorted(seen))
 
 
+def scripted_problem(name: str, env_id: str) -> str | None:
+    """Why the scripted player `name` cannot play `env_id` (one line), or None."""
+    games = {"random": None, "heuristic": sorted(RULES), "perfect": ["TicTacToe-v1"]}
+    if name not in games:
+        return f"no scripted player {name!r}; use random, heuristic or perfect"
+    if games[name] is not None and env_id not in games[name]:
+        return f"the {name!r} player knows only {games[name]}, not {env_id}"
+    return None
+
+
 def scripted_player(name: str, env_id: str, rng: np.random.Generator) -> ScriptedPlayer:
     """The scripted player `name` ("random", "heuristic", "perfect") for `env_id`; ValueError
     (one line) where the game has no such player."""
+    problem = scripted_problem(name, env_id)
+    if problem:
+        raise ValueError(problem)
     if name == "random":
         return random_legal(rng)
-    if name == "heuristic" and env_id in RULES:
+    if name == "heuristic":
         return heuristic(RULES[env_id], rng)
-    if name == "perfect" and env_id == "TicTacToe-v1":
-        return perfect_tictactoe(rng)
-    games = {"heuristic": sorted(RULES), "perfect": ["TicTacToe-v1"]}.get(name)
-    if games is None:
-        raise ValueError(f"no scripted player {name!r}; use random, heuristic or perfect")
-    raise ValueError(f"the {name!r} player knows only {games}, not {env_id}")
+    return perfect_tictactoe(rng)

@@ -16,7 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.envs.games import RULES, Rules, _move_values, _tictactoe_positions
+from jaxrl_dist.envs.games import (
+    RULES,
+    Rules,
+    _move_values,
+    _tictactoe_positions,
+    scripted_problem,
+)
 
 Choose = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
@@ -71,11 +77,13 @@ def perfect_tictactoe(view: jax.Array, legal: jax.Array, key: jax.Array) -> jax.
 
 def scripted_choose(name: str, env_id: str) -> Choose:
     """The JAX scripted player `name` ("random", "heuristic", "perfect") for `env_id`, an
-    EnvPool game id; ValueError (one line) where the game has no such player."""
+    EnvPool game id; ValueError (one line, `games.scripted_problem`) where the game has no
+    such player."""
+    problem = scripted_problem(name, env_id)
+    if problem:
+        raise ValueError(problem)
     if name == "random":
         return random_legal
-    if name == "heuristic" and env_id in RULES:
+    if name == "heuristic":
         return heuristic(RULES[env_id])
-    if name == "perfect" and env_id == "TicTacToe-v1":
-        return perfect_tictactoe
-    raise ValueError(f"no JAX player {name!r} for {env_id}; use random, heuristic or perfect")
+    return perfect_tictactoe
