@@ -9,11 +9,12 @@ import sys
 HERE = os.path.dirname(__file__)
 
 
-def run_check(script: str, devices: int = 4) -> dict:
-    """`tests/<script>` on `devices` fake CPU devices; its last stdout line, parsed as JSON."""
+def run_check(script: str, devices: int = 4, args: tuple[str, ...] = ()) -> dict:
+    """`tests/<script> ARGS...` on `devices` fake CPU devices; its last stdout line, parsed as
+    JSON."""
     env = {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu"}
     out = subprocess.run(
-        [sys.executable, os.path.join(HERE, script)],
+        [sys.executable, os.path.join(HERE, script), *args],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]

@@ -49,18 +49,15 @@ def make_replay(**kwargs) -> PrioritizedReplay:
     return PrioritizedReplay(**args)
 
 
-@pytest.mark.parametrize("n", [1, 3, T])
-def test_windows_are_the_segment_cut_at_its_end(n):
-    replay = make_replay(n_step=n, batch_size=256)
-    replay.write(make_item([7, 8, 9], ends=[(1, 3), (2, 2)]))
-    batch = replay.read(0)
-    w = batch.data
-    assert w.obs.shape[:2] == (n + 1, 256) and w.action.shape[:2] == (n, 256)
-    starts = w.obs[0, :, 0].astype(np.int64)
+def check_windows(w: Rollout, n: int) -> None:
+    """Every column of `w` (drawn from `make_item([7, 8, 9], ends=[(1, 3), (2, 2)])`) is its
+    segment from the drawn transition on, cut at the segment's end."""
+    starts = np.asarray(w.obs[0, :, 0]).astype(np.int64)
     ids, t0 = np.divmod(starts, 100)
     # Transitions that start at an episode end are never drawn.
     assert not np.any((ids == 8) & (t0 == 3)) and not np.any((ids == 9) & (t0 == 2))
-    for j in range(256):
+    w = jax.tree.map(np.asarray, w)
+    for j in range(len(starts)):
         t = t0[j] + np.arange(n + 1)
         code = ids[j] * 100 + np.minimum(t, T)
         np.testing.assert_array_equal(w.obs[:, j, 0], code)
@@ -74,6 +71,19 @@ def test_windows_are_the_segment_cut_at_its_end(n):
         np.testing.assert_array_equal(w.action[:, j], step_code)
         np.testing.assert_array_equal(w.agent_extras["q"][:, j, 1], 2 * step_code)
         np.testing.assert_array_equal(w.policy_version[:, j], ids[j])
+
+
+WINDOW_ITEM = {"ids": [7, 8, 9], "ends": [(1, 3), (2, 2)]}
+
+
+@pytest.mark.parametrize("n", [1, 3, T])
+def test_windows_are_the_segment_cut_at_its_end(n):
+    replay = make_replay(n_step=n, batch_size=256)
+    replay.write(make_item(**WINDOW_ITEM))
+    batch = replay.read(0)
+    w = batch.data
+    assert w.obs.shape[:2] == (n + 1, 256) and w.action.shape[:2] == (n, 256)
+    check_windows(w, n)
     held = 3 * T
     np.testing.assert_array_equal(w.agent_extras["replay_count"], held)
     assert batch.sample_ids.shape == (256, 2)

@@ -2,11 +2,13 @@
 
 One update, per seed: `T` steps of a batch of `B` JAX envs in a `lax.scan` (the agent's actor
 half choosing actions), which builds the same `[T + 1, B]` `Rollout` an EnvPool actor hands the
-learner, then the agent's learner half's `update` on it. `train(carry, n)` runs `n` updates in a
-`lax.fori_loop` (a traced `n`: every chunk length shares one compilation), vmapped over seeds
-(`num_seeds`, as PureJaxRL does) and jitted over the learner mesh: the env axis `B` of everything
-per-env is split over the mesh's devices, the learner state is replicated, and XLA inserts the
-reductions of the update's means (the same function on 1 or N devices, as in the Sebulba learner).
+learner, then the agent's data flow (`flows.py`): the learner half's `update` on the rollout,
+or the rollout into a replay on the device and updates on what it draws. `train(carry, n)`
+runs `n` of them in a `lax.fori_loop` (a traced `n`: every chunk length shares one
+compilation), vmapped over seeds (`num_seeds`, as PureJaxRL does) and jitted over the learner
+mesh: the env axis `B` of everything per-env is split over the mesh's devices, the learner
+state (and a replay) is replicated, and XLA inserts the reductions of the update's means (the
+same function on 1 or N devices, as in the Sebulba learner).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxrl_dist.agents.base import ActorIdentity, Agent
+from jaxrl_dist.anakin.flows import OnPolicyFlow, PrioritizedFlow, flow_key
 from jaxrl_dist.envs.jax_envs import EnvState, JaxEnv, TimeStep
 from jaxrl_dist.learning.mesh import DATA_AXIS
 from jaxrl_dist.types import PyTree, Rollout
 
 ENV_KEY_PURPOSE, ACTOR_KEY_PURPOSE = 11, 12  # fold_in paths of a seed's key
+Flow = OnPolicyFlow | PrioritizedFlow
 
 
 class Acting(NamedTuple):
@@ -49,12 +53,14 @@ class Totals(NamedTuple):
 
 class Carry(NamedTuple):
     """The whole training state of one seed: checkpointed whole, so a resume is exact.
-    `shared`: the env's state shared by the whole batch (a board game's opponent pool)."""
+    `shared`: the env's state shared by the whole batch (a board game's opponent pool);
+    `data`: the data flow's state (a replay)."""
 
     learner: PyTree
     acting: Acting
     totals: Totals
     shared: PyTree = ()
+    data: PyTree = ()
 
 
 def _zero_totals(metrics: dict[str, Any]) -> Totals:
@@ -65,8 +71,9 @@ def _zero_totals(metrics: dict[str, Any]) -> Totals:
 class Program:
     """The pure functions of one Anakin run; `Anakin` (below) jits them over seeds and a mesh."""
 
-    def __init__(self, agent: Agent, env: JaxEnv, num_envs: int, unroll_length: int):
-        self.agent, self.env = agent, env
+    def __init__(self, agent: Agent, env: JaxEnv, num_envs: int, unroll_length: int,
+                 flow: Flow | None = None):  # fmt: skip
+        self.agent, self.env, self.flow = agent, env, flow or OnPolicyFlow()
         self.num_envs, self.unroll_length = num_envs, unroll_length
 
     # ------------------------------------------------------------------ start
@@ -83,8 +90,12 @@ class Program:
         actor = self.agent.actor.init_state(ActorIdentity(0, 1), self.num_envs, actor_key)
         zeros_b = jnp.zeros((self.num_envs,))
         acting = Acting(env_state, timestep, actor, zeros_b, zeros_b.astype(jnp.int32))
-        metrics = jax.eval_shape(lambda c: self._update(c)[2], Carry(learner, acting, None, shared))
-        return Carry(learner, acting, _zero_totals(metrics), shared)
+        rollout = jax.eval_shape(lambda: self.unroll(params, acting, jnp.int32(0), shared)[1])
+        data = self.flow.init(rollout, flow_key(key))
+        metrics = jax.eval_shape(
+            lambda c: self._update(c)[2], Carry(learner, acting, None, shared, data)
+        )
+        return Carry(learner, acting, _zero_totals(metrics), shared, data)
 
     # ------------------------------------------------------------------ one update
     def unroll(self, params: PyTree, acting: Acting, version: jax.Array, shared: PyTree):
@@ -127,19 +138,22 @@ class Program:
         params = learner_core.actor_params(carry.learner)
         version = getattr(carry.learner, "update_step", jnp.zeros((), jnp.int32))
         acting, rollout, info, done = self.unroll(params, carry.acting, version, carry.shared)
-        learner, metrics = learner_core.update(carry.learner, rollout)[:2]
+        last = None if carry.totals is None else carry.totals.metrics
+        learner, data, metrics = self.flow.learn(
+            learner_core, carry.learner, carry.data, rollout, last
+        )
         shared = self.env.update_shared(carry.shared, info, learner_core.actor_params(learner))
-        return learner, acting, metrics, done, shared
+        return learner, acting, metrics, done, shared, data
 
     def update(self, carry: Carry) -> Carry:
-        """One rollout and one update of a seed."""
-        learner, acting, metrics, (episodes, ret, length), shared = self._update(carry)
+        """One rollout of a seed and what its data flow learns from it."""
+        learner, acting, metrics, (episodes, ret, length), shared, data = self._update(carry)
         t = carry.totals
         totals = Totals(
             t.episodes + episodes.astype(jnp.int32), t.return_sum + ret,
             t.length_sum + length.astype(jnp.float32), metrics,
         )  # fmt: skip
-        return Carry(learner, acting, totals, shared)
+        return Carry(learner, acting, totals, shared, data)
 
 
 def drained(carry: Carry) -> Carry:
@@ -189,6 +203,8 @@ class Anakin:
             acting=jax.tree.map(lambda _: per_env, abstract.acting),
             totals=jax.tree.map(lambda _: replicated, abstract.totals),
             shared=jax.tree.map(lambda _: replicated, abstract.shared),
+            # The replay is whole on every device (its memory is per device); see README.
+            data=jax.tree.map(lambda _: replicated, abstract.data),
         )
 
     def with_learner(self, carry: Carry, fn: Callable[[PyTree], PyTree],

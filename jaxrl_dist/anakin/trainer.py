@@ -26,6 +26,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxrl_dist.anakin.curves import draw_seed_curves
 from jaxrl_dist.anakin.envs import anakin_env_problem, anakin_spec, make_anakin_env
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
+from jaxrl_dist.anakin.flows import flow_problem, make_flow
 from jaxrl_dist.anakin.program import Anakin, Carry, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
@@ -83,14 +84,13 @@ class AnakinTrainer:
         self._resume, self._quiet = resume, quiet
         self.stop = StopControl()
         self._prepared = prepare(config, self.workdir, resume, anakin_machine, check_resume=False)
-        if self._prepared.data != "on_policy":
-            raise ConfigError(
-                f"config.algorithm={config.algorithm!r} learns from a replay, which "
-                "config.runtime='anakin' does not hold yet; use config.runtime='sebulba'"
-            )
+        problem = flow_problem(self._prepared.data, config)
+        if problem:
+            raise ConfigError(problem)
         self.agent = self._prepared.agent
         self.env = make_anakin_env(config, self.agent.actor)
-        program = Program(self.agent, self.env, config.batch_size, config.unroll_length)
+        flow = make_flow(self._prepared.data, config)
+        program = Program(self.agent, self.env, config.batch_size, config.unroll_length, flow)
         self.anakin = Anakin(program, config.num_seeds, self._prepared.devices.learner_mesh)
         self.hparams = HyperparamControl.for_run(
             config, self.agent.hyperparams, self.workdir, self.cluster.is_primary
@@ -357,6 +357,9 @@ class AnakinTrainer:
             state_sha256=carry_digest(run.carry),
             seeds=per_seed(run.monitor.history.entries, self.config),
         )  # fmt: skip
+        steps = getattr(run.carry.learner, "update_step", None)
+        if self._prepared.data != "on_policy" and steps is not None:  # a replay's updates
+            summary["learner_updates"] = int(np.asarray(jax.device_get(local_replica(steps)))[0])
         if POOL_ROLE in getattr(self.env, "roles", ()):  # a board game's pool: seeds' records
             shared = jax.device_get(local_replica(run.carry.shared))
             summary["opponent_pool"] = [

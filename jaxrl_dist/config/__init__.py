@@ -197,6 +197,9 @@ class TrainConfig:
         if self.runtime not in RUNTIMES:
             _fail("runtime", self.runtime, f"must be one of {RUNTIMES}")
         if self.runtime == "sebulba":
+            if self.replay.batch_size:
+                _fail("replay.batch_size", self.replay.batch_size, "is the Anakin runtime's "
+                      "(on Sebulba the learner samples config.batch_size); leave it 0")  # fmt: skip
             if self.num_seeds != 1:
                 _fail("num_seeds", self.num_seeds, "> 1 needs config.runtime='anakin' (seeds "
                       "vmapped in one program); Sebulba runs one seed per run")  # fmt: skip
@@ -211,6 +214,12 @@ class TrainConfig:
                     f"config.runtime='anakin' needs config.{field}={want}; set it, or use "
                     "config.runtime='sebulba'"
                 )
+
+    @property
+    def replay_batch_size(self) -> int:
+        """What a replay's learner samples per update: `replay.batch_size`, 0 meaning
+        `batch_size` (the Sebulba learner's batch; on Anakin the envs of a seed)."""
+        return self.replay.batch_size or self.batch_size
 
     @property
     def streams_per_actor(self) -> int:

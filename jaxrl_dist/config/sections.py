@@ -73,8 +73,14 @@ class ReplayConfig:
     # Checkpoints hold the replay's contents, so a resume samples what the run had (None =
     # automatic: on for vector observations, off for image frames, where a buffer is GBs).
     save: bool | None = None
+    # Transitions (segments, "replay") the learner samples per update; 0 = config.batch_size.
+    # For the Anakin runtime, where config.batch_size counts the envs of a seed; on Sebulba the
+    # learner's batch is config.batch_size, so it stays 0 there.
+    batch_size: int = 0
 
     def __post_init__(self):
+        if self.batch_size < 0:
+            _bad("replay", "batch_size", self.batch_size, "must be >= 0 (0 = config.batch_size)")
         if self.capacity < 1:
             _bad("replay", "capacity", self.capacity, "must be >= 1")
         if not 1 <= self.min_size <= self.capacity:

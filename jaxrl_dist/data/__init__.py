@@ -38,9 +38,11 @@ def env_steps_per_update(flow: str, config: Any) -> float:
     """Env steps the flow takes in per update on average (what schedules are defined over)."""
     spi = config.replay.samples_per_insert
     if flow == "replay":
-        return UniformReplay.env_steps_per_update(config.unroll_length, config.batch_size, spi)
-    if flow == "prioritized":  # batch_size transitions, each inserted one sampled spi times
-        return UniformReplay.env_steps_per_update(1, config.batch_size, spi)
+        return UniformReplay.env_steps_per_update(
+            config.unroll_length, config.replay_batch_size, spi
+        )
+    if flow == "prioritized":  # a batch of transitions, each inserted one sampled spi times
+        return UniformReplay.env_steps_per_update(1, config.replay_batch_size, spi)
     return OnPolicyQueue.env_steps_per_update(config.unroll_length, config.batch_size)
 
 

@@ -30,6 +30,8 @@ segment, `samples_per_insert` samples per inserted transition: the seed's
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import numpy as np
 
@@ -113,7 +115,7 @@ class PrioritizedReplay(UniformReplay):
         leaves = self._tree.sample(self._rng, self._batch_size)
         slots, t = np.divmod(leaves, self._unroll)
         probability = self._tree.get(leaves) / self._tree.total
-        window = _windows(jax.tree.unflatten(self._treedef, self._rings), slots, t, self._n)
+        window = windows(jax.tree.unflatten(self._treedef, self._rings), slots, t, self._n)
         count = float(self._size * self._unroll)
         extras = {
             **window.agent_extras,
@@ -138,15 +140,17 @@ class PrioritizedReplay(UniformReplay):
                 self._max_priority = max(self._max_priority, float(stored[current].max()))
 
 
-def _windows(held: Rollout, slots: np.ndarray, t: np.ndarray, n: int) -> Rollout:
+def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
     """The `[n + 1, B]` windows starting at transition `t[j]` of ring slot `slots[j]`, cut at
-    the segment end (see the module docstring). `held`: the ring, `[T + 1 or T, slots, ...]`."""
+    the segment end (see the module docstring). `held`: the ring, `[T + 1 or T, slots, ...]`;
+    `xp`: the array module (NumPy here, `jax.numpy` for the device replay of the Anakin
+    runtime, `data/device_replay.py`), so both replays cut windows by this one function."""
     unroll = held.action.shape[0]
-    times = t[None, :] + np.arange(n + 1)[:, None]  # [n + 1, B]
+    times = t[None, :] + xp.arange(n + 1)[:, None]  # [n + 1, B]
     past_end = times >= unroll  # at and after obs[T]: the cut
 
-    def gather(ring: np.ndarray, steps: int) -> np.ndarray:
-        return ring[np.minimum(times[:steps], ring.shape[0] - 1), slots[None, :]]
+    def gather(ring: Any, steps: int) -> Any:
+        return ring[xp.minimum(times[:steps], ring.shape[0] - 1), slots[None, :]]
 
     window = jax.tree.map(lambda ring: gather(ring, n + 1), held._replace(
         action=None, agent_extras=None, policy_version=None
@@ -157,7 +161,7 @@ def _windows(held: Rollout, slots: np.ndarray, t: np.ndarray, n: int) -> Rollout
     )
     beyond = times > unroll  # after obs[T]: no reward there
     return window._replace(
-        reward=np.where(beyond, 0, window.reward).astype(held.reward.dtype),
+        reward=xp.where(beyond, 0, window.reward).astype(held.reward.dtype),
         truncated=window.truncated | past_end,
         action=per_step["action"],
         agent_extras=per_step["extras"],

@@ -195,11 +195,12 @@ def data_problem(flow: str, config: TrainConfig) -> str | None:
 
 def _replay_problem(flow: str, config: TrainConfig) -> str | None:
     """Replay sizes that cannot work with the run's batch and segments (one line), or None."""
-    r, unroll, batch = config.replay, config.unroll_length, config.batch_size
+    r, unroll, batch = config.replay, config.unroll_length, config.replay_batch_size
     unit = "transitions" if flow == "prioritized" else "segments"
     if r.capacity < batch:
+        name = "replay.batch_size" if r.batch_size else "batch_size"
         return (
-            f"config.replay.capacity={r.capacity} is smaller than config.batch_size={batch} "
+            f"config.replay.capacity={r.capacity} is smaller than config.{name}={batch} "
             f"(the {unit} of one update); make the capacity at least the batch"
         )
     if flow != "prioritized":

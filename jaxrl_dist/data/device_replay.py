@@ -1,0 +1,177 @@
+"""The prioritized n-step replay as pure JAX functions: the replay of the Anakin runtime, held
+in its carry on the device (`anakin/flows.py`).
+
+The same rules as the host replay (`data/prioritized.py`), so a Rainbow learner cannot tell the
+two apart:
+
+- storage is a ring of whole segments, every `Rollout` leaf `[T + 1 or T, slots, ...]`; each
+  rollout `[T + 1, B]` writes its `B` columns into the next `B` slots, overwriting the oldest;
+- a draw picks a transition `(slot, t)` in proportion to its stored priority, stratified as
+  `SumTree.sample` (one uniform draw in each of `batch_size` equal slices of the total mass);
+- what the learner gets is its n-step window, cut at the segment's end by the host replay's
+  own `windows` function, with `replay_probability` and `replay_count` (transitions held) in
+  `agent_extras`, `[n, B]`;
+- a new transition gets the largest stored priority so far (1 at first), one that starts at an
+  episode end gets 0 and is never drawn; a learner's priorities come back stored as
+  `(priority + epsilon) ** alpha`, a transition drawn twice in one batch keeping the last.
+
+What differs is only what the device makes moot: updates follow the insert in the same program,
+so a priority can never come back for an overwritten slot (no generations), and the sampler's
+key lives in the state (a resume draws the same batches).
+
+The mass is summed per slot first and the slot drawn from those sums, then the step within the
+slot: two short cumulative sums in float32 instead of one over every transition, so a small
+priority is not lost in the rounding of a large running sum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_dist.data.prioritized import windows
+from jaxrl_dist.types import Rollout
+
+
+class DeviceReplay(NamedTuple):
+    """A replay's whole state (checkpointed with the carry).
+
+    Attributes:
+      ring: the held segments, every leaf `[T + 1 or T, slots, ...]`.
+      priority: `[slots, T]` float32 stored priorities `(p + eps) ** alpha`; 0 = never drawn.
+      max_priority: `[]` float32, the largest stored priority so far (new transitions get it).
+      next_slot: `[]` int32, where the next rollout's first column goes.
+      size: `[]` int32, segments held (at most `slots`).
+      key: the sampler's PRNG key.
+    """
+
+    ring: Rollout
+    priority: jax.Array
+    max_priority: jax.Array
+    next_slot: jax.Array
+    size: jax.Array
+    key: jax.Array
+
+
+class Draw(NamedTuple):
+    """Which transitions a batch holds: ring slot and step, each `[batch_size]` int32."""
+
+    slot: jax.Array
+    t: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicePrioritizedReplay:
+    """The replay's fixed sizes and exponents; its functions are pure and jittable.
+
+    Attributes:
+      slots: segments the ring holds (the capacity in transitions // T).
+      unroll_length: T, transitions per segment.
+      n_step: window length (1..T).
+      batch_size: transitions drawn per update.
+      priority_exponent: alpha; 0 = uniform over the transitions that can be drawn.
+      priority_epsilon: added to a learner's priority before the exponent.
+    """
+
+    slots: int
+    unroll_length: int
+    n_step: int
+    batch_size: int
+    priority_exponent: float
+    priority_epsilon: float
+
+    def __post_init__(self):
+        if not 1 <= self.n_step <= self.unroll_length:
+            raise ValueError(f"n_step={self.n_step} must be in [1, T={self.unroll_length}]")
+
+    def init(self, example: Rollout, key: jax.Array) -> DeviceReplay:
+        """An empty replay for rollouts shaped as `example` (`[T + 1, B]`, arrays or shapes)."""
+        ring = jax.tree.map(
+            lambda x: jnp.zeros((x.shape[0], self.slots, *x.shape[2:]), x.dtype), example
+        )
+        return DeviceReplay(
+            ring=ring,
+            priority=jnp.zeros((self.slots, self.unroll_length), jnp.float32),
+            max_priority=jnp.ones((), jnp.float32),
+            next_slot=jnp.zeros((), jnp.int32),
+            size=jnp.zeros((), jnp.int32),
+            key=key,
+        )
+
+    def held(self, replay: DeviceReplay) -> jax.Array:
+        """`[]` int32 transitions held (what `min_size` and `replay_count` count)."""
+        return replay.size * self.unroll_length
+
+    def insert(self, replay: DeviceReplay, rollout: Rollout) -> DeviceReplay:
+        """Writes the `B` segments of `rollout` (`[T + 1, B]`, `B <= slots`) into the next `B`
+        slots; their transitions get the largest priority so far, 0 where one starts at an
+        episode end (EnvPool's reset step)."""
+        width = rollout.action.shape[1]
+        slots = (replay.next_slot + jnp.arange(width)) % self.slots
+        ring = jax.tree.map(lambda r, x: r.at[:, slots].set(x), replay.ring, rollout)
+        t = self.unroll_length
+        ended = rollout.terminated[:t] | rollout.truncated[:t]  # [T, B]
+        fresh = jnp.where(ended.T, 0.0, replay.max_priority)  # [B, T]
+        return replay._replace(
+            ring=ring,
+            priority=replay.priority.at[slots].set(fresh),
+            next_slot=(replay.next_slot + width) % self.slots,
+            size=jnp.minimum(replay.size + width, self.slots),
+        )
+
+    def sample(self, replay: DeviceReplay) -> tuple[DeviceReplay, Rollout, Draw]:
+        """`batch_size` transitions by priority -> (the replay with its key advanced, their
+        `[n + 1, batch_size]` windows, which they were). Needs a positive total priority (the
+        caller waits for `min_size`)."""
+        key, draw_key = jax.random.split(replay.key)
+        draw = self._draw(replay.priority, draw_key)
+        window = windows(replay.ring, draw.slot, draw.t, self.n_step, xp=jnp)
+        total = jnp.sum(replay.priority)
+        probability = replay.priority[draw.slot, draw.t] / total
+        shape = (self.n_step, self.batch_size)
+        extras = {
+            **window.agent_extras,
+            "replay_probability": jnp.broadcast_to(probability, shape),
+            "replay_count": jnp.full(shape, self.held(replay), jnp.float32),
+        }
+        return replay._replace(key=key), window._replace(agent_extras=extras), draw
+
+    def _draw(self, priority: jax.Array, key: jax.Array) -> Draw:
+        """Stratified proportional draws: a slot from the per-slot sums, then a step in it."""
+        n = self.batch_size
+        slot_cdf = jnp.cumsum(jnp.sum(priority, axis=1))  # [slots]
+        total = slot_cdf[-1]
+        u = (jnp.arange(n) + jax.random.uniform(key, (n,))) * (total / n)
+        u = jnp.minimum(u, jnp.nextafter(total, 0.0))
+        # side="right": the first slot whose running sum exceeds u, so one with mass
+        slot = jnp.minimum(jnp.searchsorted(slot_cdf, u, side="right"), self.slots - 1)
+        before = jnp.where(slot > 0, slot_cdf[slot - 1], 0.0)
+        rows = priority[slot]  # [n, T]
+        rest = jnp.maximum(u - before, 0.0)
+        t = jax.vmap(lambda c, r: jnp.searchsorted(c, r, side="right"))(
+            jnp.cumsum(rows, axis=1), rest
+        )
+        # Rounding between the slot's sum and its running sum may point past the slot's last
+        # transition with mass: take that one.
+        last = self.unroll_length - 1 - jnp.argmax((rows > 0)[:, ::-1], axis=1)
+        return Draw(slot.astype(jnp.int32), jnp.minimum(t, last).astype(jnp.int32))
+
+    def set_priorities(
+        self, replay: DeviceReplay, draw: Draw, priorities: jax.Array
+    ) -> DeviceReplay:
+        """Stores a learner's `priorities` `[batch_size]` (>= 0) for the transitions of `draw`
+        as `(p + epsilon) ** alpha`; a transition drawn twice keeps the last."""
+        stored = (priorities.astype(jnp.float32) + self.priority_epsilon) ** self.priority_exponent
+        leaf = draw.slot * self.unroll_length + draw.t
+        index = jnp.arange(self.batch_size)
+        later = index[None, :] > index[:, None]
+        overridden = jnp.any((leaf[None, :] == leaf[:, None]) & later, axis=1)
+        target = jnp.where(overridden, self.slots * self.unroll_length, leaf)  # out of range: drop
+        flat = replay.priority.reshape(-1).at[target].set(stored, mode="drop")
+        return replay._replace(
+            priority=flat.reshape(replay.priority.shape),
+            max_priority=jnp.maximum(replay.max_priority, jnp.max(stored)),
+        )

@@ -1,0 +1,127 @@
+"""Rainbow on the Anakin runtime, its prioritized replay in the carry: `anakin_rainbow_cartpole.py
+:quick` through scripts/train.py, the replay's `min_size` and updates per rollout, an exact
+resume with the replay, 1 against 4 devices, and one-line refusals."""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from fake_devices import run_check
+from train_runs import train_run
+
+from jaxrl_dist.anakin.trainer import AnakinTrainer
+from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.hooks import Hooks
+from jaxrl_dist.tools.policy import load_policy
+
+QUICK = "configs/anakin_rainbow_cartpole.py:quick"
+STEPS = 16 * 16  # env steps per rollout: 16 envs x 16 steps
+UPDATES = 16  # learner updates per rollout: 256 x samples_per_insert 8 / replay batch 128
+
+
+@pytest.fixture(scope="module")
+def rainbow_run(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("anakin_rainbow") / "run")
+    return workdir, train_run(
+        QUICK, workdir, "--config.eval_every_updates=8", "--config.checkpoint_every_updates=8"
+    )
+
+
+def test_quick_run_learns_from_the_device_replay(rainbow_run):
+    """16 rollouts; the replay holds min_size=512 transitions after the second, so 15 of them
+    are followed by 16 updates each; the log has the learner's prioritized metrics."""
+    workdir, summary = rainbow_run
+    assert summary["runtime"] == "anakin" and summary["updates"] == 16
+    assert summary["learner_updates"] == 15 * UPDATES
+    assert summary["checkpoint_steps"] == [8, 16] and summary["final_eval_return"] is not None
+    lines = [json.loads(x) for x in open(os.path.join(workdir, "metrics.jsonl"))]
+    learned = [x for x in lines if "losses/loss" in x]
+    assert learned and all(np.isfinite(x["losses/loss"]) for x in learned)
+    assert 0 < learned[-1]["losses/importance_weight_mean"] <= 1
+    assert 1 < learned[-1]["losses/return_steps_mean"] <= 3  # 3-step windows, cut at ends
+
+
+def test_checkpoint_plays_envpool_cartpole(rainbow_run):
+    policy = load_policy(rainbow_run[0])
+    from jaxrl_dist.envs import make_env
+
+    env = make_env("CartPole-v1", {}, 4, 4, seed=0)
+    obs, _ = env.reset()
+    action = np.asarray(policy.act(obs))
+    assert action.shape == (4,) and set(action.tolist()) <= {0, 1}
+
+
+def test_updates_wait_for_min_size_then_follow_each_rollout(tmp_path):
+    """No update while the replay holds fewer than min_size transitions (params untouched),
+    then exactly `UPDATES` per rollout; the ring fills in rollout order."""
+    config = load_config(QUICK, **{"replay.min_size": 3 * STEPS})
+    anakin = AnakinTrainer(config, str(tmp_path / "x")).anakin
+    carry = anakin.init(jnp.arange(1, dtype=jnp.uint32))
+    start = jax.device_get(carry.learner.params)
+    steps = []
+    for _ in range(4):
+        carry = anakin.train(carry, jnp.int32(1))
+        steps.append(int(carry.learner.update_step[0]))
+        if steps[-1] == 0:
+            jax.tree.map(np.testing.assert_array_equal, start, jax.device_get(carry.learner.params))
+    assert steps == [0, 0, UPDATES, 2 * UPDATES]
+    assert int(carry.data.size[0]) == 4 * 16 and int(carry.data.next_slot[0]) == 4 * 16
+    assert float(carry.data.max_priority[0]) > 1.0  # the learner's priorities came back
+
+
+def test_resume_with_the_replay_is_bit_identical(tmp_path):
+    """Stopped after rollout 8 (saved at 5 and at the stop), resumed to 16: the whole carry
+    (replay ring, priorities, sampler key, learner, envs) ends as the uninterrupted run's."""
+    steps = {"total_env_steps": 16 * STEPS, "eval_every_updates": 8, "checkpoint_every_updates": 5}
+    whole = AnakinTrainer(load_config(QUICK, **steps), str(tmp_path / "whole"), quiet=True).run()
+    trainers = []
+
+    def stop_at_6(episodes, env_steps):
+        if env_steps >= 6 * STEPS:
+            trainers[0].request_stop("interrupted for the test")
+
+    first = AnakinTrainer(
+        load_config(QUICK, **steps), str(tmp_path / "cut"), quiet=True,
+        hooks=Hooks(on_iteration=stop_at_6),
+    )  # fmt: skip
+    trainers.append(first)
+    cut = first.run()
+    assert 6 <= cut.updates < 16
+    resumed = AnakinTrainer(
+        load_config(QUICK, **steps), str(tmp_path / "cut"), resume=True, quiet=True
+    ).run()  # fmt: skip
+    assert resumed.updates == whole.updates == 16
+    assert resumed.summary["learner_updates"] == whole.summary["learner_updates"]
+    assert resumed.summary["state_sha256"] == whole.summary["state_sha256"]
+    assert resumed.summary["params_sha256"] == whole.summary["params_sha256"]
+
+
+def test_one_and_four_devices_agree():
+    result = run_check("anakin_devices_check.py", args=(QUICK,))
+    assert result["devices"] == [[1], [4]]
+    # 8 envs x 16 steps a rollout: 8 updates after each from the 4th (512 held), 6 rollouts
+    assert result["update_step"] == [24, 24]
+    assert result["params_moved"] > 0
+    assert result["max_params_diff"] < 1e-4, result
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expect"),
+    [
+        ({"replay.samples_per_insert": 1.25}, "gives 2.5 updates per rollout"),
+        ({"replay.samples_per_insert": 0.25}, "Anakin needs a whole number >= 1"),
+        ({"replay.capacity": 200, "replay.min_size": 128}, "fewer segments than one rollout's"),
+        ({"replay.tolerance": 4.0}, "config.replay.tolerance is Sebulba's"),
+        ({"replay.save": False}, "the replay is part of the carry"),
+        ({"runtime": "sebulba"}, "config.replay.batch_size=128 is the Anakin runtime's"),
+    ],
+)
+def test_refusals_are_one_line(tmp_path, overrides, expect):
+    with pytest.raises(ConfigError) as e:
+        AnakinTrainer(load_config(QUICK, **overrides), str(tmp_path / "x"))
+    assert expect in str(e.value) and "\n" not in str(e.value)
+    assert not os.path.exists(tmp_path / "x")
