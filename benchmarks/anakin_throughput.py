@@ -2,6 +2,7 @@
 
     python benchmarks/anakin_throughput.py                 # the whole table (~4 min on 2 cores)
     python benchmarks/anakin_throughput.py --repeat 1 --skip-separate   # the SPS rows only
+    python benchmarks/anakin_throughput.py --rainbow       # Rainbow: Anakin against Sebulba
 
 Rows (CartPole-v1, PPO, PureJaxRL's hyperparameters: 4 envs x 128 steps, 4 x 4 minibatches):
 
@@ -15,6 +16,12 @@ Rows (CartPole-v1, PPO, PureJaxRL's hyperparameters: 4 envs x 128 steps, 4 x 4 m
 
 Baseline and library alternate `--repeat` times; the ratio is the median of the per-pair
 ratios. Written to `benchmarks/results/<device>/anakin_throughput.json` and `.md`.
+
+`--rainbow`: Rainbow on CartPole-v1, the same agent, replay and updates per env step (one
+update of 128 transitions per 16 env steps) on both runtimes: `anakin_rainbow_cartpole.py`
+(replay on the device) against `rainbow_cartpole.py` (EnvPool actor thread, host replay,
+learner), alternating `--repeat` times, and Anakin with `--seeds` seeds vmapped; written to
+`anakin_rainbow_throughput.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from jaxrl_dist.run.hooks import Hooks  # noqa: E402
 
 ANAKIN = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")
 SEBULBA = os.path.join(ROOT, "configs", "ppo_cartpole.py")
+ANAKIN_RAINBOW = os.path.join(ROOT, "configs", "anakin_rainbow_cartpole.py")
+SEBULBA_RAINBOW = os.path.join(ROOT, "configs", "rainbow_cartpole.py")
 QUIET = {
     "stop_at_eval_return": None, "eval_every_updates": 0, "checkpoint_every_updates": 0,
     "learning_curve": False, "log_every_updates": 100,
@@ -89,14 +98,62 @@ def separate_vs_vmapped(seeds: int, steps: int) -> dict:
     }  # fmt: skip
 
 
+def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
+    """Rainbow's rows: Anakin against Sebulba per alternating pair, and Anakin's vmapped seeds."""
+    steps = args.steps or 65_536
+    rows: dict[str, list] = {"sebulba": [], "anakin": []}
+    for _ in range(args.repeat):
+        rows["sebulba"].append(library_sps(SEBULBA_RAINBOW, steps))
+        rows["anakin"].append(library_sps(ANAKIN_RAINBOW, steps))
+    ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["sebulba"], strict=True)]
+    vmapped = library_sps(ANAKIN_RAINBOW, steps, num_seeds=args.seeds)
+    result = {
+        "environment": environment(), "steps_per_seed": steps, "rows": rows,
+        "anakin_over_sebulba": [round(r, 3) for r in ratios],
+        "anakin_over_sebulba_median": round(float(np.median(ratios)), 3),
+        f"anakin_{args.seeds}_seeds": vmapped,
+    }  # fmt: skip
+    median = lambda rows: float(np.median([r["sps"] for r in rows]))  # noqa: E731
+    base = median(rows["sebulba"])
+    entries = [
+        ("Sebulba (EnvPool actor thread, host replay), 1 seed", base),
+        ("Anakin (replay on the device), 1 seed", median(rows["anakin"])),
+        (f"Anakin, {args.seeds} seeds vmapped", vmapped["sps"]),
+    ]
+    lines = [
+        f"CartPole-v1 Rainbow (one update of 128 transitions per 16 env steps), "
+        f"{result['environment']['device']}, {result['environment']['cpu_count']} cores",
+        "", "| run | SPS (all seeds) | x Sebulba (1 seed) |", "|---|---:|---:|",
+        *[f"| {name} | {sps:,.0f} | {sps / base:.2f} |" for name, sps in entries],
+        "", f"Anakin / Sebulba per pair: {result['anakin_over_sebulba']} "
+        f"(median {result['anakin_over_sebulba_median']})",
+    ]  # fmt: skip
+    return "anakin_rainbow_throughput", result, "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=499_712, help="env steps per seed")
+    parser.add_argument("--steps", type=int, default=0, help="env steps per seed (0: 499,712; "
+                        "Rainbow 65,536)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=8, help="the vmapped rows' seed count")
     parser.add_argument("--skip-separate", action="store_true")
+    parser.add_argument("--rainbow", action="store_true", help="Rainbow's rows instead")
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args()
+    name, result, table = rainbow(args) if args.rainbow else ppo(args)
+    out = args.out_dir or os.path.join(RESULTS, device_dir())
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
+def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
+    """PPO's rows: the library against the PureJaxRL-style baseline, and Sebulba."""
+    args.steps = args.steps or 499_712
     config = {**purejaxrl_ppo.CONFIG, "TOTAL_TIMESTEPS": args.steps}
     rows: dict[str, list] = {"baseline": [], "anakin": []}
     for _ in range(args.repeat):  # alternating, so drift hits both alike
@@ -115,14 +172,7 @@ def main() -> None:
     }
     if not args.skip_separate:
         result["separate_vs_vmapped"] = separate_vs_vmapped(args.seeds, args.steps)
-    out = args.out_dir or os.path.join(RESULTS, device_dir())
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "anakin_throughput.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    table = markdown(result, args.seeds)
-    with open(os.path.join(out, "anakin_throughput.md"), "w") as f:
-        f.write(table)
-    print(table)
+    return "anakin_throughput", result, markdown(result, args.seeds)
 
 
 def markdown(result: dict, seeds: int) -> str:

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from train_runs import train_run
+from train_runs import interrupted_run, train_run
 
 from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config import ConfigError
@@ -63,17 +63,8 @@ def _run(tmp_path, name, hooks=None, resume=False, **overrides):
 def test_resume_is_bit_identical(tmp_path):
     steps = {"total_env_steps": 16 * 512, "eval_every_updates": 8, "checkpoint_every_updates": 5}
     _, whole = _run(tmp_path, "whole", **steps)
-    trainers = []
-
-    def stop_at_6(episodes, env_steps):
-        if env_steps >= 6 * 512:
-            trainers[0].request_stop("interrupted for the test")
-
     config = load_config(QUICK, log_every_updates=4, **steps)
-    hooks = Hooks(on_iteration=stop_at_6)
-    first = AnakinTrainer(config, str(tmp_path / "cut"), quiet=True, hooks=hooks)
-    trainers.append(first)
-    cut = first.run()
+    cut = interrupted_run(config, str(tmp_path / "cut"), 6 * 512)
     # The hook runs between chunks (which end at logs, evaluations and saves): update 8 here.
     assert 6 <= cut.updates < 16 and cut.stop_reason == "interrupted for the test"
     _, resumed = _run(tmp_path, "cut", resume=True, **steps)

@@ -8,7 +8,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from train_runs import train_run
+from train_runs import interrupted_run, train_run
 
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.trainer import AnakinTrainer
@@ -16,7 +16,6 @@ from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams
 from jaxrl_dist.run.evaluation import make_evaluator
-from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.tools.policy import load_policy
 
 QUICK = "configs/anakin_ppo_tictactoe.py:quick"
@@ -73,16 +72,7 @@ def test_resume_with_the_pool_is_bit_identical(game_run, tmp_path):
     """Stopped at update 4 (a log, between the saves at 8 and 16) and resumed: the carry (the
     pool's snapshots and records within it) ends as the uninterrupted fixture run's."""
     same = {"eval_every_updates": 8, "checkpoint_every_updates": 8}
-    holder = []
-
-    def stop_at_3(episodes, env_steps):
-        if env_steps >= 3 * 1024:
-            holder[0].request_stop("interrupted for the test")
-
-    first = AnakinTrainer(_config(**same), str(tmp_path / "cut"), quiet=True,
-                          hooks=Hooks(on_iteration=stop_at_3))  # fmt: skip
-    holder.append(first)
-    assert first.run().updates == 4
+    assert interrupted_run(_config(**same), str(tmp_path / "cut"), 3 * 1024).updates == 4
     games = load_config(QUICK).seats.games  # the same roles in another order: same shapes
     other = _config(**same, **{"seats.games": tuple(reversed(games))})
     with pytest.raises(ConfigError, match="config.seats differs from the resumed run's"):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from fake_devices import run_check
-from train_runs import train_run
+from train_runs import interrupted_run, train_run
 
 from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config import ConfigError
@@ -73,31 +73,44 @@ def test_updates_wait_for_min_size_then_follow_each_rollout(tmp_path):
     assert float(carry.data.max_priority[0]) > 1.0  # the learner's priorities came back
 
 
-def test_resume_with_the_replay_is_bit_identical(tmp_path):
-    """Stopped after rollout 8 (saved at 5 and at the stop), resumed to 16: the whole carry
-    (replay ring, priorities, sampler key, learner, envs) ends as the uninterrupted run's."""
-    steps = {"total_env_steps": 16 * STEPS, "eval_every_updates": 8, "checkpoint_every_updates": 5}
-    whole = AnakinTrainer(load_config(QUICK, **steps), str(tmp_path / "whole"), quiet=True).run()
-    trainers = []
-
-    def stop_at_6(episodes, env_steps):
-        if env_steps >= 6 * STEPS:
-            trainers[0].request_stop("interrupted for the test")
-
-    first = AnakinTrainer(
-        load_config(QUICK, **steps), str(tmp_path / "cut"), quiet=True,
-        hooks=Hooks(on_iteration=stop_at_6),
-    )  # fmt: skip
-    trainers.append(first)
-    cut = first.run()
-    assert 6 <= cut.updates < 16
+def test_resume_with_the_replay_is_bit_identical(rainbow_run, tmp_path):
+    """Stopped at rollout 4 (a log, before the saves at 8 and 16) and resumed: the whole carry
+    (replay ring, priorities, sampler key, learner, envs) ends as the uninterrupted fixture
+    run's."""
+    same = {"eval_every_updates": 8, "checkpoint_every_updates": 8}
+    cut = interrupted_run(load_config(QUICK, **same), str(tmp_path / "cut"), 3 * STEPS)
+    assert cut.updates == 4 and cut.summary["learner_updates"] == 3 * UPDATES
     resumed = AnakinTrainer(
-        load_config(QUICK, **steps), str(tmp_path / "cut"), resume=True, quiet=True
+        load_config(QUICK, **same), str(tmp_path / "cut"), resume=True, quiet=True
     ).run()  # fmt: skip
-    assert resumed.updates == whole.updates == 16
-    assert resumed.summary["learner_updates"] == whole.summary["learner_updates"]
-    assert resumed.summary["state_sha256"] == whole.summary["state_sha256"]
-    assert resumed.summary["params_sha256"] == whole.summary["params_sha256"]
+    whole = rainbow_run[1]
+    assert resumed.updates == whole["updates"] == 16
+    assert resumed.summary["learner_updates"] == whole["learner_updates"]
+    assert resumed.summary["state_sha256"] == whole["state_sha256"]
+    assert resumed.summary["params_sha256"] == whole["params_sha256"]
+
+
+def test_n_step_changes_at_run_time(tmp_path):
+    """A run-time `n_step=1` (as `control.json` asks) reaches the loss from the next rollout on:
+    the returns learned from are then one step long."""
+    holder = []
+
+    def lower(episodes, env_steps):
+        if env_steps == 6 * STEPS:
+            holder[0].set_hyperparams(n_step=1)
+
+    config = load_config(QUICK, log_every_updates=1)
+    trainer = AnakinTrainer(
+        config, str(tmp_path / "hp"), quiet=True, hooks=Hooks(on_iteration=lower)
+    )
+    holder.append(trainer)
+    result = trainer.run()
+    assert result.summary["hparam_changes"][0]["updates"] == 6
+    lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
+    steps = {
+        x["charts/updates"]: x["losses/return_steps_mean"] for x in lines if "charts/updates" in x
+    }
+    assert all(1.5 < steps[u] <= 3 for u in range(2, 7)) and steps[7] == steps[16] == 1.0
 
 
 def test_one_and_four_devices_agree():
