@@ -122,6 +122,20 @@ def test_one_and_four_devices_agree():
     assert result["max_params_diff"] < 1e-4, result
 
 
+def test_rainbow_plays_seats_on_anakin(tmp_path):
+    """`rainbow_tictactoe.py` with `--config.runtime=anakin`: the seated pgx game (self-play,
+    scripted and pool seats, the epsilon ladder over its streams) feeding the device replay."""
+    config = load_config(
+        "configs/rainbow_tictactoe.py:quick", runtime="anakin", batch_size=16, unroll_length=8,
+        total_env_steps=16 * 8 * 3, eval_episodes=10,
+        **{"replay.batch_size": 32, "replay.min_size": 128, "replay.samples_per_insert": 2.0},
+    )  # fmt: skip
+    result = AnakinTrainer(config, str(tmp_path / "ttt"), quiet=True).run()
+    assert result.updates == 3 and result.summary["learner_updates"] == 3 * 8
+    last = [json.loads(x) for x in open(os.path.join(result.workdir, "evals.jsonl"))][-1]
+    assert last["win_rate"] + last["draw_rate"] + last["loss_rate"] == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize(
     ("overrides", "expect"),
     [
