@@ -1,9 +1,9 @@
 """Run on 4 fake CPU devices (tests/fake_devices.py): the Anakin program on a 1-device mesh and
 on a 4-device mesh (the env axis split 4 ways) from the same seed; prints how far apart the
-learner states are after a few updates, as one JSON line. Argument: the config (default
-`anakin_ppo_cartpole.py:quick`)."""
+learner states are after a few updates: one JSON line, a result per config (the on-policy and
+the replay data flows), keyed by config file name."""
 
-import sys
+import json
 
 import jax
 import jax.numpy as jnp
@@ -13,12 +13,12 @@ from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config.cli import load_config
 
 UPDATES = 6
-CONFIG = sys.argv[1] if len(sys.argv) > 1 else "configs/anakin_ppo_cartpole.py:quick"
+CONFIGS = ("anakin_ppo_cartpole.py", "anakin_rainbow_cartpole.py")
 
 
-def final_state(device_ids):
+def final_state(config_file, device_ids):
     config = load_config(
-        CONFIG, batch_size=8, num_seeds=2, learner_device_ids=device_ids,
+        f"configs/{config_file}:quick", batch_size=8, num_seeds=2, learner_device_ids=device_ids,
     )  # fmt: skip
     trainer = AnakinTrainer(config, "/tmp/unused_anakin_devices_check")
     anakin = trainer.anakin
@@ -39,18 +39,22 @@ def gap(a, b) -> float:
     return float(np.max(np.abs(a - b))) if a.size else 0.0
 
 
-def main():
-    assert len(jax.devices()) == 4
-    one, shards_one, _ = final_state((0,))
-    four, shards_four, start = final_state(())
+def compare(config_file) -> dict:
+    one, shards_one, _ = final_state(config_file, (0,))
+    four, shards_four, start = final_state(config_file, ())
     diffs = jax.tree.map(gap, one, four)
-    print({
+    return {
         "devices": [sorted(shards_one), sorted(shards_four)],
         "max_params_diff": largest(diffs.learner.params),
         "max_diff": largest(diffs),
         "update_step": np.asarray(four.learner.update_step).tolist(),
         "params_moved": largest(jax.tree.map(gap, start, four.learner.params)),
-    }.__repr__().replace("'", '"'))  # fmt: skip
+    }
+
+
+def main():
+    assert len(jax.devices()) == 4
+    print(json.dumps({name: compare(name) for name in CONFIGS}))
 
 
 if __name__ == "__main__":

@@ -104,6 +104,7 @@ def test_hyperparams_change_at_run_time(tmp_path):
         ({"num_seeds": 2, "runtime": "sebulba"}, "num_seeds=2 > 1 needs config.runtime='anakin'"),
         ({"runtime": "warp"}, "config.runtime='warp' must be one of"),
         ({"env_id": "Pong-v5"}, "is not a JAX env"),
+        ({"replay.batch_size": 64}, "is a replay's, and 'ppo' learns on-policy"),
     ],
 )
 def test_refusals_are_one_line(tmp_path, overrides, expect):

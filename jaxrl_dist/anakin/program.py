@@ -21,12 +21,12 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxrl_dist.agents.base import ActorIdentity, Agent
-from jaxrl_dist.anakin.flows import OnPolicyFlow, PrioritizedFlow, flow_key
+from jaxrl_dist.anakin.flows import OnPolicyFlow, PrioritizedFlow
 from jaxrl_dist.envs.jax_envs import EnvState, JaxEnv, TimeStep
 from jaxrl_dist.learning.mesh import DATA_AXIS
 from jaxrl_dist.types import PyTree, Rollout
 
-ENV_KEY_PURPOSE, ACTOR_KEY_PURPOSE = 11, 12  # fold_in paths of a seed's key
+ENV_KEY_PURPOSE, ACTOR_KEY_PURPOSE, DATA_KEY_PURPOSE = 11, 12, 13  # fold_in paths of a seed's key
 Flow = OnPolicyFlow | PrioritizedFlow
 
 
@@ -91,9 +91,10 @@ class Program:
         zeros_b = jnp.zeros((self.num_envs,))
         acting = Acting(env_state, timestep, actor, zeros_b, zeros_b.astype(jnp.int32))
         rollout = jax.eval_shape(lambda: self.unroll(params, acting, jnp.int32(0), shared)[1])
-        data = self.flow.init(rollout, flow_key(key))
+        data = self.flow.init(rollout, jax.random.fold_in(key, DATA_KEY_PURPOSE))
         metrics = jax.eval_shape(
-            lambda c: self._update(c)[2], Carry(learner, acting, None, shared, data)
+            lambda c: self._update(c, jnp.asarray(True))[2],
+            Carry(learner, acting, None, shared, data),
         )
         return Carry(learner, acting, _zero_totals(metrics), shared, data)
 
@@ -133,21 +134,22 @@ class Program:
         )
         return acting, rollout, steps.info, jax.tree.map(jnp.sum, done)
 
-    def _update(self, carry: Carry):
+    def _update(self, carry: Carry, ready: jax.Array):
         learner_core = self.agent.learner
         params = learner_core.actor_params(carry.learner)
         version = getattr(carry.learner, "update_step", jnp.zeros((), jnp.int32))
         acting, rollout, info, done = self.unroll(params, carry.acting, version, carry.shared)
         last = None if carry.totals is None else carry.totals.metrics
         learner, data, metrics = self.flow.learn(
-            learner_core, carry.learner, carry.data, rollout, last
+            learner_core, carry.learner, carry.data, rollout, ready, last
         )
         shared = self.env.update_shared(carry.shared, info, learner_core.actor_params(learner))
         return learner, acting, metrics, done, shared, data
 
-    def update(self, carry: Carry) -> Carry:
-        """One rollout of a seed and what its data flow learns from it."""
-        learner, acting, metrics, (episodes, ret, length), shared, data = self._update(carry)
+    def update(self, carry: Carry, ready: jax.Array) -> Carry:
+        """One rollout of a seed and what its data flow learns from it (`ready`: the flow's
+        `ready`, asked outside the seeds' vmap)."""
+        learner, acting, metrics, (episodes, ret, length), shared, data = self._update(carry, ready)
         t = carry.totals
         totals = Totals(
             t.episodes + episodes.astype(jnp.int32), t.return_sum + ret,
@@ -192,8 +194,14 @@ class Anakin:
         return jax.lax.map(self.program.init, seeds)
 
     def _train(self, carry: Carry, num_updates: jax.Array) -> Carry:
-        step = jax.vmap(self.program.update)
-        return jax.lax.fori_loop(0, num_updates, lambda _, c: step(c), carry)
+        step = jax.vmap(self.program.update, in_axes=(0, None))
+        flow = self.program.flow
+
+        def one(_, c: Carry) -> Carry:
+            # Every seed's flow state fills alike: the first seed's says for all, unbatched.
+            return step(c, flow.ready(jax.tree.map(lambda x: x[0], c.data)))
+
+        return jax.lax.fori_loop(0, num_updates, one, carry)
 
     def _shardings(self, abstract: Carry) -> Carry:
         replicated = NamedSharding(self.mesh, PartitionSpec())

@@ -327,8 +327,21 @@ class AnakinTrainer:
         if stop_reason:
             self.request_stop(stop_reason)
 
+    def _learner_updates(self, carry: Carry) -> int | None:
+        """A replay learner's own update count (the first seed's), None for on-policy agents
+        (one update per rollout: `counters.updates`)."""
+        steps = getattr(carry.learner, "update_step", None)
+        if self._prepared.data == "on_policy" or steps is None:
+            return None
+        return int(np.asarray(jax.device_get(local_replica(steps)))[0])
+
     def _log(self, run: _Run, window: LogWindow, metrics: dict[str, float]) -> None:
+        learner_updates = self._learner_updates(run.carry)
+        if learner_updates == 0:  # a replay still filling: no update has made metrics yet
+            metrics = {}
         record = window.record(metrics, run.counters)
+        if learner_updates is not None:
+            record["charts/learner_updates"] = learner_updates
         if run.logger is not None:
             run.logger.write(run.counters.env_steps, record)
             run.progress.line(run.counters.env_steps, record)
@@ -357,9 +370,9 @@ class AnakinTrainer:
             state_sha256=carry_digest(run.carry),
             seeds=per_seed(run.monitor.history.entries, self.config),
         )  # fmt: skip
-        steps = getattr(run.carry.learner, "update_step", None)
-        if self._prepared.data != "on_policy" and steps is not None:  # a replay's updates
-            summary["learner_updates"] = int(np.asarray(jax.device_get(local_replica(steps)))[0])
+        learner_updates = self._learner_updates(run.carry)
+        if learner_updates is not None:
+            summary["learner_updates"] = learner_updates
         if POOL_ROLE in getattr(self.env, "roles", ()):  # a board game's pool: seeds' records
             shared = jax.device_get(local_replica(run.carry.shared))
             summary["opponent_pool"] = [

@@ -20,8 +20,10 @@ so a priority can never come back for an overwritten slot (no generations), and 
 key lives in the state (a resume draws the same batches).
 
 The mass is summed per slot first and the slot drawn from those sums, then the step within the
-slot: two short cumulative sums in float32 instead of one over every transition, so a small
-priority is not lost in the rounding of a large running sum.
+slot: two short float32 running sums instead of one over every transition (the host's sums are
+float64). XLA does not add a running sum in order (on CPU it may step down, or step up over a
+slot with no mass), so each is made flat over zero mass and never decreasing before it is
+searched: a draw can only land on a transition with priority > 0.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class DevicePrioritizedReplay:
     def sample(self, replay: DeviceReplay) -> tuple[DeviceReplay, Rollout, Draw]:
         """`batch_size` transitions by priority -> (the replay with its key advanced, their
         `[n + 1, batch_size]` windows, which they were). Needs a positive total priority (the
-        caller waits for `min_size`)."""
+        Anakin flow samples only once `min_size` transitions are held)."""
         key, draw_key = jax.random.split(replay.key)
         draw = self._draw(replay.priority, draw_key)
         window = windows(replay.ring, draw.slot, draw.t, self.n_step, xp=jnp)
@@ -140,31 +142,21 @@ class DevicePrioritizedReplay:
         return replay._replace(key=key), window._replace(agent_extras=extras), draw
 
     def _draw(self, priority: jax.Array, key: jax.Array) -> Draw:
-        """Stratified proportional draws: a slot from the per-slot sums, then a step in it."""
-        n = self.batch_size
-        slot_cdf = jnp.cumsum(jnp.sum(priority, axis=1))  # [slots]
-        total = slot_cdf[-1]
-        u = (jnp.arange(n) + jax.random.uniform(key, (n,))) * (total / n)
-        u = jnp.minimum(u, jnp.nextafter(total, 0.0))
-        # side="right": the first slot whose running sum exceeds u, so one with mass
-        slot = jnp.minimum(jnp.searchsorted(slot_cdf, u, side="right"), self.slots - 1)
-        before = jnp.where(slot > 0, slot_cdf[slot - 1], 0.0)
-        rows = priority[slot]  # [n, T]
-        rest = jnp.maximum(u - before, 0.0)
-        t = jax.vmap(lambda c, r: jnp.searchsorted(c, r, side="right"))(
-            jnp.cumsum(rows, axis=1), rest
-        )
-        # Rounding between the slot's sum and its running sum may point past the slot's last
-        # transition with mass: take that one.
-        last = self.unroll_length - 1 - jnp.argmax((rows > 0)[:, ::-1], axis=1)
-        return Draw(slot.astype(jnp.int32), jnp.minimum(t, last).astype(jnp.int32))
+        """Stratified proportional draws from `priority` `[slots, T]`: one uniform point in each
+        of `batch_size` equal slices of the total mass, found by `find`."""
+        batch = self.batch_size
+        total = jnp.sum(priority)
+        u = (jnp.arange(batch) + jax.random.uniform(key, (batch,))) * (total / batch)
+        return find(priority, u)
 
     def set_priorities(
         self, replay: DeviceReplay, draw: Draw, priorities: jax.Array
     ) -> DeviceReplay:
-        """Stores a learner's `priorities` `[batch_size]` (>= 0) for the transitions of `draw`
-        as `(p + epsilon) ** alpha`; a transition drawn twice keeps the last."""
-        stored = (priorities.astype(jnp.float32) + self.priority_epsilon) ** self.priority_exponent
+        """Stores a learner's `priorities` `[batch_size]` for the transitions of `draw` as
+        `(p + epsilon) ** alpha`, a negative one as 0 (a NaN stays NaN, and the learner's
+        metrics stop the run); a transition drawn twice keeps the last."""
+        p = jnp.maximum(priorities.astype(jnp.float32), 0.0)
+        stored = (p + self.priority_epsilon) ** self.priority_exponent
         leaf = draw.slot * self.unroll_length + draw.t
         index = jnp.arange(self.batch_size)
         later = index[None, :] > index[:, None]
@@ -175,3 +167,28 @@ class DevicePrioritizedReplay:
             priority=flat.reshape(replay.priority.shape),
             max_priority=jnp.maximum(replay.max_priority, jnp.max(stored)),
         )
+
+
+def find(priority: jax.Array, u: jax.Array) -> Draw:
+    """The transitions at points `u` `[n]` (in `[0, total)`) of the mass of `priority`
+    `[slots, T]`, laid out slot after slot: each lands on a transition with priority > 0."""
+    slot_cdf = _running_mass(jnp.sum(priority, axis=1))  # [slots]
+    u = jnp.minimum(u, jnp.nextafter(slot_cdf[-1], 0.0))
+    # side="right": the first slot whose running mass exceeds u, which has mass of its own.
+    slot = jnp.minimum(jnp.searchsorted(slot_cdf, u, side="right"), priority.shape[0] - 1)
+    before = jnp.where(slot > 0, slot_cdf[jnp.maximum(slot - 1, 0)], 0.0)
+    rows = priority[slot]  # [n, T]
+    rest = jnp.maximum(u - before, 0.0)
+    t = jax.vmap(lambda c, r: jnp.searchsorted(c, r, side="right"))(
+        jax.vmap(_running_mass)(rows), rest
+    )
+    # The slot's own running mass may end below its share of the total by a rounding step:
+    # a point in that sliver takes the slot's last transition with mass.
+    last = priority.shape[1] - 1 - jnp.argmax((rows > 0)[:, ::-1], axis=1)
+    return Draw(slot.astype(jnp.int32), jnp.minimum(t, last).astype(jnp.int32))
+
+
+def _running_mass(mass: jax.Array) -> jax.Array:
+    """`cumsum(mass)` made flat where `mass` is 0 and never decreasing, `[n]`."""
+    running = jnp.where(mass > 0, jnp.cumsum(mass), 0.0)
+    return jax.lax.cummax(running)

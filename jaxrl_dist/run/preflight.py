@@ -216,4 +216,12 @@ def _replay_problem(flow: str, config: TrainConfig) -> str | None:
             f"config.replay.capacity={r.capacity} transitions holds no segment of "
             f"config.unroll_length={unroll}; make the capacity at least that"
         )
+    held = r.capacity // unroll * unroll  # whole segments
+    if r.min_size > held:
+        enough = -(-r.min_size // unroll) * unroll
+        return (
+            f"config.replay.min_size={r.min_size} is more than the {held} transitions the "
+            f"replay holds (whole segments of unroll_length={unroll}), so learning would never "
+            f"start; make min_size at most {held} or capacity at least {enough}"
+        )
     return None
