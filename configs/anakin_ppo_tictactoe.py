@@ -1,17 +1,25 @@
 """PPO on tic-tac-toe in the Anakin runtime: pgx's game (EnvPool's `TicTacToe-v1` is its port),
 the seats and the opponent pool inside one jitted program.
 
-The seat mixture of `ppo_tictactoe.py` plus the opponent pool: self-play (each learner seat
+The agent (network and PPO hyperparameters) of `ppo_tictactoe.py`, read from it, and its seat
+mixture plus the opponent pool: self-play (each learner seat
 its own game, the other seat played by the acting params, `envs/jax_games.py`), the win/block
 heuristic and uniform random in either seat, and pool snapshots (PFSP) in either seat; random
 openings of 0-2 moves. Evaluated greedily against uniform random, the learner taking each seat
 in turn (win 1, draw 0, loss -1; a perfect player scores about 0.97 against random).
 """
 
+import os
+
 import ml_collections
+
+from jaxrl_dist.config.cli import load_config_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def get_config(variant=None):
+    sebulba = load_config_file(os.path.join(HERE, "ppo_tictactoe.py"))
     c = ml_collections.ConfigDict()
     c.runtime = "anakin"
     c.algorithm = "ppo"
@@ -43,20 +51,8 @@ def get_config(variant=None):
     c.eval_mode = "greedy"
     c.checkpoint_every_updates = 0
     c.log_every_updates = 25
-    c.network = {"torso": "mlp", "hidden_sizes": (128, 128), "activation": "tanh",
-                 "shared_torso": False}  # fmt: skip
-    c.algo = {
-        "learning_rate": 1e-3,
-        "anneal_lr": True,
-        "num_epochs": 4,
-        "num_minibatches": 4,
-        "clip_eps": 0.2,
-        "gae_lambda": 0.95,
-        "discount": 0.99,
-        "entropy_cost": 0.001,
-        "value_cost": 0.5,
-        "max_grad_norm": 0.5,
-    }
+    c.network = dict(sebulba["network"])
+    c.algo = dict(sebulba["algo"])
     if variant == "quick":
         c.learning_curve = False
         c.total_env_steps = 16_384
