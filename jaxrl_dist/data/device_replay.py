@@ -129,9 +129,9 @@ class DevicePrioritizedReplay:
         `[n + 1, batch_size]` windows, which they were). Needs a positive total priority (the
         Anakin flow samples only once `min_size` transitions are held)."""
         key, draw_key = jax.random.split(replay.key)
-        draw = self._draw(replay.priority, draw_key)
-        window = windows(replay.ring, draw.slot, draw.t, self.n_step, xp=jnp)
         total = jnp.sum(replay.priority)
+        draw = self._draw(replay.priority, total, draw_key)
+        window = windows(replay.ring, draw.slot, draw.t, self.n_step, xp=jnp)
         probability = replay.priority[draw.slot, draw.t] / total
         shape = (self.n_step, self.batch_size)
         extras = {
@@ -141,11 +141,10 @@ class DevicePrioritizedReplay:
         }
         return replay._replace(key=key), window._replace(agent_extras=extras), draw
 
-    def _draw(self, priority: jax.Array, key: jax.Array) -> Draw:
-        """Stratified proportional draws from `priority` `[slots, T]`: one uniform point in each
-        of `batch_size` equal slices of the total mass, found by `find`."""
+    def _draw(self, priority: jax.Array, total: jax.Array, key: jax.Array) -> Draw:
+        """Stratified proportional draws from `priority` `[slots, T]` (summing to `total`): one
+        uniform point in each of `batch_size` equal slices of the total mass, found by `find`."""
         batch = self.batch_size
-        total = jnp.sum(priority)
         u = (jnp.arange(batch) + jax.random.uniform(key, (batch,))) * (total / batch)
         return find(priority, u)
 
