@@ -56,8 +56,9 @@ def inference(act_step, core: ActorCore, params, device, batch: int, seed: int):
     box = {"state": jax.device_put(state, device)}
 
     def call(obs, rows):
-        *out, box["state"] = act_step(params, obs, rows, box["state"])
-        return tuple(out)
+        first = np.zeros(len(rows), bool)  # a memoryless policy: no resets to make
+        *out, box["state"] = act_step(params, obs, rows, first, box["state"])
+        return tuple(out[:3])
 
     return call
 

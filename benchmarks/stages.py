@@ -215,8 +215,9 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
             ids = info["env_id"]
             buffer.add_observation(ids, obs, reward, terminated, truncated)
             t1 = time.perf_counter()
-            action, env_action, extras, actor_state = act_step(
-                learner.actor_params(state), obs, ids.astype(np.int32), actor_state
+            no_starts = np.zeros(len(ids), bool)  # a memoryless policy: no resets to make
+            action, env_action, extras, _, actor_state = act_step(
+                learner.actor_params(state), obs, ids.astype(np.int32), no_starts, actor_state
             )
             action, env_action, extras = jax.device_get((action, env_action, extras))
             buffer.add_action(ids, action, extras, updates)

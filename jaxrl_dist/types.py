@@ -40,6 +40,10 @@ class Rollout(NamedTuple):
       agent_extras: dict of `[T, B, ...]` arrays the algorithm's act function returned (e.g.
         behaviour policy logits for V-trace). The runtime stores them without looking inside.
       policy_version: `[T, B]` int32 learner version of the params that chose `action[t]`.
+      core_state: `[1, B, ...]` a recurrent policy's core state fed with `obs[0]` (after its
+        reset where `obs[0]` starts an episode), what the learner unrolls from; a time axis of
+        one keeps every leaf `[time, B, ...]`, so batching and storage treat it like the rest.
+        `{}` for a memoryless policy (`ActorCore.core_state`).
     """
 
     obs: PyTree
@@ -49,6 +53,7 @@ class Rollout(NamedTuple):
     action: Any
     agent_extras: dict[str, Any]
     policy_version: Any
+    core_state: Any = {}  # noqa: RUF012  never mutated; NamedTuple defaults are shared
 
     @property
     def unroll_length(self) -> int:
@@ -67,6 +72,7 @@ def assert_rollout_shapes(rollout: Rollout) -> None:
     chex.assert_tree_shape_prefix(
         (rollout.action, rollout.agent_extras, rollout.policy_version), (t, b)
     )
+    chex.assert_tree_shape_prefix(rollout.core_state, (1, b))
 
 
 def concatenate_rollouts(rollouts: list[Rollout]) -> Rollout:

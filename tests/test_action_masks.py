@@ -56,7 +56,7 @@ def test_acting_never_picks_an_illegal_action(name):
         seen[np.arange(256), action] = True
     if name != "rainbow":  # sampling or epsilon 1 explores the legal actions
         assert (seen == obs[ACTION_MASK]).mean() > 0.95
-    greedy = np.asarray(jax.jit(agent.actor.greedy_act)(params, obs))
+    greedy = np.asarray(jax.jit(agent.actor.greedy_act)(params, obs, actor_state)[0])
     assert obs[ACTION_MASK][np.arange(256), greedy].all()
 
 
@@ -110,7 +110,9 @@ def test_rainbow_bootstraps_from_the_best_legal_action():
     rng = np.random.default_rng(5)
     view = rng.normal(size=(2, 16, 6)).astype(np.float32)
     all_legal = {AGENT_VIEW: view[1], ACTION_MASK: np.ones((16, 9), bool)}
-    q_next = np.asarray(agent.actor.greedy_act(agent.learner.actor_params(state), all_legal))
+    actor_state = agent.actor.init_state(ActorIdentity(0, 1), 16, jax.random.PRNGKey(0))
+    params = agent.learner.actor_params(state)
+    q_next = np.asarray(agent.actor.greedy_act(params, all_legal, actor_state)[0])
 
     def priorities(mask_next):
         mask = np.stack([np.ones((16, 9), bool), mask_next])

@@ -33,7 +33,7 @@ def _act(params, obs, state):
     return action, {"count": state["count"], "u": u}, {"key": keys, "count": state["count"] + 1}
 
 
-CORE = ActorCore(init_state=_init_state, act=_act, greedy_act=lambda p, o: o.sum(-1))
+CORE = ActorCore(init_state=_init_state, act=_act, greedy_act=lambda p, o, s: (o.sum(-1), s))
 
 
 def _params(version):
@@ -266,7 +266,9 @@ def test_dict_observations_are_batched_and_padded_leaf_by_leaf(stop):
         scores = jnp.where(obs["action_mask"], obs["agent_view"] * params["w"], -jnp.inf)
         return jnp.argmax(scores, axis=-1), {}, state
 
-    core = ActorCore(init_state=_init_state, act=act, greedy_act=lambda p, o: o["agent_view"])
+    core = ActorCore(
+        init_state=_init_state, act=act, greedy_act=lambda p, o, s: (o["agent_view"], s)
+    )
     server = InferenceServer(0, core, _store(1), DEVICE, 2, ENVS, 8, 50.0, 1, stop)
     rng = np.random.default_rng(0)
     requests = []

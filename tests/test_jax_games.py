@@ -165,8 +165,8 @@ class _Core:
         return last.astype(jnp.int32), {}, state
 
     @staticmethod
-    def greedy_act(params, obs):
-        return jnp.argmax(obs[ACTION_MASK], -1).astype(jnp.int32)
+    def greedy_act(params, obs, state):
+        return jnp.argmax(obs[ACTION_MASK], -1).astype(jnp.int32), state
 
 
 def test_streams_see_their_own_turns_rewards_ends_and_reset_steps():

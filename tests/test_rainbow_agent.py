@@ -159,7 +159,8 @@ def _act(agent, epsilon, envs=256, seed=0):
     actor_state = agent.actor.init_state(ActorIdentity(0, 1), envs, jax.random.PRNGKey(seed))
     obs = jnp.asarray(np.random.default_rng(seed).normal(size=(envs, 3)), jnp.float32)
     action, extras, _ = jax.jit(agent.actor.act)(params, obs, actor_state)
-    return np.asarray(action), np.asarray(agent.actor.greedy_act(params, obs)), extras
+    greedy = agent.actor.greedy_act(params, obs, actor_state)[0]
+    return np.asarray(action), np.asarray(greedy), extras
 
 
 def test_epsilon_one_acts_uniformly_and_zero_greedily():
@@ -187,9 +188,9 @@ def test_noisy_nets_explore_without_epsilon_and_act_greedily_without_noise():
     assert np.mean(a0 != greedy0) > 0.05  # the noise changes some choices
     state = agent.learner.init(jax.random.PRNGKey(6))
     obs = jnp.ones((8, 3))
-    np.testing.assert_array_equal(
-        agent.actor.greedy_act(state.params, obs), agent.actor.greedy_act(state.params, obs)
-    )
+    actor_state = agent.actor.init_state(ActorIdentity(0, 1), 8, jax.random.PRNGKey(0))
+    greedy = [agent.actor.greedy_act(state.params, obs, actor_state)[0] for _ in range(2)]
+    np.testing.assert_array_equal(*greedy)
 
 
 def test_continuous_actions_are_refused_in_one_line():

@@ -64,8 +64,8 @@ def make_q_agent(config: QConfig, network_config, env_spec, run_shape) -> Agent:
         action = jnp.where(explore, random, jnp.argmax(q, -1)).astype(jnp.int32)
         return action, {}, {**state, "key": keys[:, 0]}
 
-    def greedy_act(params, obs):
-        return jnp.argmax(net.apply(params, obs), -1).astype(jnp.int32)
+    def greedy_act(params, obs, state):
+        return jnp.argmax(net.apply(params, obs), -1).astype(jnp.int32), state
 
     def init(key):
         obs = jnp.zeros((1, *env_spec.obs_shape), jnp.float32)

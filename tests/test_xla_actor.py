@@ -35,7 +35,7 @@ def _pole_core() -> ActorCore:
         action = (obs[:, 2] + params * obs[:, 3] > 0).astype(jnp.int32)
         return action, {"calls": state["calls"]}, {"calls": state["calls"] + 1}
 
-    return ActorCore(init_state, act, lambda params, obs: act(params, obs, None)[0])
+    return ActorCore(init_state, act, lambda params, obs, state: act(params, obs, state)[::2])
 
 
 def _python_stream(num_envs: int, steps: int, params: float):

@@ -158,6 +158,9 @@ class Actor(ActorThread):
         stop, stats = self._shared.stop, self._shared.stats
         try:
             buffer, tracker = self._new_buffers(env.config["num_envs"])
+            # ended[i]: env i's last observation ended an episode, so its next one (the reset
+            # step's) starts one; every env's first observation does.
+            ended = np.ones(env.config["num_envs"], bool)
             timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
             env.async_reset()
             while not stop.is_set():
@@ -167,12 +170,16 @@ class Actor(ActorThread):
                 env_ids = info["env_id"]
                 buffer.add_observation(env_ids, obs, reward, terminated, truncated)
                 returns, lengths = tracker.update(env_ids, reward, terminated, truncated, info)
+                first = ended[env_ids]
+                ended[env_ids] = np.logical_or(terminated, truncated)
                 t2 = time.perf_counter()
-                acted = self._client.act(obs, env_ids)
+                acted = self._client.act(obs, env_ids, first=first)
                 if acted is None:
                     break
                 t3 = time.perf_counter()
-                buffer.add_action(env_ids, acted.action, acted.extras, acted.version)
+                buffer.add_action(
+                    env_ids, acted.action, acted.extras, acted.version, acted.core_state
+                )
                 t4 = time.perf_counter()
                 env.send(acted.env_action, env_ids)
                 t5 = time.perf_counter()

@@ -24,7 +24,12 @@ import jax
 import numpy as np
 
 from jaxrl_dist.acting.params_store import ParamsStore
-from jaxrl_dist.acting.policy_client import ActResult, jit_inference_step, wait_for_params
+from jaxrl_dist.acting.policy_client import (
+    ActResult,
+    episode_starts,
+    jit_inference_step,
+    wait_for_params,
+)
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.threads import POLL_S
 from jaxrl_dist.types import PyTree, pad_rows
@@ -44,10 +49,13 @@ _write_rows = jax.jit(
 
 
 class Request:
-    """One actor's request: `obs [B, ...]` of its envs `env_ids [B]` (slot-local ids)."""
+    """One actor's request: `obs [B, ...]` of its envs `env_ids [B]` (slot-local ids), with
+    the episode starts `first [B]`."""
 
-    def __init__(self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int):
+    def __init__(self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int,
+                 first: np.ndarray):  # fmt: skip
         self.slot, self.obs, self.env_ids, self.min_version = slot, obs, env_ids, min_version
+        self.first = first
         self.submitted = time.monotonic()
         self.failed = False  # the server died holding it: it will never be served
         self._result: ActResult | None = None
@@ -125,9 +133,12 @@ class InferenceServer(threading.Thread):
             self._state = _write_rows(self._state, rows, slot * self.envs_per_slot)
             self._registered.add(slot)
 
-    def submit(self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int) -> Request:
+    def submit(
+        self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int, first=None
+    ) -> Request:
         """Queues `obs [B, ...]` of the envs `env_ids [B]` (ids within the slot) of a registered
-        `slot`; raises ValueError for a bad request (B > max_batch, unknown ids, other obs)."""
+        `slot`, `first [B]` the ones that start an episode (None: none); raises ValueError for
+        a bad request (B > max_batch, unknown ids, other obs)."""
         obs, env_ids = jax.tree.map(np.asarray, obs), np.asarray(env_ids, np.int32)
         n = len(env_ids)
         rows_ok = all(len(x) == n for x in jax.tree.leaves(obs))
@@ -137,7 +148,7 @@ class InferenceServer(threading.Thread):
             raise ValueError(f"slot {slot} is not registered with inference server {self.index}")
         if env_ids.min() < 0 or env_ids.max() >= self.envs_per_slot:
             raise ValueError(f"env ids must be in [0, {self.envs_per_slot}): {env_ids}")
-        request = Request(slot, obs, env_ids, min_version)
+        request = Request(slot, obs, env_ids, min_version, episode_starts(first, n))
         with self._cond:
             spec = jax.tree.map(lambda x: (x.shape[1:], x.dtype), obs)
             if self._obs_spec is not None and spec != self._obs_spec:
@@ -231,17 +242,18 @@ class InferenceServer(threading.Thread):
         padded = pad_rows(obs, self.max_batch)
         rows = np.full(self.max_batch, self._pad_row, np.int32)
         rows[:n] = np.concatenate([r.slot * self.envs_per_slot + r.env_ids for r in batch])
-        obs_d, rows_d = jax.device_put((padded, rows), self._device)
-        with self._lock:
-            out = self.step(self._params, obs_d, rows_d, self._state)
-            action, env_action, extras, self._state = out
-        action, env_action, extras = jax.device_get((action, env_action, extras))
+        first = np.zeros(self.max_batch, bool)
+        first[:n] = np.concatenate([r.first for r in batch])
+        inputs = jax.device_put((padded, rows, first), self._device)
+        with self._lock:  # the server keeps every env's state, a recurrent core's included
+            *out, self._state = self.step(self._params, *inputs, self._state)
+        action, env_action, extras, core_state = jax.device_get(out)
         offset = 0
         for r in batch:
             part = slice(offset, offset + len(r))
             cut = lambda x, part=part: x[part]  # noqa: E731
-            extras_r = jax.tree.map(cut, extras)
-            r._finish(ActResult(cut(action), cut(env_action), extras_r, self.version))
+            extras_r, core_r = jax.tree.map(cut, (extras, core_state))
+            r._finish(ActResult(cut(action), cut(env_action), extras_r, self.version, core_r))
             offset += len(r)
         with self._cond:
             self._inflight = []
@@ -305,8 +317,11 @@ class ServerClient:
         self._key = key
         self._server.register(self._slot, self._identity, key)
 
-    def act(self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0) -> ActResult | None:
-        """Results for `obs [B, ...]` of the envs `env_ids [B]`, params version >= min_version."""
+    def act(
+        self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0, first=None
+    ) -> ActResult | None:
+        """Results for `obs [B, ...]` of the envs `env_ids [B]`, params version >= min_version,
+        `first [B]` the ones that start an episode."""
         while True:
             server = self._live_server()
             if server is None:
@@ -317,7 +332,7 @@ class ServerClient:
             # the others hostage. So wait for the version here, alone.
             if min_version and not server.params_published(min_version, self._stop):
                 return None
-            request = server.submit(self._slot, obs, env_ids, min_version)
+            request = server.submit(self._slot, obs, env_ids, min_version, first)
             while True:
                 result = request.wait(POLL_S)
                 if result is not None:

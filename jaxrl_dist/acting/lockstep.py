@@ -122,7 +122,7 @@ class LockstepActor(Actor):
             if acted.version != version:
                 raise RuntimeError(f"lockstep actor wanted params {version}, got {acted.version}")
             t1 = time.perf_counter()
-            buffer.add_action(env_ids, acted.action, acted.extras, version)
+            buffer.add_action(env_ids, acted.action, acted.extras, version, acted.core_state)
             by_env = np.empty_like(acted.env_action)
             by_env[env_ids] = acted.env_action
             sent.append(by_env)

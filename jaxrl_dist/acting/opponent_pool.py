@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, env_policies
+from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
 from jaxrl_dist.config.sections import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES, SeatsConfig
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
@@ -219,19 +219,17 @@ class PoolPlayer(Player):
 def snapshot_policy(core: ActorCore, device: jax.Device, rows: int, greedy: bool,
                     key: jax.Array) -> Callable[[PyTree, Any, Any], np.ndarray]:  # fmt: skip
     """`act(params, view [n, ...], legal_mask [n, A]) -> actions [n]` of a snapshot on `device`:
-    the agent's masked greedy or sampled action (its own key stream), padded to `rows` so it
-    compiles once."""
-    greedy_fn, sample_fn = env_policies(core)
-    keys = [jax.device_put(key, device)]
+    the agent's masked greedy or sampled action (its own key stream, carried in its actor
+    state), padded to `rows` so it compiles once. Memoryless: seats refuse recurrent cores."""
+    policy = env_policies(core)[0 if greedy else 1]
+    state = [jax.device_put(evaluation_state(core, rows, key), device)]
+    first = jax.device_put(np.zeros(rows, bool), device)
 
     def act(params, view, legal_mask):
         n = len(view)
         obs = pad_rows({AGENT_VIEW: view, ACTION_MASK: np.asarray(legal_mask, bool)}, rows)
-        obs = jax.device_put(obs, device)
-        if greedy:
-            return np.asarray(greedy_fn(params, obs))[:n]
-        keys[0], sub = jax.random.split(keys[0])
-        return np.asarray(sample_fn(params, obs, sub))[:n]
+        action, state[0] = policy(params, jax.device_put(obs, device), state[0], first)
+        return np.asarray(action)[:n]
 
     return act
 

@@ -29,35 +29,48 @@ class ActResult(NamedTuple):
       env_action: `[B, ...]` what the envs receive.
       extras: `{name: [B, ...]}` the actor core's extras (e.g. the behaviour log-probability).
       version: the learner version of the params that acted.
+      core_state: `[B, ...]` the recurrent core state each env acted from (after the resets of
+        `first`): a segment starting at this observation stores it. `{}` when memoryless.
     """
 
     action: np.ndarray
     env_action: np.ndarray
     extras: dict[str, np.ndarray]
     version: int
+    core_state: Any = None
+
+
+def episode_starts(first: np.ndarray | None, rows: int) -> np.ndarray:
+    """`first` as `[rows]` bool (None: no env starts an episode)."""
+    return np.zeros(rows, bool) if first is None else np.asarray(first, bool)
 
 
 class PolicyClient(Protocol):
     """What an actor thread asks for actions."""
 
-    def act(self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0) -> ActResult | None:
+    def act(
+        self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0, first=None
+    ) -> ActResult | None:
         """Actions for `obs [B, ...]` of the envs `env_ids [B]`, with params of at least
-        `min_version`; None if the run stops while waiting."""
+        `min_version`; `first [B]` marks the observations that start an episode (a recurrent
+        policy resets its memory there). None if the run stops while waiting."""
 
     def reset(self, key: jax.Array) -> None:
         """Re-initialises this actor's per-env state from `key` (lockstep: at every unroll)."""
 
 
 def make_inference_step(core: ActorCore) -> Callable:
-    """`step(params, obs [N, ...], rows [N], state [R, ...]) -> (action, env_action, extras,
-    state)`: gathers the per-env actor state of `rows`, acts, scatters the new state back.
+    """`step(params, obs [N, ...], rows [N], first [N], state [R, ...]) -> (action, env_action,
+    extras, core_state, state)`: gathers the per-env actor state of `rows`, starts the episodes
+    of `first`, acts, scatters the new state back; `core_state` is what each row acted from.
     Jit it with the state donated; rows may repeat a padding row whose result is ignored."""
 
-    def step(params, obs, rows, state):
-        picked = jax.tree.map(lambda s: s[rows], state)
+    def step(params, obs, rows, first, state):
+        picked = core.start_episodes(jax.tree.map(lambda s: s[rows], state), first)
+        core_state = core.core_state(picked)
         action, extras, picked = core.act(params, obs, picked)
         state = jax.tree.map(lambda s, new: s.at[rows].set(new), state, picked)
-        return action, core.env_action(action), extras, state
+        return action, core.env_action(action), extras, core_state, state
 
     return step
 
@@ -98,19 +111,20 @@ class LocalClient:
         state = self._core.init_state(self._identity, self._num_envs, key)
         self._state = jax.device_put(state, self._device)
 
-    def act(self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0) -> ActResult | None:
+    def act(
+        self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0, first=None
+    ) -> ActResult | None:
         got = wait_for_params(self._store, self._device, min_version, self._stop)
         if got is None:
             return None
         params, version = got
-        action, env_action, extras, self._state = self._step(
-            params, obs, env_ids.astype(np.int32, copy=False), self._state
-        )
-        action, env_action, extras = jax.device_get((action, env_action, extras))
-        return ActResult(action, env_action, extras, version)
+        rows, first = env_ids.astype(np.int32, copy=False), episode_starts(first, len(env_ids))
+        *out, self._state = self._step(params, obs, rows, first, self._state)
+        action, env_action, extras, core_state = jax.device_get(out)
+        return ActResult(action, env_action, extras, version, core_state)
 
 
 def jit_inference_step(core: ActorCore) -> Any:
     """The jitted, state-donating `make_inference_step(core)`: one per process, shared by every
     local client (jit caches a compile per device and shape)."""
-    return jax.jit(make_inference_step(core), donate_argnums=3)
+    return jax.jit(make_inference_step(core), donate_argnums=4)

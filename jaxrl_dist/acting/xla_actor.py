@@ -44,6 +44,7 @@ class UnrollCarry(NamedTuple):
       actor_state: the actor core's per-env state.
       episode_return, episode_length: the running episode of each env (`EpisodeTracker`'s
         rules: the unclipped `info["reward"]` where the env reports one).
+      first: `[B]` bool, `obs` starts an episode (a reset step's: `elapsed_step == 0`).
     """
 
     obs: PyTree
@@ -53,6 +54,7 @@ class UnrollCarry(NamedTuple):
     actor_state: PyTree
     episode_return: jax.Array
     episode_length: jax.Array
+    first: jax.Array
 
 
 class UnrollOut(NamedTuple):
@@ -114,12 +116,14 @@ def make_unroll(
         obs, reward, terminated, truncated, info = _in_env_order(got)
         zeros = jnp.zeros(reward.shape, jnp.float32)
         ret, length = _track(zeros, zeros.astype(jnp.int32), reward, info)
-        carry = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length)
+        first = info["elapsed_step"] == 0
+        carry = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first)
         return handle, carry
 
     def step(params, state, _):
         handle, c = state
-        action, extras, actor_state = core.act(params, c.obs, c.actor_state)
+        actor_state = core.start_episodes(c.actor_state, c.first)
+        action, extras, actor_state = core.act(params, c.obs, actor_state)
         env_ids = jnp.arange(c.reward.shape[0], dtype=jnp.int32)
         env_action = core.env_action(action)
         if action_dtype is not None:
@@ -128,12 +132,15 @@ def make_unroll(
         handle, got = recv(handle)
         obs, reward, terminated, truncated, info = _in_env_order(got)
         ret, length = _track(c.episode_return, c.episode_length, reward, info)
-        new = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length)
+        first = info["elapsed_step"] == 0
+        new = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first)
         ended = jnp.logical_or(terminated, truncated)
         seen = (c.obs, c.reward, c.terminated, c.truncated, action, extras)
         return (handle, new), (seen, ended, ret, length)
 
     def unroll(params, handle, carry):
+        # the state row 0 acts from (after its resets): a recurrent learner unrolls from it
+        core_state = core.core_state(core.start_episodes(carry.actor_state, carry.first))
         (handle, last), (seen, ended, ret, length) = jax.lax.scan(
             lambda s, x: step(params, s, x), (handle, carry), None, length=unroll_length
         )
@@ -147,6 +154,7 @@ def make_unroll(
             action=action,
             agent_extras=extras,
             policy_version=None,
+            core_state=jax.tree.map(lambda x: x[None], core_state),
         )
         num_envs = action.shape[1]
         cut = lambda x, i: x[:, i : i + width]  # noqa: E731

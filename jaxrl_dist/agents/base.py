@@ -60,29 +60,46 @@ class ActorCore:
         one row per env, so rows can be gathered by env id and batched across actors.
       act: `act(params, obs [B, ...], state [B, ...]) -> (action [B, ...], extras {name:
         [B, ...]}, state [B, ...])`, the behaviour policy; extras travel in the rollout.
-      greedy_act: `greedy_act(params, obs [B, ...]) -> action [B, ...]` for evaluation.
+      greedy_act: `greedy_act(params, obs [B, ...], state [B, ...]) -> (action [B, ...],
+        state)` for evaluation (a recurrent policy carries its memory in `state`).
       env_action: `env_action(action [B, ...]) -> [B, ...]`, what the env receives for a policy
         action (a Gaussian sample clipped or squashed to the bounds); identity by default.
+      start_episodes: `start_episodes(state, first [B] bool) -> state`, called by the runtime
+        before every `act` with the envs whose observation starts an episode (the first after
+        a reset): a recurrent policy resets its memory there. Identity by default.
+      core_state: `core_state(state) -> [B, ...]` what the learner unrolls a recurrent core
+        from; the runtime stores it in the rollout at each segment's `obs[0]`, after
+        `start_episodes` (`Rollout.core_state`). `{}` by default (a memoryless policy).
     """
 
     init_state: Callable[[ActorIdentity, int, jax.Array], PyTree]
     act: Callable[[PyTree, jax.Array, PyTree], tuple[jax.Array, dict[str, jax.Array], PyTree]]
-    greedy_act: Callable[[PyTree, jax.Array], jax.Array]
+    greedy_act: Callable[[PyTree, jax.Array, PyTree], tuple[jax.Array, PyTree]]
     env_action: Callable[[jax.Array], jax.Array] = lambda action: action
+    start_episodes: Callable[[PyTree, jax.Array], PyTree] = lambda state, first: state
+    core_state: Callable[[PyTree], PyTree] = lambda state: {}
+
+
+def evaluation_state(core: ActorCore, rows: int, key: jax.Array) -> PyTree:
+    """A fresh per-env actor state for `rows` envs of an evaluation (actor 0 of 1)."""
+    return core.init_state(ActorIdentity(0, 1), rows, key)
 
 
 def env_policies(core: ActorCore) -> tuple[Callable, Callable]:
-    """The jitted `greedy(params, obs [B, ...])` and `sample(params, obs, key)`, each returning
-    the env actions `[B, ...]` (`core.env_action` of the policy's choice); `sample` acts from a
-    fresh actor state drawn from `key` (actor 0 of 1)."""
+    """The jitted `greedy(params, obs [B, ...], state, first [B])` and `sample(params, obs,
+    state, first)`, each returning (the env actions `[B, ...]` (`core.env_action` of the
+    policy's choice), the next state); `first` marks the envs whose observation starts an
+    episode. The state comes from `evaluation_state` and is carried from step to step."""
 
-    def sample(params, obs, key):
-        rows = jax.tree.leaves(obs)[0].shape[0]  # obs may be a dict (action masks)
-        state = core.init_state(ActorIdentity(0, 1), rows, key)
-        return core.env_action(core.act(params, obs, state)[0])
+    def greedy(params, obs, state, first):
+        action, state = core.greedy_act(params, obs, core.start_episodes(state, first))
+        return core.env_action(action), state
 
-    greedy = jax.jit(lambda p, o: core.env_action(core.greedy_act(p, o)))
-    return greedy, jax.jit(sample)
+    def sample(params, obs, state, first):
+        action, _, state = core.act(params, obs, core.start_episodes(state, first))
+        return core.env_action(action), state
+
+    return jax.jit(greedy), jax.jit(sample)
 
 
 def _params(state: Any) -> PyTree:

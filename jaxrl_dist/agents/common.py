@@ -16,7 +16,8 @@ import optax
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity, LearnerState
 from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, make_actor_critic
+from jaxrl_dist.networks import NetworkConfig, RecurrentActorCritic, make_actor_critic
+from jaxrl_dist.networks.cores import reset_core_state
 from jaxrl_dist.ops.running_stats import (
     RunningStats,
     init_running_stats,
@@ -114,11 +115,24 @@ class PolicyModel:
     env_spec: EnvSpec
     normalize_obs: bool
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the network has a recurrent core (a state carried from step to step)."""
+        return isinstance(self.network, RecurrentActorCritic)
+
     def init(self, key: jax.Array) -> dict:
         dtype = self.env_spec.obs_dtype
         obs = jnp.zeros((1, *self.env_spec.obs_shape), jnp.float32 if dtype == "float64" else dtype)
         stats = init_running_stats(self.env_spec.obs_shape)
-        return {"net": self.network.init(key, self._prepare(stats, obs)), "obs_norm": stats}
+        obs = self._prepare(stats, obs)
+        if self.recurrent:
+            args = (obs[None], jnp.zeros((1, 1), bool), self.initial_core_state(1))
+            return {"net": self.network.init(key, *args), "obs_norm": stats}
+        return {"net": self.network.init(key, obs), "obs_norm": stats}
+
+    def initial_core_state(self, rows: int) -> Any:
+        """The core state an episode starts from, `[rows, ...]` leaves; `{}` without a core."""
+        return self.network.initial_state(rows) if self.recurrent else {}
 
     def _prepare(self, stats: RunningStats, obs: jax.Array) -> jax.Array:
         if self.normalize_obs:
@@ -128,12 +142,38 @@ class PolicyModel:
         return obs  # image frames stay uint8: the torso scales them
 
     def apply(self, params: dict, obs: Any) -> tuple[Any, jax.Array]:
-        """`obs [..., *obs_shape]` -> (dist params `[...]`, value `[...]`). With an action mask
-        (`types.AGENT_VIEW`) the logits of illegal actions are the lowest float: they are never
-        sampled or taken, and log-probs and entropies are over the legal actions alone."""
+        """`obs [..., *obs_shape]` -> (dist params `[...]`, value `[...]`) of a memoryless
+        network. With an action mask (`types.AGENT_VIEW`) the logits of illegal actions are the
+        lowest float: they are never sampled or taken, and log-probs and entropies are over the
+        legal actions alone."""
         view, mask = split_observation(obs)
         policy, value = self.network.apply(params["net"], self._prepare(params["obs_norm"], view))
         return mask_logits(policy, mask), value
+
+    def unroll(
+        self, params: dict, obs: Any, first: jax.Array, core_state: Any
+    ) -> tuple[Any, jax.Array, Any]:
+        """`obs [T, B, *obs_shape]`, episode starts `first [T, B]` and the core state before
+        `obs[0]` (`[B, ...]`) -> (dist params `[T, B]`, values `[T, B]`, the core state after
+        `obs[T - 1]`). Without a core, `apply` (the state `{}` passes through)."""
+        if not self.recurrent:
+            return (*self.apply(params, obs), core_state)
+        view, mask = split_observation(obs)
+        view = self._prepare(params["obs_norm"], view)
+        policy, value, core_state = self.network.apply(params["net"], view, first, core_state)
+        return mask_logits(policy, mask), value, core_state
+
+    def step(self, params: dict, obs: Any, core_state: Any) -> tuple[Any, jax.Array, Any]:
+        """One acting step: `obs [B, ...]` and the core state fed with it -> (dist params
+        `[B]`, values `[B]`, the next core state): `unroll` with `T = 1`, so acting and
+        learning compute the same function."""
+        if not self.recurrent:
+            return (*self.apply(params, obs), core_state)
+        rows = jax.tree.leaves(obs)[0].shape[0]
+        first = jnp.zeros((1, rows), bool)  # resets happen before, in `start_episodes`
+        obs = jax.tree.map(lambda x: x[None], obs)
+        policy, value, core_state = self.unroll(params, obs, first, core_state)
+        return jax.tree.map(lambda x: x[0], policy), value[0], core_state
 
     def update_obs_stats(self, params: dict, obs: Any) -> dict:
         """New params with the running statistics updated by `obs` `[T + 1, B, *obs_shape]`."""
@@ -198,17 +238,49 @@ def sample_per_env(sample: Callable, policy: Any, keys: jax.Array) -> tuple[jax.
 
 def sampling_actor(model: PolicyModel) -> ActorCore:
     """The actor half of an actor-critic: `act` samples (and stores the behaviour log-prob for
-    importance ratios), `greedy_act` takes the mode."""
+    importance ratios), `greedy_act` takes the mode. With a recurrent core the per-env state
+    also holds the core's state (`"core"`), reset where an episode starts and stored in the
+    rollout at each segment's start."""
+
+    def init_state(identity, num_envs, key):
+        state = per_env_keys(identity, num_envs, key)
+        if model.recurrent:
+            state["core"] = model.initial_core_state(num_envs)
+        return state
+
+    def with_core(state, core):
+        return {**state, "core": core} if model.recurrent else state
 
     def act(params, obs, state):
-        policy, _ = model.apply(params, obs)
+        policy, _, core = model.step(params, obs, state.get("core", {}))
         action, key = sample_per_env(model.dist.sample, policy, state["key"])
-        return action, {"log_prob": model.dist.log_prob(policy, action)}, {"key": key}
+        extras = {"log_prob": model.dist.log_prob(policy, action)}
+        return action, extras, with_core({**state, "key": key}, core)
 
-    def greedy_act(params, obs):
-        return model.dist.mode(model.apply(params, obs)[0])
+    def greedy_act(params, obs, state):
+        policy, _, core = model.step(params, obs, state.get("core", {}))
+        return model.dist.mode(policy), with_core(state, core)
 
-    return ActorCore(per_env_keys, act, greedy_act, model.env_action)
+    def start_episodes(state, first):
+        if not model.recurrent:
+            return state
+        return with_core(state, reset_core_state(state["core"], first))
+
+    return ActorCore(init_state, act, greedy_act, model.env_action, start_episodes, core_of)
+
+
+def core_of(state: dict) -> Any:
+    """The core state in a per-env actor state (`sampling_actor`'s), `{}` if it has none."""
+    return state.get("core", {})
+
+
+def sequence_inputs(rollout: Rollout) -> tuple[jax.Array, Any]:
+    """What a learner unrolls a core from: the episode starts `first [T + 1, B]` (entry `t >
+    0` is set where `obs[t - 1]` ended an episode; the stored state at `obs[0]` already had its
+    reset) and the core state before `obs[0]` (`[B, ...]`, `{}` without a core)."""
+    ended = jnp.logical_or(rollout.terminated, rollout.truncated)
+    first = jnp.concatenate([jnp.zeros_like(ended[:1]), ended[:-1]], axis=0)
+    return first, jax.tree.map(lambda x: x[0], rollout.core_state)
 
 
 def init_learner_state(

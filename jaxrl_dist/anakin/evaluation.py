@@ -31,25 +31,29 @@ def play_episodes(
     actor = core.init_state(ActorIdentity(0, 1), num, act_key)
     zeros = jnp.zeros((num,))
     lengths = jnp.where(_is_game(ts), _length_of(ts), 0)  # a game's first reply counts
-    start = (state, ts.obs, actor, jnp.zeros((num,), bool), zeros, lengths)
+    # `first`: the obs starts an episode (a recurrent policy resets its memory), which the obs
+    # after one that ended an episode does (the env's reset step)
+    first, ended = jnp.ones((num,), bool), jnp.zeros((num,), bool)  # ended: obs is an end
+    start = (state, ts.obs, actor, first, ended, jnp.zeros((num,), bool), zeros, lengths)
 
     def running(carry):
-        return ~jnp.all(carry[3])
+        return ~jnp.all(carry[5])
 
     def step(carry):
-        state, obs, actor, finished, returns, lengths = carry
+        state, obs, actor, first, ended, finished, returns, lengths = carry
+        actor = core.start_episodes(actor, first)
         if greedy:
-            action = core.greedy_act(params, obs)
+            action, actor = core.greedy_act(params, obs, actor)
         else:
             action, _, actor = core.act(params, obs, actor)
         state, ts = env.step(state, core.env_action(action), shared, params)
         returns = returns + jnp.where(finished, 0.0, ts.reward)
         lengths = lengths + jnp.where(finished, 0, _length_of(ts))
-        finished = finished | ts.terminated | ts.truncated
-        return state, ts.obs, actor, finished, returns, lengths
+        now_ended = ts.terminated | ts.truncated
+        return state, ts.obs, actor, ended, now_ended, finished | now_ended, returns, lengths
 
     out = jax.lax.while_loop(running, step, start)
-    return out[4], out[5]
+    return out[6], out[7]
 
 
 def _is_game(ts: Any) -> bool:

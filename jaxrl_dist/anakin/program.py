@@ -32,13 +32,16 @@ Flow = OnPolicyFlow | PrioritizedFlow
 
 class Acting(NamedTuple):
     """Everything per env (every leaf `[B, ...]`): the env states, the last time step (the next
-    rollout's `obs[0]`, `reward[0]`, ...), the actor half's state, the running episode."""
+    rollout's `obs[0]`, `reward[0]`, ...), the actor half's state, the running episode, and
+    whether the last time step's obs starts an episode (a reset's: a recurrent policy resets
+    its memory there)."""
 
     env: EnvState
     timestep: TimeStep
     actor: PyTree
     episode_return: jax.Array  # [B] float32
     episode_length: jax.Array  # [B] int32
+    first: jax.Array  # [B] bool
 
 
 class Totals(NamedTuple):
@@ -89,7 +92,8 @@ class Program:
         actor_key = jax.random.fold_in(key, ACTOR_KEY_PURPOSE)
         actor = self.agent.actor.init_state(ActorIdentity(0, 1), self.num_envs, actor_key)
         zeros_b = jnp.zeros((self.num_envs,))
-        acting = Acting(env_state, timestep, actor, zeros_b, zeros_b.astype(jnp.int32))
+        acting = Acting(env_state, timestep, actor, zeros_b, zeros_b.astype(jnp.int32),
+                        jnp.ones((self.num_envs,), bool))  # fmt: skip
         rollout = jax.eval_shape(lambda: self.unroll(params, acting, jnp.int32(0), shared)[1])
         data = self.flow.init(rollout, jax.random.fold_in(key, DATA_KEY_PURPOSE))
         metrics = jax.eval_shape(
@@ -107,7 +111,8 @@ class Program:
         def one_step(carry, _):
             acting = carry
             obs = acting.timestep.obs
-            action, extras, actor_state = core.act(params, obs, acting.actor)
+            actor_state = core.start_episodes(acting.actor, acting.first)
+            action, extras, actor_state = core.act(params, obs, actor_state)
             env_state, ts = self.env.step(acting.env, core.env_action(action), shared, params)
             # EpisodeTracker's rules: a reset step starts an episode at 0; others add.
             first = acting.env.needs_reset
@@ -115,10 +120,12 @@ class Program:
             length = jnp.where(first, 0, acting.episode_length + 1)
             ended = jnp.logical_or(ts.terminated, ts.truncated)
             done = (ended.sum(), jnp.sum(ret * ended), jnp.sum(length * ended))
-            acting = Acting(env_state, ts, actor_state, ret, length)
+            acting = Acting(env_state, ts, actor_state, ret, length, first)
             return acting, (ts, action, extras, done)
 
         start = acting.timestep
+        # the state row 0 acts from (after its resets): a recurrent learner unrolls from it
+        core_state = core.core_state(core.start_episodes(acting.actor, acting.first))
         acting, (steps, action, extras, done) = jax.lax.scan(
             one_step, acting, None, self.unroll_length
         )
@@ -131,6 +138,7 @@ class Program:
             action=action,
             agent_extras=extras,
             policy_version=jnp.broadcast_to(version, action.shape[:2]).astype(jnp.int32),
+            core_state=jax.tree.map(lambda x: x[None], core_state),
         )
         return acting, rollout, steps.info, jax.tree.map(jnp.sum, done)
 

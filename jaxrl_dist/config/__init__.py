@@ -170,6 +170,16 @@ class TrainConfig:
         self._check_runtime()
         if self.seats.enabled and self.deterministic:
             _fail("deterministic", self.deterministic, "is not supported with config.seats yet")
+        self._check_core()
+
+    def _check_core(self) -> None:
+        """What a recurrent core does not support yet."""
+        unsupported = {"deterministic=True": self.deterministic, "config.seats": self.seats.enabled,
+                       "agents_per_env > 1": self.agents_per_env > 1}  # fmt: skip
+        for what, on in unsupported.items() if self.network.recurrent else ():
+            if on:
+                why = f"is not supported with {what} yet; set config.network.core='none'"
+                _fail("network.core", self.network.core, why)
 
     def _check_actor_loop(self) -> None:
         if self.actor_loop not in ACTOR_LOOPS:

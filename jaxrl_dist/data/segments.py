@@ -47,6 +47,7 @@ class SegmentBuffer:
         self._version = np.zeros((t, self._slots), np.int32)
         self._action: np.ndarray | None = None
         self._extras: dict[str, np.ndarray] = {}
+        self._core: object = None  # `[1, slots, ...]` leaves: each segment's starting core state
 
     def add_observation(self, env_ids, obs, reward, terminated, truncated) -> None:
         """Writes one `recv()` result; completes the segments that reach `T + 1` observations."""
@@ -64,17 +65,29 @@ class SegmentBuffer:
         if done.any():
             self._complete(env_ids[done])
 
-    def add_action(self, env_ids, action, extras: dict[str, np.ndarray], version: int) -> None:
-        """Writes the action chosen at each env's newest observation and advances its pointer."""
+    def add_action(
+        self, env_ids, action, extras: dict[str, np.ndarray], version: int, core_state=None
+    ) -> None:
+        """Writes the action chosen at each env's newest observation and advances its pointer;
+        `core_state` (`[B, ...]` leaves, the recurrent state each env acted from) is kept for
+        the envs whose segment starts at that observation."""
+        core_state = {} if core_state is None else core_state
         if self._action is None:
             shape = self._version.shape
             self._action = np.zeros((*shape, *action.shape[1:]), action.dtype)
             self._extras = {k: np.zeros((*shape, *v.shape[1:]), v.dtype) for k, v in extras.items()}
+            self._core = jax.tree.map(
+                lambda v: np.zeros((1, self._slots, *v.shape[1:]), v.dtype), core_state
+            )
         rows, slots = self._t[env_ids], self._slot[env_ids]
         self._action[rows, slots] = action
         for k, v in extras.items():
             self._extras[k][rows, slots] = v
         self._version[rows, slots] = version
+        start = rows == 0
+        if start.any():
+            jax.tree.map(lambda buf, v: buf.__setitem__((0, slots[start]), v[start]),
+                         self._core, core_state)  # fmt: skip
         self._t[env_ids] += 1
 
     def _complete(self, envs: np.ndarray) -> None:
@@ -103,6 +116,7 @@ class SegmentBuffer:
         self._truncated, self._version = pad(self._truncated), pad(self._version)
         self._action = pad(self._action)
         self._extras = {k: pad(v) for k, v in self._extras.items()}
+        self._core = jax.tree.map(pad, self._core)
         self._free.extend(range(self._slots, self._slots + more))
         self._slots += more
 
@@ -121,6 +135,7 @@ class SegmentBuffer:
             action=take(self._action),
             agent_extras={k: take(v) for k, v in self._extras.items()},
             policy_version=take(self._version),
+            core_state=jax.tree.map(take, self._core),
         )
         self._free.extend(idx.tolist())
         return rollout

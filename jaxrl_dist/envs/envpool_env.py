@@ -10,6 +10,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxrl_dist.envs.agents import AGENTS_VIEW
+from jaxrl_dist.envs.observation import (
+    OBS_INDICES,
+    ObservationSubset,
+    obs_indices_problem,
+    split_obs_indices,
+)
 
 # EnvPool builds gymnasium Box spaces (float64 bounds) inside recv(); gymnasium then warns on every
 # new pool. Harmless and not ours to fix: silence exactly that message.
@@ -60,13 +66,15 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         return f"config.env_id={env_id!r} is not an EnvPool env{hint}; see envpool.list_all_envs()"
     fields = _envpool().make_spec(env_id).config._fields
+    env_kwargs, indices = split_obs_indices(env_kwargs)
     for key in env_kwargs:
         if key not in fields or key in ("num_envs", "batch_size", "seed", "num_threads"):
             close = difflib.get_close_matches(key, fields, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             return (
                 f"config.env_kwargs.{key} is not an option of {env_id}{hint}; "
-                "num_envs, batch_size, seed and num_threads are set by the runtime"
+                "num_envs, batch_size, seed and num_threads are set by the runtime "
+                f"({OBS_INDICES} is jaxrl_dist's own)"
             )
     steps = env_kwargs.get("max_episode_steps")
     if steps is not None and (not isinstance(steps, int) or steps <= 0):
@@ -78,7 +86,7 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         return f"config.env_kwargs={env_kwargs!r} rejected by EnvPool for {env_id}: {first}"
     if spec.num_actions <= 0 and spec.action_dim <= 0:
         return f"config.env_id={env_id!r}: only Discrete and rank-1 Box action spaces are supported"
-    return None
+    return obs_indices_problem(indices, spec.obs_shape)
 
 
 def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
@@ -87,6 +95,12 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     `jax_enable_x64` a float64 observation or action (MuJoCo) would be read as float32."""
     import jax
 
+    if OBS_INDICES in env_kwargs:
+        return (
+            "config.actor_loop='xla' steps EnvPool inside XLA, where "
+            "config.env_kwargs.obs_indices cannot cut the observations; use "
+            "config.actor_loop='python'"
+        )
     if jax.config.jax_enable_x64:
         return None
     with warnings.catch_warnings():
@@ -106,6 +120,14 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
 
 
 def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
+    env_kwargs, indices = split_obs_indices(env_kwargs)
+    spec = _pool_spec(env_id, env_kwargs)
+    if indices is not None and len(spec.obs_shape) == 1:
+        spec = spec._replace(obs_shape=(len(indices),))
+    return spec
+
+
+def _pool_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         spec = _envpool().make_spec(env_id, **env_kwargs)
@@ -144,10 +166,12 @@ def make_env(
     With `batch_size < num_envs` the pool is asynchronous: `recv()` returns the first
     `batch_size` envs to finish, identified by `info["env_id"]`. `thread_affinity_offset >= 0`
     pins the pool's C++ thread `i` to core `offset + i` (EnvPool's own option).
+    `env_kwargs["obs_indices"]` cuts the observations (`envs/observation.py`).
     """
+    env_kwargs, indices = split_obs_indices(env_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _envpool().make(
+        pool = _envpool().make(
             env_id,
             env_type="gymnasium",
             num_envs=num_envs,
@@ -157,6 +181,7 @@ def make_env(
             thread_affinity_offset=thread_affinity_offset,
             **env_kwargs,
         )
+    return pool if indices is None else ObservationSubset(pool, indices)
 
 
 def derive_seed(seed: int, *path: int) -> int:

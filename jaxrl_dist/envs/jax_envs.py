@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist.envs.envpool_env import EnvSpec
+from jaxrl_dist.envs.observation import obs_indices_problem, split_obs_indices
 
 GYMNAX_PREFIX = "gymnax:"
 
@@ -78,7 +79,7 @@ class JaxEnv:
     def __init__(self, env_id: str, env_kwargs: dict[str, Any]):
         import gymnax
 
-        kwargs = dict(env_kwargs)
+        kwargs, indices = split_obs_indices(env_kwargs)
         max_steps = kwargs.pop("max_episode_steps", None)
         self.env_id = env_id
         self._env, params = gymnax.make(env_id, **kwargs)
@@ -86,6 +87,16 @@ class JaxEnv:
             params = params.replace(max_steps_in_episode=int(max_steps))
         self._params = params
         self.spec = _spec(self._env, params)
+        problem = obs_indices_problem(indices, self.spec.obs_shape)
+        if problem:
+            raise ValueError(problem)
+        self._indices = None if indices is None else jnp.asarray(indices)
+        if indices is not None:
+            self.spec = self.spec._replace(obs_shape=(len(indices),))
+
+    def _observe(self, obs: jax.Array) -> jax.Array:
+        """One env's observation as the agent sees it (`env_kwargs["obs_indices"]`)."""
+        return obs if self._indices is None else obs[self._indices]
 
     # ------------------------------------------------------------------ the seam (batched)
     def reset(self, keys: jax.Array, shared: Any = (), params: Any = None):
@@ -111,7 +122,7 @@ class JaxEnv:
         key, sub = jax.random.split(key)
         obs, inner = self._env.reset_env(sub, self._params)
         state = EnvState(inner, jnp.zeros((), bool), key)
-        return state, _first_step(obs)
+        return state, _first_step(self._observe(obs))
 
     def step_one(self, state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
         """One EnvPool step: the env's transition, or (after an episode's end) a reset."""
@@ -123,11 +134,12 @@ class JaxEnv:
         # also ended there (CartPole's pole past 12 degrees at step 500): the same here.
         truncated = jnp.asarray(self._env.is_truncated(inner, self._params), bool)
         terminated = jnp.logical_and(jnp.asarray(terminated, bool), ~truncated)
+        obs = self._observe(obs)
         stepped = TimeStep(obs, jnp.asarray(reward, jnp.float32), terminated, truncated)
         reset_obs, reset_inner = self._env.reset_env(reset_key, self._params)
         reset = state.needs_reset
         pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(reset, x, y), a, b)  # noqa: E731
-        timestep = pick(_first_step(reset_obs), stepped)
+        timestep = pick(_first_step(self._observe(reset_obs)), stepped)
         timestep = timestep._replace(
             terminated=jnp.asarray(timestep.terminated, bool),
             truncated=jnp.asarray(timestep.truncated, bool),

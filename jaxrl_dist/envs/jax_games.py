@@ -274,10 +274,12 @@ class SeatedJaxGame:
             snapshot = jax.tree.map(lambda s: s[g.slot], league.snapshots)
             params = _select(pool, snapshot, params)
         core, obs = self._core, {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
-        sampled = core.act(params, obs, core.init_state(ActorIdentity(0, 1), 1, key))[0][0]
+        state = core.init_state(ActorIdentity(0, 1), 1, key)  # memoryless: seats refuse cores
+        sampled = core.act(params, obs, state)[0][0]
         if not any(s.greedy for s in self.streams):
             return sampled.astype(jnp.int32)
-        return jnp.where(g.greedy, core.greedy_act(params, obs)[0], sampled).astype(jnp.int32)
+        greedy = core.greedy_act(params, obs, state)[0][0]
+        return jnp.where(g.greedy, greedy, sampled).astype(jnp.int32)
 
 
 def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:

@@ -20,6 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.networks.cores import CORES, RecurrentCore, initial_core_state
 from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
 from jaxrl_dist.networks.q_heads import QNetwork
 from jaxrl_dist.networks.torsos import ACTIVATIONS, make_torso
@@ -27,6 +28,7 @@ from jaxrl_dist.networks.torsos import ACTIVATIONS, make_torso
 __all__ = [
     "ActorCritic",
     "NetworkConfig",
+    "RecurrentActorCritic",
     "QNetwork",
     "make_actor_critic",
     "make_q_network",
@@ -71,6 +73,10 @@ class NetworkConfig:
         the action bounds (else the sample is clipped to them).
       normalize_obs: normalise observations by running mean/variance kept with the params (and
         so checkpointed), updated by the learner from each batch.
+      core: "none" | "lstm" | "gru", a recurrent core between the torso and the heads
+        (`networks/cores.py`): the policy remembers within an episode. With
+        `shared_torso=False` the value head has a torso and a core of its own.
+      core_size: the core's state width.
     """
 
     torso: str = "auto"
@@ -82,10 +88,20 @@ class NetworkConfig:
     log_std_init: float = 0.0
     tanh_squash: bool = False
     normalize_obs: bool = False
+    core: str = "none"
+    core_size: int = 128
 
     def __post_init__(self) -> None:
         if self.torso not in TORSOS:
             raise _not_one_of("torso", self.torso, TORSOS)
+        if self.core not in CORES:
+            raise _not_one_of("core", self.core, CORES)
+        if not _is_positive_int(self.core_size):
+            raise ValueError(
+                f"network.core_size={self.core_size!r} is not a positive int; "
+                "set config.network.core_size to e.g. 128"
+            )
+
         if self.activation not in ACTIVATIONS:
             raise _not_one_of("activation", self.activation, tuple(ACTIVATIONS))
         if self.dtype not in DTYPES:
@@ -105,6 +121,10 @@ class NetworkConfig:
     @property
     def compute_dtype(self) -> jnp.dtype:
         return DTYPES[self.dtype]
+
+    @property
+    def recurrent(self) -> bool:
+        return self.core != "none"
 
 
 def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
@@ -154,25 +174,78 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        rank = len(self.obs_shape)
-        if tuple(obs.shape[obs.ndim - rank :]) != self.obs_shape:
-            raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {self.obs_shape}")
-        lead = obs.shape[: obs.ndim - rank]
-        flat = obs.reshape((math.prod(lead), *self.obs_shape))
+        lead, flat = _flatten_obs(obs, self.obs_shape)
         features = _make_torso(self.torso_name, self.config)(flat)
         value_features = features
         if not self.config.shared_torso:
             value_features = _make_torso(self.torso_name, self.config, "value_torso")(flat)
-        if self.continuous:
-            policy = GaussianHead(
-                self.num_actions, self.config.state_dependent_std, self.config.log_std_init,
-                name="policy_head",
-            )(features)  # fmt: skip
-        else:
-            policy = PolicyHead(self.num_actions, name="policy_head")(features)
-        value = ValueHead(name="value_head")(value_features)
-        policy = jax.tree.map(lambda x: x.reshape((*lead, self.num_actions)), policy)
-        return policy, value.reshape(lead)
+        return _heads(self, features, value_features, lead)
+
+
+class RecurrentActorCritic(nn.Module):
+    """A torso, a recurrent core (`config.core`) and the heads, over a sequence.
+
+    `__call__(obs [T, B, *obs_shape], first [T, B] bool, state [B, ...]) -> (policy [T, B],
+    value [T, B] f32, state [B, ...])`: `first[t]` marks an episode's first observation, where
+    the core state is reset before it is read (`networks/cores.py`); `state` is the core's
+    state before `obs[0]` and after `obs[T - 1]`: `{"core": ...}`, and `"value_core"` when the
+    value head has a torso of its own (`shared_torso=False`). The same fields as
+    `ActorCritic`.
+    """
+
+    config: NetworkConfig
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    torso_name: str
+    continuous: bool = False
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, first: jax.Array, state):
+        lead, flat = _flatten_obs(obs, self.obs_shape)
+        if len(lead) != 2 or tuple(first.shape) != lead:
+            raise ValueError(f"a core unrolls obs [T, B, ...] with first [T, B], got {obs.shape}")
+        streams = {"core": "torso"}
+        if not self.config.shared_torso:
+            streams["value_core"] = "value_torso"
+        out, new_state = {}, {}
+        for core_name, torso_name in streams.items():
+            features = _make_torso(self.torso_name, self.config, torso_name)(flat)
+            core = RecurrentCore(self.config.core, self.config.core_size, name=core_name)
+            new_state[core_name], seq = core(state[core_name], features.reshape((*lead, -1)), first)
+            out[core_name] = seq.reshape((math.prod(lead), -1))
+        policy, value = _heads(self, out["core"], out.get("value_core", out["core"]), lead)
+        return policy, value, new_state
+
+    def initial_state(self, batch: int) -> dict:
+        """The zero core state of `batch` rows."""
+        names = ("core",) if self.config.shared_torso else ("core", "value_core")
+        zero = lambda: initial_core_state(self.config.core, batch, self.config.core_size)  # noqa: E731
+        return {name: zero() for name in names}
+
+
+def _flatten_obs(obs: jax.Array, obs_shape: tuple[int, ...]) -> tuple[tuple[int, ...], jax.Array]:
+    """(leading dims, `[N, *obs_shape]` observations): the torso sees one flat batch."""
+    rank = len(obs_shape)
+    if tuple(obs.shape[obs.ndim - rank :]) != obs_shape:
+        raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {obs_shape}")
+    lead = tuple(obs.shape[: obs.ndim - rank])
+    return lead, obs.reshape((math.prod(lead), *obs_shape))
+
+
+def _heads(module: nn.Module, features: jax.Array, value_features: jax.Array, lead: tuple):
+    """The policy and value heads of an actor-critic `module` (called inside its compact
+    `__call__`) on flat features, reshaped to the leading dims `lead`."""
+    n = module.num_actions
+    if module.continuous:
+        config = module.config
+        policy = GaussianHead(
+            n, config.state_dependent_std, config.log_std_init, name="policy_head"
+        )(features)
+    else:
+        policy = PolicyHead(n, name="policy_head")(features)
+    value = ValueHead(name="value_head")(value_features)
+    policy = jax.tree.map(lambda x: x.reshape((*lead, n)), policy)
+    return policy, value.reshape(lead)
 
 
 def make_actor_critic(
@@ -181,13 +254,15 @@ def make_actor_critic(
     """Builds the actor-critic for `obs_shape` observations and `num_actions` discrete actions
     (or, with `continuous`, a Gaussian policy over `num_actions` action dimensions).
 
-    Params: `{"torso", "policy_head", "value_head"}` (+ `"value_torso"` if not shared), float32.
+    Params: `{"torso", "policy_head", "value_head"}` (+ `"value_torso"` if not shared, `"core"`
+    with a recurrent core: then it is a `RecurrentActorCritic`), float32.
     """
     obs_shape = tuple(int(d) for d in obs_shape)
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
     torso_name = resolve_torso(config, obs_shape)
-    return ActorCritic(config, obs_shape, int(num_actions), torso_name, continuous)
+    cls = RecurrentActorCritic if config.recurrent else ActorCritic
+    return cls(config, obs_shape, int(num_actions), torso_name, continuous)
 
 
 def make_q_network(

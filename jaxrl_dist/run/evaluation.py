@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, env_policies
+from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
@@ -76,24 +76,28 @@ class FirstEpisodes:
 
 
 class _Acting:
-    """An evaluator's policy: the params on its device, greedy or sampled actions (with its own
-    key stream, seeded from the run's seed)."""
+    """An evaluator's policy: the params on its device, greedy or sampled actions, and the
+    per-env actor state carried from step to step (a recurrent policy's memory; its own key
+    stream, seeded from the run's seed), fresh at every evaluation (`start`)."""
 
     def __init__(self, core: ActorCore, device: jax.Device, seed: int):
-        self._device = device
+        self._core, self._device = core, device
         self._greedy, self._sample = env_policies(core)
-        self._key = jax.device_put(
-            jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1)), device
-        )
+        self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1))
+        self._state: Any = None
 
-    def on_device(self, params: Any) -> Any:
+    def start(self, params: Any, rows: int) -> Any:
+        """The params on the device; a fresh actor state for `rows` envs."""
+        self._key, sub = jax.random.split(self._key)
+        self._state = jax.device_put(evaluation_state(self._core, rows, sub), self._device)
         return jax.device_put(local_replica(params), self._device)
 
-    def actions(self, params: Any, obs: Any, greedy: bool) -> jax.Array:
-        if greedy:
-            return self._greedy(params, obs)
-        self._key, sub = jax.random.split(self._key)
-        return self._sample(params, obs, sub)
+    def actions(self, params: Any, obs: Any, greedy: bool, first: np.ndarray) -> jax.Array:
+        """Actions for `obs [rows, ...]`; `first [rows]` marks the envs whose observation
+        starts an episode."""
+        policy = self._greedy if greedy else self._sample
+        action, self._state = policy(params, obs, self._state, first)
+        return action
 
 
 class Evaluator:
@@ -120,23 +124,27 @@ class Evaluator:
     ) -> EvalResult | None:
         """Plays one episode per env and returns them; None if `abort()` turned true first
         (checked every step: a signal must not wait for a long Atari evaluation)."""
-        params = self._acting.on_device(params)
+        params = self._acting.start(params, self._num * self._agents)
         obs, _ = self._env.reset()
         episodes = FirstEpisodes(self._num)
+        first = np.ones(self._num * self._agents, bool)
+        was_last = np.zeros_like(first)  # obs ended an episode: the next obs starts one
         while not episodes.finished.all():
             if abort():
                 return None
             if self._agents > 1:  # one row per agent, `[episodes, agents]` returns
-                action = self._acting.actions(params, agent_rows(obs), greedy)
+                action = self._acting.actions(params, agent_rows(obs), greedy, first)
                 action = np.asarray(action).reshape(self._num, self._agents)
             else:
-                action = self._acting.actions(params, obs, greedy)
+                action = self._acting.actions(params, obs, greedy, first)
             obs, reward, terminated, truncated, info = self._env.step(np.asarray(action))
             # The unclipped game score where EnvPool reports it.
             reward = info.get("reward", reward)
             if self._agents > 1:
                 reward = agent_rewards(reward, self._agents, team=False)
-            episodes.add(reward, np.logical_or(terminated, truncated))
+            ended = np.logical_or(terminated, truncated)
+            episodes.add(reward, ended)
+            first, was_last = was_last, np.repeat(ended, self._agents)
         return episodes.result()
 
     def close(self) -> None:
@@ -165,17 +173,18 @@ class GameEvaluator:
     def run(
         self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
     ) -> EvalResult | None:
-        params = self._acting.on_device(params)
+        params = self._acting.start(params, self._num)
         env = SeatedGame(self._pool, self._roles, self._players)
         env.async_reset()
         first: dict[int, GameResult] = {}
+        no_starts = np.zeros(self._num, bool)  # memoryless: seats refuse recurrent cores
         while len(first) < self._num:
             if abort():
                 self._drain()
                 return None
             obs, _, _, _, info = env.recv()
             padded = pad_rows(obs, self._num)  # one compiled shape
-            action = self._acting.actions(params, padded, greedy)
+            action = self._acting.actions(params, padded, greedy, no_starts)
             env.send(np.asarray(action)[: len(info["env_id"])], info["env_id"])
             for result in env.finished:
                 first.setdefault(result.game, result)

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist import agents
-from jaxrl_dist.agents.base import Agent, RunShape, env_policies
+from jaxrl_dist.agents.base import Agent, RunShape, env_policies, evaluation_state
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, env_spec
@@ -95,6 +95,9 @@ class Policy:
         self.directory = directory
         self.spec = _spec_from_json(description["env_spec"])
         self._greedy, self._sample = env_policies(agent.actor)
+        self._init_state = jax.jit(
+            lambda key, rows: evaluation_state(agent.actor, rows, key), static_argnums=1
+        )
 
     @property
     def env_id(self) -> str:
@@ -109,6 +112,18 @@ class Policy:
         """Who the run evaluated against (a turn-based game's `config.seats.eval_opponent`)."""
         return self.description.get("seats", {}).get("eval_opponent", "random")
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the policy carries a memory from step to step (a recurrent core): then
+        act with `act_with_state` and a state from `initial_state`."""
+        return self.description["network"].get("core", "none") != "none"
+
+    def initial_state(self, batch: int, key: jax.Array | None = None) -> Any:
+        """A fresh per-env state for `batch` envs (the memory an episode starts from, and the
+        key stream of sampled actions; `key` defaults to `PRNGKey(0)`)."""
+        key = jax.random.PRNGKey(0) if key is None else key
+        return self._init_state(key, batch)
+
     def act(
         self,
         obs: Any,
@@ -116,7 +131,8 @@ class Policy:
         key: jax.Array | None = None,
         action_mask: Any = None,
     ) -> np.ndarray:
-        """Env actions for a batch of observations.
+        """Env actions for a batch of observations, each acted on alone (a memoryless policy;
+        a recurrent one acts with `act_with_state`).
 
         Args:
           obs: `[B, *obs_shape]` observations as the env returns them, or a masked observation
@@ -129,6 +145,49 @@ class Policy:
         Returns:
           `[B]` int actions (discrete) or `[B, action_dim]` floats within the env's bounds.
         """
+        if self.recurrent:
+            raise ValueError(
+                f"this policy is recurrent (network.core={self.description['network']['core']!r})"
+                ": act with policy.act_with_state(obs, state, first) from policy.initial_state(B)"
+            )
+        if not greedy and key is None:
+            raise ValueError("sampled actions need a key: act(obs, greedy=False, key=PRNGKey(0))")
+        obs = self._checked(obs, action_mask)
+        rows = len(jax.tree.leaves(obs)[0])
+        state = self.initial_state(rows, key)
+        return self.act_with_state(obs, state, None, greedy)[0]
+
+    def act_with_state(
+        self,
+        obs: Any,
+        state: Any,
+        first: Any = None,
+        greedy: bool = True,
+        action_mask: Any = None,
+    ) -> tuple[np.ndarray, Any]:
+        """Env actions for a batch of observations and the state to pass with the next ones.
+
+        Args:
+          obs, action_mask: as for `act`.
+          state: from `initial_state(B)`, or the state the last call returned.
+          first: `[B]` bool, the observations that start an episode (the first after a
+            reset): the memory is reset there. None: no resets.
+          greedy: the policy's mode (True) or a sample from it (False, with the state's keys).
+
+        Returns:
+          (`[B]` or `[B, action_dim]` actions as `act` returns them, the next state).
+        """
+        obs = self._checked(obs, action_mask)
+        rows = len(jax.tree.leaves(obs)[0])
+        first = np.zeros(rows, bool) if first is None else np.asarray(first, bool)
+        if first.shape != (rows,):
+            raise ValueError(f"first of shape {list(first.shape)}: give [B] bool with B = {rows}")
+        policy = self._greedy if greedy else self._sample
+        action, state = policy(self.params, obs, state, first)
+        return np.asarray(action), state
+
+    def _checked(self, obs: Any, action_mask: Any) -> Any:
+        """`obs` as the agent reads it (a masked observation with `action_mask`), checked."""
         view, mask = split_observation(obs)
         mask = mask if action_mask is None else action_mask
         view = np.asarray(view)
@@ -137,18 +196,13 @@ class Policy:
                 f"obs of shape {list(view.shape)} do not fit {self.env_id}: give a batch "
                 f"[B, {', '.join(map(str, self.spec.obs_shape))}]"
             )
-        obs = view
-        if mask is not None:
-            mask = np.asarray(mask, bool)
-            if mask.shape != (len(view), self.spec.num_actions):
-                raise ValueError(f"action_mask of shape {list(mask.shape)}: give "
-                                 f"[B, {self.spec.num_actions}] with B = {len(view)}")  # fmt: skip
-            obs = {AGENT_VIEW: view, ACTION_MASK: mask}
-        if greedy:
-            return np.asarray(self._greedy(self.params, obs))
-        if key is None:
-            raise ValueError("sampled actions need a key: act(obs, greedy=False, key=PRNGKey(0))")
-        return np.asarray(self._sample(self.params, obs, key))
+        if mask is None:
+            return view
+        mask = np.asarray(mask, bool)
+        if mask.shape != (len(view), self.spec.num_actions):
+            raise ValueError(f"action_mask of shape {list(mask.shape)}: give "
+                             f"[B, {self.spec.num_actions}] with B = {len(view)}")  # fmt: skip
+        return {AGENT_VIEW: view, ACTION_MASK: mask}
 
 
 def checkpoint_dir(path: str) -> str:

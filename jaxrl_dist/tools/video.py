@@ -72,14 +72,14 @@ def record_video(policy: Policy, path: str, greedy: bool, seed: int) -> dict[str
     from jaxrl_dist.envs import make_env
 
     env = make_env(policy.env_id, {**policy.env_kwargs, "render_mode": "rgb_array"}, 1, 1, seed)
-    key = jax.random.PRNGKey(seed)
+    state = policy.initial_state(1, jax.random.PRNGKey(seed))  # a recurrent policy's memory
     try:
         obs, _ = env.reset()
         frames = [_gif_frame(env.render()[0])]
         total, done = 0.0, False
         while not done and len(frames) < VIDEO_MAX_FRAMES:
-            key, sub = jax.random.split(key)
-            obs, reward, terminated, truncated, info = env.step(policy.act(obs, greedy, sub))
+            action, state = policy.act_with_state(obs, state, greedy=greedy)
+            obs, reward, terminated, truncated, info = env.step(action)
             total += float(info.get("reward", reward)[0])  # the game score where EnvPool has it
             done = bool(terminated[0] or truncated[0])
             frames.append(_gif_frame(env.render()[0]))  # the terminal state included

@@ -121,8 +121,9 @@ def make_actor(model: QModel, config: RainbowConfig) -> ActorCore:
         action = jnp.where(explore, random, jnp.argmax(q, axis=-1)).astype(jnp.int32)
         return action, {}, {**state, "key": keys[:, 0]}
 
-    def greedy_act(params, obs):
-        return jnp.argmax(model.q_values(params["net"], obs, None), axis=-1).astype(jnp.int32)
+    def greedy_act(params, obs, state):
+        q = model.q_values(params["net"], obs, None)
+        return jnp.argmax(q, axis=-1).astype(jnp.int32), state
 
     return ActorCore(init_state, act, greedy_act)
 

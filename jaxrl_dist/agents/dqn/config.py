@@ -105,6 +105,11 @@ def check_rainbow(config: RainbowConfig, train_config) -> str | None:
             f"config.algo.n_step={config.n_step} is longer than the replay's windows "
             f"(config.replay.n_step={window}); set config.replay.n_step >= {config.n_step}"
         )
+    if train_config.network.recurrent:
+        return (
+            f"config.network.core={train_config.network.core!r}: rainbow has no recurrent "
+            "core yet (R2D2-style replay); set config.network.core='none'"
+        )
     if train_config.network.normalize_obs:
         return (
             "config.network.normalize_obs=True is not supported by rainbow (its targets would "

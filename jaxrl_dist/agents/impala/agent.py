@@ -15,6 +15,7 @@ from jaxrl_dist.agents.common import (
     lr_fraction,
     make_policy_model,
     sampling_actor,
+    sequence_inputs,
     with_hparams,
 )
 from jaxrl_dist.agents.impala.config import RUNTIME_HPARAMS, ImpalaConfig
@@ -45,7 +46,8 @@ def make_impala(
     optimizer = make_optimizer(config)
 
     def loss_fn(net, params, rollout, loss_config):
-        policy, values = model.apply({**params, "net": net}, rollout.obs)
+        first, core_state = sequence_inputs(rollout)
+        policy, values, _ = model.unroll({**params, "net": net}, rollout.obs, first, core_state)
         return impala_loss(policy, values, rollout, loss_config, model.dist)
 
     def update(state: LearnerState, rollout: Rollout):

@@ -7,12 +7,12 @@ clipping, learning rate annealed linearly over every optimizer step.
 
 One `update(state, rollout)` runs `num_epochs` passes over `num_minibatches` minibatches of the
 `[T + 1, B]` rollout inside one jitted `lax.scan`; minibatches split the env axis B, so every
-minibatch keeps whole segments. Rollouts a few updates stale are handled with the decoupled
-objective of Hilton et al. 2021: the ratio is clipped around the policy at the start of the
-update and each sample is weighted by the truncated ratio of that policy to the behaviour policy
-that acted (whose log-probabilities travel in the rollout); `advantage_estimator="vtrace"` also
-corrects the advantages and value targets for the staleness with V-trace (Espeholt et al. 2018),
-as APPO does.
+minibatch keeps whole segments (a recurrent core unrolls each from its stored state).
+Rollouts a few updates stale are handled with the decoupled objective of Hilton et al. 2021:
+the ratio is clipped around the policy at the start of the update and each sample is weighted
+by the truncated ratio of that policy to the behaviour policy that acted (whose log-probabilities
+travel in the rollout); `advantage_estimator="vtrace"` also corrects the advantages and value
+targets for the staleness with V-trace (Espeholt et al. 2018), as APPO does.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from jaxrl_dist.agents.common import (
     make_policy_model,
     masked_mean,
     sampling_actor,
+    sequence_inputs,
     with_hparams,
 )
 from jaxrl_dist.agents.ppo.config import RUNTIME_HPARAMS, PPOConfig
@@ -56,7 +57,8 @@ def make_ppo(
     )
 
     def minibatch_loss(net, params, mb, loss_config):
-        policy, values = model.apply({**params, "net": net}, mb["obs"])
+        core_state = jax.tree.map(lambda x: x[0], mb["core_state"])
+        policy, values, _ = model.unroll({**params, "net": net}, mb["obs"], mb["first"], core_state)
         return ppo_loss(policy, values, mb, loss_config, model.dist)
 
     def sgd_steps(params, opt_state, minibatches, hparams):
@@ -77,7 +79,8 @@ def make_ppo(
     def update(state: LearnerState, rollout: Rollout):
         assert_rollout_shapes(rollout)
         params = model.update_obs_stats(state.params, rollout.obs)
-        policy, values = model.apply(params, rollout.obs)
+        first, core_state = sequence_inputs(rollout)
+        policy, values, _ = model.unroll(params, rollout.obs, first, core_state)
         log_pi = model.dist.log_prob(jax.tree.map(lambda x: x[:-1], policy), rollout.action)
         adv, target, mask = advantages_and_targets(values, log_pi, rollout, config)
         data = {
@@ -86,6 +89,7 @@ def make_ppo(
             "behaviour_log_prob": rollout.agent_extras["log_prob"], "old_log_prob": log_pi,
             "target": target,
             "old_value": values[:-1], "mask": mask,
+            "first": first[:-1], "core_state": rollout.core_state,  # [1, B]: whole segments
         }  # fmt: skip
         data = jax.tree.map(jax.lax.stop_gradient, data)
         rng, key = jax.random.split(state.rng)
