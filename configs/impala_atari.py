@@ -8,15 +8,21 @@ Hyperparameters: IMPALA's Atari settings (Espeholt et al. 2018, Table G.1 / Appe
 unroll 20, batch 32, RMSProp lr 6e-4 (decay 0.99, eps 0.01) annealed linearly to 0, gradient
 norm clip 40, discount 0.99, entropy cost 0.01, baseline cost 0.5, rho-bar = c-bar = 1.
 
-`get_config("quick")` is a short smoke run that exercises every part on a CPU.
+`get_config("quick")` is a short smoke run that exercises every part on a CPU; `":lstm"` adds a
+recurrent core (`":quick,lstm"` both).
 """
 
 import ml_collections
 
 from jaxrl_dist.envs import atari_protocol
 
+VARIANTS = ("quick", "lstm")  # combine with a comma: ":quick,lstm"
+
 
 def get_config(variant=None):
+    variants = set(filter(None, (variant or "").split(",")))
+    if not variants <= set(VARIANTS):
+        raise ValueError(f"unknown variant {variant!r}; use any of {VARIANTS}, e.g. ':quick,lstm'")
     c = ml_collections.ConfigDict()
     c.algorithm = "impala"
     c.env_id = "Breakout-v5"
@@ -57,7 +63,9 @@ def get_config(variant=None):
         "entropy_cost": 0.01,
         "baseline_cost": 0.5,
     }
-    if variant == "quick":
+    if "lstm" in variants:  # IMPALA's Atari LSTM (Espeholt et al. 2018): 256 units after the ResNet
+        c.network = {**c.network, "core": "lstm", "core_size": 256}
+    if "quick" in variants:
         c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         # The small-CPU-box settings (2 cores, measured: benchmarks/results/cpu/): the ResNet
         # learner takes ~100 transitions/s and bounds everything, so one actor thread with 8
@@ -74,6 +82,4 @@ def get_config(variant=None):
         c.env_kwargs["max_episode_steps"] = 300
         c.checkpoint_every_updates = 0
         c.log_every_updates = 4
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; use ':quick' or no variant")
     return c

@@ -12,8 +12,13 @@ import ml_collections
 
 from jaxrl_dist.envs import atari_protocol
 
+VARIANTS = ("quick", "lstm")  # combine with a comma: ":quick,lstm"
+
 
 def get_config(variant=None):
+    variants = set(filter(None, (variant or "").split(",")))
+    if not variants <= set(VARIANTS):
+        raise ValueError(f"unknown variant {variant!r}; use any of {VARIANTS}, e.g. ':quick,lstm'")
     c = ml_collections.ConfigDict()
     c.algorithm = "ppo"
     c.env_id = "Breakout-v5"
@@ -46,7 +51,9 @@ def get_config(variant=None):
         "value_cost": 0.5,
         "max_grad_norm": 0.5,
     }
-    if variant == "quick":
+    if "lstm" in variants:  # CleanRL's `ppo_atari_lstm.py`: 128 units after the Nature CNN
+        c.network = {**c.network, "core": "lstm", "core_size": 128}
+    if "quick" in variants:
         c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.num_actor_threads = 1
         c.envs_per_actor = 8
@@ -61,6 +68,4 @@ def get_config(variant=None):
         c.eval_mode = "sampled"
         c.checkpoint_every_updates = 0
         c.log_every_updates = 2
-    elif variant is not None:
-        raise ValueError(f"unknown variant {variant!r}; use ':quick' or no variant")
     return c

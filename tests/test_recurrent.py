@@ -279,3 +279,20 @@ def test_evaluate_script_plays_a_recurrent_checkpoint(lstm_run, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
     assert record["episodes"] == 4 and record["return"] >= 8
+
+
+@pytest.mark.parametrize("spec,torso", [("configs/impala_atari.py:quick,lstm", "impala_resnet"),
+                                        ("configs/ppo_atari.py:lstm", "nature_cnn")])  # fmt: skip
+def test_the_atari_configs_take_an_lstm_after_their_image_torso(spec, torso):
+    from jaxrl_dist.config.cli import load_config
+
+    config = load_config(spec)
+    assert (config.network.core, config.network.torso) == ("lstm", torso)
+    atari = env_spec("Breakout-v5", {"img_height": 84, "img_width": 84, "stack_num": 4})
+    model = make_policy_model(config.network, atari)
+    params = model.init(jax.random.PRNGKey(0))
+    frames = jnp.zeros((3, 2, *atari.obs_shape), jnp.uint8)
+    first = jnp.zeros((3, 2), bool)
+    policy, values, state = model.unroll(params, frames, first, model.initial_core_state(2))
+    assert policy.shape == (3, 2, atari.num_actions) and values.shape == (3, 2)
+    assert jax.tree.leaves(state)[0].shape == (2, config.network.core_size)

@@ -182,25 +182,18 @@ class ActorCritic(nn.Module):
         return _heads(self, features, value_features, lead)
 
 
-class RecurrentActorCritic(nn.Module):
+class RecurrentActorCritic(ActorCritic):
     """A torso, a recurrent core (`config.core`) and the heads, over a sequence.
 
     `__call__(obs [T, B, *obs_shape], first [T, B] bool, state [B, ...]) -> (policy [T, B],
     value [T, B] f32, state [B, ...])`: `first[t]` marks an episode's first observation, where
     the core state is reset before it is read (`networks/cores.py`); `state` is the core's
     state before `obs[0]` and after `obs[T - 1]`: `{"core": ...}`, and `"value_core"` when the
-    value head has a torso of its own (`shared_torso=False`). The same fields as
-    `ActorCritic`.
+    value head has a torso of its own (`shared_torso=False`). `ActorCritic`'s fields.
     """
 
-    config: NetworkConfig
-    obs_shape: tuple[int, ...]
-    num_actions: int
-    torso_name: str
-    continuous: bool = False
-
     @nn.compact
-    def __call__(self, obs: jax.Array, first: jax.Array, state):
+    def __call__(self, obs: jax.Array, first: jax.Array, state):  # type: ignore[override]
         lead, flat = _flatten_obs(obs, self.obs_shape)
         if len(lead) != 2 or tuple(first.shape) != lead:
             raise ValueError(f"a core unrolls obs [T, B, ...] with first [T, B], got {obs.shape}")

@@ -1,0 +1,100 @@
+"""What a recurrent core costs in throughput: the same run with `network.core` lstm and none.
+
+    python benchmarks/recurrent_throughput.py              # ~4 min on 2 cores
+    python benchmarks/recurrent_throughput.py --repeat 1 --steps 50000
+
+Rows (CartPole-v1 with its velocities hidden, `env_kwargs.obs_indices=(0, 2)`):
+
+- `ppo`: `configs/ppo_lstm_memory.py` (Sebulba: async EnvPool, an actor thread, the learner);
+- `impala`: `configs/impala_lstm_memory.py` (Sebulba, the Python actor loop);
+- `anakin_ppo`: `configs/anakin_ppo_cartpole.py` with the same env and core (one jitted program).
+
+Each row runs the config with its LSTM and with `--config.network.core=none` (the same torso
+and heads), alternating `--repeat` times; SPS is timed after the first update (compilation
+done), evaluation and checkpoints off. The cost is `1 - median(lstm SPS / none SPS)` over the
+pairs. Written to `benchmarks/results/<device>/recurrent_throughput.json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+from anakin_throughput import library_sps  # noqa: E402
+from throughput import RESULTS, device_dir, environment  # noqa: E402
+
+HIDDEN = {"env_kwargs": {"obs_indices": (0, 2)}}
+ROWS = {
+    "ppo": (os.path.join(ROOT, "configs", "ppo_lstm_memory.py"), {}),
+    "impala": (os.path.join(ROOT, "configs", "impala_lstm_memory.py"), {}),
+    "anakin_ppo": (
+        os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py"),
+        {**HIDDEN, "network.core": "lstm", "network.core_size": 64, "network.hidden_sizes": (64,)},
+    ),
+}
+
+
+def measure(config: str, overrides: dict, steps: int, repeat: int) -> dict:
+    """Alternating lstm / none runs of `config`; their SPS and the median ratio."""
+    runs = {"lstm": [], "none": []}
+    for _ in range(repeat):
+        runs["lstm"].append(library_sps(config, steps, **overrides))
+        runs["none"].append(library_sps(config, steps, **{**overrides, "network.core": "none"}))
+    ratios = [a["sps"] / b["sps"] for a, b in zip(runs["lstm"], runs["none"], strict=True)]
+    return {
+        **runs,
+        "ratios": [round(r, 3) for r in ratios],
+        "median_ratio": float(np.median(ratios)),
+    }
+
+
+def markdown(result: dict) -> str:
+    env = result["environment"]
+    lines = [
+        "# Recurrent core throughput (CartPole-v1, velocities hidden)", "",
+        f"{env['device']}, {env['cpu_count']} CPUs, jax {env['versions']['jax']}, "
+        f"{result['steps']:,} env steps a run, {env['date']}", "",
+        "| run | SPS, LSTM 64 | SPS, no core | LSTM / none (median of pairs) | pairs |",
+        "|---|---:|---:|---:|---|",
+    ]  # fmt: skip
+    for name, row in result["rows"].items():
+        median = lambda rs: float(np.median([r["sps"] for r in rs]))  # noqa: E731
+        lines.append(
+            f"| {name} | {median(row['lstm']):,.0f} | {median(row['none']):,.0f} | "
+            f"{row['median_ratio']:.2f} | {', '.join(f'{r:.2f}' for r in row['ratios'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100_352, help="env steps per run")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"some of {','.join(ROWS)}")
+    parser.add_argument("--out-dir", default=None)
+    args = parser.parse_args()
+    names = args.rows.split(",")
+    if not set(names) <= set(ROWS):
+        parser.error(f"--rows {args.rows!r}: choose from {','.join(ROWS)}")
+    rows = {name: measure(*ROWS[name], args.steps, args.repeat) for name in names}
+    result = {"environment": environment(), "steps": args.steps, "rows": rows}
+    out = args.out_dir or os.path.join(RESULTS, device_dir())
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "recurrent_throughput.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    table = markdown(result)
+    with open(os.path.join(out, "recurrent_throughput.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
