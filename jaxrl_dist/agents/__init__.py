@@ -3,7 +3,7 @@ agents up here; `register` adds one (from research code or a test) without editi
 
 from __future__ import annotations
 
-from jaxrl_dist.agents import dqn, impala, ppo
+from jaxrl_dist.agents import dqn, impala, ppo, r2d2
 from jaxrl_dist.agents.base import Agent, AgentEntry, LearnerState
 
 REGISTRY: dict[str, AgentEntry] = {
@@ -12,6 +12,7 @@ REGISTRY: dict[str, AgentEntry] = {
     "rainbow": AgentEntry(
         dqn.RainbowConfig, dqn.make_rainbow, dqn.check_rainbow, data="prioritized"
     ),
+    "r2d2": AgentEntry(r2d2.R2D2Config, r2d2.make_r2d2, r2d2.check_r2d2, data="sequences"),
 }
 
 

@@ -197,8 +197,9 @@ class AgentEntry(NamedTuple):
     """A registry entry: the config class, the factory `make(config, network_config, env_spec,
     run_shape) -> Agent`, a check of the agent's config against the run's (one-line problem or
     None, run before anything is written), and the data seam that feeds its learner: "on_policy"
-    (fresh rollouts, each learned from once), "replay" (uniform, whole segments) or "prioritized"
-    (n-step windows by priority; its learner returns priorities) (`jaxrl_dist.data`)."""
+    (fresh rollouts, each learned from once), "replay" (uniform, whole segments), "prioritized"
+    (n-step windows by priority) or "sequences" (whole segments by priority, R2D2); the last two
+    learners return priorities (`jaxrl_dist.data`)."""
 
     config_cls: type
     make: Callable[..., Agent]

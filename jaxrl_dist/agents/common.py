@@ -261,16 +261,19 @@ def sampling_actor(model: PolicyModel) -> ActorCore:
         policy, _, core = model.step(params, obs, state.get("core", {}))
         return model.dist.mode(policy), with_core(state, core)
 
-    def start_episodes(state, first):
-        if not model.recurrent:
-            return state
-        return with_core(state, reset_core_state(state["core"], first))
+    return ActorCore(init_state, act, greedy_act, model.env_action, reset_core_rows, core_of)
 
-    return ActorCore(init_state, act, greedy_act, model.env_action, start_episodes, core_of)
+
+def reset_core_rows(state: dict, first: jax.Array) -> dict:
+    """`ActorCore.start_episodes` of an actor state dict that keeps a core's state under
+    `"core"` (none: unchanged): the rows of `first [B]` back at zeros."""
+    if "core" not in state:
+        return state
+    return {**state, "core": reset_core_state(state["core"], first)}
 
 
 def core_of(state: dict) -> Any:
-    """The core state in a per-env actor state (`sampling_actor`'s), `{}` if it has none."""
+    """`ActorCore.core_state` of such a dict: the core's state, `{}` if it has none."""
     return state.get("core", {})
 
 

@@ -1,8 +1,9 @@
 """The data seam between acting and learning: actors write, the learner loop reads.
 
-Three data flows (`AgentEntry.data` picks one): the on-policy queue (`on_policy.py`), the
-uniform replay of segments (`replay.py`) and the prioritized replay of n-step transitions
-(`prioritized.py`). All three count env steps where data enters and hand the learner
+Four data flows (`AgentEntry.data` picks one): the on-policy queue (`on_policy.py`), the
+uniform replay of segments (`replay.py`), the prioritized replay of n-step transitions
+(`prioritized.py`) and the prioritized replay of whole sequences (`sequences.py`, R2D2). All
+count env steps where data enters and hand the learner
 `Batch`es of `[T + 1, B]` rollouts (the prioritized replay's `T` is its window, `n_step`), so
 the trainer loops over a reader and never knows which.
 """
@@ -18,6 +19,7 @@ from jaxrl_dist.data.base import Batch
 from jaxrl_dist.data.on_policy import OnPolicyQueue
 from jaxrl_dist.data.prioritized import PrioritizedReplay
 from jaxrl_dist.data.replay import UniformReplay
+from jaxrl_dist.data.sequences import SequenceReplay
 from jaxrl_dist.envs import derive_seed
 
 REPLAY_SEED_PURPOSE = 4  # derive_seed path of each process's replay sampling
@@ -37,7 +39,7 @@ def replay_tolerance(config: Any, num_processes: int, per_segment: int = 1) -> f
 def env_steps_per_update(flow: str, config: Any) -> float:
     """Env steps the flow takes in per update on average (what schedules are defined over)."""
     spi = config.replay.samples_per_insert
-    if flow == "replay":
+    if flow in ("replay", "sequences"):
         return UniformReplay.env_steps_per_update(
             config.unroll_length, config.replay_batch_size, spi
         )
@@ -71,7 +73,8 @@ def make_data(
     stop_writers: threading.Event,
     stop_reading: threading.Event,
 ) -> OnPolicyQueue | UniformReplay | PrioritizedReplay:
-    """This process's data seam for `flow` ("on_policy", "replay" or "prioritized");
+    """This process's data seam for `flow` ("on_policy", "replay", "prioritized" or
+    "sequences");
     `stop_writers` ends the actors' waits, `stop_reading` the learner's."""
     batch = config.process_batch_size(num_processes)
     seed = derive_seed(config.seed, REPLAY_SEED_PURPOSE, process_index)
@@ -82,6 +85,13 @@ def make_data(
             replay_tolerance(config, num_processes, unroll), batch, seed, stop_writers,
             unroll_length=unroll, n_step=r.n_step, priority_exponent=r.priority_exponent,
             priority_epsilon=r.priority_epsilon, read_stop=stop_reading,
+        )  # fmt: skip
+    if flow == "sequences":
+        r = config.replay
+        return SequenceReplay(
+            r.capacity, r.min_size, r.samples_per_insert, replay_tolerance(config, num_processes),
+            batch, seed, stop_writers, read_stop=stop_reading,
+            priority_exponent=r.priority_exponent, priority_epsilon=r.priority_epsilon,
         )  # fmt: skip
     if flow == "replay":
         r = config.replay
@@ -104,6 +114,7 @@ __all__ = [
     "Batch",
     "OnPolicyQueue",
     "PrioritizedReplay",
+    "SequenceReplay",
     "UniformReplay",
     "data_snapshot",
     "env_steps_per_update",

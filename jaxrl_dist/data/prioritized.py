@@ -75,33 +75,42 @@ class PrioritizedReplay(UniformReplay):
             )
         super().__init__(capacity, *args, items_per_segment=unroll_length, **kwargs)
         self._unroll, self._n = unroll_length, n_step
-        self._alpha, self._eps = priority_exponent, priority_epsilon
-        self._tree = SumTree(self._capacity * unroll_length)  # leaf = slot * T + t
+        self._init_priorities(unroll_length, priority_exponent, priority_epsilon)
+
+    def _init_priorities(self, per_slot: int, alpha: float, eps: float) -> None:
+        """Priority bookkeeping for `per_slot` items per ring slot (leaf = slot * per_slot + i)."""
+        self._per_slot, self._alpha, self._eps = per_slot, alpha, eps
+        self._tree = SumTree(self._capacity * per_slot)
         self._generation = np.zeros(self._capacity, np.int64)  # bumped when a slot is rewritten
         self._writes = 0
         self._max_priority = 1.0  # stored form, (p + eps) ** alpha
 
     def _stored(self, slots: np.ndarray) -> None:
-        """New segments: every transition that does not start at an episode end gets the
-        largest priority so far."""
+        """New segments: every item `_eligible` gets the largest priority so far."""
         self._writes += 1
         self._generation[slots] = self._writes
+        per_slot = self._per_slot
+        leaves = slots[None, :] * per_slot + np.arange(per_slot)[:, None]  # [per_slot, n]
+        priority = np.where(self._eligible(slots), self._max_priority, 0.0)
+        self._tree.set(leaves.reshape(-1), priority.reshape(-1))
+
+    def _eligible(self, slots: np.ndarray) -> np.ndarray:
+        """`[T, n]` which transitions of the new segments may be drawn: those that do not start
+        at an episode end."""
         held = jax.tree.unflatten(self._treedef, self._rings)
-        ended = held.terminated[: self._unroll, slots] | held.truncated[: self._unroll, slots]
-        leaves = slots[None, :] * self._unroll + np.arange(self._unroll)[:, None]  # [T, n]
-        self._tree.set(leaves.reshape(-1), np.where(ended, 0.0, self._max_priority).reshape(-1))
+        return ~(held.terminated[: self._unroll, slots] | held.truncated[: self._unroll, slots])
 
     def _snapshot_extra(self) -> dict[str, np.ndarray]:
-        leaves = self._tree.get(np.arange(self._capacity * self._unroll))
+        leaves = self._tree.get(np.arange(self._capacity * self._per_slot))
         generation = np.append(self._generation, self._writes)
         return {"priorities": leaves, "generation": generation, "max_priority": self._max_priority}
 
     def _restore_extra(self, arrays: dict[str, np.ndarray]) -> None:
         leaves = arrays["priorities"]
-        if leaves.shape != (self._capacity * self._unroll,):
+        if leaves.shape != (self._capacity * self._per_slot,):
             raise ValueError(
-                f"the saved replay holds {leaves.size} transitions, this one "
-                f"{self._capacity * self._unroll}: resume with the run's own replay.capacity "
+                f"the saved replay holds {leaves.size} priorities, this one "
+                f"{self._capacity * self._per_slot}: resume with the run's own replay.capacity "
                 "and unroll_length"
             )
         self._tree.set(np.arange(leaves.size), leaves)
@@ -126,15 +135,15 @@ class PrioritizedReplay(UniformReplay):
         return window._replace(agent_extras=extras), ids
 
     def update_priorities(self, sample_ids: np.ndarray, priorities: np.ndarray) -> None:
-        """Sets the priorities of the transitions a batch drew (`sample_ids` `[B, 2]` from its
-        `Batch`, `priorities` `[B]`, >= 0). A transition drawn twice keeps the last one."""
+        """Sets the priorities of the items a batch drew (`sample_ids` `[B, 2]` from its
+        `Batch`, `priorities` `[B]`, >= 0). An item drawn twice keeps the last one."""
         priorities = np.asarray(priorities, np.float64)
         if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
             raise ValueError("priorities must be finite and >= 0")
         leaves, generation = sample_ids[:, 0], sample_ids[:, 1]
         stored = (priorities + self._eps) ** self._alpha
         with self._cond:
-            current = self._generation[leaves // self._unroll] == generation
+            current = self._generation[leaves // self._per_slot] == generation
             self._tree.set(leaves[current], stored[current])
             if np.any(current):
                 self._max_priority = max(self._max_priority, float(stored[current].max()))

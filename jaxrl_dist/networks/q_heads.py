@@ -22,6 +22,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.networks.cores import RecurrentCore, initial_core_state
 from jaxrl_dist.networks.torsos import make_torso
 
 
@@ -125,3 +126,32 @@ class QNetwork(nn.Module):
         )
         out = head(torso(flat), deterministic)
         return out.reshape(*lead, *out.shape[1:])
+
+
+class RecurrentQNetwork(QNetwork):
+    """A torso, a recurrent core and the Q head over a sequence (R2D2, Kapturowski et al.
+    2019): `__call__(obs [T, B, *obs_shape], first [T, B], state [B, ...]) -> (Q-values
+    `[T, B, A]`, state)`, `first` and `state` as `RecurrentActorCritic`'s (`networks/cores.py`).
+    Params: `{"torso", "core", "head"}`. Scalar Q-values, no noisy layers."""
+
+    core: str = "lstm"
+    core_size: int = 128
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, first: jax.Array, state):  # type: ignore[override]
+        rank = len(self.obs_shape)
+        lead = tuple(obs.shape[: obs.ndim - rank])
+        if tuple(obs.shape[obs.ndim - rank :]) != self.obs_shape or len(lead) != 2:
+            raise ValueError(f"a core unrolls obs [T, B, *{self.obs_shape}], got {obs.shape}")
+        flat = obs.reshape((math.prod(lead), *self.obs_shape))
+        if jnp.issubdtype(flat.dtype, jnp.floating):
+            flat = flat.astype(jnp.float32)
+        torso = make_torso(self.torso_name, self.hidden_sizes, self.activation, self.dtype)
+        features = torso(flat).reshape((*lead, -1))
+        state, out = RecurrentCore(self.core, self.core_size, name="core")(state, features, first)
+        q = QHead(self.num_actions, 1, self.dueling, name="head")(out.reshape(math.prod(lead), -1))
+        return q.reshape(*lead, self.num_actions), state
+
+    def initial_state(self, batch: int):
+        """The zero core state of `batch` rows."""
+        return initial_core_state(self.core, batch, self.core_size)

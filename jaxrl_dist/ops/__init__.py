@@ -2,6 +2,7 @@
 
 from jaxrl_dist.ops.gae import truncated_generalized_advantage_estimation
 from jaxrl_dist.ops.multistep import n_step_bootstrapped_returns
+from jaxrl_dist.ops.transforms import signed_hyperbolic, signed_parabolic
 from jaxrl_dist.ops.value_learning import (
     categorical_double_q_learning,
     categorical_l2_project,
@@ -17,6 +18,8 @@ __all__ = [
     "double_q_learning",
     "n_step_bootstrapped_returns",
     "q_learning",
+    "signed_hyperbolic",
+    "signed_parabolic",
     "truncated_generalized_advantage_estimation",
     "vtrace_td_error_and_advantage",
 ]

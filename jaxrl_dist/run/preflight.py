@@ -24,6 +24,9 @@ from jaxrl_dist.run.checkpoint import restore_params_like
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.tools.opponents import named_player
 
+PRIORITIZED_FLOWS = ("prioritized", "sequences")  # learners that return priorities
+REPLAY_FLOWS = ("replay", *PRIORITIZED_FLOWS)
+
 
 @dataclasses.dataclass(frozen=True)
 class Prepared:
@@ -146,12 +149,12 @@ def prepare(
         init_shapes = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
-    if agent.learner.priorities != (entry.data == "prioritized"):
+    if agent.learner.priorities != (entry.data in PRIORITIZED_FLOWS):
         raise ConfigError(
             f"algorithm {config.algorithm!r}: its learner "
             f"{'returns' if agent.learner.priorities else 'returns no'} priorities but its data "
-            f"flow is {entry.data!r}; register it with data='prioritized' exactly when "
-            "LearnerCore.priorities is True"
+            f"flow is {entry.data!r}; register it with data='prioritized' or 'sequences' exactly "
+            "when LearnerCore.priorities is True"
         )
     if resume and check_resume:  # a damaged checkpoint or other shapes: refused before writes
         check_resumable(ckpt_dir, init_shapes)
@@ -175,12 +178,12 @@ def prepare(
 
 def data_problem(flow: str, config: TrainConfig) -> str | None:
     """What does not fit the agent's data flow or the policy seam (one line), or None."""
-    if flow in ("replay", "prioritized") and config.deterministic:
+    if flow in REPLAY_FLOWS and config.deterministic:
         return (
             "config.deterministic=True takes one unroll of every actor per update, which a "
             "replay's sampling does not; this agent learns from a replay"
         )
-    if flow in ("replay", "prioritized"):
+    if flow in REPLAY_FLOWS:
         problem = _replay_problem(flow, config)
         if problem:
             return problem

@@ -178,19 +178,7 @@ def make_rainbow(
         config.dueling, config.noisy, config.sigma0,
     )  # fmt: skip
     model = QModel(network, env_spec, config.v_min, config.v_max)
-    optimizer = injected_optimizer(
-        lambda learning_rate: optax.adam(learning_rate, eps=config.adam_eps),
-        config.learning_rate,
-        config.max_grad_norm,
-    )
-    hparams = initial_hparams(config, RUNTIME_HPARAMS)
-    fraction = lr_fraction(config.anneal_lr, run_shape.num_updates)
-
-    def init(key: jax.Array) -> DQNState:
-        net = model.init(key)
-        zero = jnp.zeros((), jnp.int32)
-        params = {"net": net, "epsilon": exploration_epsilon(config, run_shape, hparams, zero)}
-        return DQNState(params, net, optimizer.init(net), jax.random.fold_in(key, 1), zero, hparams)
+    init, learn = q_learner_parts(config, model, run_shape, RUNTIME_HPARAMS)
 
     def loss_fn(net, state: DQNState, window: Rollout, n, beta, keys):
         target = n_step_target(window, n, config.discount)
@@ -233,31 +221,54 @@ def make_rainbow(
         (loss, (priorities, metrics)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             state.params["net"], state, window, n, beta, keys
         )
+        new, stats = learn(state, grads)
+        metrics.update(loss=loss, importance_exponent=beta, **stats)
+        return new._replace(rng=rng), metrics, priorities.astype(jnp.float32)
+
+    learner = LearnerCore(init, update, with_params=q_warm_start, priorities=True)
+    return Agent(make_actor(model, config), learner, RUNTIME_HPARAMS)
+
+
+def q_warm_start(state: DQNState, params: dict[str, Any]) -> DQNState:
+    """A warm start: the online and the target network both start from `params`."""
+    return state._replace(params=params, target_params=params["net"])
+
+
+def q_learner_parts(
+    config: RainbowConfig, model: Any, run_shape: RunShape, runtime_hparams: tuple[str, ...]
+) -> tuple[Any, Any]:
+    """What the DQN family's learners share: `init(key) -> DQNState` (`model.init`'s params
+    online and as target, Adam) and `learn(state, grads) -> (state, stats)`, one Adam step at
+    the run-time rate (annealed with `anneal_lr`), the target update, and the actors' next
+    epsilon; `stats` are its learning rate, epsilon and gradient norm."""
+    optimizer = injected_optimizer(
+        lambda learning_rate: optax.adam(learning_rate, eps=config.adam_eps),
+        config.learning_rate,
+        config.max_grad_norm,
+    )
+    hparams = initial_hparams(config, runtime_hparams)
+    fraction = lr_fraction(config.anneal_lr, run_shape.num_updates)
+
+    def init(key: jax.Array) -> DQNState:
+        net = model.init(key)
+        zero = jnp.zeros((), jnp.int32)
+        params = {"net": net, "epsilon": exploration_epsilon(config, run_shape, hparams, zero)}
+        return DQNState(params, net, optimizer.init(net), jax.random.fold_in(key, 1), zero, hparams)
+
+    def learn(state: DQNState, grads: Any) -> tuple[DQNState, dict[str, jax.Array]]:
+        hp = state.hparams
         lr = hp["learning_rate"] * fraction(state.update_step)
         params, opt_state = gradient_step(optimizer, state.params, state.opt_state, grads, lr)
         step = state.update_step + 1
         target_params = _target_update(config, params["net"], state.target_params, step, hp)
         epsilon = exploration_epsilon(config, run_shape, hp, step)  # for the next acting
-        metrics.update(
-            loss=loss,
-            grad_norm=optax.tree.norm(grads),
-            learning_rate=lr,
-            epsilon=epsilon,
-            importance_exponent=beta,
-        )
-        params = {**params, "epsilon": epsilon}
         new = state._replace(
-            params=params, target_params=target_params, opt_state=opt_state, rng=rng,
-            update_step=step,
+            params={**params, "epsilon": epsilon}, target_params=target_params,
+            opt_state=opt_state, update_step=step,
         )  # fmt: skip
-        return new, metrics, priorities.astype(jnp.float32)
+        return new, {"learning_rate": lr, "epsilon": epsilon, "grad_norm": optax.tree.norm(grads)}
 
-    def with_params(state: DQNState, params: dict[str, Any]) -> DQNState:
-        """A warm start: the online and the target network both start from `params`."""
-        return state._replace(params=params, target_params=params["net"])
-
-    learner = LearnerCore(init, update, with_params=with_params, priorities=True)
-    return Agent(make_actor(model, config), learner, RUNTIME_HPARAMS)
+    return init, learn
 
 
 def _target_update(
