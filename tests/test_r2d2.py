@@ -245,3 +245,18 @@ def test_a_quick_r2d2_run_learns_from_sequences_and_its_checkpoint_acts(tmp_path
         action, state = policy.act_with_state(np.zeros((3, 2), np.float32), state, first)
         first[:] = False
     assert action.shape == (3,) and set(action.tolist()) <= {0, 1}
+
+
+def test_a_restored_replay_takes_lstm_states_again():
+    """An LSTM's core state is a tuple `(c, h)`: a restored replay keeps it a tuple, so the
+    actors' next segments fit it and its draws feed the LSTM as they did."""
+    lstm = _segments(4)
+    lstm = lstm._replace(core_state=(lstm.core_state, -lstm.core_state))
+    replay = _replay()
+    replay.write(QueueItem(0, lstm))
+    again = _replay(seed=1)
+    again.restore(snapshot.from_bytes(snapshot.to_bytes(replay.snapshot())))
+    again.write(QueueItem(0, lstm))  # the same structure as before the save
+    drawn = again.read(0).data.core_state
+    assert isinstance(drawn, tuple) and len(drawn) == 2
+    np.testing.assert_array_equal(drawn[0], -drawn[1])

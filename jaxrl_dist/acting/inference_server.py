@@ -148,7 +148,10 @@ class InferenceServer(threading.Thread):
             raise ValueError(f"slot {slot} is not registered with inference server {self.index}")
         if env_ids.min() < 0 or env_ids.max() >= self.envs_per_slot:
             raise ValueError(f"env ids must be in [0, {self.envs_per_slot}): {env_ids}")
-        request = Request(slot, obs, env_ids, min_version, episode_starts(first, n))
+        first = episode_starts(first, n)
+        if first.shape != (n,):
+            raise ValueError(f"first must be [{n}] bool, one per env id, got {first.shape}")
+        request = Request(slot, obs, env_ids, min_version, first)
         with self._cond:
             spec = jax.tree.map(lambda x: (x.shape[1:], x.dtype), obs)
             if self._obs_spec is not None and spec != self._obs_spec:

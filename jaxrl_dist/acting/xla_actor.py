@@ -44,7 +44,8 @@ class UnrollCarry(NamedTuple):
       actor_state: the actor core's per-env state.
       episode_return, episode_length: the running episode of each env (`EpisodeTracker`'s
         rules: the unclipped `info["reward"]` where the env reports one).
-      first: `[B]` bool, `obs` starts an episode (a reset step's: `elapsed_step == 0`).
+      first: `[B]` bool, `obs` starts an episode: the one before it ended one (the learner's
+        rule, `agents.common.sequence_inputs`), or it is the first after `async_reset`.
     """
 
     obs: PyTree
@@ -116,7 +117,7 @@ def make_unroll(
         obs, reward, terminated, truncated, info = _in_env_order(got)
         zeros = jnp.zeros(reward.shape, jnp.float32)
         ret, length = _track(zeros, zeros.astype(jnp.int32), reward, info)
-        first = info["elapsed_step"] == 0
+        first = jnp.ones(reward.shape, bool)
         carry = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first)
         return handle, carry
 
@@ -132,7 +133,7 @@ def make_unroll(
         handle, got = recv(handle)
         obs, reward, terminated, truncated, info = _in_env_order(got)
         ret, length = _track(c.episode_return, c.episode_length, reward, info)
-        first = info["elapsed_step"] == 0
+        first = jnp.logical_or(c.terminated, c.truncated)  # the obs acted on ended an episode
         new = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first)
         ended = jnp.logical_or(terminated, truncated)
         seen = (c.obs, c.reward, c.terminated, c.truncated, action, extras)

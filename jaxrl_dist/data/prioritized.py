@@ -162,7 +162,7 @@ def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
         return ring[xp.minimum(times[:steps], ring.shape[0] - 1), slots[None, :]]
 
     window = jax.tree.map(lambda ring: gather(ring, n + 1), held._replace(
-        action=None, agent_extras=None, policy_version=None
+        action=None, agent_extras=None, policy_version=None, core_state={}
     ))  # fmt: skip
     per_step = jax.tree.map(
         lambda ring: gather(ring, n),

@@ -29,7 +29,8 @@ def ring_arrays(treedef: Any, rings: list[np.ndarray]) -> dict[str, np.ndarray]:
 
 def rings_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[Any, list[np.ndarray]]:
     """The (treedef, rings) `ring_arrays` stored: a `Rollout` with nested dicts where the paths
-    have more than one key (`agent_extras/log_prob`, dict observations)."""
+    have more than one key (`agent_extras/log_prob`, dict observations), and tuples where the
+    keys are the indices `0 .. n - 1` (an LSTM's `(c, h)` core state)."""
     fields: dict[str, Any] = {"agent_extras": {}}  # a Rollout field even with no extras
     for name, ring in arrays.items():
         if not name.startswith(RING):
@@ -39,11 +40,21 @@ def rings_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[Any, list[np.ndarr
         for key in parents:
             node = node.setdefault(key, {})
         node[last] = ring
-    rollout = Rollout(**fields)
+    rollout = Rollout(**{name: _tuples_back(node) for name, node in fields.items()})
     leaves, treedef = jax.tree.flatten(rollout)
     if len(leaves) != sum(name.startswith(RING) for name in arrays):
         raise ValueError("the saved replay's rings do not form a Rollout")
     return treedef, leaves
+
+
+def _tuples_back(node: Any) -> Any:
+    """Dicts keyed `"0" .. "n-1"` (a sequence's paths) as tuples again, all the way down."""
+    if not isinstance(node, dict):
+        return node
+    node = {key: _tuples_back(value) for key, value in node.items()}
+    if node and sorted(node) == [str(i) for i in range(len(node))]:
+        return tuple(node[str(i)] for i in range(len(node)))
+    return node
 
 
 def rng_array(rng: np.random.Generator) -> np.ndarray:
