@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -17,7 +18,7 @@ from jaxrl_dist.agents.base import ActorCore, ActorIdentity, LearnerState
 from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, RecurrentActorCritic, make_actor_critic
-from jaxrl_dist.networks.cores import reset_core_state
+from jaxrl_dist.networks.cores import reset_core_state, unroll_one_step
 from jaxrl_dist.ops.running_stats import (
     RunningStats,
     init_running_stats,
@@ -169,11 +170,7 @@ class PolicyModel:
         learning compute the same function."""
         if not self.recurrent:
             return (*self.apply(params, obs), core_state)
-        rows = jax.tree.leaves(obs)[0].shape[0]
-        first = jnp.zeros((1, rows), bool)  # resets happen before, in `start_episodes`
-        obs = jax.tree.map(lambda x: x[None], obs)
-        policy, value, core_state = self.unroll(params, obs, first, core_state)
-        return jax.tree.map(lambda x: x[0], policy), value[0], core_state
+        return unroll_one_step(functools.partial(self.unroll, params), obs, core_state)
 
     def update_obs_stats(self, params: dict, obs: Any) -> dict:
         """New params with the running statistics updated by `obs` `[T + 1, B, *obs_shape]`."""

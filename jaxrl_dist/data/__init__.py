@@ -86,19 +86,14 @@ def make_data(
             unroll_length=unroll, n_step=r.n_step, priority_exponent=r.priority_exponent,
             priority_epsilon=r.priority_epsilon, read_stop=stop_reading,
         )  # fmt: skip
-    if flow == "sequences":
+    if flow in ("replay", "sequences"):  # whole segments, uniformly or by priority
         r = config.replay
-        return SequenceReplay(
+        by_priority = {"priority_exponent": r.priority_exponent,
+                       "priority_epsilon": r.priority_epsilon}  # fmt: skip
+        cls, extra = (SequenceReplay, by_priority) if flow == "sequences" else (UniformReplay, {})
+        return cls(
             r.capacity, r.min_size, r.samples_per_insert, replay_tolerance(config, num_processes),
-            batch, seed, stop_writers, read_stop=stop_reading,
-            priority_exponent=r.priority_exponent, priority_epsilon=r.priority_epsilon,
-        )  # fmt: skip
-    if flow == "replay":
-        r = config.replay
-        return UniformReplay(
-            r.capacity, r.min_size, r.samples_per_insert, replay_tolerance(config, num_processes),
-            batch, seed, stop_writers,
-            read_stop=stop_reading,
+            batch, seed, stop_writers, read_stop=stop_reading, **extra,
         )  # fmt: skip
     return OnPolicyQueue(
         config.queue_size * config.num_actor_threads,

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jaxrl_dist.networks.cores import CORES, RecurrentCore, initial_core_state
 from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
 from jaxrl_dist.networks.q_heads import QNetwork
-from jaxrl_dist.networks.torsos import ACTIVATIONS, make_torso
+from jaxrl_dist.networks.torsos import ACTIVATIONS, flatten_obs, make_torso
 
 __all__ = [
     "ActorCritic",
@@ -174,7 +174,7 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        lead, flat = _flatten_obs(obs, self.obs_shape)
+        lead, flat = flatten_obs(obs, self.obs_shape)
         features = _make_torso(self.torso_name, self.config)(flat)
         value_features = features
         if not self.config.shared_torso:
@@ -194,7 +194,7 @@ class RecurrentActorCritic(ActorCritic):
 
     @nn.compact
     def __call__(self, obs: jax.Array, first: jax.Array, state):  # type: ignore[override]
-        lead, flat = _flatten_obs(obs, self.obs_shape)
+        lead, flat = flatten_obs(obs, self.obs_shape)
         if len(lead) != 2 or tuple(first.shape) != lead:
             raise ValueError(f"a core unrolls obs [T, B, ...] with first [T, B], got {obs.shape}")
         streams = {"core": "torso"}
@@ -214,15 +214,6 @@ class RecurrentActorCritic(ActorCritic):
         names = ("core",) if self.config.shared_torso else ("core", "value_core")
         zero = lambda: initial_core_state(self.config.core, batch, self.config.core_size)  # noqa: E731
         return {name: zero() for name in names}
-
-
-def _flatten_obs(obs: jax.Array, obs_shape: tuple[int, ...]) -> tuple[tuple[int, ...], jax.Array]:
-    """(leading dims, `[N, *obs_shape]` observations): the torso sees one flat batch."""
-    rank = len(obs_shape)
-    if tuple(obs.shape[obs.ndim - rank :]) != obs_shape:
-        raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {obs_shape}")
-    lead = tuple(obs.shape[: obs.ndim - rank])
-    return lead, obs.reshape((math.prod(lead), *obs_shape))
 
 
 def _heads(module: nn.Module, features: jax.Array, value_features: jax.Array, lead: tuple):

@@ -13,6 +13,7 @@ States: LSTM `(c [B, H], h [B, H])` (flax's order), GRU `h [B, H]`, no core `{}`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -45,6 +46,16 @@ def reset_core_state(state: PyTree, first: jax.Array) -> PyTree:
         return jnp.where(where, jnp.zeros_like(x), x)
 
     return jax.tree.map(reset, state)
+
+
+def unroll_one_step(unroll: Callable, obs: Any, core_state: PyTree) -> tuple:
+    """An acting step as an unroll of length 1: `unroll(obs [1, B, ...], first [1, B],
+    core_state) -> (*outputs [1, B, ...], core_state)` called on `obs [B, ...]` (no reset: the
+    runtime's `start_episodes` made it) -> `(*outputs [B, ...], core_state)`."""
+    rows = jax.tree.leaves(obs)[0].shape[0]
+    obs = jax.tree.map(lambda x: x[None], obs)
+    *outputs, core_state = unroll(obs, jnp.zeros((1, rows), bool), core_state)
+    return (*jax.tree.map(lambda x: x[0], outputs), core_state)
 
 
 class RecurrentCore(nn.Module):

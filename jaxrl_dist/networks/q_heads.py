@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_dist.networks.cores import RecurrentCore, initial_core_state
-from jaxrl_dist.networks.torsos import make_torso
+from jaxrl_dist.networks.torsos import flatten_obs, make_torso
 
 
 def _scaled_noise(key: jax.Array, size: int) -> jax.Array:
@@ -113,11 +113,7 @@ class QNetwork(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array, deterministic: bool = False) -> jax.Array:
-        rank = len(self.obs_shape)
-        if tuple(obs.shape[obs.ndim - rank :]) != self.obs_shape:
-            raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {self.obs_shape}")
-        lead = obs.shape[: obs.ndim - rank]
-        flat = obs.reshape((math.prod(lead), *self.obs_shape))
+        lead, flat = flatten_obs(obs, self.obs_shape)
         if jnp.issubdtype(flat.dtype, jnp.floating):
             flat = flat.astype(jnp.float32)  # e.g. float64 observations; frames stay uint8
         torso = make_torso(self.torso_name, self.hidden_sizes, self.activation, self.dtype)
@@ -139,11 +135,9 @@ class RecurrentQNetwork(QNetwork):
 
     @nn.compact
     def __call__(self, obs: jax.Array, first: jax.Array, state):  # type: ignore[override]
-        rank = len(self.obs_shape)
-        lead = tuple(obs.shape[: obs.ndim - rank])
-        if tuple(obs.shape[obs.ndim - rank :]) != self.obs_shape or len(lead) != 2:
+        lead, flat = flatten_obs(obs, self.obs_shape)
+        if len(lead) != 2:
             raise ValueError(f"a core unrolls obs [T, B, *{self.obs_shape}], got {obs.shape}")
-        flat = obs.reshape((math.prod(lead), *self.obs_shape))
         if jnp.issubdtype(flat.dtype, jnp.floating):
             flat = flat.astype(jnp.float32)
         torso = make_torso(self.torso_name, self.hidden_sizes, self.activation, self.dtype)

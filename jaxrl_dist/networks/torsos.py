@@ -131,6 +131,16 @@ class ImpalaResNetTorso(nn.Module):
         return nn.relu(_dense(self.dense_size, self.dtype)(x))
 
 
+def flatten_obs(obs: jax.Array, obs_shape: tuple[int, ...]) -> tuple[tuple[int, ...], jax.Array]:
+    """(leading dims, `[N, *obs_shape]` observations): a torso sees one flat batch whatever
+    the leading dims (`[B]`, `[T, B]`, ...)."""
+    rank = len(obs_shape)
+    if tuple(obs.shape[obs.ndim - rank :]) != tuple(obs_shape):
+        raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {obs_shape}")
+    lead = tuple(obs.shape[: obs.ndim - rank])
+    return lead, obs.reshape((math.prod(lead), *obs_shape))
+
+
 def make_torso(
     name: str,
     hidden_sizes: Sequence[int],

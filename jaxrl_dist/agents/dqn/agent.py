@@ -105,20 +105,12 @@ def make_actor(model: QModel, config: RainbowConfig) -> ActorCore:
     layers, one noise draw per call (shared by the batch, as in Fortunato et al. 2018)."""
 
     def init_state(identity, num_envs, key):
-        return {
-            "key": jax.random.split(key, num_envs),
-            "epsilon_exponent": jnp.asarray(
-                epsilon_ladder(identity, num_envs, config.epsilon_alpha)
-            ),
-        }
+        return ladder_state(identity, num_envs, key, config.epsilon_alpha)
 
     def act(params, obs, state):
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state["key"])  # [B, 4, ...]
         q = model.q_values(params["net"], obs, keys[0, 3])
-        epsilon = params["epsilon"] ** state["epsilon_exponent"]
-        explore = jax.vmap(jax.random.uniform)(keys[:, 1]) < epsilon
-        random = _uniform_actions(keys[:, 2], q, split_observation(obs)[1])
-        action = jnp.where(explore, random, jnp.argmax(q, axis=-1)).astype(jnp.int32)
+        action = epsilon_greedy(q, obs, params, state, keys)
         return action, {}, {**state, "key": keys[:, 0]}
 
     def greedy_act(params, obs, state):
@@ -126,6 +118,21 @@ def make_actor(model: QModel, config: RainbowConfig) -> ActorCore:
         return jnp.argmax(q, axis=-1).astype(jnp.int32), state
 
     return ActorCore(init_state, act, greedy_act)
+
+
+def ladder_state(identity: ActorIdentity, num_envs: int, key: jax.Array, alpha: float) -> dict:
+    """The per-env actor state of an epsilon-ladder actor: a key and a ladder exponent each."""
+    exponent = epsilon_ladder(identity, num_envs, alpha)
+    return {"key": jax.random.split(key, num_envs), "epsilon_exponent": jnp.asarray(exponent)}
+
+
+def epsilon_greedy(q: jax.Array, obs: Any, params: dict, state: dict, keys: jax.Array):
+    """`[B]` int32 actions: each env explores with `params["epsilon"] ** its exponent`
+    (`keys[:, 1]` decides, `keys[:, 2]` draws a legal action uniformly), else `argmax q`."""
+    epsilon = params["epsilon"] ** state["epsilon_exponent"]
+    explore = jax.vmap(jax.random.uniform)(keys[:, 1]) < epsilon
+    random = _uniform_actions(keys[:, 2], q, split_observation(obs)[1])
+    return jnp.where(explore, random, jnp.argmax(q, axis=-1)).astype(jnp.int32)
 
 
 def _uniform_actions(keys: jax.Array, q: jax.Array, action_mask: jax.Array | None) -> jax.Array:

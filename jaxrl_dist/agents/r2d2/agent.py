@@ -16,6 +16,7 @@ learner half takes `[T + 1, B]` sequences from `data.sequences.SequenceReplay` a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -32,9 +33,9 @@ from jaxrl_dist.agents.common import (
 from jaxrl_dist.agents.dqn.agent import (
     DQNState,
     _input_dtype,
-    _uniform_actions,
-    epsilon_ladder,
+    epsilon_greedy,
     importance_exponent,
+    ladder_state,
     legal_only,
     q_learner_parts,
     q_warm_start,
@@ -45,6 +46,7 @@ from jaxrl_dist.agents.r2d2.config import RUNTIME_HPARAMS, R2D2Config
 from jaxrl_dist.data.prioritized import windows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, resolve_torso
+from jaxrl_dist.networks.cores import unroll_one_step
 from jaxrl_dist.networks.q_heads import RecurrentQNetwork
 from jaxrl_dist.types import Rollout, assert_rollout_shapes, split_observation
 
@@ -73,27 +75,21 @@ class RecurrentQModel:
         return legal_only(q, obs), core
 
     def step(self, net: Any, obs: Any, core: Any) -> tuple[jax.Array, Any]:
-        rows = jax.tree.leaves(obs)[0].shape[0]
-        obs = jax.tree.map(lambda x: x[None], obs)
-        q, core = self.unroll(net, obs, jnp.zeros((1, rows), bool), core)
-        return q[0], core
+        """`obs [B, ...]` and the state fed with it -> (Q `[B, A]`, the next state)."""
+        return unroll_one_step(functools.partial(self.unroll, net), obs, core)
 
 
 def make_actor(model: RecurrentQModel, config: R2D2Config) -> ActorCore:
     """Epsilon-greedy over the recurrent Q-values, each env with its ladder exponent."""
 
     def init_state(identity, num_envs, key):
-        exponent = epsilon_ladder(identity, num_envs, config.epsilon_alpha)
-        return {"key": jax.random.split(key, num_envs), "epsilon_exponent": jnp.asarray(exponent),
-                "core": model.initial_core_state(num_envs)}  # fmt: skip
+        state = ladder_state(identity, num_envs, key, config.epsilon_alpha)
+        return {**state, "core": model.initial_core_state(num_envs)}
 
     def act(params, obs, state):
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(state["key"])  # [B, 3, ...]
         q, core = model.step(params["net"], obs, state["core"])
-        epsilon = params["epsilon"] ** state["epsilon_exponent"]
-        explore = jax.vmap(jax.random.uniform)(keys[:, 1]) < epsilon
-        random = _uniform_actions(keys[:, 2], q, split_observation(obs)[1])
-        action = jnp.where(explore, random, jnp.argmax(q, axis=-1)).astype(jnp.int32)
+        action = epsilon_greedy(q, obs, params, state, keys)
         return action, {}, {**state, "key": keys[:, 0], "core": core}
 
     def greedy_act(params, obs, state):
