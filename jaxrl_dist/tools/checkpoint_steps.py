@@ -1,0 +1,129 @@
+"""Finding and reading a run's checkpoint steps (for `load_policy` and `scripts/evaluate.py`):
+the checkpoint dir of a run, its complete steps, "latest" / "best" / a number, and reads that
+retry while the run deletes old steps.
+
+Errors are `FileNotFoundError` or `ValueError` with one line naming what is wrong and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jaxrl_dist.run.checkpoint import Checkpointer, find_checkpoint_dir, first_line
+
+STEP_CHOICES = ("latest", "best")
+READ_ATTEMPTS = 3  # reads of a step that fail while a run deletes other steps are retried
+READ_RETRY_S = 0.2
+
+
+class StepGoneError(FileNotFoundError):
+    """A checkpoint step that was listed but deleted before it was read (a run's retention)."""
+
+
+def checkpoint_dir(path: str) -> str:
+    """The checkpoint directory of `path` (a run's work dir or its checkpoints dir)."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path!r} is not a directory; give a run's work dir")
+    directory = find_checkpoint_dir(path)
+    if directory is None:
+        raise FileNotFoundError(
+            f"no checkpoint under {path!r}; give a run's work dir (with checkpoints/<step>/) "
+            "or its checkpoints dir"
+        )
+    return directory
+
+
+def list_steps(directory: str) -> list[int]:
+    """Complete steps in a checkpoint dir, ascending. Orbax writes a step to a temporary
+    directory and renames it to its number when complete, so only digit names count."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def read_meta(directory: str, step: int) -> dict[str, Any]:
+    """The meta of `step` in a checkpoint dir. Raises StepGoneError if the step is no longer
+    there (deleted by the run's retention), ValueError if it cannot be read."""
+
+    def read() -> dict[str, Any]:
+        with Checkpointer(directory, create=False) as ckpt:
+            return ckpt.restore_meta(step)
+
+    return read_step(directory, step, "the meta", read)
+
+
+def read_step(directory: str, step: int, what: str, read: Callable[[], Any]) -> Any:
+    """`read()` of `step`, retried (`_retried`). Raises StepGoneError if the step itself is
+    gone, ValueError if it stays unreadable."""
+    step_dir = os.path.join(directory, str(step))
+
+    def check_present() -> None:
+        if not os.path.isdir(step_dir):
+            raise StepGoneError(f"step {step} is no longer in {directory}")
+
+    return _retried(read, f"{what} of step {step} in {directory}", check_present)
+
+
+def _retried(read: Callable[[], Any], what: str, check: Callable[[], None] = lambda: None) -> Any:
+    """`read()`, tried READ_ATTEMPTS times: Orbax opens a directory by reading every step's
+    metadata, so a run deleting an old step meanwhile fails a read of another one once.
+    `check()` runs before each try and after the last (it raises if retrying is pointless).
+    Raises ValueError naming `what` if every try fails."""
+    for attempt in range(READ_ATTEMPTS):
+        check()
+        try:
+            return read()
+        except Exception as e:  # noqa: BLE001  Orbax raises many kinds here
+            error = e
+        if attempt + 1 < READ_ATTEMPTS:
+            time.sleep(READ_RETRY_S)
+    check()
+    raise ValueError(f"{what} cannot be read ({first_line(error)}); choose another --step")
+
+
+def resolve_step(path: str, which: str | int = "latest") -> int:
+    """The checkpoint step `which` names in the run at `path`.
+
+    `which`: "latest"; "best", the kept step with the highest evaluation metric (saved right
+    after an evaluation of exactly those params; `Checkpointer.best_step`, as the run's
+    summary names it); or a step number (int or digits).
+    """
+    directory = checkpoint_dir(path)
+    steps = list_steps(directory)
+    if not steps:  # every step deleted since checkpoint_dir looked
+        raise FileNotFoundError(f"no checkpoint under {path!r} any more")
+    if isinstance(which, str) and which.isdigit():
+        which = int(which)
+    if which == "latest":
+        return steps[-1]
+    if which == "best":
+        return _best_step(path, directory)
+    if isinstance(which, int) and not isinstance(which, bool):
+        if which not in steps:
+            raise ValueError(
+                f"step {which} is not a checkpoint of {path!r}; available: "
+                f"{', '.join(map(str, steps))} (or latest, best)"
+            )
+        return which
+    raise ValueError(f"step {which!r}: give latest, best or a step number")
+
+
+def _best_step(path: str, directory: str) -> int:
+    """Orbax ranks the steps by the metric it keeps beside each (ties go to the later step)."""
+
+    def best() -> int | None:
+        with Checkpointer(directory, create=False) as ckpt:
+            return ckpt.best_step()
+
+    step = _retried(best, f"the checkpoints' metrics in {directory}")
+    if step is None:
+        raise ValueError(
+            f"no checkpoint of {path!r} records an evaluation (an eval_metric); train with "
+            "evaluation on (config.eval_every_updates=N) or use --step latest"
+        )
+    return step
