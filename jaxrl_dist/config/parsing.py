@@ -1,0 +1,144 @@
+"""Parsing `--config.field=value` strings by the declared field types, and building the typed,
+checked config from a nested dict."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import math
+import types
+import typing
+from typing import Any
+
+from jaxrl_dist.config.errors import ConfigError
+from jaxrl_dist.config.train import SECTIONS, TrainConfig
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _parse_value(text: str, hint: Any, field: str) -> Any:
+    """Parses a command-line string into the type `hint` declares."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if text.lower() in ("none", "null", ""):
+            if type(None) in args:
+                return None
+        inner = [a for a in args if a is not type(None)]
+        return _parse_value(text, inner[0], field)
+    if hint is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"config.{field}={text!r} is not a bool; use true or false")
+    if hint in (int, float, str):
+        if hint is str:
+            return text
+        try:
+            value = ast.literal_eval(text.replace("_", "") if hint is int else text)
+        except (ValueError, SyntaxError):
+            value = text
+        if hint is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not hint:
+            raise ConfigError(
+                f"config.{field}={text!r} is not {'an int' if hint is int else 'a float'}; "
+                f"give a number, e.g. config.{field}={'3' if hint is int else '3e-4'}"
+            )
+        return value
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ConfigError(f"config.{field}={text!r} is not a Python literal") from None
+    if origin is tuple:
+        value = tuple(value) if isinstance(value, list | tuple) else (value,)
+    return value
+
+
+def _check_type(value: Any, hint: Any, field: str) -> Any:
+    """Checks (and gently coerces int -> float, list -> tuple) a value against a type hint."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _check_type(value, inner[0], field)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"config.{field}={value!r} must be a finite number")
+    if hint is float and isinstance(value, float):
+        return value
+    if origin is tuple or hint is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"config.{field}={value!r} must be a tuple, e.g. (64, 64)")
+        elem = args[0] if args else None
+        return tuple(_check_type(v, elem, field) if elem else v for v in value)
+    expected = origin or hint
+    if expected is Any or expected is typing.Any:
+        return value
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ConfigError(
+            f"config.{field}={value!r} has type {type(value).__name__}, expected "
+            f"{getattr(expected, '__name__', expected)}"
+        )
+    return value
+
+
+def _unknown(field: str, known: list[str]) -> ConfigError:
+    leaf = field.rsplit(".", 1)[-1]
+    close = difflib.get_close_matches(leaf, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return ConfigError(f"config.{field} is not a config field{hint}; see the config file's fields")
+
+
+def _build_dataclass(cls: type, values: dict, prefix: str) -> Any:
+    hints = _field_types(cls)
+    kwargs = {}
+    for key, value in values.items():
+        field = f"{prefix}{key}"
+        if key not in hints:
+            raise _unknown(field, list(hints))
+        kwargs[key] = _check_type(value, hints[key], field)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as e:  # sub-configs raise plain ValueError with a one-line message
+        raise ConfigError(str(e).splitlines()[0]) from None
+
+
+def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type) -> dict:
+    """Applies `{"a.b": "value"}` overrides to a nested dict, typed by the dataclass fields."""
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    group_classes = {**SECTIONS, "algo": algo_config_cls}
+    top_hints = _field_types(TrainConfig)
+    for dotted, text in overrides.items():
+        parts = dotted.split(".")
+        if parts[0] == "env_kwargs" and len(parts) == 2:
+            raw.setdefault("env_kwargs", {})[parts[1]] = _parse_value(text, Any, dotted)
+            continue
+        if parts[0] in group_classes and len(parts) == 2:
+            hints = _field_types(group_classes[parts[0]])
+            if parts[1] not in hints:
+                raise _unknown(dotted, list(hints))
+            raw.setdefault(parts[0], {})[parts[1]] = _parse_value(text, hints[parts[1]], dotted)
+            continue
+        if len(parts) != 1 or parts[0] not in top_hints or parts[0] in group_classes:
+            raise _unknown(dotted, list(top_hints))
+        raw[parts[0]] = _parse_value(text, top_hints[parts[0]], dotted)
+    return raw
+
+
+def build_config(raw: dict, algo_config_cls: type) -> TrainConfig:
+    """Validates a nested dict into a `TrainConfig` (raises `ConfigError`)."""
+    raw = dict(raw)
+    sections = {
+        name: _build_dataclass(cls, dict(raw.pop(name, {}) or {}), f"{name}.")
+        for name, cls in {**SECTIONS, "algo": algo_config_cls}.items()
+    }
+    return _build_dataclass(TrainConfig, {**raw, **sections}, "")

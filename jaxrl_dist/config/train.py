@@ -1,0 +1,284 @@
+"""The typed run configuration (`TrainConfig`) and its checks: every `__post_init__` failure
+is a `ConfigError` with one line naming the field and the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from jaxrl_dist.config.errors import ConfigError, fail
+from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig
+from jaxrl_dist.networks import NetworkConfig
+
+EVAL_MODES = ("greedy", "sampled", "both")
+ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
+RUNTIMES = ("sebulba", "anakin")  # run/trainer.py, anakin/trainer.py
+# Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
+SECTIONS = {
+    "network": NetworkConfig,
+    "inference": InferenceConfig,
+    "replay": ReplayConfig,
+    "seats": SeatsConfig,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Everything about a run that is not the algorithm's own hyperparameters.
+
+    `algo` is the algorithm's own frozen config (its class comes from the algorithm registry, so
+    this module does not know which algorithms exist); `network` is shared by actor-critic
+    algorithms.
+    """
+
+    algorithm: str = "impala"
+    env_id: str = "CartPole-v1"
+    env_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to envpool.make
+    seed: int = 0
+    # "sebulba": EnvPool envs stepped by actor threads feeding a separate learner; "anakin":
+    # JAX envs (gymnax) stepped and learned from inside one jitted function (`jaxrl_dist/anakin`),
+    # `batch_size` envs of `unroll_length` steps per update, `num_seeds` seeds vmapped together.
+    runtime: str = "sebulba"
+    num_seeds: int = 1
+    # Actors (Sebulba): each actor thread owns one EnvPool of `envs_per_actor` envs.
+    num_actor_threads: int = 1
+    envs_per_actor: int = 16
+    async_envs: bool = True  # EnvPool batch = envs_per_actor // 2, results scattered by env_id
+    env_threads_per_actor: int = 0  # EnvPool C++ threads; 0 = one per env batch slot
+    # The actor loop: "python" (a Python round trip and an inference call per `recv()`) or "xla"
+    # (T env and policy steps in one jitted call through EnvPool's XLA interface, on a sync
+    # pool: `acting/xla_actor.py`). An unroll still running after `actor_hang_timeout_s` (a
+    # `recv` inside XLA cannot time out) stops the run.
+    actor_loop: str = "python"
+    actor_hang_timeout_s: float = 60.0
+    # CPython's GIL switch interval during the run (`sys.setswitchinterval`; 0 keeps Python's
+    # 5 ms): a thread waiting for the GIL beside one running Python waits up to this long.
+    switch_interval_s: float = 0.0
+    # Pin each actor's EnvPool threads to cores (EnvPool's `thread_affinity_offset`): actor
+    # `slot` from core `offset + slot * env threads`, wrapping; -1 = no pinning.
+    env_thread_affinity_offset: int = -1
+    unroll_length: int = 20  # T
+    # Learner: `batch_size` segments of T transitions per update, over all processes.
+    batch_size: int = 32
+    queue_size: int = 2  # rollouts in flight per actor (back-pressure bounds policy lag)
+    max_policy_lag: int = 0  # drop rollouts acted more than this many updates ago; 0 = keep all
+    # Supervision: a failed actor restarts with a fresh EnvPool; more than this many restarts
+    # within the window (over this process's actors) stops the run with a final checkpoint.
+    actor_max_restarts: int = 3  # 0 = the first actor failure stops the run
+    actor_restart_window_s: float = 600.0
+    actor_device_ids: tuple[int, ...] = (0,)
+    learner_device_ids: tuple[int, ...] = ()  # empty = every local device
+    # Stopping.
+    total_env_steps: int = 1_000_000
+    max_wall_time_s: float = 0.0  # 0 = no limit
+    stop_at_eval_return: float | None = None  # stop once an evaluation reaches this return
+    # Evaluation on separate EnvPools with their own seeds.
+    eval_every_updates: int = 100  # 0 = only at the end
+    eval_episodes: int = 20
+    eval_mode: str = "greedy"
+    # Checkpoints: a save when any interval is due (0 disables that interval), and at the end.
+    checkpoint_every_updates: int = 500
+    checkpoint_every_env_steps: int = 0
+    checkpoint_every_s: float = 0.0
+    # Retention: the newest `keep_checkpoints` steps, and the `keep_best_checkpoints` steps with
+    # the best evaluation metric (a new best is saved when it is evaluated; 0 = no best saves:
+    # on a 12 s CartPole run its 3-8 saves cost a median 4% of SPS; on long runs next to nothing).
+    keep_checkpoints: int = 3
+    keep_best_checkpoints: int = 0
+    # Logs, and `learning_curve.png` in the work dir at the end (scripts/plot.py draws it any time).
+    log_every_updates: int = 10
+    learning_curve: bool = True
+    warm_start: str = ""  # a run's work dir or checkpoint dir: start from its params
+    # Deterministic mode: sync EnvPools, each update takes one unroll of every actor, acted with
+    # the newest params (actors wait for the learner), batched in actor order. Slower; the data,
+    # and so the run, do not depend on thread timing or on how actors are spread over processes.
+    deterministic: bool = False
+    # Deterministic mode: actors start new envs (seeded from the epoch) every this many updates,
+    # so a resume replays at most this many unrolls of recorded actions to rebuild the envs.
+    env_epoch_updates: int = 100
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    # The policy seam (local inference per actor, or a central server) and the replay's
+    # settings (agents that learn from a replay); nested sections: --config.inference.client=...
+    inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    # Turn-based games: who plays each seat (`config.seats.games`); empty for other envs.
+    seats: SeatsConfig = dataclasses.field(default_factory=SeatsConfig)
+    # Simultaneous-move multi-agent tasks (Jumanji/LevelBasedForaging-v0: 2): the env's agents,
+    # each a stream of the one shared policy (`envs/agents.py`); env steps count agent steps.
+    # `team_reward`: with per-agent rewards, every agent learns from the team's sum.
+    agents_per_env: int = 1
+    team_reward: bool = False
+    algo: Any = None
+
+    def __post_init__(self):
+        positive = (
+            "num_actor_threads", "envs_per_actor", "unroll_length", "batch_size", "queue_size",
+            "total_env_steps", "eval_episodes", "keep_checkpoints", "log_every_updates",
+            "actor_restart_window_s", "env_epoch_updates", "agents_per_env",
+            "actor_hang_timeout_s", "num_seeds",
+        )  # fmt: skip
+        for name in positive:
+            if getattr(self, name) <= 0:
+                fail(name, getattr(self, name), "must be > 0")
+        if not 0 <= self.seed < 2**32:
+            fail("seed", self.seed, "must be in [0, 2**32)")
+        if self.max_policy_lag < 0:
+            fail("max_policy_lag", self.max_policy_lag, "must be >= 0 (0 keeps every rollout)")
+        if self.actor_max_restarts < 0:
+            fail("actor_max_restarts", self.actor_max_restarts, "must be >= 0 (0 = no restarts)")
+        if self.switch_interval_s < 0:
+            fail("switch_interval_s", self.switch_interval_s, "must be >= 0 (0 = Python's own)")
+        if self.env_thread_affinity_offset < -1:
+            fail("env_thread_affinity_offset", self.env_thread_affinity_offset,
+                  "must be a core index >= 0, or -1 for no pinning")  # fmt: skip
+        if self.env_threads_per_actor < 0:
+            fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
+        nonnegative = (
+            "max_wall_time_s", "eval_every_updates", "checkpoint_every_updates",
+            "checkpoint_every_env_steps", "checkpoint_every_s", "keep_best_checkpoints",
+        )  # fmt: skip
+        for name in nonnegative:
+            if getattr(self, name) < 0:
+                fail(name, getattr(self, name), "must be >= 0 (0 disables it)")
+        if self.eval_mode not in EVAL_MODES:
+            fail("eval_mode", self.eval_mode, f"must be one of {EVAL_MODES}")
+        if self.async_envs and self.envs_per_actor % 2:
+            fail("envs_per_actor", self.envs_per_actor, "must be even when async_envs=True")
+        if self.deterministic and self.async_envs:
+            fail("async_envs", self.async_envs, "must be False when deterministic=True")
+        if not self.actor_device_ids:
+            fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
+        if self.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
+            fail("agents_per_env", self.agents_per_env, "> 1 works without config.seats and "
+                  "deterministic mode")  # fmt: skip
+        self._check_actor_loop()
+        self._check_runtime()
+        if self.seats.enabled and self.deterministic:
+            fail("deterministic", self.deterministic, "is not supported with config.seats yet")
+        self._check_core()
+
+    def _check_core(self) -> None:
+        """What a recurrent core does not support yet."""
+        unsupported = {"deterministic=True": self.deterministic, "config.seats": self.seats.enabled,
+                       "agents_per_env > 1": self.agents_per_env > 1}  # fmt: skip
+        for what, on in unsupported.items() if self.network.recurrent else ():
+            if on:
+                why = f"is not supported with {what} yet; set config.network.core='none'"
+                fail("network.core", self.network.core, why)
+
+    def _check_actor_loop(self) -> None:
+        if self.actor_loop not in ACTOR_LOOPS:
+            fail("actor_loop", self.actor_loop, f"must be one of {ACTOR_LOOPS}")
+        if self.actor_loop != "xla":
+            return
+        fix = {  # what the jitted loop does not do, and the fix
+            "async_envs": (self.async_envs, "False (it steps a sync EnvPool)"),
+            "deterministic": (self.deterministic, "False (lockstep actors are Python loops)"),
+            "seats.enabled": (self.seats.enabled, "False (seats are played in Python)"),
+            "agents_per_env": (self.agents_per_env > 1, "1 (agent streams are split in Python)"),
+            "inference.client": (
+                self.inference.client != "local",
+                "'local' (inference runs inside the unroll)",
+            ),
+        }
+        for field, (bad, want) in fix.items():
+            if bad:
+                raise ConfigError(
+                    f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
+                    "config.actor_loop='python'"
+                )
+
+    def _check_runtime(self) -> None:
+        if self.runtime not in RUNTIMES:
+            fail("runtime", self.runtime, f"must be one of {RUNTIMES}")
+        if self.runtime == "sebulba":
+            if self.replay.batch_size:
+                fail("replay.batch_size", self.replay.batch_size, "is the Anakin runtime's "
+                      "(on Sebulba the learner samples config.batch_size); leave it 0")  # fmt: skip
+            if self.num_seeds != 1:
+                fail("num_seeds", self.num_seeds, "> 1 needs config.runtime='anakin' (seeds "
+                      "vmapped in one program); Sebulba runs one seed per run")  # fmt: skip
+            return
+        fix = {  # what the Anakin runtime does not do (yet), and the fix
+            "agents_per_env": (self.agents_per_env > 1, "1 (agent rows run on Sebulba)"),
+            "inference.client": (self.inference.client != "local", "'local'"),
+        }
+        for field, (bad, want) in fix.items():
+            if bad:
+                raise ConfigError(
+                    f"config.runtime='anakin' needs config.{field}={want}; set it, or use "
+                    "config.runtime='sebulba'"
+                )
+
+    @property
+    def replay_batch_size(self) -> int:
+        """What a replay's learner samples per update: `replay.batch_size`, 0 meaning
+        `batch_size` (the Sebulba learner's batch; on Anakin the envs of a seed)."""
+        return self.replay.batch_size or self.batch_size
+
+    @property
+    def streams_per_actor(self) -> int:
+        """The rows each actor acts for: its envs, with `seats` its learner seats' streams, or
+        with `agents_per_env` its envs' agents."""
+        if self.seats.enabled:
+            return self.seats.streams(self.envs_per_actor)
+        return self.envs_per_actor * self.agents_per_env
+
+    @property
+    def recv_rows(self) -> int:
+        """The most rows one actor's `recv()` returns: its env batch, each env's agents, or with
+        `seats` every learner stream (a seated game's `recv()` can return all of them)."""
+        if self.seats.enabled:
+            return self.streams_per_actor
+        return self.env_batch_size * self.agents_per_env
+
+    @property
+    def env_batch_size(self) -> int:
+        """Envs returned by one EnvPool `recv()` (one inference call of an actor)."""
+        return self.envs_per_actor // 2 if self.async_envs else self.envs_per_actor
+
+    def process_batch_size(self, num_processes: int = 1) -> int:
+        """Segments each process's actors feed into one update."""
+        return self.batch_size // num_processes
+
+    def rollout_segments(self, num_processes: int = 1) -> int:
+        """Segments in one actor rollout: `gcd(process batch, env_batch_size)`, so a learner batch
+        is whole rollouts while the env batch (the actors' inference batch, which sets their
+        speed) and the learner batch (which sets learning) are chosen independently."""
+        return math.gcd(self.process_batch_size(num_processes), self.env_batch_size)
+
+    def process_problem(self, num_processes: int) -> str | None:
+        """What does not fit `num_processes` processes (one line with the fix), or None."""
+        if self.batch_size % num_processes:
+            return (
+                f"config.batch_size={self.batch_size} does not split over {num_processes} "
+                f"processes; make config.batch_size a multiple of {num_processes}"
+            )
+        want = num_processes * self.num_actor_threads * self.envs_per_actor
+        if self.deterministic and self.batch_size != want:
+            return (
+                f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
+                f"every actor per update ({num_processes} processes x {self.num_actor_threads} "
+                f"actor threads x {self.envs_per_actor} envs); fix it with "
+                f"config.batch_size={want}"
+            )
+        return None
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.batch_size * self.unroll_length
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, tuples and dicts as plain JSON values."""
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
