@@ -95,6 +95,8 @@ class ActorShared:
       stats: where actors add their timers, env steps and finished episodes.
       unroll_length: T, transitions per segment.
       segments_per_rollout: segments per written rollout.
+      sync: synchronous collection: each unroll is acted with params newer than the last
+        unroll's (the actor waits for the learner's next version).
     """
 
     write: Callable[[QueueItem], float]
@@ -102,6 +104,7 @@ class ActorShared:
     stats: ActorStats
     unroll_length: int
     segments_per_rollout: int
+    sync: bool = False
 
 
 class ActorThread(threading.Thread):
@@ -137,16 +140,18 @@ class Actor(ActorThread):
         self._client = client
         self._shared = shared
 
-    def _flush(self, buffer: SegmentBuffer, timers: dict[str, float], env_actions=None) -> None:
+    def _flush(self, buffer: SegmentBuffer, timers: dict[str, float], env_actions=None) -> int:
         """Writes every complete rollout (one recv() can complete several), timing the rollout
-        assembly (`rollout_s`) and the wait for the data seam (`queue_put_s`)."""
+        assembly (`rollout_s`) and the wait for the data seam (`queue_put_s`); how many."""
+        written = 0
         while True:
             start = time.perf_counter()
             rollout = buffer.pop_rollout()
             timers["rollout_s"] += time.perf_counter() - start
             if rollout is None:
-                return
+                return written
             timers["queue_put_s"] += self._shared.write(QueueItem(self.index, rollout, env_actions))
+            written += 1
 
     def _new_buffers(self, num_envs: int) -> tuple[SegmentBuffer, EpisodeTracker]:
         shared = self._shared
@@ -162,6 +167,7 @@ class Actor(ActorThread):
             # step's) starts one; every env's first observation does.
             ended = np.ones(env.config["num_envs"], bool)
             timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
+            min_version = last_version = 0  # sync: the params version the next act needs
             env.async_reset()
             while not stop.is_set():
                 t0 = time.perf_counter()
@@ -173,9 +179,15 @@ class Actor(ActorThread):
                 first = ended[env_ids]
                 ended[env_ids] = np.logical_or(terminated, truncated)
                 t2 = time.perf_counter()
-                acted = self._client.act(obs, env_ids, first=first)
+                if self._shared.sync and self._flush(buffer, timers):
+                    # Unrolls completed at this observation; the next one (which acts from it)
+                    # waits for params newer than every step of theirs.
+                    min_version = last_version + 1
+                    t2 = time.perf_counter()
+                acted = self._client.act(obs, env_ids, min_version=min_version, first=first)
                 if acted is None:
                     break
+                last_version = acted.version
                 t3 = time.perf_counter()
                 buffer.add_action(
                     env_ids, acted.action, acted.extras, acted.version, acted.core_state

@@ -234,11 +234,13 @@ class XlaActor(ActorThread):
         shared = self._shared
         try:
             handle, carry, unroll = self._compile(env)
+            min_version = 0  # sync collection: each unroll acts with newer params than the last
             while not shared.stop.is_set():
-                got = wait_for_params(self._store, self._device, 0, shared.stop)
+                got = wait_for_params(self._store, self._device, min_version, shared.stop)
                 if got is None:
                     break
                 params, version = got
+                min_version = version + 1 if shared.sync else 0
                 t0 = time.perf_counter()
                 with self._watched():
                     handle, carry, out = unroll(params, handle, carry)

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, NoReturn
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jaxrl_dist.schedules import scheduled_hparams
 from jaxrl_dist.types import PyTree, Rollout
 
 Metrics = dict[str, jax.Array]
@@ -118,6 +119,10 @@ def _with_hparams(state: Any, hparams: dict[str, jax.Array]) -> Any:
     return state._replace(hparams=hparams)
 
 
+def _update_count(state: Any) -> jax.Array:
+    return state.update_step
+
+
 def replicated_state(mesh: jax.sharding.Mesh, abstract_state: PyTree) -> PyTree:
     """The default layout of a learner state: a full copy on every learner device."""
     return NamedSharding(mesh, PartitionSpec())
@@ -136,6 +141,7 @@ class LearnerCore:
       with_params: the state with other params (a warm start).
       hparams / with_hparams: the run-time hyperparameters in the state (`{name: [] float32}`,
         read traced by `update`, so a change needs no recompile) and a state with new ones.
+      update_count: `update_count(state) -> [] int` updates applied (what schedules read).
       state_sharding: `state_sharding(mesh, abstract_state) -> shardings` (a sharding or a
         pytree of them); replicated by default.
       priorities: whether `update` returns priorities.
@@ -147,6 +153,7 @@ class LearnerCore:
     with_params: Callable[[PyTree, PyTree], PyTree] = _with_params
     hparams: Callable[[PyTree], dict[str, jax.Array]] = _hparams
     with_hparams: Callable[[PyTree, dict[str, jax.Array]], PyTree] = _with_hparams
+    update_count: Callable[[PyTree], jax.Array] = _update_count
     state_sharding: Callable[[jax.sharding.Mesh, PyTree], Any] = replicated_state
     priorities: bool = False
 
@@ -205,3 +212,22 @@ class AgentEntry(NamedTuple):
     make: Callable[..., Agent]
     check: Callable[[Any, Any], str | None] = _no_check
     data: str = "on_policy"
+
+
+def with_schedules(core: LearnerCore, schedules: dict[str, str], num_updates: int) -> LearnerCore:
+    """`core` whose update reads each scheduled run-time hyperparameter as its base value times
+    its schedule at the update count (`jaxrl_dist.schedules`); the state keeps the base values
+    (what a run-time change sets and a checkpoint saves). The values used are logged as
+    `schedule/<name>`. No schedules: `core` itself."""
+    if not schedules:
+        return core
+    apply = scheduled_hparams(schedules, num_updates)
+
+    def update(state, batch):
+        base = core.hparams(state)
+        used = apply(base, core.update_count(state))
+        new_state, metrics, *priorities = core.update(core.with_hparams(state, used), batch)
+        metrics = {**metrics, **{f"schedule/{name}": used[name] for name in schedules}}
+        return (core.with_hparams(new_state, base), metrics, *priorities)
+
+    return dataclasses.replace(core, update=update)

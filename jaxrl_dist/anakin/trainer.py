@@ -47,6 +47,7 @@ from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.run.stopping import StopControl
 from jaxrl_dist.run.summary import RunResult, run_summary
+from jaxrl_dist.run.wandb_sink import make_sink
 from jaxrl_dist.tools.plotting import draw_learning_curve
 from jaxrl_dist.tools.policy import describe_policy
 
@@ -172,8 +173,10 @@ class AnakinTrainer:
         if primary:
             with open(os.path.join(self.workdir, "config.json"), "w") as f:
                 json.dump(jsonable(cfg.to_dict()), f, indent=2)
-        logger = MetricLogger(self.workdir, wall_time_offset=counters.wall_time_s)
-        logger = logger if primary else None
+        logger = None
+        if primary:
+            sink = make_sink(cfg, self.workdir, self._resume)
+            logger = MetricLogger(self.workdir, wall_time_offset=counters.wall_time_s, sink=sink)
         progress = Progress(cfg.total_env_steps, quiet=self._quiet or not primary)
         evaluator = JaxEvaluator(
             self.env.evaluation(cfg.eval_episodes, cfg.seats.eval_opponent), self.agent.actor,
@@ -202,6 +205,7 @@ class AnakinTrainer:
             ckpt.close()
             if logger is not None:
                 logger.close()
+                logger.finish_sink(failed=True)
             raise
         try:
             summary = self._finish(run, error)
@@ -213,6 +217,8 @@ class AnakinTrainer:
             draw_learning_curve(self.workdir, progress.message)
             if cfg.num_seeds > 1:
                 draw_seed_curves(self.workdir, cfg.num_seeds, progress.message)
+        if logger is not None:
+            logger.finish_sink(summary, failed=error is not None)
         if error is not None:
             raise error
         return RunResult.from_summary(summary, self.workdir)
@@ -224,6 +230,9 @@ class AnakinTrainer:
         while not self.stop.requested.is_set():
             if counters.env_steps >= cfg.total_env_steps:
                 self.request_stop("total_env_steps reached")
+                break
+            if cfg.total_episodes and counters.episodes >= cfg.total_episodes:  # at a chunk's end
+                self.request_stop("total_episodes reached")
                 break
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")

@@ -14,6 +14,8 @@ import traceback
 
 from jaxrl_dist import agents
 from jaxrl_dist.config import ConfigError, TrainConfig, apply_overrides, build_config
+from jaxrl_dist.config.describe import help_text
+from jaxrl_dist.determinism import set_deterministic_xla_flags
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
 from jaxrl_dist.learning import distributed
 from jaxrl_dist.learning.distributed import LaunchSpec
@@ -72,7 +74,11 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
             rest.append(arg)
     parser = OneLineArgumentParser(prog="train.py", description="Train with jaxrl_dist.")
     parser.add_argument("--config", required=True, help="config file, e.g. configs/x.py:quick")
-    parser.add_argument("--workdir", required=True, help="run directory (checkpoints, logs)")
+    parser.add_argument("--workdir", help="run directory (checkpoints, logs)")
+    parser.add_argument(
+        "--help_config", action="store_true",
+        help="print every config field (type, default, this config's value, description)",
+    )  # fmt: skip
     parser.add_argument("--resume", action="store_true", help="continue the run in --workdir")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     multi = parser.add_argument_group(
@@ -92,6 +98,8 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
         args = parser.parse_args(rest)
     except UsageError as e:  # a ConfigError, which main and the benchmarks' callers catch
         raise ConfigError(str(e)) from None
+    if not args.workdir and not args.help_config:
+        raise ConfigError("train.py: the following arguments are required: --workdir")
     launch = launch_spec(args)
     problem = launch.problem()
     if problem:
@@ -146,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {command_line_message(e)}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    if args.help_config:
+        print(help_text(config))
+        return 0
+    if config.deterministic:  # before anything starts JAX's backends
+        set_deterministic_xla_flags()
     launch = launch_spec(args)
     try:
         distributed.initialize(launch)

@@ -13,6 +13,9 @@ from typing import Any
 from jaxrl_dist.config.errors import ConfigError
 from jaxrl_dist.config.train import SECTIONS, TrainConfig
 
+# Dict fields whose keys are set one at a time (--config.env_kwargs.KEY=value), by value type.
+DICT_FIELDS = {"env_kwargs": Any, "schedules": str}
+
 
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
@@ -119,8 +122,9 @@ def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type)
     top_hints = _field_types(TrainConfig)
     for dotted, text in overrides.items():
         parts = dotted.split(".")
-        if parts[0] == "env_kwargs" and len(parts) == 2:
-            raw.setdefault("env_kwargs", {})[parts[1]] = _parse_value(text, Any, dotted)
+        if parts[0] in DICT_FIELDS and len(parts) == 2:  # one key of a dict field
+            value = _parse_value(text, DICT_FIELDS[parts[0]], dotted)
+            raw.setdefault(parts[0], {})[parts[1]] = value
             continue
         if parts[0] in group_classes and len(parts) == 2:
             hints = _field_types(group_classes[parts[0]])

@@ -1,5 +1,5 @@
-"""Nested config sections of the runtime: `config.inference.*`, `config.replay.*` and
-`config.seats.*`.
+"""Nested config sections of the runtime: `config.inference.*`, `config.replay.*`,
+`config.seats.*` and `config.wandb.*`.
 
 Each is a frozen dataclass whose `__post_init__` raises ValueError with one line naming the
 field (in `config.<section>.<field>` terms) and what is wrong.
@@ -27,10 +27,10 @@ class InferenceConfig:
     it refreshes its params every `broadcast_period` updates.
     """
 
-    client: str = "local"
+    client: str = "local"  # "local" (each actor infers) or "server" (central batched inference)
     batch_size: int = 0  # envs per server batch; 0 = every actor thread's recv() batch
-    timeout_ms: float = 2.0
-    broadcast_period: int = 1
+    timeout_ms: float = 2.0  # a server batch waits at most this long after its first request
+    broadcast_period: int = 1  # updates between a server's params refreshes
     device_ids: tuple[int, ...] = ()  # server devices (local ids); empty = actor_device_ids
 
     def __post_init__(self):
@@ -63,9 +63,9 @@ class ReplayConfig:
     they run more than that ahead of the learner, and the learner when it runs ahead.
     """
 
-    capacity: int = 10_000
-    min_size: int = 100
-    samples_per_insert: float = 1.0
+    capacity: int = 10_000  # segments (transitions when prioritized) the replay holds
+    min_size: int = 100  # learning starts once this many are in
+    samples_per_insert: float = 1.0  # how often each item is sampled on average
     tolerance: float = 0.0  # 0 = automatic: room for a batch plus a few actor rollouts
     n_step: int = 1  # "prioritized": transitions in a sampled window (1..unroll_length)
     priority_exponent: float = 0.6  # "prioritized": alpha (Schaul et al. 2016)
@@ -95,6 +95,32 @@ class ReplayConfig:
             _bad("replay", "priority_exponent", self.priority_exponent, "must be in [0, 1]")
         if not self.priority_epsilon > 0:
             _bad("replay", "priority_epsilon", self.priority_epsilon, "must be > 0")
+
+
+WANDB_MODES = ("", "online", "offline", "disabled")
+
+
+@dataclasses.dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases logging (`pip install -e '.[wandb]'`; wandb is imported only when
+    `project` is set). The run gets `metrics.jsonl`'s records (against `env_steps`), the config,
+    the evaluations, `summary.json` and `learning_curve.png`; its files live in the work dir's
+    `wandb/`, and a `--resume` continues the same W&B run (its id is kept in `wandb_run_id`)."""
+
+    project: str = ""  # the W&B project; empty = no W&B
+    entity: str = ""  # the W&B team or user; empty = your default
+    group: str = ""  # groups runs (e.g. the seeds of one sweep)
+    tags: tuple[str, ...] = ()  # W&B tags
+    name: str = ""  # the run's display name; empty = the work dir's name
+    mode: str = ""  # "online", "offline" (sync later: `wandb sync`) or "disabled"; "" = WANDB_MODE
+
+    def __post_init__(self):
+        if self.mode not in WANDB_MODES:
+            _bad("wandb", "mode", self.mode, f"must be one of {WANDB_MODES}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.project) and self.mode != "disabled"
 
 
 LEARNER_ROLE = "learner"
@@ -145,15 +171,18 @@ class SeatsConfig:
     scripted role or "checkpoint:PATH[@STEP]" (another run's greedy policy; `tools/opponents.py`).
     """
 
+    # Role patterns, one tuple of roles per game (learner, pool, frozen, random, ...).
     games: tuple[tuple[str, ...], ...] = ()
-    eval_opponent: str = "random"
-    learning_mask: tuple[bool, ...] = ()
+    eval_opponent: str = "random"  # who evaluation plays: a scripted role or checkpoint:PATH[@STEP]
+    learning_mask: tuple[bool, ...] = ()  # per seat: whether the learner learns from it
+    # Per seat: whether snapshot players sample (else act greedily).
     exploration_mask: tuple[bool, ...] = ()
-    pool_capacity: int = 16
-    pool_every_updates: int = 50
-    pool_sampling: str = "pfsp"
+    pool_capacity: int = 16  # snapshots the opponent pool keeps
+    pool_every_updates: int = 50  # updates between snapshots added to the pool
+    pool_sampling: str = "pfsp"  # "uniform", "latest" or "pfsp" (prioritised fictitious self-play)
+    # Pfsp weight exponent on an opponent's win rate against the learner.
     pool_pfsp_exponent: float = 2.0
-    opening_plies: int = 0
+    opening_plies: int = 0  # random opening moves before the seats play
 
     def __post_init__(self):
         known = (LEARNER_ROLE, *SNAPSHOT_ROLES, *SCRIPTED_ROLES)

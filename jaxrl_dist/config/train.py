@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from jaxrl_dist.config.errors import ConfigError, fail
-from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig
+from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig, WandbConfig
 from jaxrl_dist.networks import NetworkConfig
 
 EVAL_MODES = ("greedy", "sampled", "both")
@@ -20,6 +20,7 @@ SECTIONS = {
     "inference": InferenceConfig,
     "replay": ReplayConfig,
     "seats": SeatsConfig,
+    "wandb": WandbConfig,
 }
 
 
@@ -32,18 +33,18 @@ class TrainConfig:
     algorithms.
     """
 
-    algorithm: str = "impala"
-    env_id: str = "CartPole-v1"
+    algorithm: str = "impala"  # the registered agent: impala, ppo, rainbow, r2d2
+    env_id: str = "CartPole-v1"  # EnvPool task id (Sebulba) or gymnax/pgx id (Anakin)
     env_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to envpool.make
-    seed: int = 0
+    seed: int = 0  # the root of every random stream (params, envs, evaluation)
     # "sebulba": EnvPool envs stepped by actor threads feeding a separate learner; "anakin":
     # JAX envs (gymnax) stepped and learned from inside one jitted function (`jaxrl_dist/anakin`),
     # `batch_size` envs of `unroll_length` steps per update, `num_seeds` seeds vmapped together.
     runtime: str = "sebulba"
-    num_seeds: int = 1
+    num_seeds: int = 1  # Anakin: independent seeds vmapped in one program
     # Actors (Sebulba): each actor thread owns one EnvPool of `envs_per_actor` envs.
     num_actor_threads: int = 1
-    envs_per_actor: int = 16
+    envs_per_actor: int = 16  # envs in each actor thread's EnvPool
     async_envs: bool = True  # EnvPool batch = envs_per_actor // 2, results scattered by env_id
     env_threads_per_actor: int = 0  # EnvPool C++ threads; 0 = one per env batch slot
     # The actor loop: "python" (a Python round trip and an inference call per `recv()`) or "xla"
@@ -51,7 +52,7 @@ class TrainConfig:
     # pool: `acting/xla_actor.py`). An unroll still running after `actor_hang_timeout_s` (a
     # `recv` inside XLA cannot time out) stops the run.
     actor_loop: str = "python"
-    actor_hang_timeout_s: float = 60.0
+    actor_hang_timeout_s: float = 60.0  # an XLA-loop unroll running longer stops the run
     # CPython's GIL switch interval during the run (`sys.setswitchinterval`; 0 keeps Python's
     # 5 ms): a thread waiting for the GIL beside one running Python waits up to this long.
     switch_interval_s: float = 0.0
@@ -66,29 +67,51 @@ class TrainConfig:
     # Supervision: a failed actor restarts with a fresh EnvPool; more than this many restarts
     # within the window (over this process's actors) stops the run with a final checkpoint.
     actor_max_restarts: int = 3  # 0 = the first actor failure stops the run
-    actor_restart_window_s: float = 600.0
-    actor_device_ids: tuple[int, ...] = (0,)
+    actor_restart_window_s: float = 600.0  # the window actor_max_restarts counts restarts in
+    actor_device_ids: tuple[int, ...] = (0,)  # local devices the actors' inference runs on
     learner_device_ids: tuple[int, ...] = ()  # empty = every local device
-    # Stopping.
+    # Synchronous collection (pytorchrl's sync mode): sync EnvPools, and each actor acts every
+    # unroll with params newer than its last unroll's (it waits for the learner). An update
+    # goes ahead once `fraction_samples` of one unroll of every actor arrived: batch_size must
+    # be that many segments; the late unrolls join the next batch, or are dropped when older
+    # than max_policy_lag (counted as stats/dropped_rollouts).
+    sync_collection: bool = False
+    fraction_samples: float = 1.0  # sync_collection: the fraction of actors an update waits for
+    # Stopping: the first of these (0 = no limit) ends the run.
     total_env_steps: int = 1_000_000
-    max_wall_time_s: float = 0.0  # 0 = no limit
+    total_episodes: int = 0  # training episodes finished by all actors
+    max_wall_time_s: float = 0.0  # stop after this many wall seconds (resumes included)
     stop_at_eval_return: float | None = None  # stop once an evaluation reaches this return
+    # Run-time hyperparameter schedules, {name: spec}: each value is its run-time base value
+    # times an optax schedule over the run's updates, e.g. {"learning_rate": "cosine:warmup=0.05",
+    # "entropy_cost": "linear:end=0.1"} (`jaxrl_dist/schedules.py` lists the specs).
+    schedules: dict = dataclasses.field(default_factory=dict)
     # Evaluation on separate EnvPools with their own seeds.
     eval_every_updates: int = 100  # 0 = only at the end
-    eval_episodes: int = 20
-    eval_mode: str = "greedy"
+    eval_episodes: int = 20  # episodes per evaluation (one per eval env)
+    eval_mode: str = "greedy"  # "greedy", "sampled" or "both"
+    # Evaluate in a thread on a snapshot of the params while updates go on (results logged at
+    # the snapshot's env steps), or block the learner (the old way); None = in the background
+    # except in deterministic mode, where stops and best saves must not depend on timing.
+    eval_in_background: bool | None = None
+    # Background evaluation plays at most this share of the wall time: after an evaluation
+    # of d seconds it rests d * (1 / share - 1) (requests meanwhile are skipped); 1 = no rest.
+    eval_background_share: float = 0.1
+    # A GIF of one evaluation episode in `videos/` every this many evaluations (0 = none;
+    # envs that render: EnvPool Atari, classic control through gymnasium).
+    video_every_evals: int = 0
     # Checkpoints: a save when any interval is due (0 disables that interval), and at the end.
     checkpoint_every_updates: int = 500
-    checkpoint_every_env_steps: int = 0
-    checkpoint_every_s: float = 0.0
+    checkpoint_every_env_steps: int = 0  # save every this many env steps
+    checkpoint_every_s: float = 0.0  # save every this many wall seconds
     # Retention: the newest `keep_checkpoints` steps, and the `keep_best_checkpoints` steps with
     # the best evaluation metric (a new best is saved when it is evaluated; 0 = no best saves:
     # on a 12 s CartPole run its 3-8 saves cost a median 4% of SPS; on long runs next to nothing).
     keep_checkpoints: int = 3
-    keep_best_checkpoints: int = 0
+    keep_best_checkpoints: int = 0  # also keep this many best-evaluated steps
     # Logs, and `learning_curve.png` in the work dir at the end (scripts/plot.py draws it any time).
     log_every_updates: int = 10
-    learning_curve: bool = True
+    learning_curve: bool = True  # draw learning_curve.png at the end
     warm_start: str = ""  # a run's work dir or checkpoint dir: start from its params
     # Deterministic mode: sync EnvPools, each update takes one unroll of every actor, acted with
     # the newest params (actors wait for the learner), batched in actor order. Slower; the data,
@@ -104,10 +127,13 @@ class TrainConfig:
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     # Turn-based games: who plays each seat (`config.seats.games`); empty for other envs.
     seats: SeatsConfig = dataclasses.field(default_factory=SeatsConfig)
+    # Weights & Biases (`pip install -e '.[wandb]'`): off unless config.wandb.project is set.
+    wandb: WandbConfig = dataclasses.field(default_factory=WandbConfig)
     # Simultaneous-move multi-agent tasks (Jumanji/LevelBasedForaging-v0: 2): the env's agents,
     # each a stream of the one shared policy (`envs/agents.py`); env steps count agent steps.
     # `team_reward`: with per-agent rewards, every agent learns from the team's sum.
     agents_per_env: int = 1
+    # Agents_per_env > 1: every agent learns from the team's summed reward.
     team_reward: bool = False
     algo: Any = None
 
@@ -137,6 +163,7 @@ class TrainConfig:
         nonnegative = (
             "max_wall_time_s", "eval_every_updates", "checkpoint_every_updates",
             "checkpoint_every_env_steps", "checkpoint_every_s", "keep_best_checkpoints",
+            "total_episodes", "video_every_evals",
         )  # fmt: skip
         for name in nonnegative:
             if getattr(self, name) < 0:
@@ -157,6 +184,54 @@ class TrainConfig:
         if self.seats.enabled and self.deterministic:
             fail("deterministic", self.deterministic, "is not supported with config.seats yet")
         self._check_core()
+        self._check_collection()
+        self._check_evaluation()
+
+    @property
+    def evaluates_in_background(self) -> bool:
+        """Whether evaluation runs beside the updates (`eval_in_background`, resolved: by
+        default on Sebulba, except in deterministic mode and with best checkpoints, whose
+        saved step must be the evaluated one)."""
+        if self.eval_in_background is None:
+            return (
+                self.runtime == "sebulba"
+                and not self.deterministic
+                and not (self.keep_best_checkpoints)
+            )
+        return self.eval_in_background
+
+    def _check_evaluation(self) -> None:
+        if not 0 < self.eval_background_share <= 1:
+            fail("eval_background_share", self.eval_background_share, "must be in (0, 1]")
+        if self.eval_in_background and self.keep_best_checkpoints:
+            fail("eval_in_background", True, "cannot keep best checkpoints (a best is saved "
+                 "at the evaluated update, and background evaluations end updates later); set "
+                 "config.keep_best_checkpoints=0 or config.eval_in_background=False")  # fmt: skip
+
+    def _check_collection(self) -> None:
+        if not 0 < self.fraction_samples <= 1:
+            fail("fraction_samples", self.fraction_samples, "must be in (0, 1]")
+        if self.fraction_samples < 1 and not self.sync_collection:
+            fail("fraction_samples", self.fraction_samples, "< 1 drops stragglers of synchronous "
+                 "collection; set config.sync_collection=True")  # fmt: skip
+        if not self.sync_collection:
+            return
+        if self.deterministic:
+            fail("sync_collection", True, "is implied by deterministic=True; leave it False")
+        if self.async_envs:
+            fail("async_envs", True, "must be False when sync_collection=True (actors step "
+                 "all their envs together)")  # fmt: skip
+        if self.runtime != "sebulba":
+            fail("sync_collection", True, "is a Sebulba mode; leave it False with Anakin")
+        if self.seats.enabled or self.agents_per_env > 1:
+            fail("sync_collection", True, "is not supported with config.seats or "
+                 "agents_per_env > 1 yet; leave it False")  # fmt: skip
+
+    def sync_batch_size(self, num_processes: int = 1) -> int:
+        """Synchronous collection: the segments of `fraction_samples` of one unroll of every
+        actor (rounded up to whole actors), what `batch_size` must be."""
+        actors = num_processes * self.num_actor_threads
+        return math.ceil(self.fraction_samples * actors) * self.envs_per_actor
 
     def _check_core(self) -> None:
         """What a recurrent core does not support yet."""
@@ -203,6 +278,11 @@ class TrainConfig:
         fix = {  # what the Anakin runtime does not do (yet), and the fix
             "agents_per_env": (self.agents_per_env > 1, "1 (agent rows run on Sebulba)"),
             "inference.client": (self.inference.client != "local", "'local'"),
+            "video_every_evals": (self.video_every_evals, "0 (JAX envs do not render)"),
+            "eval_in_background": (
+                self.eval_in_background,
+                "None or False (evaluation is a jitted call there)",
+            ),
         }
         for field, (bad, want) in fix.items():
             if bad:
@@ -262,6 +342,15 @@ class TrainConfig:
                 f"every actor per update ({num_processes} processes x {self.num_actor_threads} "
                 f"actor threads x {self.envs_per_actor} envs); fix it with "
                 f"config.batch_size={want}"
+            )
+        sync = self.sync_batch_size(num_processes)
+        if self.sync_collection and self.batch_size != sync:
+            return (
+                f"config.batch_size={self.batch_size}: sync_collection with fraction_samples="
+                f"{self.fraction_samples} takes the unrolls of the first "
+                f"{sync // self.envs_per_actor} of {num_processes * self.num_actor_threads} "
+                f"actors ({self.envs_per_actor} envs each) per update; fix it with "
+                f"config.batch_size={sync}"
             )
         return None
 

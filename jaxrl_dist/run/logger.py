@@ -6,6 +6,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -21,8 +22,18 @@ class MetricLogger:
     and reported by `nonfinite()`.
     """
 
-    def __init__(self, workdir: str, tensorboard: bool = True, wall_time_offset: float = 0.0):
+    def __init__(
+        self,
+        workdir: str,
+        tensorboard: bool = True,
+        wall_time_offset: float = 0.0,
+        sink: Any = None,
+    ):
+        """`sink`: another writer of every record (`log(record)`, `finish(workdir, summary,
+        failed)`), e.g. `run.wandb_sink.WandbSink`."""
         os.makedirs(workdir, exist_ok=True)
+        self._workdir, self._sink = workdir, sink
+        self._lock = threading.Lock()  # background evaluations write too
         self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a", buffering=1)  # noqa: SIM115
         self._tb = None
         if tensorboard:
@@ -37,17 +48,27 @@ class MetricLogger:
 
     def write(self, env_steps: int, metrics: dict[str, Any]) -> None:
         record = {"env_steps": env_steps, "wall_time_s": round(time.monotonic() - self._start, 3)}
-        for k, v in metrics.items():
-            v = float(v)
-            record[k] = v if math.isfinite(v) else None
-            if self._tb is not None:
-                self._tb.add_scalar(k, v, env_steps)
-        self._jsonl.write(json.dumps(record) + "\n")
+        with self._lock:
+            for k, v in metrics.items():
+                v = float(v)
+                record[k] = v if math.isfinite(v) else None
+                if self._tb is not None:
+                    self._tb.add_scalar(k, v, env_steps)
+            self._jsonl.write(json.dumps(record) + "\n")
+            if self._sink is not None:
+                self._sink.log(record)
 
     def close(self) -> None:
+        """Closes the files (the sink stays open for `finish_sink`, after the curve is drawn)."""
         self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
+
+    def finish_sink(self, summary: dict | None = None, failed: bool = False) -> None:
+        """Hands the sink the summary and the learning curve and closes it (once)."""
+        sink, self._sink = self._sink, None
+        if sink is not None:
+            sink.finish(self._workdir, summary, failed)
 
 
 def _isatty(stream: Any) -> bool:

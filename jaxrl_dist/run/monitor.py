@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.errors import RunError
@@ -16,6 +16,14 @@ from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.evaluation import EvalResult, Evaluator
 from jaxrl_dist.run.hooks import EvalReport, Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
+
+
+class EvalPoint(NamedTuple):
+    """Where the run was when the evaluated params were taken."""
+
+    env_steps: int
+    updates: int
+    wall_time_s: float
 
 
 class EvalMonitor:
@@ -30,23 +38,52 @@ class EvalMonitor:
         logger: MetricLogger,
         progress: Progress,
         history: EvalHistory,
+        videos: Any = None,
     ):
+        """`videos`: records a GIF every `config.video_every_evals` evaluations
+        (`run.videos.EvalVideos`), or None."""
         self.history = history
         self._modes = ("greedy", "sampled") if config.eval_mode == "both" else (config.eval_mode,)
         self._target = config.stop_at_eval_return
         self._evaluator = evaluator
         self._hooks = hooks
         self._logger, self._progress = logger, progress
+        self._videos, self._video_every = videos, config.video_every_evals
+        self._measured = 0  # evaluations played (the GIF cadence)
 
     def evaluate(
         self, params: Any, counters: Counters, wall_time_s: float, abort: Callable[[], bool]
     ) -> tuple[EvalReport, str] | None:
-        """Evaluates `params`, logs, calls `on_eval`, `save_best` (on a new best) and `stop`.
-        Returns the report and why the run should stop ("" if it should not); None if
-        `abort()` turned true first (nothing is recorded)."""
-        report = self._run(params, counters, wall_time_s, abort)
-        if report is None:
-            return None
+        """Evaluates `params` (`measure`) and records it at the run's point now (`record`); None
+        if `abort()` turned true first (nothing is recorded)."""
+        point = EvalPoint(counters.env_steps, counters.updates, wall_time_s)
+        results = self.measure(params, point, abort)
+        return None if results is None else self.record(results, point, params, counters)
+
+    def measure(
+        self, params: Any, point: EvalPoint, abort: Callable[[], bool]
+    ) -> dict[str, EvalResult] | None:
+        """Plays every configured mode's episodes with `params` (and records a GIF when one is
+        due); None if `abort()` turned true first. Touches nothing but the evaluator and the
+        work dir's `videos/`, so it may run on another thread than `record`."""
+        results = {}
+        for mode in self._modes:
+            result = self._evaluator.run(params, mode == "greedy", abort=abort)
+            if result is None:
+                return None
+            results[mode] = result
+        self._measured += 1
+        if self._videos is not None and self._measured % self._video_every == 0:
+            self._videos.record(params, point.updates, greedy=self._modes[0] == "greedy")
+        return results
+
+    def record(
+        self, results: dict[str, EvalResult], point: EvalPoint, params: Any, counters: Counters
+    ) -> tuple[EvalReport, str]:
+        """Notes `results` (of params at `point`) in the counters and history, logs them at
+        `point.env_steps`, calls `on_eval`, `save_best` (on a new best) and `stop`. Returns the
+        report and why the run should stop ("" if it should not)."""
+        report = self._report(results, point, counters)
         self._logger.write(report.env_steps, report.record)
         self._progress.line(report.env_steps, report.record)
         hooks = self._hooks
@@ -61,15 +98,11 @@ class EvalMonitor:
             stop = stop or f"the stop hook (metric {report.metric:g})"
         return report, stop
 
-    def _run(
-        self, params: Any, counters: Counters, wall_time_s: float, abort: Callable[[], bool]
-    ) -> EvalReport | None:
-        record, results = {}, {}
-        for mode in self._modes:
-            result = self._evaluator.run(params, mode == "greedy", abort=abort)
-            if result is None:
-                return None
-            results[mode] = result
+    def _report(
+        self, results: dict[str, EvalResult], point: EvalPoint, counters: Counters
+    ) -> EvalReport:
+        record = {}
+        for mode, result in results.items():
             record.update({f"eval/{mode}_{k}": v for k, v in result.stats().items()})
         main: EvalResult = results[self._modes[0]]
         metric = float(self._hooks.reward_metric(main.returns))
@@ -79,15 +112,17 @@ class EvalMonitor:
         record["eval/return_std"] = record[f"eval/{self._modes[0]}_return_std"]
         record["eval/metric"] = metric
         entry = {
-            "env_steps": counters.env_steps, "updates": counters.updates,
-            "wall_time_s": round(wall_time_s, 3), "return": record["eval/return"],
+            "env_steps": point.env_steps, "updates": point.updates,
+            "wall_time_s": round(point.wall_time_s, 3), "return": record["eval/return"],
             "metric": metric, "mode": self._modes[0], "episodes": len(main.lengths),
             "length": float(main.lengths.mean()), **main.extra,
         }  # fmt: skip
+        if counters.updates != point.updates:  # a background evaluation: where it landed
+            entry["landed_at_updates"] = counters.updates
         best = counters.record_eval(entry)
         self.history.append(entry)
         return EvalReport(
-            env_steps=counters.env_steps, updates=counters.updates,
+            env_steps=point.env_steps, updates=point.updates,
             wall_time_s=entry["wall_time_s"], metric=metric, best=best, returns=main.returns,
             lengths=main.lengths, record=record,
         )  # fmt: skip

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist import agents
-from jaxrl_dist.agents.base import Agent, RunShape
+from jaxrl_dist.agents.base import Agent, RunShape, with_schedules
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.sections import SNAPSHOT_ROLES
 from jaxrl_dist.data import env_steps_per_update
@@ -22,6 +22,8 @@ from jaxrl_dist.envs.seats import LEARNER
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
 from jaxrl_dist.run.resume import check_resumable
+from jaxrl_dist.run.videos import video_problem
+from jaxrl_dist.schedules import check_schedules
 from jaxrl_dist.tools.opponents import named_player
 
 PRIORITIZED_FLOWS = ("prioritized", "sequences")  # learners that return priorities
@@ -120,6 +122,21 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     return None
 
 
+def scheduled_agent(agent: Agent, config: TrainConfig, num_updates: int) -> Agent:
+    """`agent` whose learner follows `config.schedules` (raises ConfigError for a schedule of
+    a name the agent cannot change, or one `anneal_lr` already schedules)."""
+    problem = check_schedules(config.schedules, agent.hyperparams)
+    if "learning_rate" in config.schedules and getattr(config.algo, "anneal_lr", False):
+        problem = problem or (
+            "config.schedules['learning_rate'] replaces config.algo.anneal_lr's linear decay; "
+            "set config.algo.anneal_lr=False"
+        )
+    if problem:
+        raise ConfigError(problem)
+    learner = with_schedules(agent.learner, dict(config.schedules), num_updates)
+    return dataclasses.replace(agent, learner=learner)
+
+
 def prepare(
     config: TrainConfig,
     workdir: str,
@@ -141,11 +158,18 @@ def prepare(
         )
     entry = agents.get(config.algorithm)
     problem = entry.check(config.algo, config) or data_problem(entry.data, config)
+    if config.sync_collection and entry.data != "on_policy":
+        problem = problem or (
+            f"config.sync_collection=True: algorithm {config.algorithm!r} learns from a "
+            f"replay ({entry.data!r}), where batches are sampled, not collected; leave it False"
+        )
+    problem = problem or video_problem(config)
     if problem:
         raise ConfigError(problem)
     shape = RunShape(config.total_env_steps, env_steps_per_update(entry.data, config))
     try:
         agent = entry.make(config.algo, config.network, spec, shape)
+        agent = scheduled_agent(agent, config, shape.num_updates)
         init_shapes = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None

@@ -43,6 +43,8 @@ from jaxrl_dist.run.resume import (
     restore_replay_contents,
 )
 from jaxrl_dist.run.saving import Saver
+from jaxrl_dist.run.videos import EvalVideos
+from jaxrl_dist.run.wandb_sink import make_sink
 from jaxrl_dist.tools.policy import describe_policy
 
 POOL_SEED_PURPOSE = 5  # derive_seed path of the opponent pools' samplers (per process)
@@ -71,13 +73,16 @@ class Session:
     actor_replay: dict  # lockstep resume: {global actor index: env actions to replay}
     pools: SeatPools | None = None  # the seats' snapshot roles (opponent pool, frozen start)
 
-    def release(self) -> None:
-        """Closes the evaluator, the checkpointer (after its last save) and the logs."""
+    def release(self, failed: bool = False) -> None:
+        """Closes the evaluator, the checkpointer (after its last save) and the logs; a failed
+        run also closes the W&B sink (else the trainer does, after the learning curve)."""
         if self.monitor is not None:
             self.monitor.close()
         self.saver.ckpt.close()
         if self.logger is not None:
             self.logger.close()
+            if failed:
+                self.logger.finish_sink(failed=True)
 
 
 def _initial_state(cfg, prepared, learner, ckpt, replay, resume, cluster, history, data):
@@ -142,7 +147,10 @@ def start_session(
     start, base_wall = time.monotonic(), counters.wall_time_s
     store = ParamsStore(prepared.devices.actor_devices)
     store.publish(params, counters.updates)
-    logger = MetricLogger(workdir, wall_time_offset=base_wall) if cluster.is_primary else None
+    logger = None
+    if cluster.is_primary:
+        sink = make_sink(cfg, workdir, resume)
+        logger = MetricLogger(workdir, wall_time_offset=base_wall, sink=sink)
     progress = Progress(cfg.total_env_steps, quiet=quiet or not cluster.is_primary)
     monitor = None
     if cluster.is_primary:
@@ -151,7 +159,9 @@ def start_session(
             prepared.devices.actor_devices[0], prepared.spec.num_players,
             cfg.seats.eval_opponent, prepared.spec.num_agents,
         )  # fmt: skip
-        monitor = EvalMonitor(cfg, evaluator, hooks, logger, progress, history)
+        videos = EvalVideos(cfg, prepared.agent, prepared.spec, workdir)
+        videos = videos if cfg.video_every_evals else None
+        monitor = EvalMonitor(cfg, evaluator, hooks, logger, progress, history, videos)
     session = Session(
         learner=learner,
         store=store,
@@ -223,7 +233,7 @@ def start_acting(session: Session, cfg: TrainConfig, prepared: Prepared) -> None
     """Starts this process's actors (and inference servers)."""
     shared = ActorShared(
         session.data.write, session.stop_actors, session.stats, cfg.unroll_length,
-        cfg.rollout_segments(jax.process_count()),
+        cfg.rollout_segments(jax.process_count()), sync=cfg.sync_collection,
     )  # fmt: skip
     session.fleet = Fleet(
         cfg, prepared.agent.actor, prepared.devices.actor_devices, session.store, shared,

@@ -18,14 +18,17 @@ import numpy as np
 
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.data.base import Batch
+from jaxrl_dist.determinism import set_deterministic_xla_flags
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import host_metrics
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
+from jaxrl_dist.run.background_eval import BackgroundEvaluation
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
 from jaxrl_dist.run.logger import LogWindow, MetricLogger
+from jaxrl_dist.run.monitor import EvalPoint
 from jaxrl_dist.run.preflight import prepare
 from jaxrl_dist.run.session import Session, start_acting, start_session
 from jaxrl_dist.run.stopping import StopControl
@@ -54,6 +57,8 @@ class Trainer:
         quiet: bool = False,
         hooks: Hooks | None = None,
     ):
+        if config.deterministic:  # in effect only if JAX has not started yet (else a warning)
+            set_deterministic_xla_flags()
         self.config = config
         self.hooks = hooks or Hooks()
         self.workdir = os.path.abspath(workdir)
@@ -88,6 +93,7 @@ class Trainer:
         self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
         self._save_after_update = False  # every process: new hyperparameters must reach disk
         self._reported = {"restarts": 0, "episodes": 0}
+        self._background: BackgroundEvaluation | None = None  # process 0, eval_in_background
 
     def set_hyperparams(self, **values: float) -> None:
         """Changes run-time hyperparameters (`Agent.hyperparams`, e.g. learning_rate) from the
@@ -118,6 +124,8 @@ class Trainer:
             if target is not None and top is not None and top >= target:
                 self.request_stop(f"an earlier evaluation already reached {target}")
         error: RunError | None = None
+        if run.monitor is not None and cfg.evaluates_in_background:
+            self._background = BackgroundEvaluation(run.monitor, cfg.eval_background_share)
         try:
             start_acting(run, cfg, self._prepared)
             self._loop(run)
@@ -127,9 +135,10 @@ class Trainer:
         except ProcessLostError:  # no collective can succeed: no final save, leave at once
             if run.logger is not None:
                 run.logger.close()
+                run.logger.finish_sink(failed=True)
             raise
         except Exception:  # a bug or a hook's exception: no final save; release what it holds
-            run.release()
+            run.release(failed=True)
             raise
         finally:
             run.stop_actors.set()
@@ -137,10 +146,14 @@ class Trainer:
                 run.fleet.join(timeout_s=ACTOR_JOIN_TIMEOUT_S)
         try:
             summary = self._finish(run, error)
-        finally:
-            run.release()
+        except BaseException:
+            run.release(failed=True)
+            raise
+        run.release()
         if self.cluster.is_primary and cfg.learning_curve:
             draw_learning_curve(self.workdir, run.progress.message)
+        if run.logger is not None:
+            run.logger.finish_sink(summary, failed=error is not None)
         if error is not None:
             raise error
         return RunResult.from_summary(summary, self.workdir)
@@ -149,6 +162,10 @@ class Trainer:
         """The final evaluation, save, summary and `save_last` hook."""
         counters = run.counters
         counters.wall_time_s = run.clock()
+        if self._background is not None:  # what finished is recorded; a running one abandoned
+            self._background.close()
+            if error is None:
+                self._land(run)
         if error is None and not self.stop.by_signal:
             last = counters.last_eval
             if last is None or last["updates"] != counters.updates:
@@ -203,6 +220,9 @@ class Trainer:
             if counters.env_steps >= cfg.total_env_steps:
                 self.request_stop("total_env_steps reached")
                 return
+            if cfg.total_episodes and counters.episodes >= cfg.total_episodes:
+                self.request_stop("total_episodes reached")
+                return
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
             if self.cluster.is_primary:
@@ -238,7 +258,9 @@ class Trainer:
             if self.cluster.is_primary and self.hooks.on_iteration is not None:
                 self.hooks.on_iteration(counters.episodes, counters.env_steps)
             if cfg.eval_every_updates and counters.updates % cfg.eval_every_updates == 0:
-                self._evaluate(run)
+                self._evaluate(run, blocking=self._background is None)
+            if self._background is not None:
+                self._land(run)
             if counters.updates % cfg.log_every_updates == 0:
                 self._log(run, window, metrics)
             # At the last update (the same on every process) the final save follows the final
@@ -339,17 +361,32 @@ class Trainer:
             run.logger.write(run.counters.env_steps, record)
             run.progress.line(run.counters.env_steps, record)
 
-    def _evaluate(self, run: Session) -> None:
+    def _evaluate(self, run: Session, blocking: bool = True) -> None:
         """Process 0 evaluates (and calls the evaluation hooks); a stop it requests reaches
-        the others through `_agree`, and so does the save of a new best."""
+        the others through `_agree`, and so does the save of a new best. Not `blocking`: the
+        published params go to the evaluation thread, recorded by `_land` once played."""
         if run.monitor is None:
+            return
+        counters = run.counters
+        if not blocking:
+            params, version = run.store.get(self._prepared.devices.actor_devices[0])
+            assert version == counters.updates, (version, counters.updates)
+            point = EvalPoint(counters.env_steps, counters.updates, run.clock())
+            self._background.submit(params, point)
             return
         signalled = lambda: self.stop.signals > 0  # noqa: E731
         params = run.learner.actor_params(run.state)
-        outcome = run.monitor.evaluate(params, run.counters, run.clock(), signalled)
-        if outcome is None:  # a signal: stop promptly, without this evaluation
-            return
-        report, stop_reason = outcome
+        outcome = run.monitor.evaluate(params, counters, run.clock(), signalled)
+        if outcome is not None:  # else a signal: stop promptly, without this evaluation
+            self._after_evaluation(*outcome)
+
+    def _land(self, run: Session) -> None:
+        """Records the background evaluations that finished (on this thread: hooks, counters
+        and logs see one thread)."""
+        for results, point, params in self._background.collect():
+            self._after_evaluation(*run.monitor.record(results, point, params, run.counters))
+
+    def _after_evaluation(self, report, stop_reason: str) -> None:
         if report.best and self.config.keep_best_checkpoints:
             self._save_now = True
         if stop_reason:

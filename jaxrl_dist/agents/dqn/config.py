@@ -43,29 +43,29 @@ class RainbowConfig:
         (Schaul et al. 2016), annealed linearly to 1 over the run when `anneal_importance`.
     """
 
-    learning_rate: float = 6.25e-5
+    learning_rate: float = 6.25e-5  # run-time base rate (Adam)
     anneal_lr: bool = False
-    adam_eps: float = 1.5e-4
+    adam_eps: float = 1.5e-4  # Adam's epsilon
     max_grad_norm: float = 0.0  # 0 disables clipping (the paper does not clip)
-    discount: float = 0.99
-    double: bool = True
-    dueling: bool = True
+    discount: float = 0.99  # gamma
+    double: bool = True  # double Q-learning targets
+    dueling: bool = True  # dueling value/advantage heads
     num_atoms: int = 51
-    v_min: float = -10.0
-    v_max: float = 10.0
-    noisy: bool = True
-    sigma0: float = 0.5
+    v_min: float = -10.0  # C51's lowest atom
+    v_max: float = 10.0  # C51's highest atom
+    noisy: bool = True  # noisy-net layers in the head
+    sigma0: float = 0.5  # noisy nets' initial noise scale
     n_step: int = 0
     loss: str = "huber"  # num_atoms == 1 only: "huber" (delta 1) or "l2" (half squared error)
-    target_update: str = "hard"
+    target_update: str = "hard"  # "hard" (a copy every target_period) or "polyak" (target_tau)
     target_period: int = 2_000
     target_tau: float = 0.005
     epsilon: float = 0.0
-    epsilon_start: float = 1.0
+    epsilon_start: float = 1.0  # exploration rate before the decay
     epsilon_decay_env_steps: int = 0  # 0: epsilon from the start
     epsilon_alpha: float = 0.0  # 0: every env acts with the same epsilon
     importance_exponent: float = 0.4
-    anneal_importance: bool = True
+    anneal_importance: bool = True  # importance_exponent linear to 1 over the run
 
     def __post_init__(self):
         if self.learning_rate <= 0:

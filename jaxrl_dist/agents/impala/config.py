@@ -19,19 +19,19 @@ class ImpalaConfig:
     al. 2018): RMSProp lr 6e-4 annealed linearly to 0, decay 0.99, epsilon 0.01, gradient norm
     clipped at 40, discount 0.99, entropy cost 0.01, baseline cost 0.5, rho-bar = c-bar = 1."""
 
-    learning_rate: float = 6e-4
+    learning_rate: float = 6e-4  # run-time base rate
     anneal_lr: bool = True  # linear decay to 0 over the run's updates
-    optimizer: str = "rmsprop"
-    rmsprop_decay: float = 0.99
-    rmsprop_eps: float = 0.01
-    adam_eps: float = 1e-8
+    optimizer: str = "rmsprop"  # "rmsprop" or "adam"
+    rmsprop_decay: float = 0.99  # RMSProp's second-moment decay
+    rmsprop_eps: float = 0.01  # RMSProp's epsilon
+    adam_eps: float = 1e-8  # Adam's epsilon
     max_grad_norm: float = 40.0  # 0 disables clipping
-    discount: float = 0.99
+    discount: float = 0.99  # gamma
     lambda_: float = 1.0  # V-trace trace coefficient scale
     clip_rho_threshold: float = 1.0  # rho-bar
-    clip_pg_rho_threshold: float = 1.0
-    baseline_cost: float = 0.5
-    entropy_cost: float = 0.01
+    clip_pg_rho_threshold: float = 1.0  # rho-bar of the policy-gradient advantage
+    baseline_cost: float = 0.5  # value loss weight
+    entropy_cost: float = 0.01  # entropy bonus weight
     reward_scale: float = 1.0  # rewards are multiplied by this for learning (values in those units)
 
     def __post_init__(self):

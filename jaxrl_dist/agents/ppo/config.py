@@ -15,20 +15,20 @@ RUNTIME_HPARAMS = ("learning_rate", "entropy_cost", "value_cost", "clip_eps")
 class PPOConfig:
     """PPO hyperparameters; defaults follow Huang et al. 2022's Atari/CartPole settings."""
 
-    learning_rate: float = 2.5e-4
-    anneal_lr: bool = True
-    adam_eps: float = 1e-5
+    learning_rate: float = 2.5e-4  # run-time base rate
+    anneal_lr: bool = True  # linear decay to 0 over the run's optimizer steps
+    adam_eps: float = 1e-5  # Adam's epsilon
     max_grad_norm: float = 0.5  # 0 disables clipping
-    num_epochs: int = 4
+    num_epochs: int = 4  # passes over each batch
     num_minibatches: int = 4  # must divide config.batch_size (envs per update)
-    discount: float = 0.99
-    gae_lambda: float = 0.95
+    discount: float = 0.99  # gamma
+    gae_lambda: float = 0.95  # GAE's lambda
     advantage_estimator: str = "gae"  # "gae" | "vtrace" (corrects stale rollouts, as APPO)
-    clip_eps: float = 0.1
-    clip_value: bool = True
-    value_cost: float = 0.5
-    entropy_cost: float = 0.01
-    normalize_advantages: bool = True
+    clip_eps: float = 0.1  # the ratio clip
+    clip_value: bool = True  # clip the value update like the policy's
+    value_cost: float = 0.5  # value loss weight
+    entropy_cost: float = 0.01  # entropy bonus weight
+    normalize_advantages: bool = True  # per minibatch
     reward_scale: float = 1.0  # rewards are multiplied by this for learning (values in those units)
     max_behaviour_weight: float = 1.0  # cap on pi_old / mu for rollouts a few updates stale
 
