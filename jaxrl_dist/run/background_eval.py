@@ -26,7 +26,9 @@ from jaxrl_dist.run.monitor import EvalMonitor, EvalPoint
 class BackgroundEvaluation:
     """One evaluation thread for a run's monitor."""
 
-    def __init__(self, monitor: EvalMonitor, share: float = 1.0):
+    def __init__(self, monitor: EvalMonitor, share: float = 1.0, warm_up_params: Any = None):
+        """`warm_up_params`: params to compile the evaluator's policies with, first thing on
+        the thread (while the learner compiles), so no evaluation compiles beside training."""
         self._monitor = monitor
         self._rest_ratio = 1.0 / share - 1.0  # rest per second of evaluation
         self._lock = threading.Lock()
@@ -39,6 +41,7 @@ class BackgroundEvaluation:
         self._busy_until = 0.0  # monotonic time before which a request is skipped (rest)
         self.error: BaseException | None = None
         self.skipped = 0  # requests made while an evaluation ran (or it rested)
+        self._warm_up_params = warm_up_params
         self._thread = threading.Thread(target=self._loop, name="evaluation", daemon=True)
         self._thread.start()
 
@@ -73,6 +76,13 @@ class BackgroundEvaluation:
             raise self.error
 
     def _loop(self) -> None:
+        try:
+            if self._warm_up_params is not None:
+                self._monitor.warm_up(self._warm_up_params)
+        except BaseException as e:  # noqa: BLE001  raised on the learner's thread
+            self.error = e
+            return
+        self._warm_up_params = None
         while True:
             self._wake.wait()
             self._wake.clear()

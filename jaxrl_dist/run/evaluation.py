@@ -147,6 +147,16 @@ class Evaluator:
             first, was_last = was_last, np.repeat(ended, self._agents)
         return episodes.result()
 
+    def warm_up(self, params, greedy: bool = True) -> None:
+        """Compiles the policy on the reset observations (a step of no episode), so the first
+        evaluation does not compile while training runs beside it."""
+        obs, _ = self._env.reset()
+        if self._agents > 1:
+            obs = agent_rows(obs)
+        params = self._acting.start(params, self._num * self._agents)
+        first = np.ones(self._num * self._agents, bool)
+        jax.block_until_ready(self._acting.actions(params, obs, greedy, first))
+
     def close(self) -> None:
         self._env.close()
 

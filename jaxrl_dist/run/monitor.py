@@ -127,5 +127,11 @@ class EvalMonitor:
             lengths=main.lengths, record=record,
         )  # fmt: skip
 
+    def warm_up(self, params: Any) -> None:
+        """Compiles the evaluator's policies, where it can (`Evaluator.warm_up`)."""
+        warm_up = getattr(self._evaluator, "warm_up", None)
+        for mode in self._modes if warm_up is not None else ():
+            warm_up(params, mode == "greedy")
+
     def close(self) -> None:
         self._evaluator.close()

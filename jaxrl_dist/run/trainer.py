@@ -125,7 +125,9 @@ class Trainer:
                 self.request_stop(f"an earlier evaluation already reached {target}")
         error: RunError | None = None
         if run.monitor is not None and cfg.evaluates_in_background:
-            self._background = BackgroundEvaluation(run.monitor, cfg.eval_background_share)
+            params, _ = run.store.get(self._prepared.devices.actor_devices[0])
+            share = cfg.eval_background_share
+            self._background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)
         try:
             start_acting(run, cfg, self._prepared)
             self._loop(run)
