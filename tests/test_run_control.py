@@ -219,6 +219,38 @@ def test_evaluation_beside_training_logs_at_the_snapshot_and_records_gifs(tmp_pa
     assert gifs == [f"update_{u:08d}.gif" for u in played[1::2]]  # every second evaluation
 
 
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core):
+    """Beside training, episodes are stepped inside XLA (no GIL held): the same episodes, env
+    seeds and policy keys as the Python evaluator, greedy and sampled."""
+    from jaxrl_dist.envs import env_spec
+    from jaxrl_dist.run.evaluation import Evaluator, make_evaluator
+    from jaxrl_dist.run.xla_evaluation import XlaEvaluator
+
+    cfg = load_config(QUICK, **{"network.core": core, "network.core_size": 16})
+    spec = env_spec(cfg.env_id, cfg.env_kwargs)
+    agent = agents.get("impala").make(cfg.algo, cfg.network, spec,
+                                      agents.base.RunShape(1000, 100.0))  # fmt: skip
+    params = agent.learner.actor_params(agent.learner.init(jax.random.PRNGKey(3)))
+    device = jax.devices()[0]
+    made = {
+        in_xla: make_evaluator(cfg.env_id, {}, 6, 11, agent.actor, device, in_xla=in_xla)
+        for in_xla in (False, True)
+    }
+    assert type(made[False]) is Evaluator and type(made[True]) is XlaEvaluator
+    try:
+        for ev in made.values():
+            ev.warm_up(params)  # the same key splits on both
+        for greedy in (True, False, True):
+            python, xla = (made[k].run(params, greedy) for k in (False, True))
+            np.testing.assert_array_equal(python.lengths, xla.lengths)
+            np.testing.assert_allclose(python.returns, xla.returns)
+        assert made[True].run(params, abort=lambda: True) is None
+    finally:
+        for ev in made.values():
+            ev.close()
+
+
 def test_evaluation_blocks_where_timing_must_not_matter():
     sync = {"async_envs": False, "batch_size": 16}
     assert not load_config(QUICK, deterministic=True, **sync).evaluates_in_background
@@ -246,10 +278,12 @@ SYNC = {**SMALL, "async_envs": False, "sync_collection": True, "num_actor_thread
         "envs_per_actor": 4, "eval_every_updates": 0, "log_every_updates": 1}  # fmt: skip
 
 
-def test_sync_collection_acts_every_unroll_with_the_newest_params(tmp_path):
+@pytest.mark.parametrize("loop", ["python", "xla"])
+def test_sync_collection_acts_every_unroll_with_the_newest_params(tmp_path, loop):
     """fraction_samples=1: every update waits for one unroll of every actor, each acted with
-    the params of the update before: the policy lag of every batch is 0."""
-    cfg = load_config(QUICK, **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15})
+    the params of the update before: the policy lag of every batch is 0 (both actor loops)."""
+    cfg = load_config(QUICK, **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15,
+                                "actor_loop": loop})  # fmt: skip
     make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
     lags = [r["stats/policy_lag"] for r in _records(str(tmp_path / "run"), "metrics.jsonl")
             if "stats/policy_lag" in r]  # fmt: skip

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
-from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.envs import derive_seed, make_env, xla_loop_problem
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
@@ -242,9 +242,16 @@ def make_evaluator(
     opponent: str = "random",
     num_agents: int = 1,
     player: Player | None = None,
-) -> Evaluator | GameEvaluator:
+    in_xla: bool = False,
+) -> Any:
     """`GameEvaluator` against `opponent` for a turn-based game (`num_players > 1`), else
-    `Evaluator`: a run's evaluations and `scripts/evaluate.py` choose alike."""
+    `Evaluator`: a run's evaluations and `scripts/evaluate.py` choose alike. `in_xla`: an
+    `XlaEvaluator` (the same episodes, stepped inside XLA) where the env allows it (evaluation
+    beside training)."""
+    if in_xla and num_players == 1 and num_agents == 1 and not xla_loop_problem(env_id, env_kwargs):
+        from jaxrl_dist.run.xla_evaluation import XlaEvaluator  # it imports this module
+
+        return XlaEvaluator(env_id, env_kwargs, num_episodes, seed, core, device)
     if num_players > 1:
         return GameEvaluator(env_id, env_kwargs, num_episodes, seed, core, device, opponent,
                              num_players, player)  # fmt: skip

@@ -158,6 +158,7 @@ def start_session(
             cfg.env_id, cfg.env_kwargs, cfg.eval_episodes, cfg.seed, prepared.agent.actor,
             prepared.devices.actor_devices[0], prepared.spec.num_players,
             cfg.seats.eval_opponent, prepared.spec.num_agents,
+            in_xla=cfg.evaluates_in_background,
         )  # fmt: skip
         videos = EvalVideos(cfg, prepared.agent, prepared.spec, workdir)
         videos = videos if cfg.video_every_evals else None

@@ -1,0 +1,137 @@
+"""Evaluation episodes played inside XLA (EnvPool's XLA interface), for evaluation beside
+training.
+
+`Evaluator` (`evaluation.py`) runs a Python loop per step: a `step()`, a jitted policy call and
+NumPy bookkeeping, holding the GIL most of the time. Beside training, that thread and the actor
+and learner threads queue for the GIL: measured on 2 cores, each second of a Python evaluation
+cost about 1.5 s of training throughput. Here `chunk` steps (policy, `send`, `recv`, episode
+bookkeeping) run in one jitted `while_loop` that returns to Python only to check `abort`, so the
+evaluation thread holds the GIL for a dispatch per chunk. The episodes are the same: each of
+`num_episodes` envs of a sync pool contributes its first episode, with the same env seeds and
+policy keys as `Evaluator` (tested equal). Envs the XLA actor loop cannot step
+(`envs.xla_loop_problem`) keep `Evaluator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_dist.acting.xla_actor import _in_env_order
+from jaxrl_dist.agents.base import ActorCore
+from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.run.evaluation import EVAL_SEED_PURPOSE, EvalResult, _Acting
+
+CHUNK_STEPS = 64  # env steps per jitted call: `abort` is checked between calls
+
+
+class _Episodes(NamedTuple):
+    """The evaluation's loop state, every leaf `[num_envs, ...]` in env-id order."""
+
+    obs: Any
+    actor_state: Any
+    first: jax.Array  # obs starts an episode
+    was_last: jax.Array  # obs ended an episode: the next one starts one
+    returns: jax.Array  # float32, of each env's first episode
+    lengths: jax.Array  # int32
+    finished: jax.Array  # the first episode ended
+
+
+class XlaEvaluator:
+    """`Evaluator`'s interface (`run`, `warm_up`, `close`) with the episodes stepped in XLA."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], num_episodes: int, seed: int,
+                 core: ActorCore, device: jax.Device, chunk: int = CHUNK_STEPS):  # fmt: skip
+        self._env = make_env(
+            env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
+        )
+        self._num, self._device = num_episodes, device
+        self._acting = _Acting(core, device, seed)
+        handle, recv, send, _ = self._env.xla()
+        self._handle = jax.device_put(handle, device)
+        action_dtype = self._env.spec._action_spec[-1][0]  # what EnvPool's send takes
+        start, steps = _loops(core, recv, send, action_dtype, chunk)
+        self._start = jax.jit(start, donate_argnums=0)
+        self._steps = jax.jit(steps, static_argnums=3, donate_argnums=(1, 2))
+
+    def _play(self, params, greedy: bool, abort: Callable[[], bool]) -> _Episodes | None:
+        params = self._acting.start(params, self._num)
+        self._env.async_reset()
+        self._handle, episodes = self._start(self._handle, self._acting._state)
+        while not abort():  # checked before every chunk, as `Evaluator` does every step
+            self._handle, episodes, done = self._steps(params, self._handle, episodes, greedy)
+            if bool(done):
+                return episodes
+        return None
+
+    def run(
+        self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+    ) -> EvalResult | None:
+        """Plays one episode per env; None if `abort()` turned true first (checked before
+        each chunk of `chunk` steps)."""
+        episodes = self._play(params, greedy, abort)
+        if episodes is None:
+            return None
+        returns, lengths = jax.device_get((episodes.returns, episodes.lengths))
+        return EvalResult(np.asarray(returns, np.float64)[:, None], np.asarray(lengths, np.int64))
+
+    def warm_up(self, params, greedy: bool = True) -> None:
+        """Compiles both loops without stepping an episode (as `Evaluator.warm_up`: a reset,
+        and one key split, so the envs' and keys' streams stay those of `Evaluator`)."""
+        params = self._acting.start(params, self._num)
+        self._env.async_reset()
+        self._handle, episodes = self._start(self._handle, self._acting._state)
+        self._steps.lower(params, self._handle, episodes, greedy).compile()
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def _loops(core: ActorCore, recv, send, action_dtype, chunk: int):
+    """`start(handle, actor_state) -> (handle, episodes)`: the reset observations;
+    `steps(params, handle, episodes, greedy) -> (handle, episodes, all finished)`: up to
+    `chunk` steps, fewer once every env's first episode ended."""
+
+    def start(handle, actor_state):
+        handle, got = recv(handle)
+        obs, reward, _, _, _ = _in_env_order(got)
+        n = reward.shape[0]
+        ones, zeros = jnp.ones(n, bool), jnp.zeros(n, bool)
+        return handle, _Episodes(obs, actor_state, ones, zeros, jnp.zeros(n, jnp.float32),
+                                 jnp.zeros(n, jnp.int32), zeros)  # fmt: skip
+
+    def step(params, greedy, handle, e: _Episodes):
+        state = core.start_episodes(e.actor_state, e.first)
+        if greedy:
+            action, state = core.greedy_act(params, e.obs, state)
+        else:
+            action, _, state = core.act(params, e.obs, state)
+        env_ids = jnp.arange(e.first.shape[0], dtype=jnp.int32)
+        handle = send(handle, core.env_action(action).astype(action_dtype), env_ids)
+        handle, got = recv(handle)
+        obs, reward, terminated, truncated, info = _in_env_order(got)
+        reward = info.get("reward", reward).astype(jnp.float32)  # the unclipped game score
+        live = ~e.finished
+        ended = jnp.logical_or(terminated, truncated)
+        return handle, _Episodes(
+            obs, state, e.was_last, ended, e.returns + jnp.where(live, reward, 0.0),
+            e.lengths + live.astype(jnp.int32), e.finished | ended,
+        )  # fmt: skip
+
+    def steps(params, handle, episodes, greedy):
+        def cond(carry):
+            i, _, e = carry
+            return (i < chunk) & ~jnp.all(e.finished)
+
+        def body(carry):
+            i, handle, e = carry
+            return (i + 1, *step(params, greedy, handle, e))
+
+        _, handle, episodes = jax.lax.while_loop(cond, body, (0, handle, episodes))
+        return handle, episodes, jnp.all(episodes.finished)
+
+    return start, steps
