@@ -27,7 +27,6 @@ learner), alternating `--repeat` times, and Anakin with `--seeds` seeds vmapped;
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -41,7 +40,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 import purejaxrl_ppo  # noqa: E402
-from throughput import RESULTS, device_dir, environment  # noqa: E402
+from throughput import environment, write_result  # noqa: E402
 
 from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402
 from jaxrl_dist.run.hooks import Hooks  # noqa: E402
@@ -142,13 +141,7 @@ def main() -> None:
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args()
     name, result, table = rainbow(args) if args.rainbow else ppo(args)
-    out = args.out_dir or os.path.join(RESULTS, device_dir())
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, f"{name}.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(out, f"{name}.md"), "w") as f:
-        f.write(table)
-    print(table)
+    write_result(args.out_dir, name, result, table)
 
 
 def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:

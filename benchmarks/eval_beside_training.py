@@ -21,7 +21,6 @@ rounds of (arm SPS / that round's `none` SPS). Written to
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -33,7 +32,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
-from throughput import RESULTS, device_dir, environment  # noqa: E402
+from throughput import environment, write_result  # noqa: E402
 
 from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402
 from jaxrl_dist.run.hooks import Hooks  # noqa: E402
@@ -89,14 +88,7 @@ def main() -> None:
         "ratios": {a: [round(r, 3) for r in rs] for a, rs in ratios.items()},
         "median_ratio": {a: round(float(np.median(rs)), 3) for a, rs in ratios.items()},
     }  # fmt: skip
-    out = args.out_dir or os.path.join(RESULTS, device_dir())
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "eval_beside_training.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    table = markdown(result)
-    with open(os.path.join(out, "eval_beside_training.md"), "w") as f:
-        f.write(table)
-    print(table)
+    write_result(args.out_dir, "eval_beside_training", result, markdown(result))
 
 
 def markdown(result: dict) -> str:

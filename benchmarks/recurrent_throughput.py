@@ -18,7 +18,6 @@ pairs. Written to `benchmarks/results/<device>/recurrent_throughput.json` and `.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -29,7 +28,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 from anakin_throughput import library_sps  # noqa: E402
-from throughput import RESULTS, device_dir, environment  # noqa: E402
+from throughput import environment, write_result  # noqa: E402
 
 HIDDEN = {"env_kwargs": {"obs_indices": (0, 2)}}
 ROWS = {
@@ -86,14 +85,7 @@ def main() -> None:
         parser.error(f"--rows {args.rows!r}: choose from {','.join(ROWS)}")
     rows = {name: measure(*ROWS[name], args.steps, args.repeat) for name in names}
     result = {"environment": environment(), "steps": args.steps, "rows": rows}
-    out = args.out_dir or os.path.join(RESULTS, device_dir())
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "recurrent_throughput.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    table = markdown(result)
-    with open(os.path.join(out, "recurrent_throughput.md"), "w") as f:
-        f.write(table)
-    print(table)
+    write_result(args.out_dir, "recurrent_throughput", result, markdown(result))
 
 
 if __name__ == "__main__":

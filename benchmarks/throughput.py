@@ -62,6 +62,18 @@ def environment() -> dict:
     }
 
 
+def write_result(out_dir: str | None, name: str, result: dict, table: str) -> None:
+    """`name.json` (the result) and `name.md` (its table) in `out_dir` (default: this device's
+    results folder); prints the table."""
+    out = out_dir or os.path.join(RESULTS, device_dir())
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)

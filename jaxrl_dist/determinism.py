@@ -20,26 +20,30 @@ DETERMINISTIC_XLA_FLAGS = (
 )
 
 
-def _backends_started() -> bool:
+GPU_PLATFORMS = ("cuda", "rocm", "gpu")
+
+
+def _gpu_backend_started() -> bool:
+    """Whether a GPU backend has started (read its flags already); CPU ones need none."""
     try:
         from jax._src import xla_bridge
 
-        return bool(xla_bridge._backends)
+        return any(name in GPU_PLATFORMS for name in xla_bridge._backends)
     except (ImportError, AttributeError):  # a JAX without them: assume not started
         return False
 
 
 def set_deterministic_xla_flags() -> bool:
     """Adds the flags to `XLA_FLAGS` (flags already there, set by the user, win). Returns
-    whether they take effect: False, with a warning on stderr, if JAX's backends started
-    before (XLA read its flags then)."""
+    whether they take effect: False, with a warning on stderr, if a GPU backend started
+    before (XLA read its flags then; CPU backends need none)."""
     current = os.environ.get("XLA_FLAGS", "")
     names = {flag.split("=")[0] for flag in current.split()}
     missing = [flag for flag in DETERMINISTIC_XLA_FLAGS if flag.split("=")[0] not in names]
     if not missing:
         return True
     os.environ["XLA_FLAGS"] = " ".join([current, *missing]).strip()
-    if _backends_started():
+    if _gpu_backend_started():
         print(
             "warning: deterministic=True: JAX started before the deterministic XLA flags were "
             f"set; on a GPU, export XLA_FLAGS='{' '.join(DETERMINISTIC_XLA_FLAGS)}' first",

@@ -328,12 +328,23 @@ def test_deterministic_xla_flags_are_set_before_jax_starts():
         "assert set_deterministic_xla_flags()\n"
         "import jax.numpy as jnp\n"
         "assert float(jnp.ones(3).sum()) == 3.0  # this jaxlib knows both flags\n"
-        "os.environ['XLA_FLAGS'] = ''\n"
-        "assert not set_deterministic_xla_flags()  # too late: JAX has started\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_flags_set_after_a_gpu_backend_started_warn(monkeypatch, capsys):
+    from jax._src import xla_bridge
+
+    from jaxrl_dist.determinism import set_deterministic_xla_flags
+
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert set_deterministic_xla_flags()  # CPU backends only: nothing to warn about
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setitem(xla_bridge._backends, "cuda", object())  # as if a GPU had started
+    assert not set_deterministic_xla_flags()
+    assert "export XLA_FLAGS=" in capsys.readouterr().err
 
 
 def test_train_cli_sets_the_flags_in_deterministic_mode(monkeypatch):

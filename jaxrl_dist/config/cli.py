@@ -74,7 +74,10 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
             rest.append(arg)
     parser = OneLineArgumentParser(prog="train.py", description="Train with jaxrl_dist.")
     parser.add_argument("--config", required=True, help="config file, e.g. configs/x.py:quick")
-    parser.add_argument("--workdir", help="run directory (checkpoints, logs)")
+    parser.add_argument(
+        "--workdir", required="--help_config" not in rest,
+        help="run directory (checkpoints, logs); not needed with --help_config",
+    )  # fmt: skip
     parser.add_argument(
         "--help_config", action="store_true",
         help="print every config field (type, default, this config's value, description)",
@@ -98,8 +101,6 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
         args = parser.parse_args(rest)
     except UsageError as e:  # a ConfigError, which main and the benchmarks' callers catch
         raise ConfigError(str(e)) from None
-    if not args.workdir and not args.help_config:
-        raise ConfigError("train.py: the following arguments are required: --workdir")
     launch = launch_spec(args)
     problem = launch.problem()
     if problem:

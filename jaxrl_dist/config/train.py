@@ -257,12 +257,7 @@ class TrainConfig:
                 "'local' (inference runs inside the unroll)",
             ),
         }
-        for field, (bad, want) in fix.items():
-            if bad:
-                raise ConfigError(
-                    f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
-                    "config.actor_loop='python'"
-                )
+        _refuse_unless_fixed("actor_loop='xla'", fix, "actor_loop='python'")
 
     def _check_runtime(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -284,12 +279,7 @@ class TrainConfig:
                 "None or False (evaluation is a jitted call there)",
             ),
         }
-        for field, (bad, want) in fix.items():
-            if bad:
-                raise ConfigError(
-                    f"config.runtime='anakin' needs config.{field}={want}; set it, or use "
-                    "config.runtime='sebulba'"
-                )
+        _refuse_unless_fixed("runtime='anakin'", fix, "runtime='sebulba'")
 
     @property
     def replay_batch_size(self) -> int:
@@ -360,6 +350,16 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _refuse_unless_fixed(setting: str, fix: dict[str, tuple[Any, str]], other: str) -> None:
+    """Raises for the first `{field: (bad, wanted value)}` that is bad: `setting` needs the
+    wanted value, or `other`."""
+    for field, (bad, want) in fix.items():
+        if bad:
+            raise ConfigError(
+                f"config.{setting} needs config.{field}={want}; set it, or use config.{other}"
+            )
 
 
 def jsonable(value: Any) -> Any:

@@ -6,7 +6,9 @@ happens. An exception in a hook ends the run with its traceback; the last checkp
 
     on_iteration(num_episodes, num_env_steps)   after every update: training episodes finished
                                                 and env steps taken so far (all processes)
-    on_eval(report: EvalReport)                 after every evaluation
+    on_eval(report: EvalReport)                 after every evaluation (one beside training: at the
+                                                first update after it finished; `report` says
+                                                where its params were taken)
     save_best(params, metric, num_env_steps)    when an evaluation's metric beats the best so far
                                                 (the first evaluation always does)
     save_last(params, metric, num_env_steps)    once, at the end (metric: the last evaluation's,
