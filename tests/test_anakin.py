@@ -98,6 +98,21 @@ def test_hyperparams_change_at_run_time(tmp_path):
     assert rates[10] == pytest.approx(2.5e-4 * 0.775) and rates[11] == pytest.approx(1e-5 * 0.75)
 
 
+def test_total_episodes_and_schedules_on_anakin(tmp_path):
+    """The run stops at a chunk's end once its seeds finished `total_episodes`; the scheduled
+    entropy cost is the base times 1 - update / updates (40 updates of 512 steps)."""
+    _, result = _run(tmp_path, "episodes", log_every_updates=1, total_episodes=100,
+                     **{"schedules.entropy_cost": "linear"})  # fmt: skip
+    assert result.stop_reason == "total_episodes reached"
+    assert 100 <= result.summary["episodes"] and result.updates < 40
+    lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
+    used = {x["charts/updates"]: x["losses/schedule/entropy_cost"] for x in lines
+            if "losses/schedule/entropy_cost" in x}  # fmt: skip
+    assert len(used) == result.updates
+    for update, value in used.items():
+        assert value == pytest.approx(0.01 * (1 - (update - 1) / 40), rel=1e-5)
+
+
 @pytest.mark.parametrize(
     ("overrides", "expect"),
     [

@@ -225,6 +225,7 @@ def test_a_hook_exception_ends_the_run_and_a_non_finite_metric_is_an_error(tmp_p
     config = _config(
         "--config.total_env_steps=3200", "--config.checkpoint_every_updates=2",
         "--config.eval_every_updates=4", "--config.eval_episodes=2",
+        "--config.eval_in_background=False",  # the metric's error at update 8 exactly
     )  # fmt: skip
     workdir = str(tmp_path / "run")
 

@@ -185,7 +185,8 @@ def test_final_save_over_a_periodic_save_at_the_same_update(tmp_path):
 
     config, _ = parse_args(
         ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.eval_every_updates=10",
-         "--config.checkpoint_every_updates=10", "--config.stop_at_eval_return=-1"]
+         "--config.checkpoint_every_updates=10", "--config.stop_at_eval_return=-1",
+         "--config.eval_in_background=False"]
     )  # fmt: skip
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["updates"] == summary["latest_checkpoint_step"] == 10

@@ -209,10 +209,15 @@ class AnakinTrainer:
             raise
         try:
             summary = self._finish(run, error)
-        finally:
-            ckpt.close()
+        except BaseException:
             if logger is not None:
                 logger.close()
+                logger.finish_sink(failed=True)
+            raise
+        finally:
+            ckpt.close()
+        if logger is not None:
+            logger.close()
         if primary and cfg.learning_curve:
             draw_learning_curve(self.workdir, progress.message)
             if cfg.num_seeds > 1:
@@ -228,11 +233,9 @@ class AnakinTrainer:
         steps_per_update = cfg.batch_size * cfg.unroll_length  # per seed
         seconds_per_update, window = None, LogWindow(counters.env_steps)
         while not self.stop.requested.is_set():
-            if counters.env_steps >= cfg.total_env_steps:
-                self.request_stop("total_env_steps reached")
-                break
-            if cfg.total_episodes and counters.episodes >= cfg.total_episodes:  # at a chunk's end
-                self.request_stop("total_episodes reached")
+            reached = cfg.ends_at(counters.env_steps, counters.episodes)  # at a chunk's end
+            if reached:
+                self.request_stop(reached)
                 break
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
@@ -275,7 +278,7 @@ class AnakinTrainer:
             if self.cluster.is_primary:
                 run.save_now = run.save_now or run.saver.time_due(run.clock())
             self._agree(run)
-            last = counters.env_steps >= cfg.total_env_steps
+            last = cfg.ends_at(counters.env_steps, counters.episodes)
             if not last and (run.saver.due(counters, before) or run.save_now):
                 run.save_now = False
                 self._save(run)

@@ -187,6 +187,14 @@ class TrainConfig:
         self._check_collection()
         self._check_evaluation()
 
+    def ends_at(self, env_steps: int, episodes: int) -> str:
+        """Why a run at these counts has reached its length ("" if it has not)."""
+        if env_steps >= self.total_env_steps:
+            return "total_env_steps reached"
+        if self.total_episodes and episodes >= self.total_episodes:
+            return "total_episodes reached"
+        return ""
+
     @property
     def evaluates_in_background(self) -> bool:
         """Whether evaluation runs beside the updates (`eval_in_background`, resolved: by
@@ -216,6 +224,10 @@ class TrainConfig:
                  "collection; set config.sync_collection=True")  # fmt: skip
         if not self.sync_collection:
             return
+        if self.fraction_samples < 1 and not self.max_policy_lag:
+            fail("max_policy_lag", 0, "keeps every late unroll, so with fraction_samples < 1 "
+                 "they pile up and the lag grows; set it, e.g. config.max_policy_lag=1 (late "
+                 "unrolls older than that are dropped)")  # fmt: skip
         if self.deterministic:
             fail("sync_collection", True, "is implied by deterministic=True; leave it False")
         if self.async_envs:

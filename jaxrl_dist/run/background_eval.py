@@ -65,11 +65,14 @@ class BackgroundEvaluation:
             done, self._done = self._done, []
         return done
 
-    def close(self, timeout_s: float = 60.0) -> None:
-        """Abandons a running evaluation (the run is ending) and stops the thread."""
+    def close(self, timeout_s: float = 60.0) -> bool:
+        """Abandons a running evaluation (the run is ending) and stops the thread; False if
+        it is still inside one after `timeout_s` (a compile or a GIF does not check the
+        abort): then nothing else may use the evaluator."""
         self._closing = True
         self._wake.set()
         self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     def _raise_error(self) -> None:
         if self.error is not None:

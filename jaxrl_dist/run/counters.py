@@ -85,7 +85,10 @@ class EvalHistory:
         if os.path.exists(self._path):
             with open(self._path) as f:
                 entries = [json.loads(line) for line in f if line.strip()]
-        self.entries = [e for e in entries if e["updates"] <= up_to_update]
+        # A background evaluation is part of the state from the update it landed at.
+        self.entries = [
+            e for e in entries if e.get("landed_at_updates", e["updates"]) <= up_to_update
+        ]
         if self._writable:
             with open(self._path, "w") as f:
                 f.writelines(json.dumps(e) + "\n" for e in self.entries)

@@ -50,6 +50,7 @@ class EvalMonitor:
         self._logger, self._progress = logger, progress
         self._videos, self._video_every = videos, config.video_every_evals
         self._measured = 0  # evaluations played (the GIF cadence)
+        self._left_open = False
 
     def evaluate(
         self, params: Any, counters: Counters, wall_time_s: float, abort: Callable[[], bool]
@@ -73,7 +74,8 @@ class EvalMonitor:
                 return None
             results[mode] = result
         self._measured += 1
-        if self._videos is not None and self._measured % self._video_every == 0:
+        due = self._videos is not None and self._measured % self._video_every == 0
+        if due and not abort():  # a GIF does not check `abort`: none once the run ends
             self._videos.record(params, point.updates, greedy=self._modes[0] == "greedy")
         return results
 
@@ -133,5 +135,11 @@ class EvalMonitor:
         for mode in self._modes if warm_up is not None else ():
             warm_up(params, mode == "greedy")
 
+    def leave_open(self) -> None:
+        """The evaluation thread may still use the evaluator: `close` leaves it to the
+        process's exit."""
+        self._left_open = True
+
     def close(self) -> None:
-        self._evaluator.close()
+        if not self._left_open:
+            self._evaluator.close()

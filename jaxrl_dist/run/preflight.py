@@ -23,6 +23,7 @@ from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.videos import video_problem
+from jaxrl_dist.run.wandb_sink import wandb_problem
 from jaxrl_dist.schedules import check_schedules
 from jaxrl_dist.tools.opponents import named_player
 
@@ -126,6 +127,12 @@ def scheduled_agent(agent: Agent, config: TrainConfig, num_updates: int) -> Agen
     """`agent` whose learner follows `config.schedules` (raises ConfigError for a schedule of
     a name the agent cannot change, or one `anneal_lr` already schedules)."""
     problem = check_schedules(config.schedules, agent.hyperparams)
+    integers = [name for name in config.schedules if type(getattr(config.algo, name, 0.0)) is int]
+    if integers:
+        problem = problem or (
+            f"config.schedules[{integers[0]!r}]: {integers[0]} is a count; a schedule would "
+            "make it fractional. Change it at run time instead (control.json)"
+        )
     if "learning_rate" in config.schedules and getattr(config.algo, "anneal_lr", False):
         problem = problem or (
             "config.schedules['learning_rate'] replaces config.algo.anneal_lr's linear decay; "
@@ -163,7 +170,7 @@ def prepare(
             f"config.sync_collection=True: algorithm {config.algorithm!r} learns from a "
             f"replay ({entry.data!r}), where batches are sampled, not collected; leave it False"
         )
-    problem = problem or video_problem(config)
+    problem = problem or video_problem(config) or wandb_problem(config)
     if problem:
         raise ConfigError(problem)
     shape = RunShape(config.total_env_steps, env_steps_per_update(entry.data, config))

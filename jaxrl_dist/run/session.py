@@ -149,7 +149,11 @@ def start_session(
     store.publish(params, counters.updates)
     logger = None
     if cluster.is_primary:
-        sink = make_sink(cfg, workdir, resume)
+        try:
+            sink = make_sink(cfg, workdir, resume)
+        except BaseException:  # wandb.init failed: release the checkpointer, say why
+            ckpt.close()
+            raise
         logger = MetricLogger(workdir, wall_time_offset=base_wall, sink=sink)
     progress = Progress(cfg.total_env_steps, quiet=quiet or not cluster.is_primary)
     monitor = None

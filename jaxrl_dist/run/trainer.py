@@ -135,11 +135,13 @@ class Trainer:
             error = e
             self.request_stop(f"error: {e}")
         except ProcessLostError:  # no collective can succeed: no final save, leave at once
+            self._stop_background(run)
             if run.logger is not None:
                 run.logger.close()
                 run.logger.finish_sink(failed=True)
             raise
         except Exception:  # a bug or a hook's exception: no final save; release what it holds
+            self._stop_background(run)
             run.release(failed=True)
             raise
         finally:
@@ -164,11 +166,12 @@ class Trainer:
         """The final evaluation, save, summary and `save_last` hook."""
         counters = run.counters
         counters.wall_time_s = run.clock()
-        if self._background is not None:  # what finished is recorded; a running one abandoned
-            self._background.close()
-            if error is None:
-                self._land(run)
-        if error is None and not self.stop.by_signal:
+        # What finished is recorded; a running one is abandoned. An evaluation thread that
+        # does not stop leaves the final evaluation out (its evaluator is in use).
+        evaluator_free = self._stop_background(run)
+        if evaluator_free and error is None and self._background is not None:
+            self._land(run)
+        if evaluator_free and error is None and not self.stop.by_signal:
             last = counters.last_eval
             if last is None or last["updates"] != counters.updates:
                 self._evaluate(run)
@@ -219,11 +222,9 @@ class Trainer:
         window = LogWindow(counters.env_steps)
         while True:
             # ---- stop conditions (the same on every process, or agreed below)
-            if counters.env_steps >= cfg.total_env_steps:
-                self.request_stop("total_env_steps reached")
-                return
-            if cfg.total_episodes and counters.episodes >= cfg.total_episodes:
-                self.request_stop("total_episodes reached")
+            reached = cfg.ends_at(counters.env_steps, counters.episodes)
+            if reached:
+                self.request_stop(reached)
                 return
             if cfg.max_wall_time_s and run.clock() >= cfg.max_wall_time_s:
                 self.request_stop("max_wall_time_s reached")
@@ -268,7 +269,7 @@ class Trainer:
             # At the last update (the same on every process) the final save follows the final
             # evaluation, after the actors stopped: a save now would leave that one without its
             # metric (a save at an update that has one is not made twice).
-            last = counters.env_steps >= cfg.total_env_steps
+            last = cfg.ends_at(counters.env_steps, counters.episodes)
             if not last and (run.saver.due(counters, steps_before) or self._save_after_update):
                 self._save_after_update = False
                 self._save_now = False  # a new best of this update is in this save
@@ -359,6 +360,8 @@ class Trainer:
         totals = window.totals(run.stats.drain(), run.data.size)
         record = window.record(metrics, run.counters, self.cluster.gather(totals))
         record.update(run.fleet.inference_record())  # this process's servers, if any
+        if self._background is not None:  # requests made while an evaluation ran or rested
+            record["stats/eval_skipped"] = self._background.skipped
         if run.logger is not None:
             run.logger.write(run.counters.env_steps, record)
             run.progress.line(run.counters.env_steps, record)
@@ -381,6 +384,16 @@ class Trainer:
         outcome = run.monitor.evaluate(params, counters, run.clock(), signalled)
         if outcome is not None:  # else a signal: stop promptly, without this evaluation
             self._after_evaluation(*outcome)
+
+    def _stop_background(self, run: Session) -> bool:
+        """Stops the evaluation thread (if any); False if it is stuck inside an evaluation:
+        its evaluator is then left open and unused."""
+        if self._background is None or self._background.close():
+            return True
+        run.progress.message("warning: the evaluation thread did not stop within 60 s; "
+                             "no final evaluation")  # fmt: skip
+        run.monitor.leave_open()
+        return False
 
     def _land(self, run: Session) -> None:
         """Records the background evaluations that finished (on this thread: hooks, counters
