@@ -4,6 +4,7 @@ snapshot), measured alternately in one run of this script.
 
     python benchmarks/eval_beside_training.py              # ~5 min on 2 cores
     python benchmarks/eval_beside_training.py --repeat 1
+    python benchmarks/eval_beside_training.py --load 1     # a busy machine: one spinning core
 
 Config: `configs/impala_cartpole.py:quick` (Sebulba, CartPole-v1, 20 eval episodes), checkpoints
 and the stop target off. Arms, run in turn `--repeat` times:
@@ -14,8 +15,9 @@ and the stop target off. Arms, run in turn `--repeat` times:
 
 SPS is timed from the first update's end to the last's (the `on_iteration` hook), so compilation
 and the final evaluation are outside it. Each arm's ratio to `none` is the median over the
-rounds of (arm SPS / that round's `none` SPS). Written to
-`benchmarks/results/<device>/eval_beside_training.json` and `.md`.
+rounds of (arm SPS / that round's `none` SPS). `--load N` keeps N pure-Python spinners running
+for the whole measurement (`learning.py`'s background load). Written to
+`benchmarks/results/<device>/eval_beside_training.json` and `.md` (`_load<N>` under load).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
+from learning import BackgroundLoad  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
 from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402
@@ -70,32 +73,36 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200_000, help="env steps, none/background")
     parser.add_argument("--blocking-steps", type=int, default=30_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--load", type=int, default=0, help="busy background processes")
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args()
     runs = {arm: [] for arm in ARMS}
-    for _ in range(args.repeat):
-        for arm, overrides in ARMS.items():
-            steps = args.blocking_steps if arm == "blocking" else args.steps
-            runs[arm].append(timed_run(steps, overrides))
-            print(arm, runs[arm][-1], flush=True)
+    with BackgroundLoad(args.load):
+        for _ in range(args.repeat):
+            for arm, overrides in ARMS.items():
+                steps = args.blocking_steps if arm == "blocking" else args.steps
+                runs[arm].append(timed_run(steps, overrides))
+                print(arm, runs[arm][-1], flush=True)
     ratios = {
         arm: [r["sps"] / n["sps"] for r, n in zip(runs[arm], runs["none"], strict=True)]
         for arm in ("blocking", "background")
     }
     result = {
         "environment": environment(), "config": CONFIG, "steps": args.steps,
-        "blocking_steps": args.blocking_steps, "runs": runs,
+        "blocking_steps": args.blocking_steps, "load": args.load, "runs": runs,
         "ratios": {a: [round(r, 3) for r in rs] for a, rs in ratios.items()},
         "median_ratio": {a: round(float(np.median(rs)), 3) for a, rs in ratios.items()},
     }  # fmt: skip
-    write_result(args.out_dir, "eval_beside_training", result, markdown(result))
+    name = "eval_beside_training" + (f"_load{args.load}" if args.load else "")
+    write_result(args.out_dir, name, result, markdown(result))
 
 
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = [
         "# Evaluation every update: SPS against no evaluation (CartPole-v1, IMPALA quick)", "",
-        f"{env['device']}, {env['cpu_count']} CPUs, jax {env['versions']['jax']}, {env['date']}",
+        f"{env['device']}, {env['cpu_count']} CPUs, jax {env['versions']['jax']}, {env['date']}, "
+        f"{result['load']} background spinner(s)",
         "",
         "| arm | median SPS | evaluations during training (median) | SPS / none (median) "
         "| per round |",
