@@ -11,7 +11,10 @@ and the stop target off. Arms, run in turn `--repeat` times:
 
 - `none`: `eval_every_updates=0` (one evaluation at the end, after the timed part);
 - `blocking`: `eval_every_updates=1`, `eval_in_background=False` (fewer env steps: it is slow);
-- `background`: `eval_every_updates=1`, `eval_in_background=True` (default share, 0.1).
+- `background`: `eval_every_updates=1`, `eval_in_background=True` (the default share, 1: an
+  evaluation starts as soon as the last one ended);
+- `background_share0.1`: the same with `eval_background_share=0.1` (the thread rests 9x as
+  long as each evaluation took).
 
 SPS is timed from the first update's end to the last's (the `on_iteration` hook), so compilation
 and the final evaluation are outside it. Each arm's ratio to `none` is the median over the
@@ -46,6 +49,11 @@ ARMS = {
     "none": {"eval_every_updates": 0},
     "blocking": {"eval_every_updates": 1, "eval_in_background": False},
     "background": {"eval_every_updates": 1, "eval_in_background": True},
+    "background_share0.1": {
+        "eval_every_updates": 1,
+        "eval_in_background": True,
+        "eval_background_share": 0.1,
+    },
 }
 
 
@@ -85,7 +93,8 @@ def main() -> None:
                 print(arm, runs[arm][-1], flush=True)
     ratios = {
         arm: [r["sps"] / n["sps"] for r, n in zip(runs[arm], runs["none"], strict=True)]
-        for arm in ("blocking", "background")
+        for arm in ARMS
+        if arm != "none"
     }
     result = {
         "environment": environment(), "config": CONFIG, "steps": args.steps,

@@ -94,9 +94,9 @@ class TrainConfig:
     # the snapshot's env steps), or block the learner (the old way); None = in the background
     # except in deterministic mode, where stops and best saves must not depend on timing.
     eval_in_background: bool | None = None
-    # Background evaluation plays at most this share of the wall time: after an evaluation
-    # of d seconds it rests d * (1 / share - 1) (requests meanwhile are skipped); 1 = no rest.
-    eval_background_share: float = 0.1
+    # Background evaluation plays at most this share of the wall time: after an evaluation of
+    # d seconds it rests d * (1 / share - 1) (the newest request meanwhile waits); 1 = no rest.
+    eval_background_share: float = 1.0
     # A GIF of one evaluation episode in `videos/` every this many evaluations (0 = none;
     # envs that render: EnvPool Atari, classic control through gymnasium).
     video_every_evals: int = 0

@@ -5,12 +5,16 @@ The trainer `submit`s the params of an update (the params store's copy, which no
 donates) with where the run was (`EvalPoint`); the thread plays the episodes (`EvalMonitor.
 measure`); at its next update the trainer `collect`s the finished ones and records them
 (`EvalMonitor.record`: logs at the snapshot's env steps, best, hooks, stop target), so hooks
-and counters stay on one thread. One evaluation runs at a time: a request while one runs is
-skipped (counted), so "every update" means "as often as evaluation keeps up". After each
-evaluation the thread also rests, so that it plays at most `share` of the wall time
-(`config.eval_background_share`): the evaluation's Python loop holds the GIL and a core that
-the actors and the learner need, and on a 2-core machine an evaluation thread that never rests
-costs about a quarter of the training SPS (measured; README).
+and counters stay on one thread.
+
+One evaluation runs at a time, and one request waits: a request made while one runs waits and
+starts the moment it ends; a newer request replaces a waiting one (the replaced one is counted
+as skipped). So while evaluation keeps up with `eval_every_updates` on average, every requested
+snapshot is evaluated, as with blocking evaluation; when it cannot, the newest snapshots are.
+With `share < 1` (`config.eval_background_share`) the thread also rests after each evaluation
+so that it plays at most that share of the wall time: a bound on what evaluation costs the
+actors and the learner (on 2 cores, a thread evaluating without rest cost CartPole's IMPALA
+about 40% of its SPS; README), paid for with fewer evaluations.
 """
 
 from __future__ import annotations
@@ -32,31 +36,32 @@ class BackgroundEvaluation:
         self._monitor = monitor
         self._rest_ratio = 1.0 / share - 1.0  # rest per second of evaluation
         self._lock = threading.Lock()
-        self._request: tuple[Any, EvalPoint] | None = None
+        self._waiting: tuple[Any, EvalPoint] | None = None  # the next request to play
         self._done: list[tuple[dict[str, EvalResult], EvalPoint, Any]] = []
         self._wake = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._busy = False  # an evaluation is being played
         self._closing = False
-        self._busy_until = 0.0  # monotonic time before which a request is skipped (rest)
         self.error: BaseException | None = None
-        self.skipped = 0  # requests made while an evaluation ran (or it rested)
+        self.skipped = 0  # waiting requests replaced by newer ones
         self._warm_up_params = warm_up_params
         self._thread = threading.Thread(target=self._loop, name="evaluation", daemon=True)
         self._thread.start()
 
-    def submit(self, params: Any, point: EvalPoint) -> bool:
-        """Asks for an evaluation of `params` (taken at `point`); False if one runs or the
-        thread rests (skipped)."""
+    def submit(self, params: Any, point: EvalPoint) -> None:
+        """Asks for an evaluation of `params` (taken at `point`): played next, unless a newer
+        request comes first."""
         self._raise_error()
         with self._lock:
-            if not self._idle.is_set() or time.monotonic() < self._busy_until:
+            if self._waiting is not None:
                 self.skipped += 1
-                return False
-            self._idle.clear()
-            self._request = (params, point)
+            self._waiting = (params, point)
         self._wake.set()
-        return True
+
+    @property
+    def idle(self) -> bool:
+        """Nothing is being played and nothing waits."""
+        with self._lock:
+            return not self._busy and self._waiting is None
 
     def collect(self) -> list[tuple[dict[str, EvalResult], EvalPoint, Any]]:
         """The finished evaluations since the last call: (results, point, params)."""
@@ -66,9 +71,9 @@ class BackgroundEvaluation:
         return done
 
     def close(self, timeout_s: float = 60.0) -> bool:
-        """Abandons a running evaluation (the run is ending) and stops the thread; False if
-        it is still inside one after `timeout_s` (a compile or a GIF does not check the
-        abort): then nothing else may use the evaluator."""
+        """Abandons a running evaluation and a waiting request (the run is ending) and stops
+        the thread; False if it is still inside one after `timeout_s` (a compile or a GIF
+        does not check the abort): then nothing else may use the evaluator."""
         self._closing = True
         self._wake.set()
         self._thread.join(timeout_s)
@@ -78,29 +83,39 @@ class BackgroundEvaluation:
         if self.error is not None:
             raise self.error
 
+    def _next(self) -> tuple[Any, EvalPoint] | None:
+        """Waits for a request; None once closing."""
+        while True:
+            with self._lock:
+                if self._closing:
+                    return None
+                if self._waiting is not None:
+                    request, self._waiting = self._waiting, None
+                    self._busy = True
+                    return request
+                self._wake.clear()
+            self._wake.wait()
+
     def _loop(self) -> None:
         try:
             if self._warm_up_params is not None:
                 self._monitor.warm_up(self._warm_up_params)
+            self._warm_up_params = None
+            while (request := self._next()) is not None:
+                params, point = request
+                start = time.monotonic()
+                results = self._monitor.measure(params, point, abort=lambda: self._closing)
+                took = time.monotonic() - start
+                with self._lock:
+                    if results is not None:
+                        self._done.append((results, point, params))
+                    self._busy = False
+                if self._rest_ratio > 0:  # requests meanwhile wait (the newest one)
+                    self._rest(self._rest_ratio * took)
         except BaseException as e:  # noqa: BLE001  raised on the learner's thread
             self.error = e
-            return
-        self._warm_up_params = None
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closing:
-                return
-            params, point = self._request
-            start = time.monotonic()
-            try:
-                results = self._monitor.measure(params, point, abort=lambda: self._closing)
-            except BaseException as e:  # noqa: BLE001  raised on the learner's thread
-                self.error = e
-                return
-            took = time.monotonic() - start
-            with self._lock:
-                if results is not None:
-                    self._done.append((results, point, params))
-                self._busy_until = time.monotonic() + self._rest_ratio * took
-                self._idle.set()
+
+    def _rest(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self._closing and time.monotonic() < end:
+            time.sleep(min(0.05, max(0.0, end - time.monotonic())))
