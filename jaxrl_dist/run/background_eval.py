@@ -14,7 +14,7 @@ snapshot is evaluated, as with blocking evaluation; when it cannot, the newest s
 With `share < 1` (`config.eval_background_share`) the thread also rests after each evaluation
 so that it plays at most that share of the wall time: a bound on what evaluation costs the
 actors and the learner (on 2 cores, a thread evaluating without rest cost CartPole's IMPALA
-about 40% of its SPS; README), paid for with fewer evaluations.
+about half its SPS with evaluation every update; README), paid for with fewer evaluations.
 """
 
 from __future__ import annotations

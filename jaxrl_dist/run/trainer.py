@@ -23,13 +23,12 @@ from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import host_metrics
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
-from jaxrl_dist.run.background_eval import BackgroundEvaluation
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
 from jaxrl_dist.run.logger import LogWindow, MetricLogger
-from jaxrl_dist.run.monitor import EvalPoint
 from jaxrl_dist.run.preflight import prepare
+from jaxrl_dist.run.run_evaluation import RunEvaluation
 from jaxrl_dist.run.session import Session, start_acting, start_session
 from jaxrl_dist.run.stopping import StopControl
 from jaxrl_dist.run.summary import RunResult, run_summary
@@ -93,7 +92,7 @@ class Trainer:
         self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
         self._save_after_update = False  # every process: new hyperparameters must reach disk
         self._reported = {"restarts": 0, "episodes": 0}
-        self._background: BackgroundEvaluation | None = None  # process 0, eval_in_background
+        self._evals = RunEvaluation(config, self.stop, self._prepared.devices.actor_devices[0])
 
     def set_hyperparams(self, **values: float) -> None:
         """Changes run-time hyperparameters (`Agent.hyperparams`, e.g. learning_rate) from the
@@ -124,10 +123,7 @@ class Trainer:
             if target is not None and top is not None and top >= target:
                 self.request_stop(f"an earlier evaluation already reached {target}")
         error: RunError | None = None
-        if run.monitor is not None and cfg.evaluates_in_background:
-            params, _ = run.store.get(self._prepared.devices.actor_devices[0])
-            share = cfg.eval_background_share
-            self._background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)
+        self._evals.start(run)
         try:
             start_acting(run, cfg, self._prepared)
             self._loop(run)
@@ -135,13 +131,13 @@ class Trainer:
             error = e
             self.request_stop(f"error: {e}")
         except ProcessLostError:  # no collective can succeed: no final save, leave at once
-            self._stop_background(run)
+            self._evals.stop_thread(run)
             if run.logger is not None:
                 run.logger.close()
                 run.logger.finish_sink(failed=True)
             raise
         except Exception:  # a bug or a hook's exception: no final save; release what it holds
-            self._stop_background(run)
+            self._evals.stop_thread(run)
             run.release(failed=True)
             raise
         finally:
@@ -166,15 +162,9 @@ class Trainer:
         """The final evaluation, save, summary and `save_last` hook."""
         counters = run.counters
         counters.wall_time_s = run.clock()
-        # What finished is recorded; a running one is abandoned. An evaluation thread that
-        # does not stop leaves the final evaluation out (its evaluator is in use).
-        evaluator_free = self._stop_background(run)
-        if evaluator_free and error is None and self._background is not None:
-            self._land(run)
-        if evaluator_free and error is None and not self.stop.by_signal:
-            last = counters.last_eval
-            if last is None or last["updates"] != counters.updates:
-                self._evaluate(run)
+        self._evals.finish(
+            run, land=error is None, evaluate=error is None and not self.stop.by_signal
+        )
         donated = isinstance(error, NonFiniteError)  # no valid state to save or hand over
         if not donated:
             self._save(run)
@@ -230,7 +220,8 @@ class Trainer:
                 self.request_stop("max_wall_time_s reached")
             if self.cluster.is_primary:
                 self.hparams.poll()
-                self._save_now = self._save_now or run.saver.time_due(run.clock())
+                due = self._evals.best_to_save or run.saver.time_due(run.clock())
+                self._save_now, self._evals.best_to_save = self._save_now or due, False
             # ---- data: this process's batch, then every process agrees to update or stop
             t0 = time.perf_counter()
             batch, failure = self._read(run)
@@ -260,10 +251,7 @@ class Trainer:
             # ---- around the update: hooks, evaluation, logs, saves
             if self.cluster.is_primary and self.hooks.on_iteration is not None:
                 self.hooks.on_iteration(counters.episodes, counters.env_steps)
-            if cfg.eval_every_updates and counters.updates % cfg.eval_every_updates == 0:
-                self._evaluate(run, blocking=self._background is None)
-            if self._background is not None:
-                self._land(run)
+            self._evals.after_update(run)
             if counters.updates % cfg.log_every_updates == 0:
                 self._log(run, window, metrics)
             # At the last update (the same on every process) the final save follows the final
@@ -272,7 +260,7 @@ class Trainer:
             last = cfg.ends_at(counters.env_steps, counters.episodes)
             if not last and (run.saver.due(counters, steps_before) or self._save_after_update):
                 self._save_after_update = False
-                self._save_now = False  # a new best of this update is in this save
+                self._save_now = self._evals.best_to_save = False  # a new best is in this save
                 self._save(run)
 
     def _read(self, run: Session) -> tuple[Batch | None, RunError | None]:
@@ -360,49 +348,7 @@ class Trainer:
         totals = window.totals(run.stats.drain(), run.data.size)
         record = window.record(metrics, run.counters, self.cluster.gather(totals))
         record.update(run.fleet.inference_record())  # this process's servers, if any
-        if self._background is not None:  # requests made while an evaluation ran or rested
-            record["stats/eval_skipped"] = self._background.skipped
+        record.update(self._evals.log_record())
         if run.logger is not None:
             run.logger.write(run.counters.env_steps, record)
             run.progress.line(run.counters.env_steps, record)
-
-    def _evaluate(self, run: Session, blocking: bool = True) -> None:
-        """Process 0 evaluates (and calls the evaluation hooks); a stop it requests reaches
-        the others through `_agree`, and so does the save of a new best. Not `blocking`: the
-        published params go to the evaluation thread, recorded by `_land` once played."""
-        if run.monitor is None:
-            return
-        counters = run.counters
-        if not blocking:
-            params, version = run.store.get(self._prepared.devices.actor_devices[0])
-            assert version == counters.updates, (version, counters.updates)
-            point = EvalPoint(counters.env_steps, counters.updates, run.clock())
-            self._background.submit(params, point)
-            return
-        signalled = lambda: self.stop.signals > 0  # noqa: E731
-        params = run.learner.actor_params(run.state)
-        outcome = run.monitor.evaluate(params, counters, run.clock(), signalled)
-        if outcome is not None:  # else a signal: stop promptly, without this evaluation
-            self._after_evaluation(*outcome)
-
-    def _stop_background(self, run: Session) -> bool:
-        """Stops the evaluation thread (if any); False if it is stuck inside an evaluation:
-        its evaluator is then left open and unused."""
-        if self._background is None or self._background.close():
-            return True
-        run.progress.message("warning: the evaluation thread did not stop within 60 s; "
-                             "no final evaluation")  # fmt: skip
-        run.monitor.leave_open()
-        return False
-
-    def _land(self, run: Session) -> None:
-        """Records the background evaluations that finished (on this thread: hooks, counters
-        and logs see one thread)."""
-        for results, point, params in self._background.collect():
-            self._after_evaluation(*run.monitor.record(results, point, params, run.counters))
-
-    def _after_evaluation(self, report, stop_reason: str) -> None:
-        if report.best and self.config.keep_best_checkpoints:
-            self._save_now = True
-        if stop_reason:
-            self.request_stop(stop_reason)

@@ -1,0 +1,98 @@
+"""Process 0's evaluations during a Sebulba run: blocking on the learner's thread, or beside
+training (`background_eval.py`), and what follows one (a new best to save, a stop).
+
+Everything here runs on the learner's thread: a background evaluation's results are recorded
+(`land`) there, at the update after they finished, so hooks and counters see one thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.run.background_eval import BackgroundEvaluation
+from jaxrl_dist.run.monitor import EvalPoint
+from jaxrl_dist.run.session import Session
+from jaxrl_dist.run.stopping import StopControl
+
+
+class RunEvaluation:
+    """A run's evaluations (process 0; a no-op elsewhere, where the session has no monitor)."""
+
+    def __init__(self, config: TrainConfig, stop: StopControl, device: Any):
+        """`device`: the actor device whose published params copy a background evaluation
+        takes (no update donates it)."""
+        self._config, self._stop, self._device = config, stop, device
+        self.background: BackgroundEvaluation | None = None
+        self.best_to_save = False  # a new best with keep_best_checkpoints: save it (agreed)
+
+    def start(self, run: Session) -> None:
+        """Starts the evaluation thread where evaluation is beside training; it compiles the
+        evaluator's policies first, while the learner compiles."""
+        if run.monitor is not None and self._config.evaluates_in_background:
+            params, _ = run.store.get(self._device)
+            share = self._config.eval_background_share
+            self.background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)
+
+    def after_update(self, run: Session) -> None:
+        """At every update: an evaluation when one is due, and the finished ones recorded."""
+        every, updates = self._config.eval_every_updates, run.counters.updates
+        if every and updates % every == 0:
+            self.evaluate(run, blocking=self.background is None)
+        if self.background is not None:
+            self.land(run)
+
+    def evaluate(self, run: Session, blocking: bool = True) -> None:
+        """Evaluates the newest params (and calls the evaluation hooks); not `blocking`: the
+        published params go to the evaluation thread, recorded by `land` once played."""
+        if run.monitor is None:
+            return
+        counters = run.counters
+        if not blocking:
+            params, version = run.store.get(self._device)
+            assert version == counters.updates, (version, counters.updates)
+            self.background.submit(params, EvalPoint(counters.env_steps, version, run.clock()))
+            return
+        signalled = lambda: self._stop.signals > 0  # noqa: E731
+        params = run.learner.actor_params(run.state)
+        outcome = run.monitor.evaluate(params, counters, run.clock(), signalled)
+        if outcome is not None:  # else a signal: stop promptly, without this evaluation
+            self._after(*outcome)
+
+    def land(self, run: Session) -> None:
+        """Records the background evaluations that finished."""
+        for results, point, params in self.background.collect():
+            self._after(*run.monitor.record(results, point, params, run.counters))
+
+    def stop_thread(self, run: Session) -> bool:
+        """Stops the evaluation thread (if any); False if it is stuck inside an evaluation:
+        its evaluator is then left open and unused (no final evaluation)."""
+        if self.background is None or self.background.close():
+            return True
+        run.progress.message("warning: the evaluation thread did not stop within 60 s; "
+                             "no final evaluation")  # fmt: skip
+        run.monitor.leave_open()
+        return False
+
+    def finish(self, run: Session, land: bool, evaluate: bool) -> None:
+        """At the end: a running evaluation is abandoned, the finished ones are recorded
+        (`land`), then (`evaluate`) a final blocking one unless the last was of these params."""
+        if not self.stop_thread(run):
+            return
+        if land and self.background is not None:
+            self.land(run)
+        if not evaluate:
+            return
+        last = run.counters.last_eval
+        if last is None or last["updates"] != run.counters.updates:
+            self.evaluate(run)
+
+    def log_record(self) -> dict[str, float]:
+        """For the log line: requests replaced before they were played."""
+        return {} if self.background is None else {"stats/eval_skipped": self.background.skipped}
+
+    def _after(self, report, stop_reason: str) -> None:
+        if report.best and self._config.keep_best_checkpoints:
+            self.best_to_save = True
+        if stop_reason:
+            self._stop.request(stop_reason)
