@@ -204,15 +204,13 @@ class AnakinTrainer:
         except BaseException:
             ckpt.close()
             if logger is not None:
-                logger.close()
-                logger.finish_sink(failed=True)
+                logger.close(failed=True)
             raise
         try:
             summary = self._finish(run, error)
         except BaseException:
             if logger is not None:
-                logger.close()
-                logger.finish_sink(failed=True)
+                logger.close(failed=True)
             raise
         finally:
             ckpt.close()

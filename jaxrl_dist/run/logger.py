@@ -58,11 +58,14 @@ class MetricLogger:
             if self._sink is not None:
                 self._sink.log(record)
 
-    def close(self) -> None:
-        """Closes the files (the sink stays open for `finish_sink`, after the curve is drawn)."""
+    def close(self, failed: bool = False) -> None:
+        """Closes the files. The sink stays open for `finish_sink` (after the curve is drawn),
+        unless the run `failed`: then it is closed as failed too."""
         self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
+        if failed:
+            self.finish_sink(failed=True)
 
     def finish_sink(self, summary: dict | None = None, failed: bool = False) -> None:
         """Hands the sink the summary and the learning curve and closes it (once)."""

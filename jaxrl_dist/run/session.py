@@ -80,9 +80,7 @@ class Session:
             self.monitor.close()
         self.saver.ckpt.close()
         if self.logger is not None:
-            self.logger.close()
-            if failed:
-                self.logger.finish_sink(failed=True)
+            self.logger.close(failed=failed)
 
 
 def _initial_state(cfg, prepared, learner, ckpt, replay, resume, cluster, history, data):
@@ -164,8 +162,9 @@ def start_session(
             cfg.seats.eval_opponent, prepared.spec.num_agents,
             in_xla=cfg.evaluates_in_background,
         )  # fmt: skip
-        videos = EvalVideos(cfg, prepared.agent, prepared.spec, workdir)
-        videos = videos if cfg.video_every_evals else None
+        videos = None
+        if cfg.video_every_evals:
+            videos = EvalVideos(cfg, prepared.agent, prepared.spec, workdir)
         monitor = EvalMonitor(cfg, evaluator, hooks, logger, progress, history, videos)
     session = Session(
         learner=learner,

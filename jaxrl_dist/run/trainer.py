@@ -133,8 +133,7 @@ class Trainer:
         except ProcessLostError:  # no collective can succeed: no final save, leave at once
             self._evals.stop_thread(run)
             if run.logger is not None:
-                run.logger.close()
-                run.logger.finish_sink(failed=True)
+                run.logger.close(failed=True)
             raise
         except Exception:  # a bug or a hook's exception: no final save; release what it holds
             self._evals.stop_thread(run)
