@@ -346,6 +346,11 @@ def test_sync_collection_refusals():
         load_config(QUICK, sync_collection=True, batch_size=16)
     with pytest.raises(ConfigError, match="max_policy_lag"):  # late unrolls would pile up
         load_config(QUICK, **{**SYNC, "fraction_samples": 0.5, "batch_size": 4})
+    from jaxrl_dist.run.preflight import data_problem
+
+    rainbow = load_config(os.path.join(ROOT, "configs", "rainbow_cartpole.py"),
+                          sync_collection=True, async_envs=False)  # fmt: skip
+    assert "sampled, not collected" in data_problem("prioritized", rainbow)
 
 
 # ----------------------------------------------------------------------------- determinism

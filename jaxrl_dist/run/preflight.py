@@ -165,11 +165,6 @@ def prepare(
         )
     entry = agents.get(config.algorithm)
     problem = entry.check(config.algo, config) or data_problem(entry.data, config)
-    if config.sync_collection and entry.data != "on_policy":
-        problem = problem or (
-            f"config.sync_collection=True: algorithm {config.algorithm!r} learns from a "
-            f"replay ({entry.data!r}), where batches are sampled, not collected; leave it False"
-        )
     problem = problem or video_problem(config) or wandb_problem(config)
     if problem:
         raise ConfigError(problem)
@@ -213,6 +208,11 @@ def data_problem(flow: str, config: TrainConfig) -> str | None:
         return (
             "config.deterministic=True takes one unroll of every actor per update, which a "
             "replay's sampling does not; this agent learns from a replay"
+        )
+    if flow in REPLAY_FLOWS and config.sync_collection:
+        return (
+            f"config.sync_collection=True: algorithm {config.algorithm!r} learns from a "
+            f"replay ({flow!r}), where batches are sampled, not collected; leave it False"
         )
     if flow in REPLAY_FLOWS:
         problem = _replay_problem(flow, config)
