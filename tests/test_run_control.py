@@ -1,5 +1,6 @@
-"""Run control (issue 20): schedules, total_episodes, W&B (offline), evaluation beside training,
-GIFs, synchronous collection with stragglers, the deterministic XLA flags, --help_config."""
+"""Run control (issue 20): schedules, total_episodes, W&B (offline), synchronous collection with
+stragglers, the deterministic XLA flags, --help_config (evaluation beside training:
+`test_background_eval.py`)."""
 
 from __future__ import annotations
 
@@ -26,15 +27,11 @@ from jaxrl_dist.schedules import ScheduleError, check_schedules, parse_schedule
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from train_runs import jsonl_records as _records  # noqa: E402
 from wandb_records import offline_records  # noqa: E402
 
 QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
 SMALL = {"checkpoint_every_updates": 0, "stop_at_eval_return": None, "log_every_updates": 5}
-
-
-def _records(workdir: str, name: str) -> list[dict]:
-    with open(os.path.join(workdir, name)) as f:
-        return [json.loads(line) for line in f]
 
 
 # ----------------------------------------------------------------------------- schedules
@@ -203,101 +200,6 @@ def test_wandb_missing_is_a_one_line_config_error(tmp_path, monkeypatch):
         make_sink(cfg, str(tmp_path), False)
     with pytest.raises(ConfigError, match="wandb.mode"):
         load_config(QUICK, **{"wandb.mode": "sometimes"})
-
-
-# ----------------------------------------------------------------------------- evaluation
-def test_evaluation_beside_training_logs_at_the_snapshot_and_records_gifs(tmp_path):
-    """Evaluation every update on a thread (no rest): updates go on during evaluations, each
-    result is logged at its snapshot's env steps, requests while busy are skipped, and every
-    second evaluation leaves a GIF named by the evaluated update."""
-    workdir = str(tmp_path / "run")
-    cfg = load_config(QUICK, **{
-        **SMALL, "total_env_steps": 40_000, "eval_every_updates": 1, "eval_in_background": True,
-        "eval_background_share": 1.0, "eval_episodes": 4, "video_every_evals": 2,
-    })  # fmt: skip
-    assert cfg.evaluates_in_background
-    result = make_trainer(cfg, workdir, quiet=True).run()
-    evals = _records(workdir, "evals.jsonl")
-    background = [e for e in evals if "landed_at_updates" in e]
-    # Updates went on during evaluations (an entry that landed later says where), and
-    # requests while one ran were skipped (counted in the log).
-    assert background and len(evals) < result.updates
-    skipped = [r["stats/eval_skipped"] for r in _records(workdir, "metrics.jsonl")
-               if "stats/eval_skipped" in r]  # fmt: skip
-    assert skipped and skipped[-1] > 0
-    steps_per_update = 16 * 20
-    for entry in evals:
-        assert entry["env_steps"] == entry["updates"] * steps_per_update  # the snapshot's
-    logged = [r["env_steps"] for r in _records(workdir, "metrics.jsonl") if "eval/return" in r]
-    assert logged == [e["env_steps"] for e in evals]
-    gifs = sorted(os.listdir(os.path.join(workdir, "videos")))
-    played = [e["updates"] for e in evals]
-    assert gifs == [f"update_{u:08d}.gif" for u in played[1::2]]  # every second evaluation
-
-
-@pytest.mark.parametrize("core", ["none", "lstm"])
-def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core):
-    """Beside training, episodes are stepped inside XLA (no GIL held): the same episodes, env
-    seeds and policy keys as the Python evaluator, greedy and sampled."""
-    from jaxrl_dist.envs import env_spec
-    from jaxrl_dist.run.evaluation import Evaluator, make_evaluator
-    from jaxrl_dist.run.xla_evaluation import XlaEvaluator
-
-    cfg = load_config(QUICK, **{"network.core": core, "network.core_size": 16})
-    spec = env_spec(cfg.env_id, cfg.env_kwargs)
-    agent = agents.get("impala").make(cfg.algo, cfg.network, spec,
-                                      agents.base.RunShape(1000, 100.0))  # fmt: skip
-    params = agent.learner.actor_params(agent.learner.init(jax.random.PRNGKey(3)))
-    device = jax.devices()[0]
-    made = {
-        in_xla: make_evaluator(cfg.env_id, {}, 6, 11, agent.actor, device, in_xla=in_xla)
-        for in_xla in (False, True)
-    }
-    assert type(made[False]) is Evaluator and type(made[True]) is XlaEvaluator
-    try:
-        for ev in made.values():
-            ev.warm_up(params)  # the same key splits on both
-        for greedy in (True, False, True):
-            python, xla = (made[k].run(params, greedy) for k in (False, True))
-            np.testing.assert_array_equal(python.lengths, xla.lengths)
-            np.testing.assert_allclose(python.returns, xla.returns)
-        assert made[True].run(params, abort=lambda: True) is None
-    finally:
-        for ev in made.values():
-            ev.close()
-
-
-def test_a_resume_keeps_the_evaluations_that_landed_by_its_checkpoint(tmp_path):
-    from jaxrl_dist.run.counters import EvalHistory
-
-    history = EvalHistory(str(tmp_path), True)
-    for entry in ({"updates": 8}, {"updates": 10, "landed_at_updates": 13},
-                  {"updates": 12, "landed_at_updates": 15}):  # fmt: skip
-        history.append({"env_steps": 0, **entry})
-    history.resume(13)  # a checkpoint at 13 holds the first two results, not the third
-    assert [e["updates"] for e in history.entries] == [8, 10]
-
-
-def test_evaluation_blocks_where_timing_must_not_matter():
-    sync = {"async_envs": False, "batch_size": 16}
-    assert not load_config(QUICK, deterministic=True, **sync).evaluates_in_background
-    assert not load_config(QUICK, keep_best_checkpoints=2).evaluates_in_background
-    assert load_config(QUICK).evaluates_in_background
-    with pytest.raises(ConfigError, match="keep_best_checkpoints"):
-        load_config(QUICK, eval_in_background=True, keep_best_checkpoints=2)
-    anakin = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")
-    assert not load_config(anakin).evaluates_in_background
-    for field, value in (("eval_in_background", True), ("video_every_evals", 1)):
-        with pytest.raises(ConfigError, match=field):
-            load_config(anakin, **{field: value})
-
-
-def test_video_on_an_env_that_does_not_render_is_refused(tmp_path):
-    from jaxrl_dist.run.videos import video_problem
-
-    cfg = load_config(QUICK, env_id="FrozenLake-v1", video_every_evals=1)
-    problem = video_problem(cfg)
-    assert problem and "config.video_every_evals" in problem and "\n" not in problem
 
 
 # ----------------------------------------------------------------------------- collection

@@ -8,6 +8,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def jsonl_records(workdir: str, name: str) -> list[dict]:
+    """Every line of a run's JSONL file (`metrics.jsonl`, `evals.jsonl`) as a dict."""
+    with open(os.path.join(workdir, name)) as f:
+        return [json.loads(line) for line in f]
+
+
 def train_run(config: str, workdir: str, *flags: str) -> dict:
     """Runs `scripts/train.py --config CONFIG --workdir WORKDIR FLAGS...` from the checkout;
     returns its `summary.json` (the test fails with the run's stderr if it exits non-zero)."""
