@@ -78,25 +78,26 @@ class FirstEpisodes:
 class _Acting:
     """An evaluator's policy: the params on its device, greedy or sampled actions, and the
     per-env actor state carried from step to step (a recurrent policy's memory; its own key
-    stream, seeded from the run's seed), fresh at every evaluation (`start`)."""
+    stream, seeded from the run's seed), fresh at every evaluation (`start`): `state`, which
+    an evaluator stepping inside XLA carries itself."""
 
     def __init__(self, core: ActorCore, device: jax.Device, seed: int):
         self._core, self._device = core, device
         self._greedy, self._sample = env_policies(core)
         self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1))
-        self._state: Any = None
+        self.state: Any = None
 
     def start(self, params: Any, rows: int) -> Any:
         """The params on the device; a fresh actor state for `rows` envs."""
         self._key, sub = jax.random.split(self._key)
-        self._state = jax.device_put(evaluation_state(self._core, rows, sub), self._device)
+        self.state = jax.device_put(evaluation_state(self._core, rows, sub), self._device)
         return jax.device_put(local_replica(params), self._device)
 
     def actions(self, params: Any, obs: Any, greedy: bool, first: np.ndarray) -> jax.Array:
         """Actions for `obs [rows, ...]`; `first [rows]` marks the envs whose observation
         starts an episode."""
         policy = self._greedy if greedy else self._sample
-        action, self._state = policy(params, obs, self._state, first)
+        action, self.state = policy(params, obs, self.state, first)
         return action
 
 

@@ -58,10 +58,16 @@ class XlaEvaluator:
         self._start = jax.jit(start, donate_argnums=0)
         self._steps = jax.jit(steps, static_argnums=3, donate_argnums=(1, 2))
 
-    def _play(self, params, greedy: bool, abort: Callable[[], bool]) -> _Episodes | None:
+    def _begin(self, params) -> tuple[Any, _Episodes]:
+        """The params on the device and the reset observations, with a fresh actor state (one
+        key split, as `Evaluator.run` and `warm_up` each take)."""
         params = self._acting.start(params, self._num)
         self._env.async_reset()
-        self._handle, episodes = self._start(self._handle, self._acting._state)
+        self._handle, episodes = self._start(self._handle, self._acting.state)
+        return params, episodes
+
+    def _play(self, params, greedy: bool, abort: Callable[[], bool]) -> _Episodes | None:
+        params, episodes = self._begin(params)
         while not abort():  # checked before every chunk, as `Evaluator` does every step
             self._handle, episodes, done = self._steps(params, self._handle, episodes, greedy)
             if bool(done):
@@ -82,9 +88,7 @@ class XlaEvaluator:
     def warm_up(self, params, greedy: bool = True) -> None:
         """Compiles both loops without stepping an episode (as `Evaluator.warm_up`: a reset,
         and one key split, so the envs' and keys' streams stay those of `Evaluator`)."""
-        params = self._acting.start(params, self._num)
-        self._env.async_reset()
-        self._handle, episodes = self._start(self._handle, self._acting._state)
+        params, episodes = self._begin(params)
         self._steps.lower(params, self._handle, episodes, greedy).compile()
 
     def close(self) -> None:
