@@ -29,10 +29,11 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from throughput import RESULTS, device_dir, environment  # noqa: E402
 
+from jaxrl_dist.anakin.envs import network_player  # noqa: E402
 from jaxrl_dist.anakin.evaluation import JaxEvaluator  # noqa: E402
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams  # noqa: E402
 from jaxrl_dist.run.evaluation import make_evaluator  # noqa: E402
-from jaxrl_dist.tools.policy import load_policy  # noqa: E402
+from jaxrl_dist.run.policy import load_policy  # noqa: E402
 
 KEYS = ("return", "win_rate", "draw_rate", "loss_rate")
 OPPONENTS = {"TicTacToe-v1": ("random", "heuristic", "perfect"),
@@ -44,7 +45,7 @@ def compare(policy, opponent: str, games: int, seed: int) -> dict:
     sebulba = make_evaluator(env_id, {}, games, seed, core, jax.local_devices()[0], 2, opponent)
     envpool = sebulba.run(policy.params).stats()
     sebulba.close()
-    env = SeatedJaxGame(env_id, evaluation_streams(games, opponent), core)
+    env = SeatedJaxGame(env_id, evaluation_streams(games, opponent), network_player(core))
     params = jax.tree.map(lambda x: np.asarray(x)[None], policy.params)
     pgx = JaxEvaluator(env, core, games, seed).run(params).stats()
     # The return gap's sampling spread: both sides are samples of `games` games.

@@ -15,7 +15,7 @@ _API = {
     "Hooks": "jaxrl_dist.run.hooks",
     "EvalReport": "jaxrl_dist.run.hooks",
     "RunResult": "jaxrl_dist.run.summary",
-    "load_policy": "jaxrl_dist.tools.policy",
+    "load_policy": "jaxrl_dist.run.policy",
 }
 __all__ = sorted(_API)
 

@@ -128,3 +128,33 @@ def pad_rows(obs: PyTree, rows: int) -> PyTree:
     if mask is not None:
         mask[len(jax.tree.leaves(obs)[0]) :] = True
     return out
+
+
+def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
+    """The `[n + 1, B]` windows starting at transition `t[j]` of ring slot `slots[j]`, cut at
+    the segment end (`data/prioritized.py` says how). `held`: the ring, `[T + 1 or T, slots, ...]`;
+    `xp`: the array module (NumPy for the host replay, `jax.numpy` for the device replay of the
+    Anakin runtime and for R2D2's n-step targets inside a sequence), so all of them cut windows
+    by this one function."""
+    unroll = held.action.shape[0]
+    times = t[None, :] + xp.arange(n + 1)[:, None]  # [n + 1, B]
+    past_end = times >= unroll  # at and after obs[T]: the cut
+
+    def gather(ring: Any, steps: int) -> Any:
+        return ring[xp.minimum(times[:steps], ring.shape[0] - 1), slots[None, :]]
+
+    window = jax.tree.map(lambda ring: gather(ring, n + 1), held._replace(
+        action=None, agent_extras=None, policy_version=None, core_state={}
+    ))  # fmt: skip
+    per_step = jax.tree.map(
+        lambda ring: gather(ring, n),
+        {"action": held.action, "extras": held.agent_extras, "version": held.policy_version},
+    )
+    beyond = times > unroll  # after obs[T]: no reward there
+    return window._replace(
+        reward=xp.where(beyond, 0, window.reward).astype(held.reward.dtype),
+        truncated=window.truncated | past_end,
+        action=per_step["action"],
+        agent_extras=per_step["extras"],
+        policy_version=per_step["version"],
+    )

@@ -13,7 +13,7 @@ from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.hooks import Hooks
-from jaxrl_dist.tools.policy import load_policy
+from jaxrl_dist.run.policy import load_policy
 
 QUICK = "configs/anakin_ppo_cartpole.py:quick"
 

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from train_runs import interrupted_run, train_run
 
+from jaxrl_dist.anakin.envs import network_player
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams
 from jaxrl_dist.run.evaluation import make_evaluator
-from jaxrl_dist.tools.policy import load_policy
+from jaxrl_dist.run.policy import load_policy
 
 QUICK = "configs/anakin_ppo_tictactoe.py:quick"
 
@@ -55,7 +56,7 @@ def test_the_same_params_give_the_same_results_on_envpool_and_on_pgx(game_run):
                              "random")  # fmt: skip
     on_envpool = sebulba.run(policy.params).stats()
     sebulba.close()
-    env = SeatedJaxGame("TicTacToe-v1", evaluation_streams(games, "random"), core)
+    env = SeatedJaxGame("TicTacToe-v1", evaluation_streams(games, "random"), network_player(core))
     params = jax.tree.map(lambda x: np.asarray(x)[None], policy.params)  # one seed
     on_pgx = JaxEvaluator(env, core, games, 7).run(params).stats()
     bounds = {"return": 0.05, "win_rate": 0.05, "draw_rate": 0.05, "loss_rate": 0.05,

@@ -12,9 +12,9 @@ from cli_refusal import assert_refused
 
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs import games
+from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
-from jaxrl_dist.tools.policy import load_policy
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

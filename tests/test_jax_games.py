@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.acting.opponent_pool import OpponentPool
+from jaxrl_dist.anakin.envs import network_player
 from jaxrl_dist.envs import games as g
 from jaxrl_dist.envs import jax_league as league_ops
 from jaxrl_dist.envs import jax_players, make_env
@@ -174,7 +175,9 @@ def test_streams_see_their_own_turns_rewards_ends_and_reset_steps():
                Stream(1, "self"), Stream(0, "pool", greedy=True), Stream(1, "frozen"),
                Stream(1, "perfect"), Stream(0, "pool")]  # fmt: skip
     rules = league_ops.LeagueRules(2, 1)
-    env = SeatedJaxGame("TicTacToe-v1", streams, _Core, opening_plies=2, league=rules)
+    env = SeatedJaxGame(
+        "TicTacToe-v1", streams, network_player(_Core), opening_plies=2, league=rules
+    )
     params = {"w": jnp.zeros(())}
     shared = env.init_shared(params)
     state, ts = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 8), shared, params)

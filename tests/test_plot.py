@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jaxrl_dist.tools import plotting
-from jaxrl_dist.tools.plotting import default_labels, plot_learning_curves, read_curves
+from jaxrl_dist.run import curves as run_curves
+from jaxrl_dist.run.curves import default_labels, plot_learning_curves, read_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "plot.py")
@@ -137,7 +137,9 @@ def test_plot_writes_a_png_atomically(tmp_path):
     assert plot_learning_curves([run], out) == out
     assert_png(out)
     assert sorted(os.listdir(tmp_path)) == ["curve.png", "run"]  # no temporary file left
-    figure = plotting._draw([read_curves(run)], ["run"], plotting.default_title([run]), "env_steps")
+    figure = run_curves._draw(
+        [read_curves(run)], ["run"], run_curves.default_title([run]), "env_steps"
+    )
     ax = figure.axes[0]
     assert ax.get_title() == "CartPole-v1 impala"
     assert ax.get_xlabel() == "environment steps"
@@ -150,7 +152,7 @@ def test_overlaid_runs_get_distinct_colours_and_their_labels(tmp_path):
     out = str(tmp_path / "both.png")
     plot_learning_curves(runs, out, labels=["lr 1e-3", "lr 3e-4"], title="CartPole")
     assert_png(out)
-    figure = plotting._draw([read_curves(r) for r in runs], ["a", "b"], "t", "wall_time_s")
+    figure = run_curves._draw([read_curves(r) for r in runs], ["a", "b"], "t", "wall_time_s")
     ax = figure.axes[0]
     colours = {line.get_color() for line in ax.lines if len(line.get_xdata()) == 20}
     assert len(colours) == 2
@@ -164,7 +166,7 @@ def test_a_run_without_data_yet_still_gets_a_png(tmp_path):
     out = str(tmp_path / "empty.png")
     plot_learning_curves([run], out, x="wall_time_s")
     assert_png(out)
-    ax = plotting._draw([read_curves(run)], ["run"], "t", "env_steps").axes[0]
+    ax = run_curves._draw([read_curves(run)], ["run"], "t", "env_steps").axes[0]
     assert [t.get_text() for t in ax.texts] == ["no data yet"]
 
 
@@ -181,9 +183,9 @@ def test_plot_rejects_bad_arguments_before_writing(tmp_path):
 
 
 def test_time_unit_and_default_labels():
-    assert plotting._time_unit(90.0) == (1.0, "s")
-    assert plotting._time_unit(300.0) == (60.0, "min")
-    assert plotting._time_unit(36000.0) == (3600.0, "h")
+    assert run_curves._time_unit(90.0) == (1.0, "s")
+    assert run_curves._time_unit(300.0) == (60.0, "min")
+    assert run_curves._time_unit(36000.0) == (3600.0, "h")
     assert default_labels(["runs/a/", "runs/b"]) == ["a", "b"]
     assert default_labels(["x/seed0", "y/seed0", "z"]) == ["x/seed0", "y/seed0", "z"]
 

@@ -8,8 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_dist.acting.actor import QueueItem
 from jaxrl_dist.data import snapshot
+from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.prioritized import PrioritizedReplay
 from jaxrl_dist.types import Rollout
 

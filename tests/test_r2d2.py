@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from jaxrl_dist import ops
-from jaxrl_dist.acting.actor import QueueItem
 from jaxrl_dist.agents.base import ActorIdentity, RunShape
 from jaxrl_dist.agents.r2d2 import (
     R2D2Config,
@@ -22,6 +21,7 @@ from jaxrl_dist.anakin.flows import flow_problem
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
+from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.sequences import SequenceReplay
 from jaxrl_dist.envs import env_spec
 from jaxrl_dist.networks import NetworkConfig
@@ -228,7 +228,7 @@ def test_a_quick_r2d2_run_learns_from_sequences_and_its_checkpoint_acts(tmp_path
 
     from train_runs import train_run
 
-    from jaxrl_dist.tools.policy import load_policy
+    from jaxrl_dist.run.policy import load_policy
 
     workdir = str(tmp_path / "run")
     summary = train_run("configs/r2d2_memory.py:quick", workdir, "--config.log_every_updates=1")

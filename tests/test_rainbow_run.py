@@ -10,9 +10,9 @@ from cli_refusal import assert_refused
 
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.hparams import HyperparamError
+from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
-from jaxrl_dist.tools.policy import load_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "rainbow_cartpole.py")

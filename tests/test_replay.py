@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_dist.acting.actor import QueueItem
+from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.replay import UniformReplay
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.threads import POLL_S

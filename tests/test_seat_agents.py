@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
-from jaxrl_dist.tools.policy import load_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

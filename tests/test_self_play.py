@@ -20,10 +20,10 @@ from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import env_spec
 from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
+from jaxrl_dist.run.opponents import pool_policy
+from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
-from jaxrl_dist.tools.opponents import pool_policy
-from jaxrl_dist.tools.policy import load_policy
 from jaxrl_dist.types import path_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,17 +10,19 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from jaxrl_dist.acting.policy_client import PolicyClient
+from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.segments import SegmentBuffer
 from jaxrl_dist.envs import EpisodeTracker
-from jaxrl_dist.run.logger import ACTOR_TIMERS
-from jaxrl_dist.types import Rollout
 
 log = logging.getLogger(__name__)
+
+# The actors' per-stage timers (`ActorStats`), summed over actor threads in the run's log.
+ACTOR_TIMERS = ("env_s", "rollout_s", "inference_s", "unroll_s", "queue_put_s")
 
 
 class ActorStats:
@@ -68,21 +70,6 @@ class ActorStats:
             }
             self._reset()
         return out
-
-
-class QueueItem(NamedTuple):
-    """What an actor hands the data seam.
-
-    Attributes:
-      actor_index: the actor's global index (over all processes).
-      rollout: a `[T + 1, B]` rollout.
-      env_actions: from a lockstep actor, the env actions it sent during that unroll, `[T, B,
-        ...]` by env id, for the replay of a resumed run (`lockstep.py`); None otherwise.
-    """
-
-    actor_index: int
-    rollout: Rollout
-    env_actions: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,9 +28,10 @@ import jax
 import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
-from jaxrl_dist.config.sections import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES, SeatsConfig
+from jaxrl_dist.config.sections import SeatsConfig
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
+from jaxrl_dist.envs.seats import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, pad_rows, path_name
 

@@ -28,10 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.acting.actor import ActorShared, ActorStats, ActorThread, QueueItem
+from jaxrl_dist.acting.actor import ActorShared, ActorStats, ActorThread
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import wait_for_params
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.types import PyTree, Rollout
 
 

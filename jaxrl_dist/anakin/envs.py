@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxrl_dist.agents.base import ActorCore
+from jaxrl_dist.agents.base import ActorCore, evaluation_state
 from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.config.sections import SCRIPTED_ROLES, names_checkpoint
-from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.config.sections import SeatsConfig, names_checkpoint
+from jaxrl_dist.envs import EnvSpec, jax_league
 from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
-from jaxrl_dist.envs.jax_games import PGX_GAMES, game_spec, make_seated_game, opening_problem
+from jaxrl_dist.envs.jax_games import (
+    PGX_GAMES,
+    NetworkPlayer,
+    SeatedJaxGame,
+    game_spec,
+    opening_problem,
+    seat_streams,
+)
+from jaxrl_dist.envs.seats import SCRIPTED_ROLES
 
 
 def anakin_env_problem(config: TrainConfig) -> str | None:
@@ -36,5 +44,40 @@ def anakin_spec(config: TrainConfig) -> EnvSpec:
 def make_anakin_env(config: TrainConfig, core: ActorCore) -> Any:
     """The batch of `config.batch_size` envs (a game's: learner streams) one seed steps."""
     if config.env_id in PGX_GAMES:
-        return make_seated_game(config.env_id, config.seats, config.batch_size, core)
+        return seated_game(config.env_id, config.seats, config.batch_size, core)
     return make_jax_env(config.env_id, config.env_kwargs)
+
+
+def network_player(core: ActorCore) -> NetworkPlayer:
+    """How a game's network roles move with the agent's actor half (memoryless: seats refuse
+    recurrent cores), a fresh actor state per move from its key."""
+
+    def sample(params, obs, key):
+        return core.act(params, obs, evaluation_state(core, 1, key))[0]
+
+    def greedy(params, obs, key):
+        return core.greedy_act(params, obs, evaluation_state(core, 1, key))[0]
+
+    return NetworkPlayer(sample, greedy)
+
+
+def seated_game(
+    env_id: str, seats: SeatsConfig, num_streams: int, core: ActorCore
+) -> SeatedJaxGame:
+    """The Anakin env of a turn-based config: `num_streams` learner streams of `seats`' role
+    patterns (learning mask applied), its league's rules from `seats`' pool settings."""
+    patterns = [seats.learned(tuple(p)) for p in seats.games]
+    greedy_seats = [seats.greedy_seat(s) for s in range(len(seats.games[0]))]
+    rules = jax_league.LeagueRules(
+        capacity=seats.pool_capacity,
+        every_updates=seats.pool_every_updates,
+        sampling=seats.pool_sampling,
+        pfsp_exponent=seats.pool_pfsp_exponent,
+    )
+    return SeatedJaxGame(
+        env_id,
+        seat_streams(patterns, greedy_seats, num_streams),
+        network_player(core),
+        opening_plies=seats.opening_plies,
+        league=rules,
+    )

@@ -23,33 +23,32 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxrl_dist.anakin.curves import draw_seed_curves
 from jaxrl_dist.anakin.envs import anakin_env_problem, anakin_spec, make_anakin_env
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.flows import flow_problem, make_flow
 from jaxrl_dist.anakin.program import Anakin, Carry, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
-from jaxrl_dist.config.sections import POOL_ROLE
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.jax_league import league_records
+from jaxrl_dist.envs.seats import POOL_ROLE
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.mesh import Devices, local_replica
 from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.run.counters import Counters, EvalHistory
+from jaxrl_dist.run.curves import draw_learning_curve, draw_seed_curves
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
+from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import learner_devices, multi_agent_problem, prepare
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.run.stopping import StopControl
 from jaxrl_dist.run.summary import RunResult, run_summary
 from jaxrl_dist.run.wandb_sink import make_sink
-from jaxrl_dist.tools.plotting import draw_learning_curve
-from jaxrl_dist.tools.policy import describe_policy
 
 CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the host's events
 

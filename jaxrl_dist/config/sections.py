@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxrl_dist.envs.seats import FROZEN_ROLE, LEARNER_ROLE, SCRIPTED_ROLES, SNAPSHOT_ROLES
+
 CLIENTS = ("local", "server")
 
 
@@ -123,11 +125,6 @@ class WandbConfig:
         return bool(self.project) and self.mode != "disabled"
 
 
-LEARNER_ROLE = "learner"
-POOL_ROLE = "pool"  # a frozen snapshot of the learner from the run's opponent pool
-FROZEN_ROLE = "frozen"  # the learner's policy as the run started (init or warm start)
-SCRIPTED_ROLES = ("random", "heuristic", "perfect")
-SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
 CHECKPOINT_OPPONENT = "checkpoint:"  # an evaluation opponent: another run's greedy policy
 
 
@@ -168,7 +165,7 @@ class SeatsConfig:
     the openings its own policy avoids; evaluations always start from the empty board.
 
     `eval_opponent`: who the learner plays in evaluations, taking each seat in turn: a
-    scripted role or "checkpoint:PATH[@STEP]" (another run's greedy policy; `tools/opponents.py`).
+    scripted role or "checkpoint:PATH[@STEP]" (another run's greedy policy; `run/opponents.py`).
     """
 
     # Role patterns, one tuple of roles per game (learner, pool, frozen, random, ...).

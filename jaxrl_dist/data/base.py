@@ -16,6 +16,21 @@ import numpy as np
 from jaxrl_dist.types import Rollout
 
 
+class QueueItem(NamedTuple):
+    """What an actor hands the data seam (`write`).
+
+    Attributes:
+      actor_index: the actor's global index (over all processes).
+      rollout: a `[T + 1, B]` rollout.
+      env_actions: from a lockstep actor, the env actions it sent during that unroll, `[T, B,
+        ...]` by env id, for the replay of a resumed run (`lockstep.py`); None otherwise.
+    """
+
+    actor_index: int
+    rollout: Rollout
+    env_actions: np.ndarray | None = None
+
+
 class Batch(NamedTuple):
     """What the learner loop gets from the data seam for one update.
 

@@ -34,8 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl_dist.data.prioritized import windows
-from jaxrl_dist.types import Rollout
+from jaxrl_dist.types import Rollout, windows
 
 
 class DeviceReplay(NamedTuple):

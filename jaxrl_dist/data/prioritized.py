@@ -6,7 +6,8 @@ of a held segment, in proportion to its priority (Schaul et al. 2016, proportion
 a stratified draw over a `SumTree`), and what the learner gets for it is its n-step window:
 
   a `[n + 1, B]` rollout whose column j is `obs[t .. t + n]`, `reward[t .. t + n]`, ... of
-  the sampled segment, time-step aligned as every rollout (`types.Rollout`).
+  the sampled segment, time-step aligned as every rollout (`types.Rollout`; cut by
+  `types.windows`).
 
 Where the window runs past the segment's end `T`, it is cut there: `truncated` is set from index
 `T - t` on (the target bootstraps from the value of `obs[T]`, the real next observation, unless
@@ -30,14 +31,12 @@ segment, `samples_per_insert` samples per inserted transition: the seed's
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import numpy as np
 
 from jaxrl_dist.data.replay import UniformReplay
 from jaxrl_dist.data.sum_tree import SumTree
-from jaxrl_dist.types import Rollout
+from jaxrl_dist.types import Rollout, windows
 
 
 class PrioritizedReplay(UniformReplay):
@@ -147,32 +146,3 @@ class PrioritizedReplay(UniformReplay):
             self._tree.set(leaves[current], stored[current])
             if np.any(current):
                 self._max_priority = max(self._max_priority, float(stored[current].max()))
-
-
-def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
-    """The `[n + 1, B]` windows starting at transition `t[j]` of ring slot `slots[j]`, cut at
-    the segment end (see the module docstring). `held`: the ring, `[T + 1 or T, slots, ...]`;
-    `xp`: the array module (NumPy here, `jax.numpy` for the device replay of the Anakin
-    runtime, `data/device_replay.py`), so both replays cut windows by this one function."""
-    unroll = held.action.shape[0]
-    times = t[None, :] + xp.arange(n + 1)[:, None]  # [n + 1, B]
-    past_end = times >= unroll  # at and after obs[T]: the cut
-
-    def gather(ring: Any, steps: int) -> Any:
-        return ring[xp.minimum(times[:steps], ring.shape[0] - 1), slots[None, :]]
-
-    window = jax.tree.map(lambda ring: gather(ring, n + 1), held._replace(
-        action=None, agent_extras=None, policy_version=None, core_state={}
-    ))  # fmt: skip
-    per_step = jax.tree.map(
-        lambda ring: gather(ring, n),
-        {"action": held.action, "extras": held.agent_extras, "version": held.policy_version},
-    )
-    beyond = times > unroll  # after obs[T]: no reward there
-    return window._replace(
-        reward=xp.where(beyond, 0, window.reward).astype(held.reward.dtype),
-        truncated=window.truncated | past_end,
-        action=per_step["action"],
-        agent_extras=per_step["extras"],
-        policy_version=per_step["version"],
-    )

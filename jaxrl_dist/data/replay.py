@@ -21,20 +21,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 
 from jaxrl_dist.data import snapshot
-from jaxrl_dist.data.base import Batch
+from jaxrl_dist.data.base import Batch, QueueItem
 from jaxrl_dist.data.rate_limiter import RateLimiter
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.threads import POLL_S
 from jaxrl_dist.types import Rollout
-
-if TYPE_CHECKING:  # the actor module imports the data package
-    from jaxrl_dist.acting.actor import QueueItem
 
 __all__ = ["Batch", "UniformReplay"]
 

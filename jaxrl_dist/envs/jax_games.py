@@ -30,25 +30,24 @@ Every env of the batch is a stream, so the batch shape never changes and everyth
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, ActorIdentity
-from jaxrl_dist.config.sections import (
+from jaxrl_dist.envs import jax_league
+from jaxrl_dist.envs.envpool_env import EnvSpec
+from jaxrl_dist.envs.jax_envs import EnvState, TimeStep
+from jaxrl_dist.envs.jax_players import scripted_choose, uniform_over
+from jaxrl_dist.envs.seats import (
     FROZEN_ROLE,
     LEARNER_ROLE,
     POOL_ROLE,
     SCRIPTED_ROLES,
     SNAPSHOT_ROLES,
-    SeatsConfig,
 )
-from jaxrl_dist.envs import jax_league
-from jaxrl_dist.envs.envpool_env import EnvSpec
-from jaxrl_dist.envs.jax_envs import EnvState, TimeStep
-from jaxrl_dist.envs.jax_players import scripted_choose, uniform_over
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree
 
 PGX_GAMES = {"TicTacToe-v1": "tic_tac_toe", "ConnectFour-v1": "connect_four"}
@@ -66,6 +65,16 @@ class Stream(NamedTuple):
     greedy: bool = False
 
 
+class NetworkPlayer(NamedTuple):
+    """How the network roles ("self", "frozen", "pool") move: pure functions of (params, the
+    mover's observation `{AGENT_VIEW: [1, ...], ACTION_MASK: [1, A]}`, a key) -> `[1]` action,
+    one sampled from the policy, one its mode (for greedy seats). The runtime builds them from
+    the agent's actor half; the game knows no agent."""
+
+    sample: Callable[[PyTree, PyTree, jax.Array], jax.Array]
+    greedy: Callable[[PyTree, PyTree, jax.Array], jax.Array]
+
+
 class GameState(NamedTuple):
     """One stream's game (every leaf `[B, ...]` when batched)."""
 
@@ -77,18 +86,20 @@ class GameState(NamedTuple):
     slot: jax.Array  # [] int32, its league slot
 
 
-def seat_streams(seats: SeatsConfig, num_streams: int) -> list[Stream]:
-    """The first `num_streams` streams of `seats.games`' patterns cycled (`learning_mask`
-    applied): each learner seat of a pattern is a stream, against the pattern's other seat."""
+def seat_streams(
+    patterns: Sequence[tuple[str, ...]], greedy_seats: Sequence[bool], num_streams: int
+) -> list[Stream]:
+    """The first `num_streams` streams of the role `patterns` cycled (one role per seat, a
+    learning mask already applied): each learner seat of a pattern is a stream, against the
+    pattern's other seat, whose snapshot players act greedily where `greedy_seats[seat]`."""
     streams = []
-    for pattern in itertools.cycle(seats.learned(tuple(p)) for p in seats.games):
+    for pattern in itertools.cycle(patterns):
         for seat, role in enumerate(pattern):
             if role == LEARNER_ROLE:
                 other = pattern[1 - seat]
-                streams.append(Stream(
-                    seat, SELF_ROLE if other == LEARNER_ROLE else other,
-                    other in SNAPSHOT_ROLES and seats.greedy_seat(1 - seat),
-                ))  # fmt: skip
+                opponent = SELF_ROLE if other == LEARNER_ROLE else other
+                greedy = other in SNAPSHOT_ROLES and bool(greedy_seats[1 - seat])
+                streams.append(Stream(seat, opponent, greedy))
         if len(streams) >= num_streams:
             return streams[:num_streams]
     raise AssertionError("unreachable: every pattern has a learner seat")
@@ -127,19 +138,25 @@ class SeatedJaxGame:
     Args:
       env_id: "TicTacToe-v1" or "ConnectFour-v1".
       streams: one `Stream` per env of the batch.
-      core: the agent's actor half (the network players act with it).
+      player: how the network roles move (`NetworkPlayer`).
       opening_plies: the most random opening moves of a game.
       league: the opponent pool's rules, needed when a stream plays "pool".
     """
 
-    def __init__(self, env_id: str, streams: list[Stream], core: ActorCore,
-                 opening_plies: int = 0, league: jax_league.LeagueRules | None = None):  # fmt: skip
+    def __init__(
+        self,
+        env_id: str,
+        streams: list[Stream],
+        player: NetworkPlayer,
+        opening_plies: int = 0,
+        league: jax_league.LeagueRules | None = None,
+    ):
         import pgx
 
         problem = opening_problem(env_id, opening_plies)
         if problem:
             raise ValueError(problem)
-        self.env_id, self.streams, self._core = env_id, streams, core
+        self.env_id, self.streams, self._player = env_id, streams, player
         self._pgx = pgx.make(PGX_GAMES[env_id])
         self.roles = tuple(sorted({s.opponent for s in streams}))
         if POOL_ROLE in self.roles and league is None:
@@ -157,7 +174,7 @@ class SeatedJaxGame:
     def evaluation(self, num_games: int, opponent: str) -> SeatedJaxGame:
         """The same game for evaluations: `num_games` streams against scripted `opponent`,
         the learner taking each seat in turn, no openings."""
-        return SeatedJaxGame(self.env_id, evaluation_streams(num_games, opponent), self._core)
+        return SeatedJaxGame(self.env_id, evaluation_streams(num_games, opponent), self._player)
 
     # ------------------------------------------------------------------ the shared league
     def init_shared(self, params: PyTree) -> Any:
@@ -273,25 +290,13 @@ class SeatedJaxGame:
             pool = g.opponent == self.roles.index(POOL_ROLE)
             snapshot = jax.tree.map(lambda s: s[g.slot], league.snapshots)
             params = _select(pool, snapshot, params)
-        core, obs = self._core, {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
-        state = core.init_state(ActorIdentity(0, 1), 1, key)  # memoryless: seats refuse cores
-        sampled = core.act(params, obs, state)[0][0]
+        obs = {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
+        sampled = self._player.sample(params, obs, key)[0]
         if not any(s.greedy for s in self.streams):
             return sampled.astype(jnp.int32)
-        greedy = core.greedy_act(params, obs, state)[0][0]
+        greedy = self._player.greedy(params, obs, key)[0]
         return jnp.where(g.greedy, greedy, sampled).astype(jnp.int32)
 
 
 def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
-
-
-def make_seated_game(env_id: str, seats: SeatsConfig, num_streams: int,
-                     core: ActorCore) -> SeatedJaxGame:  # fmt: skip
-    """The Anakin env of a turn-based config: `num_streams` streams of `seats`' patterns."""
-    rules = jax_league.LeagueRules(
-        seats.pool_capacity, seats.pool_every_updates, seats.pool_sampling,
-        seats.pool_pfsp_exponent,
-    )  # fmt: skip
-    return SeatedJaxGame(env_id, seat_streams(seats, num_streams), core, seats.opening_plies,
-                         rules)  # fmt: skip

@@ -36,11 +36,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxrl_dist.config.sections import LEARNER_ROLE
 from jaxrl_dist.envs.games import Player, random_legal
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
-LEARNER = LEARNER_ROLE  # the role the config names the learner by
+# The roles a seat can be played by (`config.seats.games` names them).
+LEARNER_ROLE = "learner"
+POOL_ROLE = "pool"  # a frozen snapshot of the learner from the run's opponent pool
+FROZEN_ROLE = "frozen"  # the learner's policy as the run started (init or warm start)
+SCRIPTED_ROLES = ("random", "heuristic", "perfect")
+SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
+LEARNER = LEARNER_ROLE
 OPENING = "<opening>"  # who makes a game's random opening moves (no role can be named so)
 
 

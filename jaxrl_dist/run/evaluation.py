@@ -19,7 +19,7 @@ from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
 from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.tools.opponents import named_player
+from jaxrl_dist.run.opponents import named_player
 from jaxrl_dist.types import pad_rows
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
@@ -165,7 +165,7 @@ class Evaluator:
 class GameEvaluator:
     """The learner against an opponent in a turn-based game, taking each seat in turn (game
     `i`: the learner in seat `i % players`); the first game of each of `num_episodes` games
-    counts. `opponent` names it (`tools/opponents.py`: scripted or "checkpoint:PATH[@STEP]");
+    counts. `opponent` names it (`run/opponents.py`: scripted or "checkpoint:PATH[@STEP]");
     `player`, if given, plays it instead (a pool snapshot). Same interface as `Evaluator`."""
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], num_episodes: int, seed: int,

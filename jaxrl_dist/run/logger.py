@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from jaxrl_dist.acting.actor import ACTOR_TIMERS
+
 
 class MetricLogger:
     """Writes namespaced scalar metrics (`losses/`, `charts/`, `stats/`, `eval/`, `timers/`).
@@ -124,8 +126,6 @@ class Progress:
 
 
 LEARNER_TIMERS = ("queue_get_s", "batch_s", "transfer_s", "update_s", "publish_s")
-# see acting.actor.ActorStats
-ACTOR_TIMERS = ("env_s", "rollout_s", "inference_s", "unroll_s", "queue_put_s")
 # One process's sums over a log window, in the order `LogWindow.totals` writes them.
 _SUMS = ("actor_env_steps", "episodes", "return_sum", "length_sum", "lag_sum", "lag_count")
 _PER_PROCESS = ("queue_size", *LEARNER_TIMERS)  # one learner loop per process: averaged

@@ -15,17 +15,16 @@ import numpy as np
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, with_schedules
 from jaxrl_dist.config import ConfigError, TrainConfig
-from jaxrl_dist.config.sections import SNAPSHOT_ROLES
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec, xla_loop_problem
-from jaxrl_dist.envs.seats import LEARNER
+from jaxrl_dist.envs.seats import LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
+from jaxrl_dist.run.opponents import named_player
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.videos import video_problem
 from jaxrl_dist.run.wandb_sink import wandb_problem
 from jaxrl_dist.schedules import check_schedules
-from jaxrl_dist.tools.opponents import named_player
 
 PRIORITIZED_FLOWS = ("prioritized", "sequences")  # learners that return priorities
 REPLAY_FLOWS = ("replay", *PRIORITIZED_FLOWS)

@@ -38,7 +38,7 @@ class Saver:
         self._config, self._cluster, self._devices = config, cluster, devices
         self.ckpt = ckpt
         self._process_items = process_items or {}
-        self._policy = policy  # how to rebuild the acting network (jaxrl_dist.tools.policy)
+        self._policy = policy  # how to rebuild the acting network (jaxrl_dist.run.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
 
     def due(self, counters: Counters, env_steps_before: int) -> bool:

@@ -35,6 +35,7 @@ from jaxrl_dist.run.evaluation import make_evaluator
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
+from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import Prepared
 from jaxrl_dist.run.resume import (
     ReplayLog,
@@ -45,7 +46,6 @@ from jaxrl_dist.run.resume import (
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.run.videos import EvalVideos
 from jaxrl_dist.run.wandb_sink import make_sink
-from jaxrl_dist.tools.policy import describe_policy
 
 POOL_SEED_PURPOSE = 5  # derive_seed path of the opponent pools' samplers (per process)
 

@@ -24,6 +24,7 @@ from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_mess
 from jaxrl_dist.learning.learner import host_metrics
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
 from jaxrl_dist.run.checkpoint import tree_digest
+from jaxrl_dist.run.curves import draw_learning_curve
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
 from jaxrl_dist.run.logger import LogWindow, MetricLogger
@@ -33,7 +34,6 @@ from jaxrl_dist.run.session import Session, start_acting, start_session
 from jaxrl_dist.run.stopping import StopControl
 from jaxrl_dist.run.summary import RunResult, run_summary
 from jaxrl_dist.threads import switch_interval
-from jaxrl_dist.tools.plotting import draw_learning_curve
 
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
 

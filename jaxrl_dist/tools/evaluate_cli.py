@@ -30,16 +30,16 @@ import jax
 from jaxrl_dist.envs.games import tictactoe_exact_losses
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
 from jaxrl_dist.run.evaluation import EvalResult, make_evaluator
-from jaxrl_dist.tools.opponents import (
+from jaxrl_dist.run.opponents import (
     NAMES as OPPONENT_NAMES,
 )
-from jaxrl_dist.tools.opponents import (
+from jaxrl_dist.run.opponents import (
     POOL,
     is_opponent_name,
     policy_player,
     pool_policy,
 )
-from jaxrl_dist.tools.policy import (
+from jaxrl_dist.run.policy import (
     STEP_CHOICES,
     Policy,
     StepGoneError,
@@ -48,7 +48,7 @@ from jaxrl_dist.tools.policy import (
     load_policy,
     load_policy_at,
 )
-from jaxrl_dist.tools.video import (
+from jaxrl_dist.run.video import (
     VIDEO_MAX_FRAMES,
     pillow_problem,
     record_video,
@@ -56,7 +56,7 @@ from jaxrl_dist.tools.video import (
 )
 
 # A run deletes old steps while --follow reads; Orbax then warns of a step's missing metadata
-# file. jaxrl_dist.tools.policy retries or skips that step: the warning is noise here.
+# file. jaxrl_dist.run.policy retries or skips that step: the warning is noise here.
 logging.getLogger("absl").addFilter(
     lambda record: "Metadata file does not exist" not in record.getMessage()
 )

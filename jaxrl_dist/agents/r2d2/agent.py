@@ -43,12 +43,11 @@ from jaxrl_dist.agents.dqn.agent import (
 from jaxrl_dist.agents.dqn.loss import importance_weights
 from jaxrl_dist.agents.dqn.targets import n_step_target
 from jaxrl_dist.agents.r2d2.config import RUNTIME_HPARAMS, R2D2Config
-from jaxrl_dist.data.prioritized import windows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, resolve_torso
 from jaxrl_dist.networks.cores import unroll_one_step
 from jaxrl_dist.networks.q_heads import RecurrentQNetwork
-from jaxrl_dist.types import Rollout, assert_rollout_shapes, split_observation
+from jaxrl_dist.types import Rollout, assert_rollout_shapes, split_observation, windows
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ to env actions. Checkpoints written before `meta["policy"]` existed are read thr
 `meta["config"]` and EnvPool's spec of the env.
 
 Errors are `FileNotFoundError` or `ValueError` with one line naming what is wrong and the fix.
-Finding the step to read is `tools/checkpoint_steps.py`'s.
+Finding the step to read is `run/checkpoint_steps.py`'s.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.data import env_steps_per_update
 from jaxrl_dist.envs import EnvSpec, env_spec
 from jaxrl_dist.run.checkpoint import restore_params, restructure_like, tree_difference
-from jaxrl_dist.tools.checkpoint_steps import (  # re-exported: scripts import them from here
+from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import them from here
     STEP_CHOICES,
     StepGoneError,
     checkpoint_dir,
