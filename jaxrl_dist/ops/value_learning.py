@@ -111,6 +111,43 @@ def categorical_l2_project(z_p: Array, probs: Array, z_q: Array) -> Array:
     return jnp.sum(jnp.clip(1.0 - scaled, 0.0, 1.0) * probs[None, :], axis=-1)
 
 
+def _mul_exp(x: Array, log_p: Array) -> Array:
+    """`x * exp(log_p)`, zero where `exp(log_p)` is (distrax's `math.mul_exp`)."""
+    p = jnp.exp(log_p)
+    return jnp.where(p == 0, 0.0, x) * p
+
+
+def _plain_cross_entropy(labels: Array, logits: Array) -> Array:
+    return -jnp.sum(labels * jax.nn.log_softmax(logits), axis=-1)
+
+
+@jax.custom_jvp
+def _cross_entropy(labels: Array, logits: Array) -> Array:
+    """`-sum(labels * log_softmax(logits))`, its value rounded as rlax 0.1.9 rounds it.
+
+    rlax's `categorical_cross_entropy` is distrax's `Categorical(probs=labels).cross_entropy(
+    Categorical(logits=logits))`: KL plus entropy, with the labels renormalised, their log
+    passed through `log_softmax` in the KL (not in the entropy) and the logits through
+    `log_softmax` twice. The value here repeats those operations in that order, so it equals
+    rlax's to the bit (float32 cross-entropies otherwise differ by an ulp, beyond
+    `assert_allclose`'s default rtol of 1e-7). Its derivative, though, is that of the plain
+    formula: rlax's is NaN in the labels wherever a label is 0 (the derivative of `log(0)`).
+    """
+    probs = labels / jnp.sum(labels, axis=-1, keepdims=True)
+    log_p = jnp.log(probs)
+    log_p_kl = jax.nn.log_softmax(log_p)
+    log_q = jax.nn.log_softmax(jax.nn.log_softmax(logits))
+    kl = jnp.sum(_mul_exp(log_p_kl - log_q, log_p_kl), axis=-1)
+    entropy = -jnp.sum(_mul_exp(log_p, log_p), axis=-1)
+    return kl + entropy
+
+
+@_cross_entropy.defjvp
+def _cross_entropy_jvp(primals, tangents):
+    _, tangent_out = jax.jvp(_plain_cross_entropy, primals, tangents)
+    return _cross_entropy(*primals), tangent_out
+
+
 def categorical_double_q_learning(
     q_atoms_tm1: Array,
     q_logits_tm1: Array,
@@ -125,7 +162,8 @@ def categorical_double_q_learning(
     """Distributional (C51) double Q-learning loss (Bellemare et al. 2017; Rainbow, Hessel et al.
     2018): the target distribution at time t is that of the action `q_t_selector` picks, its
     atoms shifted to `r_t + discount_t * z`, projected back onto `q_atoms_tm1`; the loss is the
-    cross-entropy of the logits of `a_tm1` at time t-1 against it.
+    cross-entropy of the logits of `a_tm1` at time t-1 against it, its value rounded as rlax's
+    (see `_cross_entropy`), its gradient finite where a target atom has no mass.
 
     Args:
         q_atoms_tm1: atoms of the Q distribution at time t-1, `[K]`.
@@ -154,4 +192,4 @@ def categorical_double_q_learning(
     p_target_z = jax.nn.softmax(q_logits_t[jnp.argmax(q_t_selector)])
     target = categorical_l2_project(target_z, p_target_z, q_atoms_tm1)
     target = _maybe_stop(target, stop_target_gradients)
-    return -jnp.sum(target * jax.nn.log_softmax(q_logits_tm1[a_tm1]))
+    return _cross_entropy(target, q_logits_tm1[a_tm1])
