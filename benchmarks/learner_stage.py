@@ -15,10 +15,10 @@ from jaxrl_dist import agents
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.agents.base import ActorIdentity, Agent, RunShape
 from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.data import env_steps_per_update
+from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.learning.learner import Learner, host_metrics
-from jaxrl_dist.run.preflight import validate_for_machine
+from jaxrl_dist.sebulba.engine import SebulbaEngine
 from jaxrl_dist.types import Rollout
 
 # Dense datasheet peaks (FLOP/s) per compute dtype; float32 convolutions and matmuls run as TF32
@@ -32,9 +32,9 @@ DATASHEET_PEAK_FLOPS = {
 
 def build(config: TrainConfig):
     """(env spec, devices, agent) for `config`, as the trainer builds them."""
-    spec, devices = validate_for_machine(config)
+    spec, devices = SebulbaEngine.machine(config)
     entry = agents.get(config.algorithm)
-    shape = RunShape(config.total_env_steps, env_steps_per_update(entry.data, config))
+    shape = RunShape(config.total_env_steps, flows.get(entry.data).env_steps_per_update(config))
     agent = entry.make(config.algo, config.network, spec, shape)
     return spec, devices, agent
 

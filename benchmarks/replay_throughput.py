@@ -32,8 +32,9 @@ import time
 
 import numpy as np
 
-from jaxrl_dist.data import PrioritizedReplay, UniformReplay
 from jaxrl_dist.data.base import QueueItem
+from jaxrl_dist.data.prioritized import PrioritizedReplay
+from jaxrl_dist.data.replay import UniformReplay
 from jaxrl_dist.types import Rollout
 
 T, WIDTH, N_STEP = 16, 16, 3

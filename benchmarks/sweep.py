@@ -28,7 +28,7 @@ from throughput import RESULTS, device_dir, environment  # noqa: E402
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
-from jaxrl_dist.run.preflight import validate_for_machine  # noqa: E402
+from jaxrl_dist.sebulba.engine import SebulbaEngine  # noqa: E402
 
 ATARI_FRAMES = 200_000_000
 FRAME_SKIP = 4
@@ -71,13 +71,13 @@ LAYOUT = (
 def build_config(spec: str, overrides: dict[str, str], extra: list[str]):
     argv = ["--config", spec, *extra, *(f"--config.{k}={v}" for k, v in overrides.items())]
     config, _ = parse_args([*argv, "--workdir", "unused"])
-    validate_for_machine(config)
+    SebulbaEngine.machine(config)
     return config
 
 
 def measure_point(config, seconds: float, raw_cache: dict) -> dict:
     """End-to-end SPS, raw async EnvPool at the same layout (cached per layout), their ratio."""
-    spec, _ = validate_for_machine(config)
+    spec, _ = SebulbaEngine.machine(config)
     threads = stages.raw_threads(config, sync=False)  # resolved: auto (0) differs by loop
     layout = json.dumps([*(getattr(config, k) for k in LAYOUT), threads], default=str)
     if layout not in raw_cache:

@@ -31,7 +31,7 @@ import stages  # noqa: E402
 
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
-from jaxrl_dist.run.preflight import validate_for_machine  # noqa: E402
+from jaxrl_dist.sebulba.engine import SebulbaEngine  # noqa: E402
 
 STAGES = (
     "raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end",
@@ -113,7 +113,7 @@ def run_stages(
     drifts affects every stage alike), into `result["repeats"]`; `result["stages"]` holds each
     stage's median run. `save()` is called after every stage, so a run cut off (or a stage that
     fails, recorded as `{"error": ...}`) keeps what was measured."""
-    spec, _ = validate_for_machine(config)
+    spec, _ = SebulbaEngine.machine(config)
     result["repeats"] = {stage: [] for stage in which}
     for repeat in range(repeats):
         for stage in which:
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"{args.repeat} is invalid; stages are {','.join(STAGES)}, "
                               "seconds and repeat must be > 0")  # fmt: skip
         config, cli = parse_args([*rest, "--workdir", "unused"])
-        validate_for_machine(config)
+        SebulbaEngine.machine(config)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.trainer import Trainer
 
 UPDATES = 6
 CONFIGS = ("anakin_ppo_cartpole.py", "anakin_rainbow_cartpole.py")
@@ -20,8 +20,8 @@ def final_state(config_file, device_ids):
     config = load_config(
         f"configs/{config_file}:quick", batch_size=8, num_seeds=2, learner_device_ids=device_ids,
     )  # fmt: skip
-    trainer = AnakinTrainer(config, "/tmp/unused_anakin_devices_check")
-    anakin = trainer.anakin
+    trainer = Trainer(config, "/tmp/unused_anakin_devices_check")
+    anakin = trainer.engine.anakin
     assert anakin.mesh.size == (len(device_ids) or 4)
     carry = anakin.init(jnp.arange(2, dtype=jnp.uint32))
     start = jax.device_get(carry.learner.params)

@@ -4,7 +4,7 @@ import numpy as np
 
 from jaxrl_dist.acting.actor import ActorStats
 from jaxrl_dist.envs import EpisodeTracker
-from jaxrl_dist.run.evaluation import FirstEpisodes
+from jaxrl_dist.sebulba.evaluation import FirstEpisodes
 
 
 def _info(elapsed):

@@ -12,12 +12,12 @@ from train_runs import interrupted_run, train_run
 
 from jaxrl_dist.anakin.envs import network_player
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
-from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams
-from jaxrl_dist.run.evaluation import make_evaluator
 from jaxrl_dist.run.policy import load_policy
+from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.sebulba.evaluation import make_evaluator
 
 QUICK = "configs/anakin_ppo_tictactoe.py:quick"
 
@@ -77,8 +77,8 @@ def test_resume_with_the_pool_is_bit_identical(game_run, tmp_path):
     games = load_config(QUICK).seats.games  # the same roles in another order: same shapes
     other = _config(**same, **{"seats.games": tuple(reversed(games))})
     with pytest.raises(ConfigError, match="config.seats differs from the resumed run's"):
-        AnakinTrainer(other, str(tmp_path / "cut"), resume=True, quiet=True).run()
-    resumed = AnakinTrainer(_config(**same), str(tmp_path / "cut"), resume=True, quiet=True).run()
+        Trainer(other, str(tmp_path / "cut"), resume=True, quiet=True).run()
+    resumed = Trainer(_config(**same), str(tmp_path / "cut"), resume=True, quiet=True).run()
     whole = game_run[1]
     assert resumed.summary["state_sha256"] == whole["state_sha256"]
     assert resumed.summary["opponent_pool"] == whole["opponent_pool"]
@@ -87,12 +87,13 @@ def test_resume_with_the_pool_is_bit_identical(game_run, tmp_path):
 
 
 def test_connect_four_runs_with_the_shared_config(tmp_path):
-    """`ppo_connect_four.py` with `--config.runtime=anakin`: the same file on both runtimes."""
+    """`ppo_connect_four.py` with `--config.runtime=anakin`: the same file on both runtimes
+    (its Sebulba fields at their defaults, as the refusal says)."""
     config = load_config(
         "configs/ppo_connect_four.py:quick", runtime="anakin", batch_size=16, unroll_length=8,
-        total_env_steps=16 * 8 * 2, eval_episodes=10,
+        total_env_steps=16 * 8 * 2, eval_episodes=10, envs_per_actor=16, queue_size=2,
     )  # fmt: skip
-    result = AnakinTrainer(config, str(tmp_path / "c4"), quiet=True).run()
+    result = Trainer(config, str(tmp_path / "c4"), quiet=True).run()
     assert result.updates == 2 and result.final_eval_return is not None
 
 
@@ -108,6 +109,6 @@ def test_connect_four_runs_with_the_shared_config(tmp_path):
 )
 def test_game_refusals_are_one_line(tmp_path, overrides, expect):
     with pytest.raises(ConfigError) as e:
-        AnakinTrainer(_config(**overrides), str(tmp_path / "x"))
+        Trainer(_config(**overrides), str(tmp_path / "x"))
     assert expect in str(e.value) and "\n" not in str(e.value)
     assert not os.path.exists(tmp_path / "x")

@@ -9,22 +9,22 @@ import jax.numpy as jnp
 import numpy as np
 from fake_devices import run_check
 
-from jaxrl_dist.anakin.trainer import AnakinTrainer
 from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.trainer import Trainer
 
 QUICK = "configs/anakin_ppo_cartpole.py:quick"
 
 
 def _run(tmp_path, name, **overrides):
     config = load_config(QUICK, **{"log_every_updates": 4, **overrides})
-    return AnakinTrainer(config, str(tmp_path / name), quiet=True).run()
+    return Trainer(config, str(tmp_path / name), quiet=True).run()
 
 
 def test_vmapped_seeds_match_separate_runs(tmp_path):
     """Seed 1 of a 2-seed vmapped program is the run of seed 1 alone (float tolerance)."""
     config = load_config(QUICK, num_seeds=2)
-    two = AnakinTrainer(config, str(tmp_path / "two")).anakin
-    one = AnakinTrainer(load_config(QUICK, seed=1), str(tmp_path / "one")).anakin
+    two = Trainer(config, str(tmp_path / "two")).engine.anakin
+    one = Trainer(load_config(QUICK, seed=1), str(tmp_path / "one")).engine.anakin
     both = two.train(two.init(jnp.arange(2, dtype=jnp.uint32)), jnp.int32(5))
     alone = one.train(one.init(jnp.arange(1, 2, dtype=jnp.uint32)), jnp.int32(5))
     pick = lambda tree: jax.tree.map(lambda x: np.asarray(x)[1], tree)  # noqa: E731

@@ -52,13 +52,32 @@ def test_evaluation_beside_training_logs_at_the_snapshot_and_records_gifs(tmp_pa
     assert gifs == [f"update_{u:08d}.gif" for u in played[1::2]]  # every second evaluation
 
 
+def test_evaluation_beside_anakin_chunks_plays_the_blocking_evaluations(tmp_path):
+    """The shell's evaluation beside training on the Anakin engine: each evaluation plays a
+    snapshot of the params it was asked for (later chunks donate the carry), so it reports
+    what the blocking evaluation of the same (deterministic) run reports at that update."""
+    anakin = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py") + ":quick"
+    runs = {}
+    for background in (False, True):
+        cfg = load_config(anakin, eval_every_updates=4, eval_in_background=background)
+        workdir = str(tmp_path / f"background_{background}")
+        runs[background] = make_trainer(cfg, workdir, quiet=True).run()
+    blocking = {e["updates"]: e["return"] for e in runs[False].summary["evals"]}
+    beside = runs[True].summary["evals"]
+    assert len(blocking) == 10 and len(beside) >= 2
+    for entry in beside:
+        assert entry["return"] == blocking[entry["updates"]], entry
+        assert entry["env_steps"] == entry["updates"] * 4 * 128  # the snapshot's
+    assert runs[True].summary["params_sha256"] == runs[False].summary["params_sha256"]
+
+
 @pytest.mark.parametrize("core", ["none", "lstm"])
 def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core):
     """Beside training, episodes are stepped inside XLA (no GIL held): the same episodes, env
     seeds and policy keys as the Python evaluator, greedy and sampled."""
     from jaxrl_dist.envs import env_spec
-    from jaxrl_dist.run.evaluation import Evaluator, make_evaluator
-    from jaxrl_dist.run.xla_evaluation import XlaEvaluator
+    from jaxrl_dist.sebulba.evaluation import Evaluator, make_evaluator
+    from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
 
     cfg = load_config(QUICK, **{"network.core": core, "network.core_size": 16})
     spec = env_spec(cfg.env_id, cfg.env_kwargs)
@@ -103,14 +122,12 @@ def test_evaluation_blocks_where_timing_must_not_matter():
     with pytest.raises(ConfigError, match="keep_best_checkpoints"):
         load_config(QUICK, eval_in_background=True, keep_best_checkpoints=2)
     anakin = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")
-    assert not load_config(anakin).evaluates_in_background
-    for field, value in (("eval_in_background", True), ("video_every_evals", 1)):
-        with pytest.raises(ConfigError, match=field):
-            load_config(anakin, **{field: value})
+    assert not load_config(anakin).evaluates_in_background  # a jitted call beside the chunks
+    assert load_config(anakin, eval_in_background=True).evaluates_in_background
 
 
 def test_video_on_an_env_that_does_not_render_is_refused(tmp_path):
-    from jaxrl_dist.run.videos import video_problem
+    from jaxrl_dist.sebulba.videos import video_problem
 
     cfg = load_config(QUICK, env_id="FrozenLake-v1", video_every_evals=1)
     problem = video_problem(cfg)

@@ -12,11 +12,11 @@ from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.learner import Learner
 from jaxrl_dist.run import hparams
-from jaxrl_dist.run import session as session_module
 from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamError
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.sebulba import engine as engine_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
@@ -143,7 +143,7 @@ class _RecordingLearner(Learner):
 
 
 def test_learning_rate_changed_from_a_hook_without_recompiling(tmp_path, monkeypatch):
-    monkeypatch.setattr(session_module, "Learner", _RecordingLearner)
+    monkeypatch.setattr(engine_module, "Learner", _RecordingLearner)
     config = _config("--config.log_every_updates=1", "--config.total_env_steps=6400")
     workdir = str(tmp_path / "run")
     trainer = Trainer(config, workdir, quiet=True)
@@ -276,12 +276,12 @@ def test_control_file_claims_rejects_and_applies(tmp_path, monkeypatch, capsys):
     control.poll()
     assert path.exists()
     row = control.pending_row()
-    _, changes, _ = control.apply({}, row, put=lambda tree: tree)
+    _, changes, _ = control.apply({}, row)
     assert changes == {"learning_rate": (6e-4, 2e-4)}
     assert json.loads((tmp_path / "control.json.applied").read_text()) == {"learning_rate": 2e-4}
     control.poll()  # the second file is claimed now; removed before it is applied: a warning
     (tmp_path / "control.json.queued").unlink()
-    _, changes, _ = control.apply({}, control.pending_row(), put=lambda tree: tree)
+    _, changes, _ = control.apply({}, control.pending_row())
     assert changes == {"learning_rate": (2e-4, 3e-4)}
     assert "could not rename" in capsys.readouterr().err
     # NumPy scalars are numbers; only process 0 reads the file.

@@ -7,10 +7,12 @@ import sys
 import numpy as np
 import pytest
 
+from jaxrl_dist.acting.actor import ACTOR_TIMERS
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.cli import command_line_message
 from jaxrl_dist.run.counters import Counters
-from jaxrl_dist.run.logger import ACTOR_TIMERS, WINDOW_FIELDS, LogWindow, Progress
+from jaxrl_dist.run.logger import Progress
+from jaxrl_dist.sebulba.log_window import WINDOW_FIELDS, LogWindow
 
 
 def _actor(steps, returns, timers):

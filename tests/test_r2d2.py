@@ -17,15 +17,15 @@ from jaxrl_dist.agents.r2d2 import (
     sequence_priorities,
     sequence_td_errors,
 )
-from jaxrl_dist.anakin.flows import flow_problem
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.data import snapshot
+from jaxrl_dist.data import flows, snapshot
 from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.sequences import SequenceReplay
 from jaxrl_dist.envs import env_spec
 from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.networks.cores import reset_core_state
+from jaxrl_dist.run.engine import get_engine
 from jaxrl_dist.run.preflight import prepare
 from jaxrl_dist.types import Rollout
 
@@ -205,20 +205,21 @@ def test_the_actor_steps_agree_with_the_learner_unroll():
 def test_r2d2_refuses_what_it_cannot_do_in_one_line(overrides, match, tmp_path):
     with pytest.raises(ConfigError, match=match) as e:
         config = load_config("configs/r2d2_memory.py:quick", **overrides)
-        prepare(config, str(tmp_path), resume=False)
+        prepare(config, str(tmp_path), False, get_engine(config.runtime))
     assert "\n" not in str(e.value)
     assert not any(tmp_path.iterdir())  # nothing written
 
 
 def test_anakin_refuses_the_sequence_replay():
     config = load_config("configs/r2d2_memory.py:quick")
-    assert "'sequences' data flow" in flow_problem("sequences", config)
+    problem = flows.get("sequences").device_problem(config)
+    assert "replay of whole segments, which config.runtime='anakin' does not hold" in problem
 
 
 def test_rainbow_points_a_recurrent_network_to_r2d2(tmp_path):
     config = load_config("configs/rainbow_cartpole.py:quick", **{"network.core": "lstm"})
     with pytest.raises(ConfigError, match="no recurrent core"):
-        prepare(config, str(tmp_path), resume=False)
+        prepare(config, str(tmp_path), False, get_engine(config.runtime))
 
 
 def test_a_quick_r2d2_run_learns_from_sequences_and_its_checkpoint_acts(tmp_path):

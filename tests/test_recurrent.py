@@ -216,15 +216,15 @@ def test_anakin_resume_with_recurrent_state_is_bit_identical(tmp_path):
     ends with the same state (params, optimizer, envs, cores) as one that ran straight."""
     from train_runs import interrupted_run
 
-    from jaxrl_dist.anakin.trainer import AnakinTrainer
     from jaxrl_dist.config.cli import load_config
+    from jaxrl_dist.run.trainer import Trainer
 
     spec = "configs/anakin_ppo_cartpole.py:quick"
     config = load_config(spec, checkpoint_every_updates=4, **MEMORY_ANAKIN)
-    whole = AnakinTrainer(config, str(tmp_path / "whole"), quiet=True).run()
+    whole = Trainer(config, str(tmp_path / "whole"), quiet=True).run()
     cut = interrupted_run(config, str(tmp_path / "cut"), 6 * 512)
     assert cut.updates < whole.updates == 16
-    resumed = AnakinTrainer(config, str(tmp_path / "cut"), resume=True, quiet=True).run()
+    resumed = Trainer(config, str(tmp_path / "cut"), resume=True, quiet=True).run()
     assert resumed.updates == 16
     assert resumed.summary["state_sha256"] == whole.summary["state_sha256"]
     assert resumed.summary["params_sha256"] == whole.summary["params_sha256"]

@@ -181,7 +181,8 @@ def test_wandb_offline_mirrors_the_records_and_resume_continues_the_run(tmp_path
 def test_wandb_is_imported_only_when_asked():
     code = (
         "import sys\n"
-        "import jaxrl_dist.config.cli, jaxrl_dist.run.trainer, jaxrl_dist.anakin.trainer\n"
+        "import jaxrl_dist.config.cli, jaxrl_dist.run.trainer\n"
+        "import jaxrl_dist.sebulba.engine, jaxrl_dist.anakin.engine\n"
         "from jaxrl_dist.config.cli import load_config\n"
         "from jaxrl_dist.run.wandb_sink import make_sink\n"
         f"assert make_sink(load_config({QUICK!r}), '/nonexistent', False) is None\n"
@@ -248,11 +249,11 @@ def test_sync_collection_refusals():
         load_config(QUICK, sync_collection=True, batch_size=16)
     with pytest.raises(ConfigError, match="max_policy_lag"):  # late unrolls would pile up
         load_config(QUICK, **{**SYNC, "fraction_samples": 0.5, "batch_size": 4})
-    from jaxrl_dist.run.preflight import data_problem
+    from jaxrl_dist.data import flows
 
     rainbow = load_config(os.path.join(ROOT, "configs", "rainbow_cartpole.py"),
                           sync_collection=True, async_envs=False)  # fmt: skip
-    assert "sampled, not collected" in data_problem("prioritized", rainbow)
+    assert "sampled, not collected" in flows.get("prioritized").host_problem(rainbow)
 
 
 # ----------------------------------------------------------------------------- determinism

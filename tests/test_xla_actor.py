@@ -16,8 +16,8 @@ from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs import EpisodeTracker, make_env
-from jaxrl_dist.run.preflight import validate_for_machine
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.sebulba.engine import SebulbaEngine
 from jaxrl_dist.types import assert_rollout_shapes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -131,7 +131,7 @@ def test_the_xla_actor_loop_refuses_64_bit_envs_before_the_run():
         "configs/impala_cartpole.py:quick", env_id="HalfCheetah-v5", actor_loop="xla",
         async_envs=False, **{"network.tanh_squash": True})  # fmt: skip
     with pytest.raises(ConfigError, match="cannot step HalfCheetah-v5: .* float64") as e:
-        validate_for_machine(config)
+        SebulbaEngine.machine(config)
     assert "\n" not in str(e.value) and "actor_loop='python'" in str(e.value)
 
 

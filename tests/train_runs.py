@@ -28,11 +28,11 @@ def train_run(config: str, workdir: str, *flags: str) -> dict:
 
 
 def interrupted_run(config, workdir: str, stop_at_env_steps: int):
-    """An in-process Anakin run of `config` in `workdir`, asked to stop ("interrupted for the
-    test") by the first `on_iteration` (between chunks) at or after `stop_at_env_steps`; its
+    """An in-process run of `config` in `workdir`, asked to stop ("interrupted for the test")
+    by the first `on_iteration` (between steps) at or after `stop_at_env_steps`; its
     `RunResult`. The runtime is imported here: `train_run` users need no JAX in the parent."""
-    from jaxrl_dist.anakin.trainer import AnakinTrainer
     from jaxrl_dist.run.hooks import Hooks
+    from jaxrl_dist.run.trainer import Trainer
 
     holder = []
 
@@ -40,6 +40,6 @@ def interrupted_run(config, workdir: str, stop_at_env_steps: int):
         if env_steps >= stop_at_env_steps:
             holder[0].request_stop("interrupted for the test")
 
-    trainer = AnakinTrainer(config, workdir, quiet=True, hooks=Hooks(on_iteration=stop))
+    trainer = Trainer(config, workdir, quiet=True, hooks=Hooks(on_iteration=stop))
     holder.append(trainer)
     return trainer.run()

@@ -76,7 +76,7 @@ class UnrollOut(NamedTuple):
     episode_length: jax.Array
 
 
-def _in_env_order(recv_out: tuple) -> tuple:
+def in_env_order(recv_out: tuple) -> tuple:
     """A sync `recv()`'s `(obs, reward, terminated, truncated, info)` sorted by env id."""
     obs, reward, terminated, truncated, info = recv_out
     order = jnp.argsort(info["env_id"])
@@ -115,7 +115,7 @@ def make_unroll(
 
     def start(handle, actor_state):
         handle, got = recv(handle)
-        obs, reward, terminated, truncated, info = _in_env_order(got)
+        obs, reward, terminated, truncated, info = in_env_order(got)
         zeros = jnp.zeros(reward.shape, jnp.float32)
         ret, length = _track(zeros, zeros.astype(jnp.int32), reward, info)
         first = jnp.ones(reward.shape, bool)
@@ -132,7 +132,7 @@ def make_unroll(
             env_action = env_action.astype(action_dtype)
         handle = send(handle, env_action, env_ids)
         handle, got = recv(handle)
-        obs, reward, terminated, truncated, info = _in_env_order(got)
+        obs, reward, terminated, truncated, info = in_env_order(got)
         ret, length = _track(c.episode_return, c.episode_length, reward, info)
         first = jnp.logical_or(c.terminated, c.truncated)  # the obs acted on ended an episode
         new = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first)

@@ -16,7 +16,7 @@ import numpy as np
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.run.evaluation import EVAL_SEED_PURPOSE, EvalResult, game_stats
+from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalResult, game_stats
 
 
 def play_episodes(
@@ -67,13 +67,12 @@ def _length_of(ts: Any) -> jax.Array:
 
 class JaxEvaluator:
     """Greedy or sampled episodes of every seed's params (`[S, ...]` leaves) on the first local
-    device; each evaluation draws fresh episodes from a key folded with the update count
-    (`at_update`, set by the trainer), so a resumed run evaluates as an uninterrupted one."""
+    device; each evaluation draws fresh episodes from a key folded with the update count of its
+    params (`at_update`), so a resumed run evaluates as an uninterrupted one."""
 
     def __init__(self, env: Any, core: ActorCore, num_episodes: int, seed: int):
         """`env`: the env evaluations play (`env.evaluation(...)`: a game's against the
         evaluation opponent)."""
-        self.at_update = 0
         self._seats = getattr(env, "seats", None)  # a game's learner seat per episode
         self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE))
         self._device = jax.local_devices()[0]
@@ -88,14 +87,18 @@ class JaxEvaluator:
         }
 
     def run(
-        self, params: Any, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+        self,
+        params: Any,
+        greedy: bool = True,
+        abort: Callable[[], bool] = lambda: False,
+        at_update: int = 0,
     ) -> EvalResult | None:
         """`[S, episodes]` results -> an `EvalResult` of every seed's episodes (returns
         `[S * episodes, 1]`), with each seed's mean return as `seed<i>_return` when S > 1."""
         if abort():
             return None
         params = jax.device_put(local_replica(params), self._device)
-        key = jax.random.fold_in(self._key, self.at_update)
+        key = jax.random.fold_in(self._key, at_update)
         returns, lengths = jax.device_get(self._play[greedy](params, key))
         if self._seats is None:
             result = EvalResult(

@@ -2,8 +2,8 @@
 
 One update, per seed: `T` steps of a batch of `B` JAX envs in a `lax.scan` (the agent's actor
 half choosing actions), which builds the same `[T + 1, B]` `Rollout` an EnvPool actor hands the
-learner, then the agent's data flow (`flows.py`): the learner half's `update` on the rollout,
-or the rollout into a replay on the device and updates on what it draws. `train(carry, n)`
+learner, then the agent's data flow (`data/device_flows.py`): the learner half's `update` on the
+rollout, or the rollout into a replay on the device and updates on what it draws. `train(carry, n)`
 runs `n` of them in a `lax.fori_loop` (a traced `n`: every chunk length shares one
 compilation), vmapped over seeds (`num_seeds`, as PureJaxRL does) and jitted over the learner
 mesh: the env axis `B` of everything per-env is split over the mesh's devices, the learner
@@ -21,13 +21,12 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxrl_dist.agents.base import ActorIdentity, Agent
-from jaxrl_dist.anakin.flows import OnPolicyFlow, PrioritizedFlow
+from jaxrl_dist.data.device_flows import OnPolicyFlow
 from jaxrl_dist.envs.jax_envs import EnvState, JaxEnv, TimeStep
 from jaxrl_dist.learning.mesh import DATA_AXIS
 from jaxrl_dist.types import PyTree, Rollout
 
 ENV_KEY_PURPOSE, ACTOR_KEY_PURPOSE, DATA_KEY_PURPOSE = 11, 12, 13  # fold_in paths of a seed's key
-Flow = OnPolicyFlow | PrioritizedFlow
 
 
 class Acting(NamedTuple):
@@ -74,8 +73,11 @@ def _zero_totals(metrics: dict[str, Any]) -> Totals:
 class Program:
     """The pure functions of one Anakin run; `Anakin` (below) jits them over seeds and a mesh."""
 
-    def __init__(self, agent: Agent, env: JaxEnv, num_envs: int, unroll_length: int,
-                 flow: Flow | None = None):  # fmt: skip
+    def __init__(
+        self, agent: Agent, env: JaxEnv, num_envs: int, unroll_length: int, flow: Any = None
+    ):
+        """`flow`: the agent's data flow's device implementation (`data/device_flows.py`;
+        None: one update per rollout)."""
         self.agent, self.env, self.flow = agent, env, flow or OnPolicyFlow()
         self.num_envs, self.unroll_length = num_envs, unroll_length
 

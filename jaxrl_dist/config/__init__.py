@@ -17,13 +17,18 @@ from jaxrl_dist.config.parsing import apply_overrides, build_config
 from jaxrl_dist.config.train import (
     ACTOR_LOOPS,
     EVAL_MODES,
-    RUNTIMES,
     SECTIONS,
     TrainConfig,
     jsonable,
 )
 
 __all__ = [
-    "ACTOR_LOOPS", "EVAL_MODES", "RUNTIMES", "SECTIONS", "ConfigError", "TrainConfig",
-    "apply_overrides", "build_config", "jsonable",
-]  # fmt: skip
+    "ACTOR_LOOPS",
+    "EVAL_MODES",
+    "SECTIONS",
+    "ConfigError",
+    "TrainConfig",
+    "apply_overrides",
+    "build_config",
+    "jsonable",
+]

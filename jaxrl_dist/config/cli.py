@@ -135,12 +135,8 @@ def command_line_message(error: ConfigError) -> str:
 
 
 def make_trainer(config: TrainConfig, workdir: str, **kwargs: object):
-    """The trainer of `config.runtime`: Sebulba's `Trainer` or the Anakin runtime's
-    `AnakinTrainer` (the same `run()`, hooks, files and result)."""
-    if config.runtime == "anakin":
-        from jaxrl_dist.anakin.trainer import AnakinTrainer
-
-        return AnakinTrainer(config, workdir, **kwargs)
+    """The run's `Trainer` (on the engine `config.runtime` names); imported here, after the
+    cheap checks."""
     from jaxrl_dist.run.trainer import Trainer
 
     return Trainer(config, workdir, **kwargs)

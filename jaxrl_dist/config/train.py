@@ -10,10 +10,10 @@ from typing import Any
 from jaxrl_dist.config.errors import ConfigError, fail
 from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig, WandbConfig
 from jaxrl_dist.networks import NetworkConfig
+from jaxrl_dist.run.engine import ENGINES
 
 EVAL_MODES = ("greedy", "sampled", "both")
 ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
-RUNTIMES = ("sebulba", "anakin")  # run/trainer.py, anakin/trainer.py
 # Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
 SECTIONS = {
     "network": NetworkConfig,
@@ -233,8 +233,6 @@ class TrainConfig:
         if self.async_envs:
             fail("async_envs", True, "must be False when sync_collection=True (actors step "
                  "all their envs together)")  # fmt: skip
-        if self.runtime != "sebulba":
-            fail("sync_collection", True, "is a Sebulba mode; leave it False with Anakin")
         if self.seats.enabled or self.agents_per_env > 1:
             fail("sync_collection", True, "is not supported with config.seats or "
                  "agents_per_env > 1 yet; leave it False")  # fmt: skip
@@ -272,26 +270,10 @@ class TrainConfig:
         _refuse_unless_fixed("actor_loop='xla'", fix, "actor_loop='python'")
 
     def _check_runtime(self) -> None:
-        if self.runtime not in RUNTIMES:
-            fail("runtime", self.runtime, f"must be one of {RUNTIMES}")
-        if self.runtime == "sebulba":
-            if self.replay.batch_size:
-                fail("replay.batch_size", self.replay.batch_size, "is the Anakin runtime's "
-                      "(on Sebulba the learner samples config.batch_size); leave it 0")  # fmt: skip
-            if self.num_seeds != 1:
-                fail("num_seeds", self.num_seeds, "> 1 needs config.runtime='anakin' (seeds "
-                      "vmapped in one program); Sebulba runs one seed per run")  # fmt: skip
-            return
-        fix = {  # what the Anakin runtime does not do (yet), and the fix
-            "agents_per_env": (self.agents_per_env > 1, "1 (agent rows run on Sebulba)"),
-            "inference.client": (self.inference.client != "local", "'local'"),
-            "video_every_evals": (self.video_every_evals, "0 (JAX envs do not render)"),
-            "eval_in_background": (
-                self.eval_in_background,
-                "None or False (evaluation is a jitted call there)",
-            ),
-        }
-        _refuse_unless_fixed("runtime='anakin'", fix, "runtime='sebulba'")
+        """The runtime is a registered engine; what it refuses is checked before the run
+        (`run/engine.py`: each engine's `refuses`)."""
+        if self.runtime not in ENGINES:
+            fail("runtime", self.runtime, f"must be one of {tuple(ENGINES)}")
 
     @property
     def replay_batch_size(self) -> int:

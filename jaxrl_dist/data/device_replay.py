@@ -1,5 +1,5 @@
 """The prioritized n-step replay as pure JAX functions: the replay of the Anakin runtime, held
-in its carry on the device (`anakin/flows.py`).
+in its carry on the device (`device_flows.py`).
 
 The same rules as the host replay (`data/prioritized.py`), so a Rainbow learner cannot tell the
 two apart:

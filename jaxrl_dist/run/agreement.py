@@ -1,9 +1,9 @@
-"""How the processes of a run agree on each update: one small all-gather of named fields.
+"""How the processes of a run agree on each step: one small all-gather of named fields.
 
-After reading its batch, each process reports its status and what it counted since its last
-report; every process sums the counts and acts on every status alike, so all update, or all
-stop, at the same update. Process 0 also carries its requests (save now, new hyperparameters).
-On one process this is local.
+Before each step of the engine (after Sebulba read its batch), each process reports its status
+and what it counted since its last report; every process sums the counts and acts on every
+status alike, so all step, or all stop, at the same update. Process 0 also carries the step's
+length and its requests (save now, new hyperparameters). On one process this is local.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ class Report(NamedTuple):
     """One process's report for one update (int64 fields, gathered as one row).
 
     Attributes:
-      status: CONTINUE (its batch is ready), STOP, FAILED, or SIGNALLED + the signal number.
+      status: CONTINUE (its data is ready), STOP, FAILED, or SIGNALLED + the signal number.
+      updates: the updates the step would make (process 0's is the step's).
       env_steps: env steps its data seam took in since its last report.
       dropped: rollouts it dropped as stragglers since its last report.
       restarts: actor and server restarts since its last report.
@@ -32,6 +33,7 @@ class Report(NamedTuple):
     """
 
     status: int
+    updates: int = 1
     env_steps: int = 0
     dropped: int = 0
     restarts: int = 0
@@ -48,7 +50,7 @@ class Agreement(NamedTuple):
       go: True to update; False to stop.
       stop_reason: why the run stops ("" when it goes on).
       failed: the first failed process, or None.
-      requests: process 0's report (its `save_now` and `new_hparams`).
+      requests: process 0's report (its `updates`, `save_now` and `new_hparams`).
     """
 
     totals: Report

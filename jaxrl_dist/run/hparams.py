@@ -155,10 +155,9 @@ class HyperparamControl:
         """`[len(names)]` float32: the pending values, NaN where a value does not change."""
         return np.array([self._pending.get(n, np.nan) for n in self.names], np.float32)
 
-    def apply(self, hparams: dict[str, jax.Array], row: np.ndarray, put) -> tuple[dict, dict, str]:
-        """New `hparams` with the non-NaN values of `row` (process 0's pending row) placed by
-        `put` (the learner's replicated layout), `{name: (old, new)}` of what changed, and who
-        asked for it."""
+    def apply(self, hparams: dict[str, jax.Array], row: np.ndarray) -> tuple[dict, dict, str]:
+        """New `hparams` with the non-NaN values of `row` (process 0's pending row; the engine
+        places them), `{name: (old, new)}` of what changed, and who asked for it."""
         # Process 0 logs the values as given, not float32-rounded; the others take its row.
         exact = self._pending if self._primary else {}
         changes = {
@@ -175,7 +174,7 @@ class HyperparamControl:
             _rename(self._queued, self._path + ".applied")
             self._file_queued = False
         new = {name: jnp.asarray(new, jnp.float32) for name, (_, new) in changes.items()}
-        return {**hparams, **put(new)}, changes, sources
+        return {**hparams, **new}, changes, sources
 
     def record(self, counters: Any, changes: dict, sources: str) -> tuple[dict[str, float], str]:
         """Notes `changes` in `counters.hparam_changes` (kept in checkpoints and the summary);

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.run.counters import Counters, EvalHistory
-from jaxrl_dist.run.evaluation import EvalResult, Evaluator
+from jaxrl_dist.run.evaluator import EvalResult
 from jaxrl_dist.run.hooks import EvalReport, Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 
@@ -33,15 +33,16 @@ class EvalMonitor:
     def __init__(
         self,
         config: TrainConfig,
-        evaluator: Evaluator,
+        evaluator: Any,
         hooks: Hooks,
         logger: MetricLogger,
         progress: Progress,
         history: EvalHistory,
         videos: Any = None,
     ):
-        """`videos`: records a GIF every `config.video_every_evals` evaluations
-        (`run.videos.EvalVideos`), or None."""
+        """`evaluator`: `run(params, greedy, abort, at_update)` (`run/evaluator.py`).
+        `videos`: records a GIF every `config.video_every_evals` evaluations
+        (`sebulba.videos.EvalVideos`), or None."""
         self.history = history
         self._modes = ("greedy", "sampled") if config.eval_mode == "both" else (config.eval_mode,)
         self._target = config.stop_at_eval_return
@@ -69,7 +70,9 @@ class EvalMonitor:
         work dir's `videos/`, so it may run on another thread than `record`."""
         results = {}
         for mode in self._modes:
-            result = self._evaluator.run(params, mode == "greedy", abort=abort)
+            result = self._evaluator.run(
+                params, mode == "greedy", abort=abort, at_update=point.updates
+            )
             if result is None:
                 return None
             results[mode] = result
@@ -130,7 +133,7 @@ class EvalMonitor:
         )  # fmt: skip
 
     def warm_up(self, params: Any) -> None:
-        """Compiles the evaluator's policies, where it can (`Evaluator.warm_up`)."""
+        """Compiles the evaluator's policies, where it can (its `warm_up`, if it has one)."""
         warm_up = getattr(self._evaluator, "warm_up", None)
         for mode in self._modes if warm_up is not None else ():
             warm_up(params, mode == "greedy")

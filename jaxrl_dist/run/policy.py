@@ -21,7 +21,7 @@ import numpy as np
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, env_policies, evaluation_state
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
-from jaxrl_dist.data import env_steps_per_update
+from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec, env_spec
 from jaxrl_dist.run.checkpoint import restore_params, restructure_like, tree_difference
 from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import them from here
@@ -54,7 +54,7 @@ def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
         "seats": jsonable(config.seats),
         "run_shape": [
             config.total_env_steps,
-            env_steps_per_update(agents.get(config.algorithm).data, config),
+            flows.get(agents.get(config.algorithm).data).env_steps_per_update(config),
         ],
     }
 

@@ -1,12 +1,13 @@
-"""Checks before a run writes anything: the env, the devices, the work directory, the algorithm,
-the checkpoint to resume and the params to warm-start from. Each failure is a ConfigError with
+"""Checks before a run writes anything: the env and the devices (the engine's), the work
+directory, the algorithm and its data flow, what the engine refuses, and the params to
+warm-start from (the checkpoint to resume is checked against the engine's saved tree,
+`resume.check_resumable`). Each failure is a ConfigError with
 one line that says what is wrong and how to fix it."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -15,19 +16,15 @@ import numpy as np
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, with_schedules
 from jaxrl_dist.config import ConfigError, TrainConfig
-from jaxrl_dist.data import env_steps_per_update
-from jaxrl_dist.envs import EnvSpec, check_env, env_spec, xla_loop_problem
+from jaxrl_dist.data import DataFlow, flows
+from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
+from jaxrl_dist.run.engine import Engine, refusal
 from jaxrl_dist.run.opponents import named_player
-from jaxrl_dist.run.resume import check_resumable
-from jaxrl_dist.run.videos import video_problem
 from jaxrl_dist.run.wandb_sink import wandb_problem
 from jaxrl_dist.schedules import check_schedules
-
-PRIORITIZED_FLOWS = ("prioritized", "sequences")  # learners that return priorities
-REPLAY_FLOWS = ("replay", *PRIORITIZED_FLOWS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,29 +36,8 @@ class Prepared:
     spec: EnvSpec
     devices: Devices
     agent: Agent
-    data: str = "on_policy"
+    flow: DataFlow
     warm_params: Any = None
-
-
-def validate_for_machine(config: TrainConfig) -> tuple[EnvSpec, Devices]:
-    """Checks what needs EnvPool's registry, the devices and the process count; raises
-    ConfigError.
-
-    Returns (env spec, devices). Nothing is written before this passes.
-    """
-    problem = check_env(config.env_id, config.env_kwargs) or config.process_problem(
-        jax.process_count()
-    )
-    if not problem and config.actor_loop == "xla":
-        problem = xla_loop_problem(config.env_id, config.env_kwargs)
-    if problem:
-        raise ConfigError(problem)
-    devices = learner_devices(config)
-    spec = env_spec(config.env_id, config.env_kwargs)
-    problem = multi_agent_problem(config, spec)
-    if problem:
-        raise ConfigError(problem)
-    return spec, devices
 
 
 def learner_devices(config: TrainConfig) -> Devices:
@@ -143,18 +119,13 @@ def scheduled_agent(agent: Agent, config: TrainConfig, num_updates: int) -> Agen
     return dataclasses.replace(agent, learner=learner)
 
 
-def prepare(
-    config: TrainConfig,
-    workdir: str,
-    resume: bool,
-    machine: Callable[[TrainConfig], tuple[EnvSpec, Devices]] = validate_for_machine,
-    check_resume: bool = True,
-) -> Prepared:
-    """Devices, the work directory, the algorithm, the warm-start params; ConfigError.
-    `machine` checks the env and devices (the Anakin runtime passes its own: JAX envs);
-    `check_resume=False` leaves the checkpoint's shapes to the caller (a runtime that saves
-    more than the learner state)."""
-    spec, devices = machine(config)
+def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine]) -> Prepared:
+    """Devices, the work directory, the algorithm, its data flow and what `engine` refuses,
+    the warm-start params; ConfigError. `engine.machine` checks the env and the devices."""
+    problem = refusal(config, engine)  # before the machine checks: they may read those fields
+    if problem:
+        raise ConfigError(problem)
+    spec, devices = engine.machine(config)
     ckpt_dir = os.path.join(workdir, "checkpoints")
     has_ckpt = os.path.isdir(ckpt_dir) and bool(os.listdir(ckpt_dir))
     if has_ckpt and not resume:
@@ -163,98 +134,44 @@ def prepare(
             "it, or choose another --workdir (nothing was overwritten)"
         )
     entry = agents.get(config.algorithm)
-    problem = entry.check(config.algo, config) or data_problem(entry.data, config)
-    problem = problem or video_problem(config) or wandb_problem(config)
+    flow = flows.get(entry.data)
+    problem = entry.check(config.algo, config) or flow.problem(config)
+    problem = problem or engine.problem(config, flow) or wandb_problem(config)
     if problem:
         raise ConfigError(problem)
-    shape = RunShape(config.total_env_steps, env_steps_per_update(entry.data, config))
+    shape = RunShape(config.total_env_steps, flow.env_steps_per_update(config))
     try:
         agent = entry.make(config.algo, config.network, spec, shape)
         agent = scheduled_agent(agent, config, shape.num_updates)
         init_shapes = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
-    if agent.learner.priorities != (entry.data in PRIORITIZED_FLOWS):
+    if agent.learner.priorities != flow.priorities:
         raise ConfigError(
             f"algorithm {config.algorithm!r}: its learner "
             f"{'returns' if agent.learner.priorities else 'returns no'} priorities but its data "
-            f"flow is {entry.data!r}; register it with data='prioritized' or 'sequences' exactly "
-            "when LearnerCore.priorities is True"
+            f"flow {entry.data!r} {'takes' if flow.priorities else 'takes no'} priorities back; "
+            "register it with a flow whose DataFlow.priorities is LearnerCore.priorities"
         )
-    if resume and check_resume:  # a damaged checkpoint or other shapes: refused before writes
-        check_resumable(ckpt_dir, init_shapes)
     warm_params = None
     if config.warm_start:
-        try:
-            warm_params = restore_params_like(
-                config.warm_start, agent.learner.actor_params(init_shapes)
-            )
-        except FileNotFoundError:
-            msg = f"config.warm_start={config.warm_start!r} holds no checkpoint"
-            raise ConfigError(msg) from None
-        except ValueError:
-            raise ConfigError(
-                f"config.warm_start={config.warm_start!r}: its params do not match this "
-                "config's network (different torso, sizes or env); warm-start from a run "
-                "with the same network"
-            ) from None
-    return Prepared(spec, devices, agent, entry.data, warm_params)
+        warm_params = _warm_params(config.warm_start, agent.learner.actor_params(init_shapes))
+    return Prepared(spec, devices, agent, flow, warm_params)
 
 
-def data_problem(flow: str, config: TrainConfig) -> str | None:
-    """What does not fit the agent's data flow or the policy seam (one line), or None."""
-    if flow in REPLAY_FLOWS and config.deterministic:
-        return (
-            "config.deterministic=True takes one unroll of every actor per update, which a "
-            "replay's sampling does not; this agent learns from a replay"
-        )
-    if flow in REPLAY_FLOWS and config.sync_collection:
-        return (
-            f"config.sync_collection=True: algorithm {config.algorithm!r} learns from a "
-            f"replay ({flow!r}), where batches are sampled, not collected; leave it False"
-        )
-    if flow in REPLAY_FLOWS:
-        problem = _replay_problem(flow, config)
-        if problem:
-            return problem
-    batch = config.inference.batch_size
-    if config.inference.client == "server" and batch and batch < config.env_batch_size:
-        return (
-            f"config.inference.batch_size={batch} is smaller than one actor's recv() batch "
-            f"({config.env_batch_size} envs); make it at least that"
-        )
-    return None
+def _warm_params(path: str, like: Any) -> Any:
+    """The params of the run at `path`, shaped like `like`; ConfigError (one line)."""
+    try:
+        return restore_params_like(path, like)
+    except FileNotFoundError:
+        raise ConfigError(f"config.warm_start={path!r} holds no checkpoint") from None
+    except ValueError:
+        raise ConfigError(
+            f"config.warm_start={path!r}: its params do not match this config's network "
+            "(different torso, sizes or env); warm-start from a run with the same network"
+        ) from None
 
 
-def _replay_problem(flow: str, config: TrainConfig) -> str | None:
-    """Replay sizes that cannot work with the run's batch and segments (one line), or None."""
-    r, unroll, batch = config.replay, config.unroll_length, config.replay_batch_size
-    unit = "transitions" if flow == "prioritized" else "segments"
-    if r.capacity < batch:
-        name = "replay.batch_size" if r.batch_size else "batch_size"
-        return (
-            f"config.replay.capacity={r.capacity} is smaller than config.{name}={batch} "
-            f"(the {unit} of one update); make the capacity at least the batch"
-        )
-    if flow != "prioritized":
-        return None
-    if r.n_step >= unroll:
-        return (
-            f"config.replay.n_step={r.n_step} is not shorter than config.unroll_length={unroll}: "
-            "a window is cut at its segment's end, so most would be short; make unroll_length "
-            "larger than n_step"
-        )
-    if r.capacity < unroll:
-        return (
-            f"config.replay.capacity={r.capacity} transitions holds no segment of "
-            f"config.unroll_length={unroll}; make the capacity at least that"
-        )
-    held = r.capacity // unroll * unroll  # whole segments
-    if r.min_size > held:
-        enough = -(-r.min_size // unroll) * unroll
-        return (
-            f"config.replay.min_size={r.min_size} is more than the {held} transitions the "
-            f"replay holds (whole segments of unroll_length={unroll}), so learning would never "
-            f"start; make min_size at most {held} or capacity at least {enough}"
-        )
-    return None
+def flow_of(config: TrainConfig) -> DataFlow:
+    """The data flow of `config.algorithm`'s agent."""
+    return flows.get(agents.get(config.algorithm).data)

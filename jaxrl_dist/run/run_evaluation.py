@@ -1,16 +1,15 @@
-"""Process 0's evaluations during a Sebulba run: blocking on the learner's thread, or beside
-training (`background_eval.py`), and what follows one (a new best to save, a stop).
+"""Process 0's evaluations during a run: blocking on the main thread, or beside training
+(`background_eval.py`), and what follows one (a new best to save, a stop).
 
-Everything here runs on the learner's thread: a background evaluation's results are recorded
-(`land`) there, at the update after they finished, so hooks and counters see one thread.
+Everything here runs on the main thread: a background evaluation's results are recorded
+(`land`) there, at the step after they finished, so hooks and counters see one thread.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.run.background_eval import BackgroundEvaluation
+from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.monitor import EvalPoint
 from jaxrl_dist.run.session import Session
 from jaxrl_dist.run.stopping import StopControl
@@ -19,10 +18,8 @@ from jaxrl_dist.run.stopping import StopControl
 class RunEvaluation:
     """A run's evaluations (process 0; a no-op elsewhere, where the session has no monitor)."""
 
-    def __init__(self, config: TrainConfig, stop: StopControl, device: Any):
-        """`device`: the actor device whose published params copy a background evaluation
-        takes (no update donates it)."""
-        self._config, self._stop, self._device = config, stop, device
+    def __init__(self, config: TrainConfig, stop: StopControl, engine: Engine):
+        self._config, self._stop, self._engine = config, stop, engine
         self.background: BackgroundEvaluation | None = None
         self.best_to_save = False  # a new best with keep_best_checkpoints: save it (agreed)
 
@@ -30,12 +27,13 @@ class RunEvaluation:
         """Starts the evaluation thread where evaluation is beside training; it compiles the
         evaluator's policies first, while the learner compiles."""
         if run.monitor is not None and self._config.evaluates_in_background:
-            params, _ = run.store.get(self._device)
             share = self._config.eval_background_share
+            params = self._engine.eval_snapshot()
             self.background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)
 
-    def after_update(self, run: Session) -> None:
-        """At every update: an evaluation when one is due, and the finished ones recorded."""
+    def after_step(self, run: Session) -> None:
+        """After every step: an evaluation when one is due (a step never crosses an evaluation
+        mark), and the finished ones recorded."""
         every, updates = self._config.eval_every_updates, run.counters.updates
         if every and updates % every == 0:
             self.evaluate(run, blocking=self.background is None)
@@ -43,18 +41,17 @@ class RunEvaluation:
             self.land(run)
 
     def evaluate(self, run: Session, blocking: bool = True) -> None:
-        """Evaluates the newest params (and calls the evaluation hooks); not `blocking`: the
-        published params go to the evaluation thread, recorded by `land` once played."""
+        """Evaluates the newest params (and calls the evaluation hooks); not `blocking`: a
+        snapshot of them goes to the evaluation thread, recorded by `land` once played."""
         if run.monitor is None:
             return
         counters = run.counters
         if not blocking:
-            params, version = run.store.get(self._device)
-            assert version == counters.updates, (version, counters.updates)
-            self.background.submit(params, EvalPoint(counters.env_steps, version, run.clock()))
+            point = EvalPoint(counters.env_steps, counters.updates, run.clock())
+            self.background.submit(self._engine.eval_snapshot(), point)
             return
         signalled = lambda: self._stop.signals > 0  # noqa: E731
-        params = run.learner.actor_params(run.state)
+        params = self._engine.eval_params()
         outcome = run.monitor.evaluate(params, counters, run.clock(), signalled)
         if outcome is not None:  # else a signal: stop promptly, without this evaluation
             self._after(*outcome)

@@ -14,10 +14,9 @@ import numpy as np
 
 from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.learning.mesh import Devices
 from jaxrl_dist.run.checkpoint import METRIC, Checkpointer
 from jaxrl_dist.run.counters import Counters
-from jaxrl_dist.run.resume import ReplayLog, put_replay
+from jaxrl_dist.run.engine import Saved
 
 
 class Saver:
@@ -27,17 +26,13 @@ class Saver:
         self,
         config: TrainConfig,
         cluster: Cluster,
-        devices: Devices,
         ckpt: Checkpointer,
         policy: dict[str, Any],
         wall_time_s: float,
-        process_items: dict[str, Callable[[], bytes]] | None = None,
     ):
-        """`process_items`: this process's bytes saved with each step, by checkpoint item
-        ("data": the replay's contents, `config.replay.save`; "pool": the seats' pools)."""
-        self._config, self._cluster, self._devices = config, cluster, devices
+        """`policy`: how to rebuild the acting network (`run/policy.describe_policy`)."""
+        self._config, self._cluster = config, cluster
         self.ckpt = ckpt
-        self._process_items = process_items or {}
         self._policy = policy  # how to rebuild the acting network (jaxrl_dist.run.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
 
@@ -54,10 +49,10 @@ class Saver:
         every = self._config.checkpoint_every_s
         return bool(every) and wall_time_s - self._last_save_s >= every
 
-    def save(self, counters: Counters, state: Any, replay: ReplayLog | None) -> None:
-        """Every process saves `state` at this update (`counters.wall_time_s` up to date), with
-        its evaluation metric if it was just evaluated (as process 0 says), unless a save at
-        this update exists already."""
+    def save(self, counters: Counters, saved: Callable[[], Saved]) -> None:
+        """Every process saves what `saved()` gives (the engine's state at this update;
+        `counters.wall_time_s` up to date), with its evaluation metric if it was just evaluated
+        (as process 0 says), unless a save at this update exists already."""
         step, last = counters.updates, counters.last_eval
         self.ckpt.wait()  # a save may still be finalising in the background: never race it
         if self.ckpt.latest_step() == step:
@@ -71,17 +66,21 @@ class Saver:
         # retention runs on each), and the meta keeps process 0's exact value.
         metric = float(self._cluster.gather(np.float32(local))[0])
         metric = None if np.isnan(metric) else metric
+        contents = saved()
         meta = {
-            **counters.to_meta(), "config": jsonable(self._config.to_dict()),
+            **counters.to_meta(),
+            "config": jsonable(self._config.to_dict()),
             "policy": self._policy,
-        }  # fmt: skip
+            **contents.meta,
+        }
         if metric is not None:
             meta[METRIC] = float(local) if self._cluster.is_primary else metric
-        window = replay.window(step) if replay is not None else None
-        replay_item = None
-        if window is not None:
-            meta["replay"] = replay.meta(step)
-            replay_item = put_replay(window, self._devices.batch_sharding(axis=2))
-        items = {name: snapshot() for name, snapshot in self._process_items.items()}
-        self.ckpt.save(step, state, meta, replay_item, metric=metric, process_items=items)
+        self.ckpt.save(
+            step,
+            contents.state,
+            meta,
+            contents.replay,
+            metric=metric,
+            process_items=contents.process_items,
+        )
         self._last_save_s = counters.wall_time_s

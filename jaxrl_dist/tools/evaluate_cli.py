@@ -29,7 +29,7 @@ import jax
 
 from jaxrl_dist.envs.games import tictactoe_exact_losses
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.run.evaluation import EvalResult, make_evaluator
+from jaxrl_dist.run.evaluator import EvalResult
 from jaxrl_dist.run.opponents import (
     NAMES as OPPONENT_NAMES,
 )
@@ -54,6 +54,7 @@ from jaxrl_dist.run.video import (
     record_video,
     render_problem,
 )
+from jaxrl_dist.sebulba.evaluation import make_evaluator
 
 # A run deletes old steps while --follow reads; Orbax then warns of a step's missing metadata
 # file. jaxrl_dist.run.policy retries or skips that step: the warning is noise here.

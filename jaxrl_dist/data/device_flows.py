@@ -1,8 +1,9 @@
-"""The Anakin runtime's data flows: what happens between a rollout and the learner's update.
+"""The data flows' device implementations: what happens between a rollout and the learner's
+update inside the Anakin runtime's jitted program (`flows.py` holds each flow's definition).
 
-The Sebulba runtime's data seam (`jaxrl_dist.data`: the on-policy queue, the replays) sits
-between threads; on Anakin it is a pure piece of the program, chosen by the agent's registered
-flow, with its state (`Carry.data`) in the carry:
+The Sebulba runtime's data seam (the on-policy queue, the replays) sits between threads; on
+Anakin it is a pure piece of the program, chosen by the agent's flow, with its state
+(`Carry.data`) in the carry:
 
 - `OnPolicyFlow`: the rollout is the batch, one update per rollout (IMPALA, PPO);
 - `PrioritizedFlow`: the rollout goes into a prioritized n-step replay on the device
@@ -22,14 +23,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jaxrl_dist.agents.base import LearnerCore, Metrics
-from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.data.device_replay import DevicePrioritizedReplay, DeviceReplay
 from jaxrl_dist.types import PyTree, Rollout
+
+# The learner half (`agents.base.LearnerCore`: `update(state, batch) -> (state, metrics, ...)`)
+# and its metrics; the data layer sits below the agents and only calls them.
+LearnerCore = Any
+Metrics = dict[str, jax.Array]
 
 
 class OnPolicyFlow:
@@ -57,6 +62,22 @@ class PrioritizedFlow:
     min_size: int
     updates_per_rollout: int
     num_envs: int
+
+    @classmethod
+    def of(cls, config: Any) -> PrioritizedFlow:
+        """The flow of a config `prioritized_flow_problem` passed: `config.replay`'s
+        replay of `capacity // unroll_length` segments."""
+        r, unroll = config.replay, config.unroll_length
+        replay = DevicePrioritizedReplay(
+            slots=r.capacity // unroll,
+            unroll_length=unroll,
+            n_step=r.n_step,
+            batch_size=config.replay_batch_size,
+            priority_exponent=r.priority_exponent,
+            priority_epsilon=r.priority_epsilon,
+        )
+        k = updates_per_rollout(config)
+        return cls(replay, r.min_size, k.numerator, config.batch_size)
 
     def init(self, rollout: Rollout, key: jax.Array) -> PyTree:
         return self.replay.init(rollout, key)
@@ -97,24 +118,7 @@ class PrioritizedFlow:
         return jax.lax.cond(ready, updates, filling, learner, data)
 
 
-def make_flow(flow: str, config: TrainConfig) -> OnPolicyFlow | PrioritizedFlow:
-    """The flow of an agent registered with data `flow` ("on_policy" or "prioritized") for a
-    config `flow_problem` passed."""
-    if flow == "on_policy":
-        return OnPolicyFlow()
-    if flow != "prioritized":
-        raise ValueError(f"no Anakin data flow {flow!r}")
-    r, unroll = config.replay, config.unroll_length
-    replay = DevicePrioritizedReplay(
-        slots=r.capacity // unroll, unroll_length=unroll, n_step=r.n_step,
-        batch_size=config.replay_batch_size, priority_exponent=r.priority_exponent,
-        priority_epsilon=r.priority_epsilon,
-    )  # fmt: skip
-    k = updates_per_rollout(config)
-    return PrioritizedFlow(replay, r.min_size, k.numerator, config.batch_size)
-
-
-def updates_per_rollout(config: TrainConfig) -> Fraction:
+def updates_per_rollout(config: Any) -> Fraction:
     """Updates after each rollout that keep every transition sampled `samples_per_insert`
     times on average: `batch_size envs x T x samples_per_insert / replay batch`, exactly (as
     written: 2.2 is 11/5, not its nearest float)."""
@@ -123,17 +127,9 @@ def updates_per_rollout(config: TrainConfig) -> Fraction:
     return inserted * spi / config.replay_batch_size
 
 
-def flow_problem(flow: str, config: TrainConfig) -> str | None:
-    """What keeps `config` from running data flow `flow` on Anakin (one line), or None."""
+def prioritized_flow_problem(config: Any) -> str | None:
+    """What keeps `config` from running `PrioritizedFlow` (one line), or None."""
     r, envs, unroll = config.replay, config.batch_size, config.unroll_length
-    if flow == "on_policy":
-        if r.batch_size:
-            return (f"config.replay.batch_size={r.batch_size} is a replay's, and "
-                    f"{config.algorithm!r} learns on-policy; leave it 0")  # fmt: skip
-        return None
-    if flow != "prioritized":
-        return (f"config.algorithm={config.algorithm!r} learns from a {flow!r} data flow, which "
-                "config.runtime='anakin' does not hold; use config.runtime='sebulba'")  # fmt: skip
     k = updates_per_rollout(config)
     if k < 1 or k.denominator != 1:
         step = Fraction(config.replay_batch_size, envs * unroll)  # spi giving one update
@@ -150,9 +146,6 @@ def flow_problem(flow: str, config: TrainConfig) -> str | None:
             f"rollout's {envs} (config.batch_size envs x unroll_length={unroll}); make it at "
             f"least {envs * unroll}"
         )
-    if r.tolerance:
-        return ("config.replay.tolerance is Sebulba's (its actors and learner run apart); on "
-                "Anakin the ratio is exact: leave it 0")  # fmt: skip
     if r.save is False:
         return ("config.replay.save=False: on Anakin the replay is part of the carry, which a "
                 "checkpoint holds whole (exact resume); leave it unset")  # fmt: skip

@@ -6,51 +6,21 @@ over-counted (taking the first N episodes to finish across envs would bias the m
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
+from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.envs import derive_seed, make_env, xla_loop_problem
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
-from jaxrl_dist.learning.mesh import local_replica
+from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalActing, EvalResult, game_stats
 from jaxrl_dist.run.opponents import named_player
+from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
 from jaxrl_dist.types import pad_rows
-
-EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalResult:
-    """The episodes of one evaluation.
-
-    Attributes:
-      returns: `[episodes, agents]` float64 undiscounted returns (game scores where EnvPool
-        reports unclipped rewards); `agents` is 1 for single-agent envs; in a turn-based game
-        against an opponent, the learner's return in the seat it played.
-      lengths: `[episodes]` int64 episode lengths in agent steps (moves of a game).
-      extra: more statistics for the log and summary (a game's win, draw and loss rates).
-    """
-
-    returns: np.ndarray
-    lengths: np.ndarray
-    extra: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def stats(self) -> dict[str, float]:
-        """Mean, std, min and max return (over episodes and agents) and mean length."""
-        return {
-            "return": float(self.returns.mean()),
-            "return_std": float(self.returns.std()),
-            "return_min": float(self.returns.min()),
-            "return_max": float(self.returns.max()),
-            "length": float(self.lengths.mean()),
-            **self.extra,
-        }
 
 
 class FirstEpisodes:
@@ -75,32 +45,6 @@ class FirstEpisodes:
         return EvalResult(self.returns, self.lengths)
 
 
-class _Acting:
-    """An evaluator's policy: the params on its device, greedy or sampled actions, and the
-    per-env actor state carried from step to step (a recurrent policy's memory; its own key
-    stream, seeded from the run's seed), fresh at every evaluation (`start`): `state`, which
-    an evaluator stepping inside XLA carries itself."""
-
-    def __init__(self, core: ActorCore, device: jax.Device, seed: int):
-        self._core, self._device = core, device
-        self._greedy, self._sample = env_policies(core)
-        self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1))
-        self.state: Any = None
-
-    def start(self, params: Any, rows: int) -> Any:
-        """The params on the device; a fresh actor state for `rows` envs."""
-        self._key, sub = jax.random.split(self._key)
-        self.state = jax.device_put(evaluation_state(self._core, rows, sub), self._device)
-        return jax.device_put(local_replica(params), self._device)
-
-    def actions(self, params: Any, obs: Any, greedy: bool, first: np.ndarray) -> jax.Array:
-        """Actions for `obs [rows, ...]`; `first [rows]` marks the envs whose observation
-        starts an episode."""
-        policy = self._greedy if greedy else self._sample
-        action, self.state = policy(params, obs, self.state, first)
-        return action
-
-
 class Evaluator:
     """Runs greedy or sampled episodes of the current params on a dedicated EnvPool."""
 
@@ -118,10 +62,14 @@ class Evaluator:
             env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
         )
         self._num, self._agents = num_episodes, num_agents
-        self._acting = _Acting(core, device, seed)
+        self._acting = EvalActing(core, device, seed)
 
     def run(
-        self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+        self,
+        params,
+        greedy: bool = True,
+        abort: Callable[[], bool] = lambda: False,
+        at_update: int = 0,
     ) -> EvalResult | None:
         """Plays one episode per env and returns them; None if `abort()` turned true first
         (checked every step: a signal must not wait for a long Atari evaluation)."""
@@ -179,10 +127,14 @@ class GameEvaluator:
         self._roles = [tuple(LEARNER if s == i % num_players else opponent
                              for s in range(num_players)) for i in range(num_episodes)]  # fmt: skip
         self._num = num_episodes
-        self._acting = _Acting(core, device, seed)
+        self._acting = EvalActing(core, device, seed)
 
     def run(
-        self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+        self,
+        params,
+        greedy: bool = True,
+        abort: Callable[[], bool] = lambda: False,
+        at_update: int = 0,
     ) -> EvalResult | None:
         params = self._acting.start(params, self._num)
         env = SeatedGame(self._pool, self._roles, self._players)
@@ -220,18 +172,6 @@ def game_result(games: list[GameResult]) -> EvalResult:
     return game_stats(returns, seat, np.array([r.length for r in games], np.int64))
 
 
-def game_stats(returns: np.ndarray, seat: np.ndarray, lengths: np.ndarray) -> EvalResult:
-    """Games' `[n]` learner returns, learner seats and lengths (moves) as an `EvalResult`, with
-    the win, draw and loss rates and the mean return in each seat."""
-    returns = np.asarray(returns, np.float64)
-    extra = {"win_rate": float(np.mean(returns > 0)), "draw_rate": float(np.mean(returns == 0)),
-             "loss_rate": float(np.mean(returns < 0))}  # fmt: skip
-    for s in np.unique(seat):
-        extra[f"return_seat{s}"] = float(returns[seat == s].mean())
-    extra["return_worst_seat"] = min(v for k, v in extra.items() if k.startswith("return_seat"))
-    return EvalResult(returns[:, None], np.asarray(lengths, np.int64), extra)
-
-
 def make_evaluator(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -250,8 +190,6 @@ def make_evaluator(
     `XlaEvaluator` (the same episodes, stepped inside XLA) where the env allows it (evaluation
     beside training)."""
     if in_xla and num_players == 1 and num_agents == 1 and not xla_loop_problem(env_id, env_kwargs):
-        from jaxrl_dist.run.xla_evaluation import XlaEvaluator  # it imports this module
-
         return XlaEvaluator(env_id, env_kwargs, num_episodes, seed, core, device)
     if num_players > 1:
         return GameEvaluator(env_id, env_kwargs, num_episodes, seed, core, device, opponent,

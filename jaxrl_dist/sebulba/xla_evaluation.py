@@ -21,10 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.acting.xla_actor import _in_env_order
+from jaxrl_dist.acting.xla_actor import in_env_order
 from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.envs import derive_seed, make_env
-from jaxrl_dist.run.evaluation import EVAL_SEED_PURPOSE, EvalResult, _Acting
+from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalActing, EvalResult
 
 CHUNK_STEPS = 64  # env steps per jitted call: `abort` is checked between calls
 
@@ -50,7 +50,7 @@ class XlaEvaluator:
             env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
         )
         self._num, self._device = num_episodes, device
-        self._acting = _Acting(core, device, seed)
+        self._acting = EvalActing(core, device, seed)
         handle, recv, send, _ = self._env.xla()
         self._handle = jax.device_put(handle, device)
         action_dtype = self._env.spec._action_spec[-1][0]  # what EnvPool's send takes
@@ -75,7 +75,11 @@ class XlaEvaluator:
         return None
 
     def run(
-        self, params, greedy: bool = True, abort: Callable[[], bool] = lambda: False
+        self,
+        params,
+        greedy: bool = True,
+        abort: Callable[[], bool] = lambda: False,
+        at_update: int = 0,
     ) -> EvalResult | None:
         """Plays one episode per env; None if `abort()` turned true first (checked before
         each chunk of `chunk` steps)."""
@@ -102,7 +106,7 @@ def _loops(core: ActorCore, recv, send, action_dtype, chunk: int):
 
     def start(handle, actor_state):
         handle, got = recv(handle)
-        obs, reward, _, _, _ = _in_env_order(got)
+        obs, reward, _, _, _ = in_env_order(got)
         n = reward.shape[0]
         ones, zeros = jnp.ones(n, bool), jnp.zeros(n, bool)
         return handle, _Episodes(obs, actor_state, ones, zeros, jnp.zeros(n, jnp.float32),
@@ -117,7 +121,7 @@ def _loops(core: ActorCore, recv, send, action_dtype, chunk: int):
         env_ids = jnp.arange(e.first.shape[0], dtype=jnp.int32)
         handle = send(handle, core.env_action(action).astype(action_dtype), env_ids)
         handle, got = recv(handle)
-        obs, reward, terminated, truncated, info = _in_env_order(got)
+        obs, reward, terminated, truncated, info = in_env_order(got)
         reward = info.get("reward", reward).astype(jnp.float32)  # the unclipped game score
         live = ~e.finished
         ended = jnp.logical_or(terminated, truncated)

@@ -1,0 +1,270 @@
+"""The fourth seam: an engine advances training, the run shell (`trainer.py`) does the rest.
+
+Everything about running (stops, schedules, run-time hyperparameters, hooks, evaluation,
+logs, checkpoints and resume, the summary) is the shell's, written once. An engine holds the
+training state and advances it one step at a time, in two halves around the processes'
+agreement:
+
+    ready = engine.prepare(budget)   # this process's part: Sebulba reads its batch
+    ... every process agrees to step, or to stop (`agreement.py`) ...
+    stepped = engine.advance(n)      # the step's n updates (collectives: every process alike)
+
+Two engines: Sebulba (`jaxrl_dist/sebulba`: actor threads, the data seam, the learner, params
+publishing) and Anakin (`jaxrl_dist/anakin`: the carry and its compiled chunk). `config.runtime`
+names one in `ENGINES` (`register_engine` adds another, from research code). Each declares the
+run fields it honours beyond the shell's (`uses`) and those it cannot (`refuses`): a refused
+field set to anything but its default stops the run in one line before anything is written,
+and a test holds every field of the config to one of the three lists, so nothing is silently
+ignored.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+from collections.abc import Mapping
+from typing import Any, ClassVar, NamedTuple
+
+from jaxrl_dist.errors import RunError
+from jaxrl_dist.types import PyTree
+
+# What the shell honours for every engine, and how (`Engine.uses` / `refuses`: the rest).
+SHELL_FIELDS: Mapping[str, str] = {
+    "algorithm": "the registered agent (and its data flow)",
+    "algo": "the agent's own config",
+    "network": "the agent's network",
+    "runtime": "the engine",
+    "seed": "every random stream",
+    "env_id": "the env, built by the engine",
+    "env_kwargs": "the env's arguments, given by the engine",
+    "total_env_steps": "stop",
+    "total_episodes": "stop",
+    "max_wall_time_s": "stop",
+    "stop_at_eval_return": "stop after an evaluation",
+    "schedules": "run-time hyperparameters over the run's updates",
+    "eval_every_updates": "evaluation cadence",
+    "eval_episodes": "episodes per evaluation",
+    "eval_mode": "greedy, sampled or both",
+    "eval_in_background": "evaluation beside training, on a params snapshot",
+    "eval_background_share": "the evaluation thread's share of wall time",
+    "checkpoint_every_updates": "saves",
+    "checkpoint_every_env_steps": "saves",
+    "checkpoint_every_s": "saves (process 0's clock)",
+    "keep_checkpoints": "retention",
+    "keep_best_checkpoints": "retention by the evaluation metric",
+    "log_every_updates": "log lines",
+    "learning_curve": "learning_curve.png at the end",
+    "warm_start": "params of another run at the start",
+    "switch_interval_s": "CPython's GIL switch interval during the run",
+    "wandb": "the W&B sink of every log record",
+}
+
+
+class Ready(NamedTuple):
+    """This process's part of the agreement before a step (`prepare`).
+
+    Attributes:
+      updates: updates the step would make (every process makes process 0's count).
+      env_steps, dropped, restarts, episodes: what this process counted since its last report
+        (Sebulba: its data seam's env steps, its stragglers, its actors' restarts and
+        episodes); summed over the processes by the agreement.
+      stopped: the engine will not step: a stop was asked for (Sebulba: its data seam saw it
+        before a batch came).
+      failure: what ended this process's data (an actor beyond its restart budget, ...).
+    """
+
+    updates: int = 1
+    env_steps: int = 0
+    dropped: int = 0
+    restarts: int = 0
+    episodes: int = 0
+    stopped: bool = False
+    failure: RunError | None = None
+
+
+class Stepped(NamedTuple):
+    """What a step did, the same on every process (`advance`).
+
+    Attributes:
+      metrics: the last update's metrics (host floats).
+      env_steps, episodes: what the step itself counted (Anakin: over the global batch); 0
+        where the data seam counted them before the step (`Ready`).
+    """
+
+    metrics: dict[str, float]
+    env_steps: int = 0
+    episodes: int = 0
+
+
+class Saved(NamedTuple):
+    """What a checkpoint of the engine holds at one step.
+
+    Attributes:
+      state: the tree every process saves together (Orbax).
+      meta: more JSON for the step's meta.
+      replay: an optional tree of global arrays (deterministic mode's recorded env actions).
+      process_items: bytes each process saves its own of (`checkpoint.PROCESS_ITEMS`).
+    """
+
+    state: PyTree
+    meta: dict[str, Any] = {}
+    replay: PyTree | None = None
+    process_items: dict[str, bytes] = {}
+
+
+class Engine(abc.ABC):
+    """What advances training. Built by the shell after `preflight.prepare` passed, with the
+    agent, devices and data flow it found (`Prepared`); it keeps `config`, `agent` and `spec`
+    (the env's) as attributes. Every method runs on the main thread; `prepare` and `advance`
+    are called by every process alike, as are `digests`, `saved` and `log_record` (they may
+    take part in collectives)."""
+
+    name: ClassVar[str]
+    uses: ClassVar[Mapping[str, str]]  # run fields it honours besides SHELL_FIELDS, and how
+    refuses: ClassVar[Mapping[str, str]]  # fields it cannot honour, and why
+
+    # ------------------------------------------------------------------ checks (nothing written)
+    @classmethod
+    @abc.abstractmethod
+    def machine(cls, config: Any) -> tuple[Any, Any]:
+        """The env's spec and the device split for `config` on this machine; ConfigError."""
+
+    @classmethod
+    def problem(cls, config: Any, flow: Any) -> str | None:
+        """What in `config` this engine cannot run with data flow `flow` (one line), or None;
+        the refused fields are checked before (`refusal`)."""
+        return None
+
+    @abc.abstractmethod
+    def saved_abstract(self) -> PyTree:
+        """The tree a checkpoint holds, as a restore target (shapes, dtypes, shardings)."""
+
+    # ------------------------------------------------------------------ the state
+    @abc.abstractmethod
+    def begin(self, ckpt: Any, resume: bool) -> dict[str, Any] | None:
+        """The initial state: restored from `ckpt`'s latest step (its meta is returned), or
+        fresh (from the warm-start params, if any; None)."""
+
+    @abc.abstractmethod
+    def saved(self, step: int) -> Saved:
+        """What a checkpoint after `step` updates holds."""
+
+    @abc.abstractmethod
+    def policy_params(self) -> PyTree:
+        """The params a checkpoint's policy and the `save_last` hook get."""
+
+    def eval_params(self) -> PyTree:
+        """The params an evaluation plays (Anakin: every seed's)."""
+        return self.policy_params()
+
+    @abc.abstractmethod
+    def eval_snapshot(self) -> PyTree:
+        """`eval_params()` that no later step donates (evaluation beside training)."""
+
+    @abc.abstractmethod
+    def digests(self) -> tuple[str, str]:
+        """(the policy params' digest, the whole state's), the same on every process."""
+
+    @abc.abstractmethod
+    def hparams(self) -> dict[str, Any]:
+        """The run-time hyperparameters in force (`LearnerCore.hparams`; one seed's)."""
+
+    @abc.abstractmethod
+    def set_hparams(self, hparams: dict[str, Any]) -> None:
+        """Replaces them (every seed's), from the next step on."""
+
+    # ------------------------------------------------------------------ the run
+    @abc.abstractmethod
+    def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
+        """(the evaluator, GIFs every `video_every_evals` evaluations or None) of process 0."""
+
+    # Env steps every update adds where that is fixed (Anakin), so a step can end at the next
+    # env-step mark; None where the data decides (Sebulba, one update a step).
+    steps_per_update: int | None = None
+
+    def start(self, counters: Any) -> None:  # noqa: B027  optional: an engine may not act apart
+        """Starts acting (actor threads) from the run's `counters`, after `begin`."""
+
+    def plan(self, budget: int) -> int:
+        """Updates the next step would make, at most `budget` (asked of process 0 only)."""
+        return 1
+
+    @abc.abstractmethod
+    def prepare(self, updates: int, at_update: int) -> Ready:
+        """This process's part of the agreement before a step of `updates` updates from
+        update `at_update`."""
+
+    @abc.abstractmethod
+    def advance(self, updates: int, at_update: int) -> Stepped:
+        """The step: `updates` updates from update `at_update`; raises NonFiniteError (the
+        state is then not saved) or ProcessLostError."""
+
+    @abc.abstractmethod
+    def log_record(self, metrics: dict[str, float], counters: Any) -> dict[str, float]:
+        """A log line's record (every process calls it: it may gather)."""
+
+    def summary(self, counters: Any, evals: list[dict[str, Any]]) -> dict[str, Any]:
+        """What the engine adds to `summary.json` (`evals`: the run's evaluation history)."""
+        return {}
+
+    def stop(self) -> None:  # noqa: B027  optional, as `start`
+        """Stops acting (the actors' threads), on every way out of the run."""
+
+
+ENGINES: dict[str, str | type[Engine]] = {
+    "sebulba": "jaxrl_dist.sebulba.engine:SebulbaEngine",
+    "anakin": "jaxrl_dist.anakin.engine:AnakinEngine",
+}
+
+
+def get_engine(name: str) -> type[Engine]:
+    """The engine `config.runtime=name` runs on (imported on first use: a run imports only its
+    own engine)."""
+    engine = ENGINES[name]
+    if isinstance(engine, str):
+        module, _, cls = engine.partition(":")
+        engine = ENGINES[name] = getattr(importlib.import_module(module), cls)
+    return engine
+
+
+def register_engine(name: str, engine: type[Engine]) -> None:
+    """Makes `config.runtime=name` run on `engine` (the config accepts registered names)."""
+    ENGINES[name] = engine
+
+
+def refusal(config: Any, engine: type[Engine]) -> str | None:
+    """One line naming the first field `engine` refuses that `config` sets to other than its
+    default, and the fix for every such field (their defaults), or None."""
+    refused = [
+        (field, why, field_value(config, field), field_default(config, field))
+        for field, why in engine.refuses.items()
+    ]
+    refused = [(field, why, value, default) for field, why, value, default in refused
+               if value != default]  # fmt: skip
+    if not refused:
+        return None
+    field, why, value, _ = refused[0]
+    fixes = ", ".join(f"config.{f}={default!r}" for f, _, _, default in refused)
+    defaults = "the default" if len(refused) == 1 else "the defaults"
+    return (
+        f"config.{field}={value!r} is not used by config.runtime={engine.name!r} ({why}); set "
+        f"{fixes} ({defaults}), or use another runtime"
+    )
+
+
+def field_value(config: Any, path: str) -> Any:
+    for name in path.split("."):
+        config = getattr(config, name)
+    return config
+
+
+def field_default(config: Any, path: str) -> Any:
+    """The default of field `path` (`"replay.tolerance"`) of `config`'s dataclasses."""
+    *parents, last = path.split(".")
+    for name in parents:
+        config = getattr(config, name)
+    field = {f.name: f for f in dataclasses.fields(config)}[last]
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default

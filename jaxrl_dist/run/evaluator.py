@@ -1,0 +1,88 @@
+"""What every evaluator shares: its result (`EvalResult`), a game's statistics, and the policy
+an evaluator plays with (`EvalActing`).
+
+An evaluator (the EnvPool ones of `sebulba/evaluation.py`, Anakin's `JaxEvaluator`) has
+`run(params, greedy, abort, at_update) -> EvalResult | None` (None: `abort()` turned true
+first; `at_update`: the update of the params, for evaluators whose episodes are drawn from it),
+optionally `warm_up(params, greedy)` (compiles), and `close()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
+from jaxrl_dist.envs import derive_seed
+from jaxrl_dist.learning.mesh import local_replica
+
+EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """The episodes of one evaluation.
+
+    Attributes:
+      returns: `[episodes, agents]` float64 undiscounted returns (game scores where EnvPool
+        reports unclipped rewards); `agents` is 1 for single-agent envs; in a turn-based game
+        against an opponent, the learner's return in the seat it played.
+      lengths: `[episodes]` int64 episode lengths in agent steps (moves of a game).
+      extra: more statistics for the log and summary (a game's win, draw and loss rates).
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    extra: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def stats(self) -> dict[str, float]:
+        """Mean, std, min and max return (over episodes and agents) and mean length."""
+        return {
+            "return": float(self.returns.mean()),
+            "return_std": float(self.returns.std()),
+            "return_min": float(self.returns.min()),
+            "return_max": float(self.returns.max()),
+            "length": float(self.lengths.mean()),
+            **self.extra,
+        }
+
+
+def game_stats(returns: np.ndarray, seat: np.ndarray, lengths: np.ndarray) -> EvalResult:
+    """Games' `[n]` learner returns, learner seats and lengths (moves) as an `EvalResult`, with
+    the win, draw and loss rates and the mean return in each seat."""
+    returns = np.asarray(returns, np.float64)
+    extra = {"win_rate": float(np.mean(returns > 0)), "draw_rate": float(np.mean(returns == 0)),
+             "loss_rate": float(np.mean(returns < 0))}  # fmt: skip
+    for s in np.unique(seat):
+        extra[f"return_seat{s}"] = float(returns[seat == s].mean())
+    extra["return_worst_seat"] = min(v for k, v in extra.items() if k.startswith("return_seat"))
+    return EvalResult(returns[:, None], np.asarray(lengths, np.int64), extra)
+
+
+class EvalActing:
+    """An evaluator's policy: the params on its device, greedy or sampled actions, and the
+    per-env actor state carried from step to step (a recurrent policy's memory; its own key
+    stream, seeded from the run's seed), fresh at every evaluation (`start`): `state`, which
+    an evaluator stepping inside XLA carries itself."""
+
+    def __init__(self, core: ActorCore, device: jax.Device, seed: int):
+        self._core, self._device = core, device
+        self._greedy, self._sample = env_policies(core)
+        self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1))
+        self.state: Any = None
+
+    def start(self, params: Any, rows: int) -> Any:
+        """The params on the device; a fresh actor state for `rows` envs."""
+        self._key, sub = jax.random.split(self._key)
+        self.state = jax.device_put(evaluation_state(self._core, rows, sub), self._device)
+        return jax.device_put(local_replica(params), self._device)
+
+    def actions(self, params: Any, obs: Any, greedy: bool, first: np.ndarray) -> jax.Array:
+        """Actions for `obs [rows, ...]`; `first [rows]` marks the envs whose observation
+        starts an episode."""
+        policy = self._greedy if greedy else self._sample
+        action, self.state = policy(params, obs, self.state, first)
+        return action

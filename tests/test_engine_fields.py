@@ -1,0 +1,114 @@
+"""Every run field, on every engine: honoured by the run shell, used by the engine, or refused
+by it in one line before anything is written. A new field that is in none of the lists fails
+here, so no engine accepts a field and ignores it."""
+
+import dataclasses
+import os
+
+import pytest
+
+from jaxrl_dist.config import SECTIONS, ConfigError, TrainConfig
+from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.engine import SHELL_FIELDS, get_engine
+from jaxrl_dist.run.trainer import Trainer
+
+ENGINES = ("sebulba", "anakin")
+QUICK = {
+    "sebulba": "configs/impala_cartpole.py:quick",
+    "anakin": "configs/anakin_ppo_cartpole.py:quick",
+}
+# A valid value other than the default for each field an engine refuses (with what the
+# config's own checks need beside it).
+NOT_DEFAULT = {
+    "num_seeds": {"num_seeds": 2},
+    "replay.batch_size": {"replay.batch_size": 16},
+    "num_actor_threads": {"num_actor_threads": 2},
+    "envs_per_actor": {"envs_per_actor": 8},
+    "async_envs": {"async_envs": False},
+    "env_threads_per_actor": {"env_threads_per_actor": 2},
+    "actor_loop": {"actor_loop": "xla", "async_envs": False},
+    "actor_hang_timeout_s": {"actor_hang_timeout_s": 30.0},
+    "env_thread_affinity_offset": {"env_thread_affinity_offset": 0},
+    "queue_size": {"queue_size": 3},
+    "max_policy_lag": {"max_policy_lag": 2},
+    "actor_max_restarts": {"actor_max_restarts": 0},
+    "actor_restart_window_s": {"actor_restart_window_s": 60.0},
+    "actor_device_ids": {"actor_device_ids": (0, 0)},
+    "sync_collection": {"sync_collection": True, "async_envs": False},
+    "fraction_samples": {
+        "fraction_samples": 0.5,
+        "sync_collection": True,
+        "async_envs": False,
+        "max_policy_lag": 1,
+    },  # fmt: skip
+    "video_every_evals": {"video_every_evals": 2},
+    "env_epoch_updates": {"env_epoch_updates": 50},
+    "inference.client": {"inference.client": "server"},
+    "inference.batch_size": {"inference.batch_size": 8},
+    "inference.timeout_ms": {"inference.timeout_ms": 5.0},
+    "inference.broadcast_period": {"inference.broadcast_period": 2},
+    "inference.device_ids": {"inference.device_ids": (0,)},
+    "agents_per_env": {"agents_per_env": 2},
+    "team_reward": {"team_reward": True},
+    "replay.tolerance": {"replay.tolerance": 4.0},
+}
+
+
+def run_fields() -> list[str]:
+    """Every field of a run's config: `TrainConfig`'s, each section's as `section.field`."""
+    fields = []
+    for field in dataclasses.fields(TrainConfig):
+        section = SECTIONS.get(field.name)
+        if section is None:
+            fields.append(field.name)
+        else:
+            fields.extend(f"{field.name}.{f.name}" for f in dataclasses.fields(section))
+    return fields
+
+
+def listed_in(table, field: str) -> bool:
+    """Whether `table` names `field`, or its whole section."""
+    return field in table or field.split(".")[0] in table
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_every_field_is_honoured_used_or_refused_exactly_once(name):
+    engine = get_engine(name)
+    tables = {"shell": SHELL_FIELDS, "uses": engine.uses, "refuses": engine.refuses}
+    fields = run_fields()
+    for field in fields:
+        where = [kind for kind, table in tables.items() if listed_in(table, field)]
+        assert len(where) == 1, f"{name}: config.{field} is in {where or 'no list'}"
+    names = set(fields) | set(SECTIONS)
+    for kind, table in tables.items():
+        assert set(table) <= names, f"{name}.{kind} lists no field: {set(table) - names}"
+        assert all(isinstance(how, str) and how for how in table.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [(name, field) for name in ENGINES for field in get_engine(name).refuses],
+)
+def test_a_refused_field_stops_the_run_in_one_line_before_anything_is_written(
+    name, field, tmp_path
+):
+    config = load_config(QUICK[name], **NOT_DEFAULT[field])
+    workdir = tmp_path / "run"
+    with pytest.raises(ConfigError) as e:
+        Trainer(config, str(workdir))
+    message = str(e.value)
+    refused = [f for f in NOT_DEFAULT[field] if f in get_engine(name).refuses]
+    assert any(message.startswith(f"config.{f}=") for f in refused), message
+    assert f"is not used by config.runtime={name!r}" in message and "\n" not in message
+    assert not os.path.exists(workdir)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_fields_at_their_defaults_are_not_refused(name, tmp_path):
+    """The same values as the defaults, given explicitly, are accepted."""
+    engine = get_engine(name)
+    defaults = {
+        field: getattr(TrainConfig(), field) for field in engine.refuses if "." not in field
+    }
+    config = load_config(QUICK[name], **defaults)
+    Trainer(config, str(tmp_path / "run"))  # builds: the checks passed
