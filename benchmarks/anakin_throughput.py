@@ -50,17 +50,21 @@ SEBULBA = os.path.join(ROOT, "configs", "ppo_cartpole.py")
 ANAKIN_RAINBOW = os.path.join(ROOT, "configs", "anakin_rainbow_cartpole.py")
 SEBULBA_RAINBOW = os.path.join(ROOT, "configs", "rainbow_cartpole.py")
 QUIET = {
-    "stop_at_eval_return": None, "eval_every_updates": 0, "checkpoint_every_updates": 0,
-    "learning_curve": False, "log_every_updates": 100,
-}  # fmt: skip
+    "stop_at_eval_return": None,
+    "eval_every_updates": 0,
+    "checkpoint_every_updates": 0,
+    "learning_curve": False,
+    "log_every_updates": 100,
+}
 
 
 def library_sps(config_path: str, steps: int, **overrides) -> dict:
     """A library run of `steps` env steps per seed; SPS (all seeds) after the first update's
     end (compilation done), from the `on_iteration` hook's times."""
     marks = []
-    hooks = Hooks(on_iteration=lambda episodes, env_steps: marks.append(
-        (time.perf_counter(), env_steps)))  # fmt: skip
+    hooks = Hooks(
+        on_iteration=lambda episodes, env_steps: marks.append((time.perf_counter(), env_steps))
+    )
     config = load_config(config_path, total_env_steps=steps, **{**QUIET, **overrides})
     with tempfile.TemporaryDirectory() as workdir:
         t0 = time.perf_counter()
@@ -69,10 +73,12 @@ def library_sps(config_path: str, steps: int, **overrides) -> dict:
     (t_first, s_first), (t_last, s_last) = marks[0], marks[-1]
     seeds = config.num_seeds
     return {
-        "num_seeds": seeds, "env_steps_per_seed": result.env_steps, "wall_s": round(wall, 3),
+        "num_seeds": seeds,
+        "env_steps_per_seed": result.env_steps,
+        "wall_s": round(wall, 3),
         "first_update_s": round(t_first - t0, 3),
         "sps": round((s_last - s_first) * seeds / (t_last - t_first), 1),
-    }  # fmt: skip
+    }
 
 
 def separate_vs_vmapped(seeds: int, steps: int) -> dict:
@@ -84,17 +90,32 @@ def separate_vs_vmapped(seeds: int, steps: int) -> dict:
     def run(extra: list[str]) -> float:
         with tempfile.TemporaryDirectory() as workdir:
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, train, "--config", ANAKIN, "--workdir", workdir,
-                            "--quiet", *flags, *extra], check=True)  # fmt: skip
+            subprocess.run(
+                [
+                    sys.executable,
+                    train,
+                    "--config",
+                    ANAKIN,
+                    "--workdir",
+                    workdir,
+                    "--quiet",
+                    *flags,
+                    *extra,
+                ],
+                check=True,
+            )
             return time.perf_counter() - t0
 
     separate = [run([f"--config.seed={s}"]) for s in range(seeds)]
     vmapped = run([f"--config.num_seeds={seeds}"])
     return {
-        "seeds": seeds, "env_steps_per_seed": steps, "separate_runs_s": round(sum(separate), 2),
-        "separate_each_s": [round(s, 2) for s in separate], "vmapped_run_s": round(vmapped, 2),
+        "seeds": seeds,
+        "env_steps_per_seed": steps,
+        "separate_runs_s": round(sum(separate), 2),
+        "separate_each_s": [round(s, 2) for s in separate],
+        "vmapped_run_s": round(vmapped, 2),
         "vmapped_over_separate": round(vmapped / sum(separate), 3),
-    }  # fmt: skip
+    }
 
 
 def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
@@ -107,11 +128,13 @@ def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
     ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["sebulba"], strict=True)]
     vmapped = library_sps(ANAKIN_RAINBOW, steps, num_seeds=args.seeds)
     result = {
-        "environment": environment(), "steps_per_seed": steps, "rows": rows,
+        "environment": environment(),
+        "steps_per_seed": steps,
+        "rows": rows,
         "anakin_over_sebulba": [round(r, 3) for r in ratios],
         "anakin_over_sebulba_median": round(float(np.median(ratios)), 3),
         f"anakin_{args.seeds}_seeds": vmapped,
-    }  # fmt: skip
+    }
     median = lambda rows: float(np.median([r["sps"] for r in rows]))  # noqa: E731
     base = median(rows["sebulba"])
     entries = [
@@ -122,18 +145,22 @@ def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
     lines = [
         f"CartPole-v1 Rainbow (one update of 128 transitions per 16 env steps), "
         f"{result['environment']['device']}, {result['environment']['cpu_count']} cores",
-        "", "| run | SPS (all seeds) | x Sebulba (1 seed) |", "|---|---:|---:|",
+        "",
+        "| run | SPS (all seeds) | x Sebulba (1 seed) |",
+        "|---|---:|---:|",
         *[f"| {name} | {sps:,.0f} | {sps / base:.2f} |" for name, sps in entries],
-        "", f"Anakin / Sebulba per pair: {result['anakin_over_sebulba']} "
+        "",
+        f"Anakin / Sebulba per pair: {result['anakin_over_sebulba']} "
         f"(median {result['anakin_over_sebulba_median']})",
-    ]  # fmt: skip
+    ]
     return "anakin_rainbow_throughput", result, "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=0, help="env steps per seed (0: 499,712; "
-                        "Rainbow 65,536)")  # fmt: skip
+    parser.add_argument(
+        "--steps", type=int, default=0, help="env steps per seed (0: 499,712; Rainbow 65,536)"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=8, help="the vmapped rows' seed count")
     parser.add_argument("--skip-separate", action="store_true")
@@ -182,13 +209,18 @@ def markdown(result: dict, seeds: int) -> str:
         ("PureJaxRL-style baseline, 1 seed", base),
         ("Anakin (library), 1 seed", median(result["rows"]["anakin"])),
         ("Sebulba (library, EnvPool), 1 seed", result["sebulba"]["sps"]),
-        (f"PureJaxRL-style baseline, {seeds} seeds vmapped",
-         result[f"baseline_{seeds}_seeds"]["sps"]),
+        (
+            f"PureJaxRL-style baseline, {seeds} seeds vmapped",
+            result[f"baseline_{seeds}_seeds"]["sps"],
+        ),
         (f"Anakin (library), {seeds} seeds vmapped", result[f"anakin_{seeds}_seeds"]["sps"]),
-    ]  # fmt: skip
+    ]
     lines += [f"| {name} | {sps:,.0f} | {sps / base:.2f} |" for name, sps in entries]
-    lines += ["", f"Anakin / baseline per pair: {result['anakin_over_baseline']} "
-              f"(median {result['anakin_over_baseline_median']})"]  # fmt: skip
+    lines += [
+        "",
+        f"Anakin / baseline per pair: {result['anakin_over_baseline']} "
+        f"(median {result['anakin_over_baseline_median']})",
+    ]
     sep = result.get("separate_vs_vmapped")
     if sep:
         lines.append(

@@ -97,11 +97,15 @@ def main() -> None:
         if arm != "none"
     }
     result = {
-        "environment": environment(), "config": CONFIG, "steps": args.steps,
-        "blocking_steps": args.blocking_steps, "load": args.load, "runs": runs,
+        "environment": environment(),
+        "config": CONFIG,
+        "steps": args.steps,
+        "blocking_steps": args.blocking_steps,
+        "load": args.load,
+        "runs": runs,
         "ratios": {a: [round(r, 3) for r in rs] for a, rs in ratios.items()},
         "median_ratio": {a: round(float(np.median(rs)), 3) for a, rs in ratios.items()},
-    }  # fmt: skip
+    }
     name = "eval_beside_training" + (f"_load{args.load}" if args.load else "")
     write_result(args.out_dir, name, result, markdown(result))
 
@@ -109,14 +113,15 @@ def main() -> None:
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = [
-        "# Evaluation every update: SPS against no evaluation (CartPole-v1, IMPALA quick)", "",
+        "# Evaluation every update: SPS against no evaluation (CartPole-v1, IMPALA quick)",
+        "",
         f"{env['device']}, {env['cpu_count']} CPUs, jax {env['versions']['jax']}, {env['date']}, "
         f"{result['load']} background spinner(s)",
         "",
         "| arm | median SPS | evaluations during training (median) | SPS / none (median) "
         "| per round |",
         "|---|---:|---:|---:|---|",
-    ]  # fmt: skip
+    ]
     for arm, runs in result["runs"].items():
         sps = float(np.median([r["sps"] for r in runs]))
         evals = float(np.median([r["evaluations_during_training"] for r in runs]))

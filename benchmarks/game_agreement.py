@@ -32,17 +32,21 @@ from throughput import RESULTS, device_dir, environment  # noqa: E402
 from jaxrl_dist.anakin.envs import network_player  # noqa: E402
 from jaxrl_dist.anakin.evaluation import JaxEvaluator  # noqa: E402
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams  # noqa: E402
+from jaxrl_dist.run.evaluator import EvalSetup  # noqa: E402
 from jaxrl_dist.run.policy import load_policy  # noqa: E402
 from jaxrl_dist.sebulba.evaluation import make_evaluator  # noqa: E402
 
 KEYS = ("return", "win_rate", "draw_rate", "loss_rate")
-OPPONENTS = {"TicTacToe-v1": ("random", "heuristic", "perfect"),
-             "ConnectFour-v1": ("random", "heuristic")}  # fmt: skip
+OPPONENTS = {
+    "TicTacToe-v1": ("random", "heuristic", "perfect"),
+    "ConnectFour-v1": ("random", "heuristic"),
+}
 
 
 def compare(policy, opponent: str, games: int, seed: int) -> dict:
     core, env_id = policy.agent.actor, policy.env_id
-    sebulba = make_evaluator(env_id, {}, games, seed, core, jax.local_devices()[0], 2, opponent)
+    setup = EvalSetup(env_id, {}, games, seed, core, jax.local_devices()[0])
+    sebulba = make_evaluator(setup, num_players=2, opponent=opponent)
     envpool = sebulba.run(policy.params).stats()
     sebulba.close()
     env = SeatedJaxGame(env_id, evaluation_streams(games, opponent), network_player(core))
@@ -51,9 +55,11 @@ def compare(policy, opponent: str, games: int, seed: int) -> dict:
     # The return gap's sampling spread: both sides are samples of `games` games.
     spread = float(np.sqrt((envpool["return_std"] ** 2 + pgx["return_std"] ** 2) / games))
     return {
-        "envpool": {k: envpool[k] for k in KEYS}, "pgx": {k: pgx[k] for k in KEYS},
-        "gap": max(abs(envpool[k] - pgx[k]) for k in KEYS), "return_gap_spread": spread,
-    }  # fmt: skip
+        "envpool": {k: envpool[k] for k in KEYS},
+        "pgx": {k: pgx[k] for k in KEYS},
+        "gap": max(abs(envpool[k] - pgx[k]) for k in KEYS),
+        "return_gap_spread": spread,
+    }
 
 
 def pooled(rows: list[dict]) -> list[dict]:
@@ -61,12 +67,21 @@ def pooled(rows: list[dict]) -> list[dict]:
     out = []
     for key in sorted({(r["env_id"], r["opponent"]) for r in rows}):
         mine = [r for r in rows if (r["env_id"], r["opponent"]) == key]
-        side = {s: {k: float(np.mean([r[s][k] for r in mine])) for k in KEYS}
-                for s in ("envpool", "pgx")}  # fmt: skip
+        side = {
+            s: {k: float(np.mean([r[s][k] for r in mine])) for k in KEYS}
+            for s in ("envpool", "pgx")
+        }
         spread = float(np.sqrt(np.sum([r["return_gap_spread"] ** 2 for r in mine])) / len(mine))
-        out.append({"env_id": key[0], "opponent": key[1], "repeats": len(mine), **side,
-                    "gap": max(abs(side["envpool"][k] - side["pgx"][k]) for k in KEYS),
-                    "return_gap_spread": spread})  # fmt: skip
+        out.append(
+            {
+                "env_id": key[0],
+                "opponent": key[1],
+                "repeats": len(mine),
+                **side,
+                "gap": max(abs(side["envpool"][k] - side["pgx"][k]) for k in KEYS),
+                "return_gap_spread": spread,
+            }
+        )
     return out
 
 
@@ -83,30 +98,47 @@ def main() -> None:
         for opponent in OPPONENTS[policy.env_id]:
             for r in range(args.repeats):
                 row = compare(policy, opponent, args.games, seed=1000 + r)
-                rows.append({"run": os.path.relpath(run, ROOT) if run.startswith(ROOT) else run,
-                             "env_id": policy.env_id, "step": policy.step,
-                             "opponent": opponent, "seed": 1000 + r, **row})  # fmt: skip
+                rows.append(
+                    {
+                        "run": os.path.relpath(run, ROOT) if run.startswith(ROOT) else run,
+                        "env_id": policy.env_id,
+                        "step": policy.step,
+                        "opponent": opponent,
+                        "seed": 1000 + r,
+                        **row,
+                    }
+                )
                 print(
                     f"{policy.env_id} vs {opponent} seed {1000 + r}: gap {row['gap']:.3f} "
                     f"(return {row['envpool']['return']:.3f} / {row['pgx']['return']:.3f})"
                 )
     out = args.out_dir or os.path.join(RESULTS, device_dir())
     os.makedirs(out, exist_ok=True)
-    result = {"games": args.games, "repeats": args.repeats, "environment": environment(),
-              "rows": rows, "pooled": pooled(rows),
-              "largest_gap": max(r["gap"] for r in rows)}  # fmt: skip
+    result = {
+        "games": args.games,
+        "repeats": args.repeats,
+        "environment": environment(),
+        "rows": rows,
+        "pooled": pooled(rows),
+        "largest_gap": max(r["gap"] for r in rows),
+    }
     with open(os.path.join(out, "game_agreement.json"), "w") as f:
         json.dump(result, f, indent=2)
-    lines = [f"# The same params on EnvPool's ports and on pgx ({args.games} games each)", "",
-             "| game | opponent | seed | return EnvPool | return pgx | win EnvPool | win pgx "
-             "| largest gap | sampling sd of the return gap |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# The same params on EnvPool's ports and on pgx ({args.games} games each)",
+        "",
+        "| game | opponent | seed | return EnvPool | return pgx | win EnvPool | win pgx "
+        "| largest gap | sampling sd of the return gap |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows + result["pooled"]:
         e, p = r["envpool"], r["pgx"]
         seed = r.get("seed", f"all {r.get('repeats')} pooled")
-        lines.append(f"| {r['env_id']} | {r['opponent']} | {seed} | {e['return']:.3f} | "
-                     f"{p['return']:.3f} | {e['win_rate']:.3f} | {p['win_rate']:.3f} | "
-                     f"{r['gap']:.3f} | {r['return_gap_spread']:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {r['env_id']} | {r['opponent']} | {seed} | {e['return']:.3f} | "
+            f"{p['return']:.3f} | {e['win_rate']:.3f} | {p['win_rate']:.3f} | "
+            f"{r['gap']:.3f} | {r['return_gap_spread']:.3f} |"
+        )
     lines += [
         "",
         f"Largest gap over the single rows: {result['largest_gap']:.3f}; over the "

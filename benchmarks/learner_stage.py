@@ -123,9 +123,13 @@ def learner_alone(config: TrainConfig, seconds: float) -> dict:
     learner = Learner(agent.learner, devices, config.seed)
     state = learner.init_state()
     host_batch = synthetic_rollout(
-        agent, spec, learner.actor_params(state), config.unroll_length, config.batch_size,
+        agent,
+        spec,
+        learner.actor_params(state),
+        config.unroll_length,
+        config.batch_size,
         config.seed,
-    )  # fmt: skip
+    )
     flops = update_flops(agent, state, host_batch)
     device_batch = learner.put_batch(host_batch)
     store = ParamsStore(devices.actor_devices)

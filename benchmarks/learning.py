@@ -110,13 +110,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per seed")
     parser.add_argument(
-        "--eval-key", default="return", help="which evaluation statistic must reach --target, "
+        "--eval-key",
+        default="return",
+        help="which evaluation statistic must reach --target, "
         "e.g. return_worst_seat (a turn-based game: the learner's weaker seat)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--also-eval", default=None, metavar="OPPONENT", help="turn-based games: after each run, "
+        "--also-eval",
+        default=None,
+        metavar="OPPONENT",
+        help="turn-based games: after each run, "
         "evaluate its final checkpoint against OPPONENT (random, heuristic, perfect)",
-    )  # fmt: skip
+    )
     parser.add_argument("--also-eval-episodes", type=int, default=200, help="games for it")
     return parser
 
@@ -171,20 +176,37 @@ class BackgroundLoad:
 
 def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
     """One `scripts/train.py` process; returns what it reached (see `seed_result`)."""
-    cmd = [sys.executable, TRAIN, "--config", args.config, "--workdir", workdir,
-           f"--config.seed={seed}", *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        TRAIN,
+        "--config",
+        args.config,
+        "--workdir",
+        workdir,
+        f"--config.seed={seed}",
+        *extra,
+    ]
     os.makedirs(workdir, exist_ok=True)
     start = time.monotonic()
     with open(os.path.join(workdir, "train.log"), "w") as log:
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=args.timeout_s)  # fmt: skip
+            proc = subprocess.run(
+                cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout_s
+            )
             returncode = proc.returncode
         except subprocess.TimeoutExpired:
             returncode = None
     command_s = time.monotonic() - start
-    result = seed_result(seed, workdir, returncode, command_s, args.target, args.budget,
-                         _metric_names(args.metrics), args.eval_key)  # fmt: skip
+    result = seed_result(
+        seed,
+        workdir,
+        returncode,
+        command_s,
+        args.target,
+        args.budget,
+        _metric_names(args.metrics),
+        args.eval_key,
+    )
     if args.also_eval and result["error"] is None:
         result["also_eval"] = also_eval(workdir, args.also_eval, args.also_eval_episodes)
     return result
@@ -194,15 +216,26 @@ def also_eval(workdir: str, opponent: str, episodes: int) -> dict[str, Any]:
     """`scripts/evaluate.py` of the run's final checkpoint against `opponent`: its statistics
     (return, win/draw/loss rates, ...), or `{"error": ...}`."""
     out = os.path.join(workdir, f"also_eval_{opponent}.json")
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "evaluate.py"), workdir, "--opponent",
-           opponent, "--episodes", str(episodes), "--json", out]  # fmt: skip
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "scripts", "evaluate.py"),
+        workdir,
+        "--opponent",
+        opponent,
+        "--episodes",
+        str(episodes),
+        "--json",
+        out,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         return {"opponent": opponent, "error": proc.stderr.strip()[-500:]}
     with open(out) as f:
         record = json.load(f)
-    return {"opponent": opponent, **{k: v for k, v in record.items()
-                                     if isinstance(v, float) or k == "episodes"}}  # fmt: skip
+    return {
+        "opponent": opponent,
+        **{k: v for k, v in record.items() if isinstance(v, float) or k == "episodes"},
+    }
 
 
 def _metric_names(text: str) -> list[str]:
@@ -297,8 +330,13 @@ def _cpu_model() -> str | None:
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=10)  # fmt: skip
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -318,11 +356,19 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out_dir or _default_out_dir()
     runs_root = args.keep_runs or tempfile.mkdtemp(prefix="learning_")
     result: dict[str, Any] = {
-        "name": name, "config": args.config, "overrides": extra, "seeds": seeds,
-        "load": args.load, "target": args.target, "eval_key": args.eval_key, "budget": args.budget,
+        "name": name,
+        "config": args.config,
+        "overrides": extra,
+        "seeds": seeds,
+        "load": args.load,
+        "target": args.target,
+        "eval_key": args.eval_key,
+        "budget": args.budget,
         "command": " ".join([os.path.relpath(__file__, ROOT), *(argv or sys.argv[1:])]),
-        "git_commit": _git_commit(), "environment": _environment(), "per_seed": [],
-    }  # fmt: skip
+        "git_commit": _git_commit(),
+        "environment": _environment(),
+        "per_seed": [],
+    }
     load_before = os.getloadavg()[0]
     start = time.monotonic()
     try:
@@ -346,8 +392,10 @@ def main(argv: list[str] | None = None) -> int:
         json_path = os.path.join(out_dir, name + ".crashed.json")
         _write_json(result, json_path)
         print(table(result))
-        print(f"seeds {crashed} crashed or timed out (errors above): wrote {json_path}; "
-              f"{name}.json and {name}.png left as they were")  # fmt: skip
+        print(
+            f"seeds {crashed} crashed or timed out (errors above): wrote {json_path}; "
+            f"{name}.json and {name}.png left as they were"
+        )
         return 1
     json_path, png_path = (os.path.join(out_dir, name + ext) for ext in (".json", ".png"))
     _write_json(result, json_path)
@@ -366,12 +414,16 @@ def _write_json(result: dict[str, Any], path: str) -> None:
 
 
 def _progress(s: dict[str, Any]) -> None:
-    reached = (f"target at {s['env_steps_to_target']:,} steps ({s['seconds_to_target']:.1f} s)"
-               if s["success"] else "target NOT reached")  # fmt: skip
+    reached = (
+        f"target at {s['env_steps_to_target']:,} steps ({s['seconds_to_target']:.1f} s)"
+        if s["success"]
+        else "target NOT reached"
+    )
     best = "—" if s["best_eval_return"] is None else f"{s['best_eval_return']:.1f}"
     error = f"; {s['error']}" if s["error"] else ""
-    print(f"seed {s['seed']}: {reached}, best eval {best}, {s['command_s']:.1f} s{error}",
-          flush=True)  # fmt: skip
+    print(
+        f"seed {s['seed']}: {reached}, best eval {best}, {s['command_s']:.1f} s{error}", flush=True
+    )
 
 
 if __name__ == "__main__":

@@ -60,10 +60,12 @@ def _also_eval(seeds: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     losses = [e.get("loss_rate", 0.0) for e in done]
     summary = {
-        "opponent": done[0]["opponent"], "seeds": len(done),
+        "opponent": done[0]["opponent"],
+        "seeds": len(done),
         "return": quartiles([e["return"] for e in done]),
-        "loss_rate": quartiles(losses), "loss_rate_max": max(losses),
-    }  # fmt: skip
+        "loss_rate": quartiles(losses),
+        "loss_rate_max": max(losses),
+    }
     exact = [e["exact_loss_rate"] for e in done if "exact_loss_rate" in e]
     if len(exact) == len(done):  # tic-tac-toe against perfect play: no sampling error
         summary.update(exact_loss_rate=quartiles(exact), exact_loss_rate_max=max(exact))
@@ -72,8 +74,14 @@ def _also_eval(seeds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     """A Markdown table of the sweep, one row per seed, and a closing summary line."""
-    columns = ("seed", "env steps to target", "seconds to target", "best eval", "final eval",
-               "command s")  # fmt: skip
+    columns = (
+        "seed",
+        "env steps to target",
+        "seconds to target",
+        "best eval",
+        "final eval",
+        "command s",
+    )
     rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     fmt = lambda v, spec: "—" if v is None else format(v, spec)  # noqa: E731
     for s in result["per_seed"]:
@@ -87,22 +95,30 @@ def table(result: dict[str, Any]) -> str:
 
 def headline(result: dict[str, Any]) -> str:
     agg = result["aggregate"]
-    line = (f"{agg['successes']}/{agg['seeds']} seeds reach {result['target']:g} within "
-            f"{result['budget']:,} env steps (load {result['load']})")  # fmt: skip
+    line = (
+        f"{agg['successes']}/{agg['seeds']} seeds reach {result['target']:g} within "
+        f"{result['budget']:,} env steps (load {result['load']})"
+    )
     steps, secs = agg["env_steps_to_target"], agg["seconds_to_target"]
     if steps:
-        line += (f"; env steps to target median {steps['median']:,.0f} "
-                 f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), seconds median "
-                 f"{secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})")  # fmt: skip
+        line += (
+            f"; env steps to target median {steps['median']:,.0f} "
+            f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), seconds median "
+            f"{secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})"
+        )
     also = agg.get("also_eval")
     if also:
-        line += (f"; against {also['opponent']} after the run: return median "
-                 f"{also['return']['median']:.2f}, loss rate median "
-                 f"{also['loss_rate']['median']:.3f}, "
-                 f"worst {also['loss_rate_max']:.3f}")  # fmt: skip
+        line += (
+            f"; against {also['opponent']} after the run: return median "
+            f"{also['return']['median']:.2f}, loss rate median "
+            f"{also['loss_rate']['median']:.3f}, "
+            f"worst {also['loss_rate_max']:.3f}"
+        )
         if "exact_loss_rate" in also:
-            line += (f" (exact: median {also['exact_loss_rate']['median']:.3f}, worst "
-                     f"{also['exact_loss_rate_max']:.3f})")  # fmt: skip
+            line += (
+                f" (exact: median {also['exact_loss_rate']['median']:.3f}, worst "
+                f"{also['exact_loss_rate_max']:.3f})"
+            )
     return line
 
 

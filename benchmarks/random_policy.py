@@ -22,7 +22,7 @@ def random_returns(env_id: str, episodes: int, seed: int) -> np.ndarray:
     """`[episodes, agents]` returns of uniformly random legal actions (every action where the
     env has no mask)."""
     spec = env_spec(env_id, {})
-    env = make_env(env_id, {}, episodes, episodes, seed)
+    env = make_env(env_id, {}, episodes, episodes, seed=seed)
     choose = random_legal(np.random.default_rng(seed)).choose
     obs, _ = env.reset()
     first = FirstEpisodes(episodes)
@@ -48,8 +48,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=12345)
     args = parser.parse_args()
     returns = random_returns(args.env_id, args.episodes, args.seed)
-    record = {"env_id": args.env_id, "episodes": args.episodes, "seed": args.seed,
-              "return": float(returns.mean()), "return_std": float(returns.std())}  # fmt: skip
+    record = {
+        "env_id": args.env_id,
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "return": float(returns.mean()),
+        "return_std": float(returns.std()),
+    }
     print(json.dumps(record))
 
 

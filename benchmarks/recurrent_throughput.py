@@ -58,12 +58,14 @@ def measure(config: str, overrides: dict, steps: int, repeat: int) -> dict:
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = [
-        "# Recurrent core throughput (CartPole-v1, velocities hidden)", "",
+        "# Recurrent core throughput (CartPole-v1, velocities hidden)",
+        "",
         f"{env['device']}, {env['cpu_count']} CPUs, jax {env['versions']['jax']}, "
-        f"{result['steps']:,} env steps a run, {env['date']}", "",
+        f"{result['steps']:,} env steps a run, {env['date']}",
+        "",
         "| run | SPS, LSTM 64 | SPS, no core | LSTM / none (median of pairs) | pairs |",
         "|---|---:|---:|---:|---|",
-    ]  # fmt: skip
+    ]
     for name, row in result["rows"].items():
         median = lambda rs: float(np.median([r["sps"] for r in rs]))  # noqa: E731
         lines.append(

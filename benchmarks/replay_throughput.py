@@ -63,14 +63,19 @@ def _item(shape, dtype, rng) -> QueueItem:
 
 
 def _replay(prioritized: bool, capacity: int, batch: int):
-    common = dict(min_size=1, samples_per_insert=1.0, tolerance=math.inf, seed=0,
-                  stop=threading.Event())  # fmt: skip
+    common = dict(
+        min_size=1, samples_per_insert=1.0, tolerance=math.inf, seed=0, stop=threading.Event()
+    )
     if prioritized:
         return PrioritizedReplay(
-            capacity, batch_size=batch, unroll_length=T, n_step=N_STEP, priority_exponent=0.6,
+            capacity=capacity,
+            batch_size=batch,
+            unroll_length=T,
+            n_step=N_STEP,
+            priority_exponent=0.6,
             **common,
-        )  # fmt: skip
-    return UniformReplay(capacity // T, batch_size=max(1, batch // T), **common)
+        )
+    return UniformReplay(capacity=capacity // T, batch_size=max(1, batch // T), **common)
 
 
 def _median_rate(count: int, repeats: int, block) -> float:
@@ -109,10 +114,14 @@ def measure(kind: str, prioritized: bool, capacity: int, repeats: int) -> dict:
 
     sample_rate = _median_rate(reads * batch, repeats, sample_block)
     return {
-        "kind": kind, "prioritized": prioritized, "capacity_transitions": capacity,
-        "batch_transitions": batch, "held_transitions": replay.size * T,
-        "inserts_per_s": round(insert_rate), "samples_per_s": round(sample_rate),
-    }  # fmt: skip
+        "kind": kind,
+        "prioritized": prioritized,
+        "capacity_transitions": capacity,
+        "batch_transitions": batch,
+        "held_transitions": replay.size * T,
+        "inserts_per_s": round(insert_rate),
+        "samples_per_s": round(sample_rate),
+    }
 
 
 def main(argv=None) -> int:
@@ -131,11 +140,17 @@ def main(argv=None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(
-            {"rows": rows, "machine": platform.platform(), "cpus": os.cpu_count(),
-             "python": sys.version.split()[0], "numpy": np.__version__,
-             "command": " ".join(sys.argv)},
-            f, indent=2,
-        )  # fmt: skip
+            {
+                "rows": rows,
+                "machine": platform.platform(),
+                "cpus": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "numpy": np.__version__,
+                "command": " ".join(sys.argv),
+            },
+            f,
+            indent=2,
+        )
     print(f"wrote {args.out}")
     return 0
 

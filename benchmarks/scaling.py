@@ -77,9 +77,23 @@ def point(axis: str, value: int, args, extra: list[str], platform: str) -> dict:
             env["JAX_NUM_CPU_DEVICES"] = str(value)
         overrides.append(f"--config.learner_device_ids={tuple(range(value))}")
     with tempfile.TemporaryDirectory() as out_dir:
-        cmd = [sys.executable, os.path.join(HERE, "throughput.py"), "--config", args.config,
-               *extra, *overrides, "--seconds", str(args.seconds), "--stages", stages,
-               "--out-dir", out_dir, "--name", "point", "--no-plot"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            os.path.join(HERE, "throughput.py"),
+            "--config",
+            args.config,
+            *extra,
+            *overrides,
+            "--seconds",
+            str(args.seconds),
+            "--stages",
+            stages,
+            "--out-dir",
+            out_dir,
+            "--name",
+            "point",
+            "--no-plot",
+        ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         path = os.path.join(out_dir, "point.json")
         if not os.path.exists(path):
@@ -120,8 +134,11 @@ def plot(result: dict, path: str) -> None:
     for ax, axis in zip(axes[0], axes_run, strict=True):
         rows = [r for r in result["points"] if r["axis"] == axis]
         xs = [r["value"] for r in rows]
-        series = (("end_to_end_sps", "end-to-end training"), ("raw_async_sps", "raw EnvPool async"),
-                  ("learner_samples_per_s", "learner alone (samples/s)"))  # fmt: skip
+        series = (
+            ("end_to_end_sps", "end-to-end training"),
+            ("raw_async_sps", "raw EnvPool async"),
+            ("learner_samples_per_s", "learner alone (samples/s)"),
+        )
         for key, label in series:
             if any(key in r for r in rows):
                 ax.plot(xs, [r.get(key, float("nan")) for r in rows], "o-", label=label)
@@ -168,13 +185,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     platform, device_count, folder = _backend()
-    sweeps = {"actor_threads": args.actor_threads, "envs_per_actor": args.envs_per_actor,
-              "learner_devices": args.learner_devices}  # fmt: skip
+    sweeps = {
+        "actor_threads": args.actor_threads,
+        "envs_per_actor": args.envs_per_actor,
+        "learner_devices": args.learner_devices,
+    }
     if platform != "cpu" and args.learner_devices:
         sweeps["learner_devices"] = [n for n in args.learner_devices if n <= device_count]
     if not any(sweeps.values()):
-        print("error: give at least one of --actor-threads, --envs-per-actor, --learner-devices",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "error: give at least one of --actor-threads, --envs-per-actor, --learner-devices",
+            file=sys.stderr,
+        )
         return 2
     name = (args.name or _default_name(args.config)) + "_scaling"
     result = {

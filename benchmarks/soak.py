@@ -67,8 +67,10 @@ def _check(args: argparse.Namespace, extra: list[str]) -> None:
     if not 0 <= args.warmup_s < math.inf:
         _fail(f"--warmup-s {args.warmup_s:g} must be a finite number >= 0")
     if args.warmup_s + 2 * args.sample_s > args.minutes * 60:
-        _fail(f"--warmup-s {args.warmup_s:g} + 2 x --sample-s {args.sample_s:g} does not fit in "
-              f"--minutes {args.minutes:g}; raise --minutes or lower them")  # fmt: skip
+        _fail(
+            f"--warmup-s {args.warmup_s:g} + 2 x --sample-s {args.sample_s:g} does not fit in "
+            f"--minutes {args.minutes:g}; raise --minutes or lower them"
+        )
     bad = [a for a in extra if not a.startswith("--config.")]
     if bad:
         _fail(f"unrecognized arguments: {' '.join(bad)} (overrides are --config.field=value)")
@@ -203,9 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or os.path.join(RESULTS, folder, f"{name}.json")
     workdir = args.workdir or tempfile.mkdtemp(prefix="jaxrl_dist_soak_")
     run_s = args.minutes * 60
-    cmd = [sys.executable, TRAIN, "--config", args.config, "--workdir", workdir, "--quiet",
-           f"--config.max_wall_time_s={run_s}", "--config.total_env_steps=10_000_000_000",
-           "--config.stop_at_eval_return=none", *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        TRAIN,
+        "--config",
+        args.config,
+        "--workdir",
+        workdir,
+        "--quiet",
+        f"--config.max_wall_time_s={run_s}",
+        "--config.total_env_steps=10_000_000_000",
+        "--config.stop_at_eval_return=none",
+        *extra,
+    ]
     print(f"{name}: {args.minutes:g} min of training, RSS every {args.sample_s:g}s", flush=True)
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))  # to the finally
     try:
@@ -233,8 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     measured = None if first_log is None else stats(samples, first_log + args.warmup_s)
     if measured is None:
-        print(f"error: no RSS sample {args.warmup_s:g}s after the first log line (at "
-              f"{first_log}s); raise --minutes or lower --warmup-s", file=sys.stderr)  # fmt: skip
+        print(
+            f"error: no RSS sample {args.warmup_s:g}s after the first log line (at "
+            f"{first_log}s); raise --minutes or lower --warmup-s",
+            file=sys.stderr,
+        )
         return 1
     result = {
         "name": name,

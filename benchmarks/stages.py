@@ -100,9 +100,14 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     def step(i: int):
         pinned = pool_affinity(config.env_thread_affinity_offset, i, pool_threads)
         env = make_env(
-            config.env_id, config.env_kwargs, config.envs_per_actor, batch, seed=1000 + i,
-            num_threads=pool_threads, thread_affinity_offset=pinned,
-        )  # fmt: skip
+            config.env_id,
+            config.env_kwargs,
+            config.envs_per_actor,
+            batch,
+            seed=1000 + i,
+            num_threads=pool_threads,
+            thread_affinity_offset=pinned,
+        )
         rng = np.random.default_rng(i)
         legal = random_legal(rng).choose
         env.async_reset()
@@ -139,8 +144,13 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     stop.set()
     for t in threads:
         t.join()
-    return {"sps": sps, "num_envs": config.envs_per_actor, "batch": batch,
-            "env_threads": pool_threads, "pools": config.num_actor_threads}  # fmt: skip
+    return {
+        "sps": sps,
+        "num_envs": config.envs_per_actor,
+        "batch": batch,
+        "env_threads": pool_threads,
+        "pools": config.num_actor_threads,
+    }
 
 
 def actors_alone(config: TrainConfig, seconds: float) -> dict:
@@ -164,9 +174,12 @@ def actors_alone(config: TrainConfig, seconds: float) -> dict:
     drainer = threading.Thread(target=drain, daemon=True)
     drainer.start()
     shared = ActorShared(
-        lambda item: put_until_stopped(rollouts, item, stop), stop, stats, config.unroll_length,
+        lambda item: put_until_stopped(rollouts, item, stop),
+        stop,
+        stats,
+        config.unroll_length,
         config.rollout_segments(jax.process_count()),
-    )  # fmt: skip
+    )
     fleet = Fleet(config, agent.actor, devices.actor_devices, store, shared)
     try:
         with switch_interval(config.switch_interval_s):  # as the trainer sets it

@@ -63,9 +63,13 @@ GRIDS = {
     "smoke": {"switch_interval_s": [{"switch_interval_s": "0.0005"}]},
 }
 LAYOUT = (
-    "env_id", "env_kwargs", "num_actor_threads", "envs_per_actor", "env_threads_per_actor",
+    "env_id",
+    "env_kwargs",
+    "num_actor_threads",
+    "envs_per_actor",
+    "env_threads_per_actor",
     "env_thread_affinity_offset",
-)  # fmt: skip
+)
 
 
 def build_config(spec: str, overrides: dict[str, str], extra: list[str]):
@@ -196,16 +200,21 @@ def main(argv: list[str] | None = None) -> int:
         result["best_error"] = f"{best}: {e}"
         final_config = None
     if final_config is not None:
-        runs = [run_point("best", best, final_config, args.seconds, raw_cache)
-                for _ in range(args.final_repeat)]  # fmt: skip
+        runs = [
+            run_point("best", best, final_config, args.seconds, raw_cache)
+            for _ in range(args.final_repeat)
+        ]
     good = sorted((r for r in runs if "error" not in r), key=lambda r: r["end_to_end_sps"])
     result["best_overrides"] = best
     if good:
         median = good[(len(good) - 1) // 2]
         cores = os.cpu_count() or 1
         atari = final_config.env_id.endswith("-v5")  # EnvPool's Atari ids, frame skip 4
-        result["best"] = {**median, **implied(median["end_to_end_sps"], cores, atari),
-                          "repeats_sps": [r["end_to_end_sps"] for r in good]}  # fmt: skip
+        result["best"] = {
+            **median,
+            **implied(median["end_to_end_sps"], cores, atari),
+            "repeats_sps": [r["end_to_end_sps"] for r in good],
+        }
     result["points"] += runs
     save()
     print(markdown(result))
@@ -219,8 +228,12 @@ def run_point(factor: str, overrides: dict, config, seconds: float, raw_cache: d
         measured = measure_point(config, seconds, raw_cache)
     except Exception as e:  # noqa: BLE001  one failed point must not lose the others
         measured = {"error": f"{type(e).__name__}: {e}"}
-    point = {"point": factor, "overrides": overrides, **measured,
-             "wall_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    point = {
+        "point": factor,
+        "overrides": overrides,
+        **measured,
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
     shown = measured.get("error") or f"{measured['end_to_end_sps']:,.0f} SPS"
     print(f"  {factor} {overrides or ''}: {shown}", flush=True)
     return point

@@ -34,9 +34,14 @@ from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.sebulba.engine import SebulbaEngine  # noqa: E402
 
 STAGES = (
-    "raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end",
+    "raw_sync",
+    "raw_async",
+    "actors",
+    "learner",
+    "sync_baseline",
+    "end_to_end",
     "end_to_end_central",
-)  # fmt: skip
+)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -142,14 +147,20 @@ def summarize(result: dict) -> None:
     """Adds the ratios to raw EnvPool async and the bottleneck analysis to `result`."""
     measured = {k: v for k, v in result["stages"].items() if "error" not in v}
     result["failed_stages"] = sorted(set(result["stages"]) - set(measured))
-    pairs = zip(result.get("repeats", {}).get("end_to_end", []),
-                result.get("repeats", {}).get("sync_baseline", []), strict=False)  # fmt: skip
+    pairs = zip(
+        result.get("repeats", {}).get("end_to_end", []),
+        result.get("repeats", {}).get("sync_baseline", []),
+        strict=False,
+    )
     ratios = [a["sps"] / b["sps"] for a, b in pairs if "error" not in a and "error" not in b]
     if ratios:  # the median of same-repeat ratios: robust to a machine whose speed drifts
         result["async_over_sync"] = float(np.median(ratios))
         result["async_over_sync_per_repeat"] = ratios
-    pairs = zip(result.get("repeats", {}).get("end_to_end_central", []),
-                result.get("repeats", {}).get("end_to_end", []), strict=False)  # fmt: skip
+    pairs = zip(
+        result.get("repeats", {}).get("end_to_end_central", []),
+        result.get("repeats", {}).get("end_to_end", []),
+        strict=False,
+    )
     ratios = [a["sps"] / b["sps"] for a, b in pairs if "error" not in a and "error" not in b]
     if ratios:  # central inference against local, repeat by repeat
         result["central_over_local"] = float(np.median(ratios))
@@ -214,8 +225,10 @@ def table(result: dict) -> str:
     for stage, runs in result.get("repeats", {}).items():
         figures = [_figure(r) for r in runs if "error" not in r]
         if len(figures) > 1:
-            lines.append(f"{stage} over {len(figures)} repeats: "
-                         f"{min(figures):,.0f} to {max(figures):,.0f} (median shown)")  # fmt: skip
+            lines.append(
+                f"{stage} over {len(figures)} repeats: "
+                f"{min(figures):,.0f} to {max(figures):,.0f} (median shown)"
+            )
     b = result.get("bottleneck")
     if b:
         line = f"bound by: {b['stage']}"
@@ -252,8 +265,10 @@ def plot(result: dict, path: str) -> None:
         ratio = result.get("over_raw_async", {}).get(names[i])
         ax.text(v, i, f" {v:,.0f}" + (f"  ({ratio:.2f}x raw async)" if ratio else ""), va="center")
     ax.set_xlim(0, max(values) * 1.45)
-    ax.set_title(f"{result['name']}: {result['environment']['device']}, "
-                 f"{result['environment']['cpu_count']} CPU cores")  # fmt: skip
+    ax.set_title(
+        f"{result['name']}: {result['environment']['device']}, "
+        f"{result['environment']['cpu_count']} CPU cores"
+    )
     ax = axes[1]
     e2e = measured.get("end_to_end")
     if e2e:
@@ -284,9 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in which if s not in STAGES]
     try:
         if unknown or args.seconds <= 0 or args.repeat <= 0:
-            raise ConfigError(f"--stages {unknown}, --seconds {args.seconds} or --repeat "
-                              f"{args.repeat} is invalid; stages are {','.join(STAGES)}, "
-                              "seconds and repeat must be > 0")  # fmt: skip
+            raise ConfigError(
+                f"--stages {unknown}, --seconds {args.seconds} or --repeat "
+                f"{args.repeat} is invalid; stages are {','.join(STAGES)}, "
+                "seconds and repeat must be > 0"
+            )
         config, cli = parse_args([*rest, "--workdir", "unused"])
         SebulbaEngine.machine(config)
     except ConfigError as e:
@@ -294,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if config.actor_loop == "xla" and "end_to_end_central" in which:
         which.remove("end_to_end_central")  # inference runs inside the jitted unroll
-        print("end_to_end_central: skipped (the XLA actor loop has no central inference; "
-              "measure it with --config.actor_loop=python --config.async_envs=True)")  # fmt: skip
+        print(
+            "end_to_end_central: skipped (the XLA actor loop has no central inference; "
+            "measure it with --config.actor_loop=python --config.async_envs=True)"
+        )
     name = args.name or _default_name(cli.config)
     print(f"{name}: {', '.join(which)} for {args.seconds:g}s each", flush=True)
     result = {
@@ -319,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                 "actor_device_ids",
                 "learner_device_ids",
             )
-        },  # fmt: skip
+        },
         "rollout_segments": config.rollout_segments(),
         "network": {"torso": config.network.torso, "dtype": config.network.dtype},
         "seconds_per_stage": args.seconds,

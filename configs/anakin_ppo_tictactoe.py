@@ -36,7 +36,7 @@ def get_config(variant=None):
             ("random", "learner"),
             ("learner", "pool"),
             ("pool", "learner"),
-        ),  # fmt: skip
+        ),
         "eval_opponent": "random",
         "opening_plies": 2,
         "pool_every_updates": 20,

@@ -32,7 +32,7 @@ def get_config(variant=None):
             (learner, rand),
             (rand, learner),
             (learner, learner),
-        ),  # fmt: skip
+        ),
         "eval_opponent": "heuristic",
         "pool_every_updates": 50,
         "pool_capacity": 16,
@@ -51,8 +51,12 @@ def get_config(variant=None):
     c.eval_mode = "greedy"
     c.checkpoint_every_updates = 200
     c.log_every_updates = 10
-    c.network = {"torso": "mlp", "hidden_sizes": (256, 256), "activation": "tanh",
-                 "shared_torso": False}  # fmt: skip
+    c.network = {
+        "torso": "mlp",
+        "hidden_sizes": (256, 256),
+        "activation": "tanh",
+        "shared_torso": False,
+    }
     c.algo = {
         "learning_rate": 5e-4,
         "anneal_lr": True,

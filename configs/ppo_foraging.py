@@ -31,8 +31,12 @@ def get_config(variant=None):
     c.eval_mode = "sampled"
     c.checkpoint_every_updates = 200
     c.log_every_updates = 10
-    c.network = {"torso": "mlp", "hidden_sizes": (128, 128), "activation": "tanh",
-                 "shared_torso": False}  # fmt: skip
+    c.network = {
+        "torso": "mlp",
+        "hidden_sizes": (128, 128),
+        "activation": "tanh",
+        "shared_torso": False,
+    }
     c.algo = {
         "learning_rate": 5e-4,
         "anneal_lr": True,

@@ -32,9 +32,14 @@ def get_config(variant=None):
     c.keep_best_checkpoints = 1  # a long run: a save per new best costs next to nothing
     c.log_every_updates = 5
     c.network = {
-        "torso": "mlp", "hidden_sizes": (64, 64), "activation": "tanh", "shared_torso": False,
-        "normalize_obs": True, "log_std_init": 0.0, "tanh_squash": False,
-    }  # fmt: skip
+        "torso": "mlp",
+        "hidden_sizes": (64, 64),
+        "activation": "tanh",
+        "shared_torso": False,
+        "normalize_obs": True,
+        "log_std_init": 0.0,
+        "tanh_squash": False,
+    }
     c.algo = {
         "learning_rate": 3e-4,
         "anneal_lr": True,

@@ -31,9 +31,14 @@ def get_config(variant=None):
     c.checkpoint_every_updates = 100
     c.log_every_updates = 10
     c.network = {
-        "torso": "mlp", "hidden_sizes": (64, 64), "activation": "tanh", "shared_torso": False,
-        "normalize_obs": True, "log_std_init": -1.0, "tanh_squash": False,
-    }  # fmt: skip
+        "torso": "mlp",
+        "hidden_sizes": (64, 64),
+        "activation": "tanh",
+        "shared_torso": False,
+        "normalize_obs": True,
+        "log_std_init": -1.0,
+        "tanh_squash": False,
+    }
     c.algo = {
         "learning_rate": 1e-3,
         "anneal_lr": True,

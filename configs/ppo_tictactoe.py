@@ -36,7 +36,7 @@ def get_config(variant=None):
             ("learner", "random"),
             ("random", "learner"),
             ("learner", "learner"),
-        ),  # fmt: skip
+        ),
         "eval_opponent": "random",
         "opening_plies": 2,  # every first move and reply meets the learner, not only its own
     }
@@ -53,8 +53,12 @@ def get_config(variant=None):
     c.eval_mode = "greedy"
     c.checkpoint_every_updates = 200
     c.log_every_updates = 10
-    c.network = {"torso": "mlp", "hidden_sizes": (128, 128), "activation": "tanh",
-                 "shared_torso": False}  # fmt: skip
+    c.network = {
+        "torso": "mlp",
+        "hidden_sizes": (128, 128),
+        "activation": "tanh",
+        "shared_torso": False,
+    }
     c.algo = {
         "learning_rate": 1e-3,
         "anneal_lr": True,

@@ -37,8 +37,13 @@ def get_config(variant=None):
         "samples_per_insert": 8.0,
         "priority_exponent": 0.9,
     }
-    c.network = {"torso": "mlp", "hidden_sizes": (64,), "activation": "relu", "core": "lstm",
-                 "core_size": 64}  # fmt: skip
+    c.network = {
+        "torso": "mlp",
+        "hidden_sizes": (64,),
+        "activation": "relu",
+        "core": "lstm",
+        "core_size": 64,
+    }
     c.algo = {
         "learning_rate": 1e-3,
         "adam_eps": 1e-8,

@@ -32,8 +32,13 @@ def get_config(variant=None):
     c.log_every_updates = 100
     c.checkpoint_every_updates = 2_000
     c.batch_size = 128  # transitions per update
-    c.replay = {"capacity": 50_000, "min_size": 1_000, "samples_per_insert": 4.0, "n_step": 3,
-                "priority_exponent": 0.5}  # fmt: skip
+    c.replay = {
+        "capacity": 50_000,
+        "min_size": 1_000,
+        "samples_per_insert": 4.0,
+        "n_step": 3,
+        "priority_exponent": 0.5,
+    }
     c.algo = {
         "learning_rate": 5e-4,
         "anneal_lr": True,

@@ -143,9 +143,10 @@ def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
     def gather(ring: Any, steps: int) -> Any:
         return ring[xp.minimum(times[:steps], ring.shape[0] - 1), slots[None, :]]
 
-    window = jax.tree.map(lambda ring: gather(ring, n + 1), held._replace(
-        action=None, agent_extras=None, policy_version=None, core_state={}
-    ))  # fmt: skip
+    window = jax.tree.map(
+        lambda ring: gather(ring, n + 1),
+        held._replace(action=None, agent_extras=None, policy_version=None, core_state={}),
+    )
     per_step = jax.tree.map(
         lambda ring: gather(ring, n),
         {"action": held.action, "extras": held.agent_extras, "version": held.policy_version},

@@ -15,9 +15,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num_processes", type=int, default=2)
     parser.add_argument(
-        "--devices_per_process", type=int, default=0,
+        "--devices_per_process",
+        type=int,
+        default=0,
         help="fake CPU devices per process (0: each process sees the machine's own devices)",
-    )  # fmt: skip
+    )
     args, train_args = parser.parse_known_args()
     if args.num_processes < 1 or args.devices_per_process < 0:
         print("error: --num_processes must be >= 1 and --devices_per_process >= 0", file=sys.stderr)

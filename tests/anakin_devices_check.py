@@ -18,8 +18,11 @@ CONFIGS = ("anakin_ppo_cartpole.py", "anakin_rainbow_cartpole.py")
 
 def final_state(config_file, device_ids):
     config = load_config(
-        f"configs/{config_file}:quick", batch_size=8, num_seeds=2, learner_device_ids=device_ids,
-    )  # fmt: skip
+        f"configs/{config_file}:quick",
+        batch_size=8,
+        num_seeds=2,
+        learner_device_ids=device_ids,
+    )
     trainer = Trainer(config, "/tmp/unused_anakin_devices_check")
     anakin = trainer.engine.anakin
     assert anakin.mesh.size == (len(device_ids) or 4)

@@ -15,7 +15,10 @@ def run_check(script: str, devices: int = 4, args: tuple[str, ...] = ()) -> dict
     env = {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu"}
     out = subprocess.run(
         [sys.executable, os.path.join(HERE, script), *args],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -15,10 +15,15 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
 FLAGS = [
-    "--config.deterministic=True", "--config.async_envs=False", "--config.batch_size=16",
-    "--config.total_env_steps=64000", "--config.eval_every_updates=0",
-    "--config.checkpoint_every_updates=0", "--config.stop_at_eval_return=None", "--quiet",
-]  # fmt: skip
+    "--config.deterministic=True",
+    "--config.async_envs=False",
+    "--config.batch_size=16",
+    "--config.total_env_steps=64000",
+    "--config.eval_every_updates=0",
+    "--config.checkpoint_every_updates=0",
+    "--config.stop_at_eval_return=None",
+    "--quiet",
+]
 
 
 def two_runs(out_dir: str) -> tuple[str, str]:
@@ -26,8 +31,18 @@ def two_runs(out_dir: str) -> tuple[str, str]:
     digests = []
     for name in ("a", "b"):
         workdir = os.path.join(out_dir, name)
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config",
-                        CONFIG, "--workdir", workdir, *FLAGS], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(ROOT, "scripts", "train.py"),
+                "--config",
+                CONFIG,
+                "--workdir",
+                workdir,
+                *FLAGS,
+            ],
+            check=True,
+        )
         with open(os.path.join(workdir, "summary.json")) as f:
             digests.append(json.load(f)["params_sha256"])
     return digests[0], digests[1]

@@ -46,11 +46,13 @@ CASES = {
     "impala": (make_impala, ImpalaConfig(), DISCRETE, NetworkConfig(torso="mlp")),
     "ppo": (make_ppo, PPOConfig(num_minibatches=2), DISCRETE, NetworkConfig(torso="mlp")),
     "ppo_continuous_obs_norm": (
-        make_ppo, PPOConfig(num_minibatches=2), CONTINUOUS,
+        make_ppo,
+        PPOConfig(num_minibatches=2),
+        CONTINUOUS,
         NetworkConfig(torso="mlp", normalize_obs=True, tanh_squash=True),
     ),
     "impala_continuous": (make_impala, ImpalaConfig(), CONTINUOUS, NetworkConfig(torso="mlp")),
-}  # fmt: skip
+}
 
 
 def run(case, learner_ids):

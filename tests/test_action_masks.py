@@ -72,13 +72,18 @@ def test_an_update_on_masked_rollouts_is_finite(name):
     )
     ended = rng.random((t + 1, b)) < 0.15
     rollout = Rollout(
-        obs=obs, reward=rng.normal(size=(t + 1, b)).astype(np.float32), terminated=ended,
-        truncated=np.zeros_like(ended), action=action.astype(np.int32),
-        agent_extras={"log_prob": np.full((t, b), -1.0, np.float32),
-                      "replay_probability": np.full((t, b), 0.01),
-                      "replay_count": np.full((t, b), 100.0)},
+        obs=obs,
+        reward=rng.normal(size=(t + 1, b)).astype(np.float32),
+        terminated=ended,
+        truncated=np.zeros_like(ended),
+        action=action.astype(np.int32),
+        agent_extras={
+            "log_prob": np.full((t, b), -1.0, np.float32),
+            "replay_probability": np.full((t, b), 0.01),
+            "replay_count": np.full((t, b), 100.0),
+        },
         policy_version=np.zeros((t, b), np.int32),
-    )  # fmt: skip
+    )
     new_state, metrics = jax.jit(agent.learner.update)(state, rollout)[:2]
     for value in jax.tree.leaves((metrics, new_state.params)):
         assert np.isfinite(np.asarray(value)).all()
@@ -88,8 +93,9 @@ def test_masked_logits_give_legal_actions_all_the_probability():
     logits = jnp.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
     mask = jnp.array([[True, False, True], [False, True, False]])
     log_pi = jax.nn.log_softmax(mask_logits(logits, mask))
-    np.testing.assert_allclose(jnp.exp(log_pi), [[1 / (1 + np.e**2), 0, np.e**2 / (1 + np.e**2)],
-                                                  [0, 1, 0]], atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        jnp.exp(log_pi), [[1 / (1 + np.e**2), 0, np.e**2 / (1 + np.e**2)], [0, 1, 0]], atol=1e-6
+    )
 
     def entropy(x):
         log_pi = jax.nn.log_softmax(mask_logits(x, mask))
@@ -117,13 +123,17 @@ def test_rainbow_bootstraps_from_the_best_legal_action():
     def priorities(mask_next):
         mask = np.stack([np.ones((16, 9), bool), mask_next])
         window = Rollout(
-            obs={AGENT_VIEW: view, ACTION_MASK: mask}, reward=np.ones((2, 16), np.float32),
-            terminated=np.zeros((2, 16), bool), truncated=np.zeros((2, 16), bool),
+            obs={AGENT_VIEW: view, ACTION_MASK: mask},
+            reward=np.ones((2, 16), np.float32),
+            terminated=np.zeros((2, 16), bool),
+            truncated=np.zeros((2, 16), bool),
             action=np.zeros((1, 16), np.int32),
-            agent_extras={"replay_probability": np.full((1, 16), 0.01),
-                          "replay_count": np.full((1, 16), 100.0)},
+            agent_extras={
+                "replay_probability": np.full((1, 16), 0.01),
+                "replay_count": np.full((1, 16), 100.0),
+            },
             policy_version=np.zeros((1, 16), np.int32),
-        )  # fmt: skip
+        )
         return np.asarray(jax.jit(agent.learner.update)(state, window)[2])
 
     everything = priorities(np.ones((16, 9), bool))

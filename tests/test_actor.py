@@ -30,9 +30,15 @@ def _collect(num_rollouts, unroll=16, num_envs=8, batch=4):
     out, stop, stats = queue.Queue(maxsize=1), threading.Event(), ActorStats()
     core = agent.actor
     client = LocalClient(
-        jit_inference_step(core), core, store, device, ActorIdentity(0, 1), num_envs,
-        jax.random.PRNGKey(1), stop,
-    )  # fmt: skip
+        step=jit_inference_step(core),
+        core=core,
+        store=store,
+        device=device,
+        identity=ActorIdentity(0, 1),
+        num_envs=num_envs,
+        key=jax.random.PRNGKey(1),
+        stop=stop,
+    )
     shared = ActorShared(
         lambda item: put_until_stopped(out, item, stop), stop, stats, unroll, batch
     )

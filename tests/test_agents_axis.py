@@ -17,9 +17,12 @@ def test_episode_tracker_keeps_per_agent_returns():
     tracker.update(ids, np.zeros((2, 3)), no, no, _info([0, 0]))  # reset step: ignored
     tracker.update(ids, np.array([[1.0, -1.0, 0.5], [2.0, 0.0, 0.0]]), no, no, _info([1, 1]))
     returns, lengths = tracker.update(
-        ids, np.array([[1.0, 1.0, 1.0], [5.0, 5.0, 5.0]]), np.array([True, False]), no,
+        ids,
+        np.array([[1.0, 1.0, 1.0], [5.0, 5.0, 5.0]]),
+        np.array([True, False]),
+        no,
         _info([2, 2]),
-    )  # fmt: skip
+    )
     np.testing.assert_array_equal(returns, [[2.0, 0.0, 1.5]])  # env 0, one row per agent
     np.testing.assert_array_equal(lengths, [2])
 

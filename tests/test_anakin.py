@@ -101,13 +101,21 @@ def test_hyperparams_change_at_run_time(tmp_path):
 def test_total_episodes_and_schedules_on_anakin(tmp_path):
     """The run stops at a chunk's end once its seeds finished `total_episodes`; the scheduled
     entropy cost is the base times 1 - update / updates (40 updates of 512 steps)."""
-    _, result = _run(tmp_path, "episodes", log_every_updates=1, total_episodes=100,
-                     **{"schedules.entropy_cost": "linear"})  # fmt: skip
+    _, result = _run(
+        tmp_path,
+        "episodes",
+        log_every_updates=1,
+        total_episodes=100,
+        **{"schedules.entropy_cost": "linear"},
+    )
     assert result.stop_reason == "total_episodes reached"
     assert 100 <= result.summary["episodes"] and result.updates < 40
     lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
-    used = {x["charts/updates"]: x["losses/schedule/entropy_cost"] for x in lines
-            if "losses/schedule/entropy_cost" in x}  # fmt: skip
+    used = {
+        x["charts/updates"]: x["losses/schedule/entropy_cost"]
+        for x in lines
+        if "losses/schedule/entropy_cost" in x
+    }
     assert len(used) == result.updates
     for update, value in used.items():
         assert value == pytest.approx(0.01 * (1 - (update - 1) / 40), rel=1e-5)
@@ -136,10 +144,16 @@ def test_impala_runs_on_anakin(tmp_path):
     """`impala_cartpole.py` with `--config.runtime=anakin`, its Sebulba fields at their
     defaults (as the refusal says: Anakin would not use them)."""
     config = load_config(
-        "configs/impala_cartpole.py:quick", runtime="anakin", batch_size=8, unroll_length=20,
-        total_env_steps=8 * 20 * 30, eval_every_updates=30, eval_episodes=4,
-        envs_per_actor=16, env_threads_per_actor=0,
-    )  # fmt: skip
+        "configs/impala_cartpole.py:quick",
+        runtime="anakin",
+        batch_size=8,
+        unroll_length=20,
+        total_env_steps=8 * 20 * 30,
+        eval_every_updates=30,
+        eval_episodes=4,
+        envs_per_actor=16,
+        env_threads_per_actor=0,
+    )
     result = Trainer(config, str(tmp_path / "impala"), quiet=True).run()
     assert result.updates == 30 and result.final_eval_return is not None
 

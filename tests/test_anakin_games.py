@@ -15,6 +15,7 @@ from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams
+from jaxrl_dist.run.evaluator import EvalSetup
 from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.sebulba.evaluation import make_evaluator
@@ -52,15 +53,22 @@ def test_the_same_params_give_the_same_results_on_envpool_and_on_pgx(game_run):
     about once in 50,000), each seat's return (4,000 games) within 0.08."""
     policy, games = load_policy(game_run[0]), 8000
     core = policy.agent.actor
-    sebulba = make_evaluator("TicTacToe-v1", {}, games, 7, core, jax.local_devices()[0], 2,
-                             "random")  # fmt: skip
+    setup = EvalSetup("TicTacToe-v1", {}, games, 7, core, jax.local_devices()[0])
+    sebulba = make_evaluator(setup, num_players=2, opponent="random")
     on_envpool = sebulba.run(policy.params).stats()
     sebulba.close()
     env = SeatedJaxGame("TicTacToe-v1", evaluation_streams(games, "random"), network_player(core))
     params = jax.tree.map(lambda x: np.asarray(x)[None], policy.params)  # one seed
     on_pgx = JaxEvaluator(env, core, games, 7).run(params).stats()
-    bounds = {"return": 0.05, "win_rate": 0.05, "draw_rate": 0.05, "loss_rate": 0.05,
-              "return_seat0": 0.08, "return_seat1": 0.08, "length": 0.1}  # fmt: skip
+    bounds = {
+        "return": 0.05,
+        "win_rate": 0.05,
+        "draw_rate": 0.05,
+        "loss_rate": 0.05,
+        "return_seat0": 0.08,
+        "return_seat1": 0.08,
+        "length": 0.1,
+    }
     for key, bound in bounds.items():
         assert abs(on_envpool[key] - on_pgx[key]) < bound, (key, on_envpool[key], on_pgx[key])
 
@@ -90,9 +98,15 @@ def test_connect_four_runs_with_the_shared_config(tmp_path):
     """`ppo_connect_four.py` with `--config.runtime=anakin`: the same file on both runtimes
     (its Sebulba fields at their defaults, as the refusal says)."""
     config = load_config(
-        "configs/ppo_connect_four.py:quick", runtime="anakin", batch_size=16, unroll_length=8,
-        total_env_steps=16 * 8 * 2, eval_episodes=10, envs_per_actor=16, queue_size=2,
-    )  # fmt: skip
+        "configs/ppo_connect_four.py:quick",
+        runtime="anakin",
+        batch_size=16,
+        unroll_length=8,
+        total_env_steps=16 * 8 * 2,
+        eval_episodes=10,
+        envs_per_actor=16,
+        queue_size=2,
+    )
     result = Trainer(config, str(tmp_path / "c4"), quiet=True).run()
     assert result.updates == 2 and result.final_eval_return is not None
 

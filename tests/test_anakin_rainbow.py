@@ -89,7 +89,7 @@ def test_resume_with_the_replay_is_bit_identical(rainbow_run, tmp_path):
     assert cut.updates == 4 and cut.summary["learner_updates"] == 3 * UPDATES
     resumed = Trainer(
         load_config(QUICK, **same), str(tmp_path / "cut"), resume=True, quiet=True
-    ).run()  # fmt: skip
+    ).run()
     whole = rainbow_run[1]
     assert resumed.updates == whole["updates"] == 16
     assert resumed.summary["learner_updates"] == whole["learner_updates"]
@@ -123,10 +123,16 @@ def test_rainbow_plays_seats_on_anakin(tmp_path):
     """`rainbow_tictactoe.py` with `--config.runtime=anakin`: the seated pgx game (self-play,
     scripted and pool seats, the epsilon ladder over its streams) feeding the device replay."""
     config = load_config(
-        "configs/rainbow_tictactoe.py:quick", runtime="anakin", batch_size=16, unroll_length=8,
-        total_env_steps=16 * 8 * 3, eval_episodes=10, envs_per_actor=16, queue_size=2,
+        "configs/rainbow_tictactoe.py:quick",
+        runtime="anakin",
+        batch_size=16,
+        unroll_length=8,
+        total_env_steps=16 * 8 * 3,
+        eval_episodes=10,
+        envs_per_actor=16,
+        queue_size=2,
         **{"replay.batch_size": 32, "replay.min_size": 128, "replay.samples_per_insert": 2.0},
-    )  # fmt: skip
+    )
     result = Trainer(config, str(tmp_path / "ttt"), quiet=True).run()
     assert result.updates == 3 and result.summary["learner_updates"] == 3 * 8
     last = [json.loads(x) for x in open(os.path.join(result.workdir, "evals.jsonl"))][-1]
@@ -137,9 +143,11 @@ def test_updates_per_rollout_is_exact_for_decimal_ratios():
     """2.2 samples per insert with 20 envs x 20 steps and a batch of 16 is 55 updates, though
     400 * 2.2 / 16 is 55.00000000000001 in floats."""
     config = load_config(
-        QUICK, batch_size=20, unroll_length=20,
+        QUICK,
+        batch_size=20,
+        unroll_length=20,
         **{"replay.batch_size": 16, "replay.samples_per_insert": 2.2},
-    )  # fmt: skip
+    )
     flow = flows.get("prioritized")
     assert flow.device_problem(config) is None
     assert flow.device(config).updates_per_rollout == 55

@@ -31,17 +31,22 @@ def test_vmapped_seeds_match_separate_runs(tmp_path):
     first = lambda tree: jax.tree.map(lambda x: np.asarray(x)[0], tree)  # noqa: E731
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5),
-        pick(both.learner.params), first(alone.learner.params),
-    )  # fmt: skip
+        pick(both.learner.params),
+        first(alone.learner.params),
+    )
     seed0, seed1 = (jax.tree.leaves(f(both.learner.params))[0] for f in (first, pick))
     assert not np.allclose(seed0, seed1)  # the two seeds are different runs
 
 
 def test_many_seeds_summary_and_log(tmp_path):
     result = _run(
-        tmp_path, "seeds", num_seeds=2, eval_every_updates=20, stop_at_eval_return=1e9,
+        tmp_path,
+        "seeds",
+        num_seeds=2,
+        eval_every_updates=20,
+        stop_at_eval_return=1e9,
         learning_curve=True,
-    )  # fmt: skip
+    )
     summary = result.summary
     assert summary["num_seeds"] == 2 and summary["env_steps_all_seeds"] == 2 * 20_480
     assert [s["seed"] for s in summary["seeds"]] == [0, 1]

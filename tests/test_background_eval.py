@@ -28,10 +28,18 @@ def test_evaluation_beside_training_logs_at_the_snapshot_and_records_gifs(tmp_pa
     result is logged at its snapshot's env steps, requests while busy are skipped, and every
     second evaluation leaves a GIF named by the evaluated update."""
     workdir = str(tmp_path / "run")
-    cfg = load_config(QUICK, **{
-        **SMALL, "total_env_steps": 40_000, "eval_every_updates": 1, "eval_in_background": True,
-        "eval_background_share": 1.0, "eval_episodes": 4, "video_every_evals": 2,
-    })  # fmt: skip
+    cfg = load_config(
+        QUICK,
+        **{
+            **SMALL,
+            "total_env_steps": 40_000,
+            "eval_every_updates": 1,
+            "eval_in_background": True,
+            "eval_background_share": 1.0,
+            "eval_episodes": 4,
+            "video_every_evals": 2,
+        },
+    )
     assert cfg.evaluates_in_background
     result = make_trainer(cfg, workdir, quiet=True).run()
     evals = _records(workdir, "evals.jsonl")
@@ -39,8 +47,11 @@ def test_evaluation_beside_training_logs_at_the_snapshot_and_records_gifs(tmp_pa
     # Updates went on during evaluations (an entry that landed later says where), and
     # requests while one ran were skipped (counted in the log).
     assert background and len(evals) < result.updates
-    skipped = [r["stats/eval_skipped"] for r in _records(workdir, "metrics.jsonl")
-               if "stats/eval_skipped" in r]  # fmt: skip
+    skipped = [
+        r["stats/eval_skipped"]
+        for r in _records(workdir, "metrics.jsonl")
+        if "stats/eval_skipped" in r
+    ]
     assert skipped and skipped[-1] > 0
     steps_per_update = 16 * 20
     for entry in evals:
@@ -76,17 +87,19 @@ def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core):
     """Beside training, episodes are stepped inside XLA (no GIL held): the same episodes, env
     seeds and policy keys as the Python evaluator, greedy and sampled."""
     from jaxrl_dist.envs import env_spec
+    from jaxrl_dist.run.evaluator import EvalSetup
     from jaxrl_dist.sebulba.evaluation import Evaluator, make_evaluator
     from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
 
     cfg = load_config(QUICK, **{"network.core": core, "network.core_size": 16})
     spec = env_spec(cfg.env_id, cfg.env_kwargs)
-    agent = agents.get("impala").make(cfg.algo, cfg.network, spec,
-                                      agents.base.RunShape(1000, 100.0))  # fmt: skip
+    agent = agents.get("impala").make(
+        cfg.algo, cfg.network, spec, agents.base.RunShape(1000, 100.0)
+    )
     params = agent.learner.actor_params(agent.learner.init(jax.random.PRNGKey(3)))
     device = jax.devices()[0]
     made = {
-        in_xla: make_evaluator(cfg.env_id, {}, 6, 11, agent.actor, device, in_xla=in_xla)
+        in_xla: make_evaluator(EvalSetup(cfg.env_id, {}, 6, 11, agent.actor, device), in_xla=in_xla)
         for in_xla in (False, True)
     }
     assert type(made[False]) is Evaluator and type(made[True]) is XlaEvaluator
@@ -107,8 +120,11 @@ def test_a_resume_keeps_the_evaluations_that_landed_by_its_checkpoint(tmp_path):
     from jaxrl_dist.run.counters import EvalHistory
 
     history = EvalHistory(str(tmp_path), True)
-    for entry in ({"updates": 8}, {"updates": 10, "landed_at_updates": 13},
-                  {"updates": 12, "landed_at_updates": 15}):  # fmt: skip
+    for entry in (
+        {"updates": 8},
+        {"updates": 10, "landed_at_updates": 13},
+        {"updates": 12, "landed_at_updates": 15},
+    ):
         history.append({"env_steps": 0, **entry})
     history.resume(13)  # a checkpoint at 13 holds the first two results, not the third
     assert [e["updates"] for e in history.entries] == [8, 10]

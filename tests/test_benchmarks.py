@@ -23,9 +23,14 @@ SCALING = os.path.join(BENCHMARKS, "scaling.py")
 CARTPOLE_QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
 PENDULUM_QUICK = os.path.join(ROOT, "configs", "ppo_pendulum.py") + ":quick"
 STAGES = (
-    "raw_sync", "raw_async", "actors", "learner", "sync_baseline", "end_to_end",
+    "raw_sync",
+    "raw_async",
+    "actors",
+    "learner",
+    "sync_baseline",
+    "end_to_end",
     "end_to_end_central",
-)  # fmt: skip
+)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 sys.path.insert(0, BENCHMARKS)
@@ -35,9 +40,13 @@ import sweep  # noqa: E402
 
 def _run(args, env=None, timeout=300):
     return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def _failed(proc) -> str:
@@ -122,8 +131,20 @@ def test_throughput_repeats_interleave_and_report_medians(tmp_path):
     """--repeat 2: every stage measured twice; each shown figure is one of its runs; the
     speed-up is the median of the per-repeat ratios (robust to a drifting machine)."""
     out_dir = tmp_path / "out"
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--repeat", "2", "--stages",
-            "sync_baseline,end_to_end", "--out-dir", str(out_dir), "--no-plot"]  # fmt: skip
+    args = [
+        THROUGHPUT,
+        "--config",
+        CARTPOLE_QUICK,
+        "--seconds",
+        "0.5",
+        "--repeat",
+        "2",
+        "--stages",
+        "sync_baseline,end_to_end",
+        "--out-dir",
+        str(out_dir),
+        "--no-plot",
+    ]
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
     with open(out_dir / "impala_cartpole_quick.json") as f:
@@ -140,9 +161,20 @@ def test_throughput_repeats_interleave_and_report_medians(tmp_path):
 
 
 def test_throughput_skips_central_inference_for_the_xla_actor_loop(tmp_path):
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--stages", "raw_async,end_to_end_central",
-            "--seconds", "0.5", "--out-dir", str(tmp_path), "--no-plot",
-            "--config.actor_loop=xla", "--config.async_envs=false"]  # fmt: skip
+    args = [
+        THROUGHPUT,
+        "--config",
+        CARTPOLE_QUICK,
+        "--stages",
+        "raw_async,end_to_end_central",
+        "--seconds",
+        "0.5",
+        "--out-dir",
+        str(tmp_path),
+        "--no-plot",
+        "--config.actor_loop=xla",
+        "--config.async_envs=false",
+    ]
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
     assert "end_to_end_central: skipped (the XLA actor loop" in proc.stdout
@@ -154,8 +186,13 @@ def test_throughput_skips_central_inference_for_the_xla_actor_loop(tmp_path):
 
 
 def _point(name, sps, **overrides):
-    return {"point": name, "overrides": overrides, "end_to_end_sps": sps, "raw_async_sps": 100.0,
-            "over_raw_async": sps / 100.0}  # fmt: skip
+    return {
+        "point": name,
+        "overrides": overrides,
+        "end_to_end_sps": sps,
+        "raw_async_sps": 100.0,
+        "over_raw_async": sps / 100.0,
+    }
 
 
 def test_sweep_merges_the_best_value_of_each_factor_that_beats_the_base():
@@ -168,11 +205,16 @@ def test_sweep_merges_the_best_value_of_each_factor_that_beats_the_base():
         {"point": "envs", "overrides": {"envs_per_actor": "64"}, "error": "OOM"},
     ]
     assert sweep.best_overrides(points) == {
-        "env_threads_per_actor": "8", "actor_loop": "xla", "async_envs": "False",
-    }  # fmt: skip
-    result = {"name": "s", "environment": {"device": "cpu:cpu", "cpu_count": 2},
-              "points": points,
-              "best": {**points[4], **sweep.implied(70.0, 2), "repeats_sps": [70.0]}}  # fmt: skip
+        "env_threads_per_actor": "8",
+        "actor_loop": "xla",
+        "async_envs": "False",
+    }
+    result = {
+        "name": "s",
+        "environment": {"device": "cpu:cpu", "cpu_count": 2},
+        "points": points,
+        "best": {**points[4], **sweep.implied(70.0, 2), "repeats_sps": [70.0]},
+    }
     table = sweep.markdown(result)
     assert "| base | base | 50 | 100 | 0.50 |" in table and "failed: OOM" in table
     # 200M Atari frames = 50M agent steps at 70 SPS; per core over 2 cores
@@ -181,8 +223,17 @@ def test_sweep_merges_the_best_value_of_each_factor_that_beats_the_base():
 
 
 def test_sweep_bad_grid_is_a_one_line_error_and_writes_nothing(tmp_path):
-    proc = _run([os.path.join(BENCHMARKS, "sweep.py"), "--config", CARTPOLE_QUICK, "--grid",
-                 "tpu", "--out-dir", str(tmp_path)])  # fmt: skip
+    proc = _run(
+        [
+            os.path.join(BENCHMARKS, "sweep.py"),
+            "--config",
+            CARTPOLE_QUICK,
+            "--grid",
+            "tpu",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, _failed(proc)
     assert "--grid 'tpu'" in proc.stderr and not os.listdir(tmp_path)
 
@@ -190,8 +241,17 @@ def test_sweep_bad_grid_is_a_one_line_error_and_writes_nothing(tmp_path):
 def test_throughput_bad_stage_is_one_line_error_and_writes_nothing(tmp_path):
     """`--stages nonsense`: exit 2, a one-line `error:` on stderr, no out dir contents."""
     out_dir = tmp_path / "out"
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "2", "--out-dir", str(out_dir),
-            "--stages", "nonsense"]  # fmt: skip
+    args = [
+        THROUGHPUT,
+        "--config",
+        CARTPOLE_QUICK,
+        "--seconds",
+        "2",
+        "--out-dir",
+        str(out_dir),
+        "--stages",
+        "nonsense",
+    ]
     proc = _run(args, timeout=120)
     assert proc.returncode == 2, _failed(proc)
     lines = proc.stderr.strip().splitlines()
@@ -208,8 +268,19 @@ def test_scaling_actor_threads_and_two_fake_learner_devices(tmp_path):
     here). The 2-device point guards the crash where actors' params aliased the learner's donated
     buffers."""
     out_dir = tmp_path / "out"
-    args = [SCALING, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--actor-threads", "1,2",
-            "--learner-devices", "2", "--out-dir", str(out_dir)]  # fmt: skip
+    args = [
+        SCALING,
+        "--config",
+        CARTPOLE_QUICK,
+        "--seconds",
+        "0.5",
+        "--actor-threads",
+        "1,2",
+        "--learner-devices",
+        "2",
+        "--out-dir",
+        str(out_dir),
+    ]
     proc = _run(args, timeout=600)
     path = out_dir / "impala_cartpole_quick_scaling.json"
     assert path.is_file(), _failed(proc)
@@ -219,8 +290,10 @@ def test_scaling_actor_threads_and_two_fake_learner_devices(tmp_path):
     assert not errors, errors
     assert proc.returncode == 0, _failed(proc)
     assert [(p["axis"], p["value"]) for p in points] == [
-        ("actor_threads", 1), ("actor_threads", 2), ("learner_devices", 2),
-    ]  # fmt: skip
+        ("actor_threads", 1),
+        ("actor_threads", 2),
+        ("learner_devices", 2),
+    ]
     for p in points:
         assert p["end_to_end_sps"] > 0, p
         if p["axis"] == "actor_threads":
@@ -266,11 +339,17 @@ def test_bottleneck_end_to_end_fields_from_the_timers():
     measured["end_to_end"] = {
         "sps": 50.0,
         "timers_s_per_s": {
-            "env_s": 0.9, "inference_s": 0.5, "rollout_s": 0.2,  # actors' timers: not counted
-            "queue_put_s": 0.4, "queue_get_s": 0.05,
-            "batch_s": 0.01, "transfer_s": 0.1, "update_s": 0.3, "publish_s": 0.04,
+            "env_s": 0.9,
+            "inference_s": 0.5,
+            "rollout_s": 0.2,  # actors' timers: not counted
+            "queue_put_s": 0.4,
+            "queue_get_s": 0.05,
+            "batch_s": 0.01,
+            "transfer_s": 0.1,
+            "update_s": 0.3,
+            "publish_s": 0.04,
         },
-    }  # fmt: skip
+    }
     out = stages.bottleneck(measured)
     assert out["stage"].startswith("actors")
     assert out["learner_busy_s_per_s"] == pytest.approx(0.45)
@@ -370,8 +449,11 @@ def test_replay_throughput_measures_every_replay_and_kind(tmp_path):
     with open(out) as f:
         rows = json.load(f)["rows"]
     assert [(r["kind"], r["prioritized"]) for r in rows] == [
-        ("vector", False), ("vector", True), ("atari", False), ("atari", True),
-    ]  # fmt: skip
+        ("vector", False),
+        ("vector", True),
+        ("atari", False),
+        ("atari", True),
+    ]
     for r in rows:
         assert r["held_transitions"] == r["capacity_transitions"]  # full when timed
         assert r["inserts_per_s"] > 0 and r["samples_per_s"] > 0

@@ -79,8 +79,15 @@ def test_a_checkpoint_is_a_named_opponent_in_evaluate_and_in_training(run, tmp_p
     game the same length); a run evaluating against it trains and logs it."""
     workdir, _ = run
     out = str(tmp_path / "self.json")
-    argv = [workdir, "--episodes", "12", "--opponent", f"checkpoint:{workdir}@latest",
-            "--json", out]  # fmt: skip
+    argv = [
+        workdir,
+        "--episodes",
+        "12",
+        "--opponent",
+        f"checkpoint:{workdir}@latest",
+        "--json",
+        out,
+    ]
     assert evaluate_cli.main(argv) == 0
     with open(out) as f:
         record = json.load(f)
@@ -88,8 +95,11 @@ def test_a_checkpoint_is_a_named_opponent_in_evaluate_and_in_training(run, tmp_p
     # One game, won by whoever EnvPool lets move first (or drawn): same length, same |return|.
     assert len(set(record["lengths"])) == 1
     assert len({abs(r) for (r,) in record["returns"]}) == 1
-    overrides = {"seats.eval_opponent": f"checkpoint:{workdir}", "eval_every_updates": 4,
-                 "total_env_steps": 2_000}  # fmt: skip
+    overrides = {
+        "seats.eval_opponent": f"checkpoint:{workdir}",
+        "eval_every_updates": 4,
+        "total_env_steps": 2_000,
+    }
     config = load_config(CONFIG + ":quick", **overrides)
     summary = Trainer(config, str(tmp_path / "vs_checkpoint"), quiet=True).run().summary
     assert summary["evals"] and {"win_rate", "draw_rate", "loss_rate"} <= set(summary["evals"][-1])
@@ -106,17 +116,25 @@ BAD = [
     (["--config.seats.exploration_mask=(False,True)"], "makes seat 0 greedy, but the learner"),
     (["--config.seats.learning_mask=(True,)"], "must give one bool per seat (2) or be empty"),
     (["--config.seats.pool_sampling=best"], "config.seats.pool_sampling='best' must be one of"),
-    (["--config.seats.eval_opponent=perfect", "--config.env_id=ConnectFour-v1"],
-     "config.seats: the 'perfect' player knows only ['TicTacToe-v1'], not ConnectFour-v1"),
-    (["--config.env_id=Othello-v1", "--config.seats.games=(('learner','heuristic'),)"],
-     "the 'heuristic' player knows only"),
-    (["--config.seats.eval_opponent=checkpoint:/no/such/run"],
-     "config.seats: opponent 'checkpoint:/no/such/run': '/no/such/run' is not a directory"),
+    (
+        ["--config.seats.eval_opponent=perfect", "--config.env_id=ConnectFour-v1"],
+        "config.seats: the 'perfect' player knows only ['TicTacToe-v1'], not ConnectFour-v1",
+    ),
+    (
+        ["--config.env_id=Othello-v1", "--config.seats.games=(('learner','heuristic'),)"],
+        "the 'heuristic' player knows only",
+    ),
+    (
+        ["--config.seats.eval_opponent=checkpoint:/no/such/run"],
+        "config.seats: opponent 'checkpoint:/no/such/run': '/no/such/run' is not a directory",
+    ),
     (["--config.seats.eval_opponent=pool:latest"], "or checkpoint:PATH[@STEP]"),
     (["--config.seats.opening_plies=-1"], "config.seats.opening_plies=-1 must be >= 0"),
-    (["--config.deterministic=true", "--config.async_envs=false"],
-     "deterministic=True is not supported with config.seats yet"),
-]  # fmt: skip
+    (
+        ["--config.deterministic=true", "--config.async_envs=false"],
+        "deterministic=True is not supported with config.seats yet",
+    ),
+]
 
 
 @pytest.mark.parametrize(("overrides", "needle"), BAD)

@@ -14,10 +14,16 @@ from jaxrl_dist.run.trainer import Trainer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
 SERVER = [
-    "--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.inference.client=server",
-    "--config.num_actor_threads=2", "--config.log_every_updates=2",
-    "--config.actor_loop=python", "--config.async_envs=true",  # the XLA loop has no server
-]  # fmt: skip
+    "--config",
+    f"{CARTPOLE}:quick",
+    "--workdir",
+    "unused",
+    "--config.inference.client=server",
+    "--config.num_actor_threads=2",
+    "--config.log_every_updates=2",
+    "--config.actor_loop=python",
+    "--config.async_envs=true",  # the XLA loop has no server
+]
 
 
 def _config(*overrides):
@@ -72,9 +78,13 @@ def test_a_server_that_keeps_failing_spends_the_budget(tmp_path, monkeypatch):
 
 def test_lockstep_through_the_server_is_deterministic(tmp_path):
     overrides = (
-        "--config.deterministic=true", "--config.async_envs=false", "--config.envs_per_actor=8",
-        "--config.batch_size=16", "--config.total_env_steps=3200", "--config.env_epoch_updates=4",
-    )  # fmt: skip
+        "--config.deterministic=true",
+        "--config.async_envs=false",
+        "--config.envs_per_actor=8",
+        "--config.batch_size=16",
+        "--config.total_env_steps=3200",
+        "--config.env_epoch_updates=4",
+    )
     config = _config(*overrides)
     first = Trainer(config, str(tmp_path / "a"), quiet=True).run().summary
     second = Trainer(config, str(tmp_path / "b"), quiet=True).run().summary

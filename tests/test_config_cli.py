@@ -131,10 +131,18 @@ def test_help_still_prints_the_full_help(capsys):
 
 def test_overrides_are_typed():
     config, args = parse_args(
-        ["--config", f"{CARTPOLE}:quick", "--workdir", "w", "--config.algo.learning_rate=3e-4",
-         "--config.batch_size=64", "--config.network.hidden_sizes=(32,32)",
-         "--config.stop_at_eval_return=none", "--config.env_kwargs.max_episode_steps=200"]
-    )  # fmt: skip
+        [
+            "--config",
+            f"{CARTPOLE}:quick",
+            "--workdir",
+            "w",
+            "--config.algo.learning_rate=3e-4",
+            "--config.batch_size=64",
+            "--config.network.hidden_sizes=(32,32)",
+            "--config.stop_at_eval_return=none",
+            "--config.env_kwargs.max_episode_steps=200",
+        ]
+    )
     assert config.algo.learning_rate == 3e-4 and config.batch_size == 64
     assert config.network.hidden_sizes == (32, 32)
     assert config.stop_at_eval_return is None
@@ -145,10 +153,19 @@ def test_overrides_are_typed():
 
 def test_script_exit_code_is_2(tmp_path):
     out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config", CARTPOLE,
-         "--workdir", str(tmp_path / "run"), "--config.batch_size=-1"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "train.py"),
+            "--config",
+            CARTPOLE,
+            "--workdir",
+            str(tmp_path / "run"),
+            "--config.batch_size=-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "batch_size" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "run").exists()

@@ -28,9 +28,15 @@ def test_ppo_learns_pendulum(tmp_path):
     The asynchronous pipeline's learning is measured over seeds by `benchmarks/learning.py` (5
     of 5 clear, quiet and under `--load 1`; README, "Learning results")."""
     summary, _ = _run(
-        tmp_path, "--config", PENDULUM, "--config.stop_at_eval_return=-300", "--config.seed=1",
-        "--config.deterministic=true", "--config.async_envs=false", "--config.envs_per_actor=16",
-    )  # fmt: skip
+        tmp_path,
+        "--config",
+        PENDULUM,
+        "--config.stop_at_eval_return=-300",
+        "--config.seed=1",
+        "--config.deterministic=true",
+        "--config.async_envs=false",
+        "--config.envs_per_actor=16",
+    )
     assert summary["env_steps_to_target"] is not None, summary["evals"]
     assert summary["best_eval_return"] >= -300 > RANDOM_PENDULUM_RETURN + 900, summary["evals"]
 
@@ -49,11 +55,17 @@ def test_mujoco_halfcheetah_runs(tmp_path, algorithm):
         summary, _ = _run(tmp_path, "--config", f"{MUJOCO}:quick")
     else:  # IMPALA with a Gaussian policy, on the same MuJoCo task
         summary, _ = _run(
-            tmp_path, "--config", f"{IMPALA_CARTPOLE}:quick", "--config.env_id=HalfCheetah-v5",
-            "--config.total_env_steps=2_000", "--config.network.tanh_squash=true",
-            "--config.network.normalize_obs=true", "--config.env_kwargs.max_episode_steps=100",
-            "--config.actor_loop=python", "--config.async_envs=true",  # float64 MuJoCo
-        )  # fmt: skip
+            tmp_path,
+            "--config",
+            f"{IMPALA_CARTPOLE}:quick",
+            "--config.env_id=HalfCheetah-v5",
+            "--config.total_env_steps=2_000",
+            "--config.network.tanh_squash=true",
+            "--config.network.normalize_obs=true",
+            "--config.env_kwargs.max_episode_steps=100",
+            "--config.actor_loop=python",
+            "--config.async_envs=true",  # float64 MuJoCo
+        )
     assert summary["updates"] > 0 and np.isfinite(summary["final_eval_return"])
 
 

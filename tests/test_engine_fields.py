@@ -40,7 +40,7 @@ NOT_DEFAULT = {
         "sync_collection": True,
         "async_envs": False,
         "max_policy_lag": 1,
-    },  # fmt: skip
+    },
     "video_every_evals": {"video_every_evals": 2},
     "env_epoch_updates": {"env_epoch_updates": 50},
     "inference.client": {"inference.client": "server"},

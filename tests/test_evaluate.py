@@ -32,9 +32,16 @@ def run(tmp_path_factory):
     (the final one after the final evaluation, with its metric)."""
     workdir = str(tmp_path_factory.mktemp("evaluate") / "run")
     rc = cli.main(
-        ["--config", CARTPOLE + ":quick", "--workdir", workdir, "--quiet",
-         "--config.total_env_steps=3200", "--config.checkpoint_every_updates=5"]
-    )  # fmt: skip
+        [
+            "--config",
+            CARTPOLE + ":quick",
+            "--workdir",
+            workdir,
+            "--quiet",
+            "--config.total_env_steps=3200",
+            "--config.checkpoint_every_updates=5",
+        ]
+    )
     assert rc == 0
     assert list_steps(os.path.join(workdir, "checkpoints")) == [5, 10]
     return workdir
@@ -66,8 +73,11 @@ def _run_config(run):
 
 
 def _files(directory):
-    return sorted(os.path.relpath(os.path.join(d, n), directory)
-                  for d, _, names in os.walk(directory) for n in names)  # fmt: skip
+    return sorted(
+        os.path.relpath(os.path.join(d, n), directory)
+        for d, _, names in os.walk(directory)
+        for n in names
+    )
 
 
 def _cartpole_obs(n):
@@ -179,8 +189,24 @@ def test_evaluate_script_prints_and_writes_the_same_numbers(run, tmp_path, capsy
     assert evaluate_cli.main([run, "--episodes", "4"]) == 0
     again = json.load(open(os.path.join(run, "eval", "step_10_greedy.json")))
     assert again["returns"] == record["returns"]
-    assert evaluate_cli.main([run, "--step", "5", "--mode", "sampled", "--seed", "3",
-                              "--episodes", "4", "--json", out]) == 0  # fmt: skip
+    assert (
+        evaluate_cli.main(
+            [
+                run,
+                "--step",
+                "5",
+                "--mode",
+                "sampled",
+                "--seed",
+                "3",
+                "--episodes",
+                "4",
+                "--json",
+                out,
+            ]
+        )
+        == 0
+    )
     sampled = json.load(open(out))
     assert (sampled["step"], sampled["mode"], sampled["seed"]) == (5, "sampled", 3)
 
@@ -201,8 +227,12 @@ def test_evaluate_script_prints_and_writes_the_same_numbers(run, tmp_path, capsy
 )
 def test_bad_input_is_one_line_and_exit_2(run, tmp_path, capsys, args, message):
     os.makedirs(tmp_path / "empty")
-    names = {"run": run, "missing": str(tmp_path / "nope"), "empty": str(tmp_path / "empty"),
-             "tmp": str(tmp_path)}  # fmt: skip
+    names = {
+        "run": run,
+        "missing": str(tmp_path / "nope"),
+        "empty": str(tmp_path / "empty"),
+        "tmp": str(tmp_path),
+    }
     before = _files(run), _files(tmp_path)
     assert evaluate_cli.main([a.format(**names) for a in args]) == 2
     captured = capsys.readouterr()

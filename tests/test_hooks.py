@@ -58,10 +58,12 @@ def test_hooks_save_best_only_on_a_new_best_and_stop_ends_the_run(tmp_path):
         reward_metric=reward_metric,
     )
     config = _config(
-        "--config.eval_every_updates=4", "--config.eval_episodes=3",
-        "--config.keep_checkpoints=1", "--config.keep_best_checkpoints=2",
+        "--config.eval_every_updates=4",
+        "--config.eval_episodes=3",
+        "--config.keep_checkpoints=1",
+        "--config.keep_best_checkpoints=2",
         "--config.learning_curve=true",
-    )  # fmt: skip
+    )
     workdir = str(tmp_path / "run")
     result = Trainer(config, workdir, quiet=True, hooks=hooks).run()
 
@@ -108,8 +110,9 @@ def test_checkpoint_retention_keeps_latest_and_best(tmp_path):
 def test_checkpoints_by_env_steps_and_seconds(tmp_path):
     config = _config(
         f"--config.checkpoint_every_env_steps={5 * STEPS_PER_UPDATE}",
-        "--config.total_env_steps=6400", "--config.keep_checkpoints=100",
-    )  # fmt: skip
+        "--config.total_env_steps=6400",
+        "--config.keep_checkpoints=100",
+    )
     result = Trainer(config, str(tmp_path / "steps"), quiet=True).run()
     assert result.summary["checkpoint_steps"] == [5, 10, 15, 20]
     # The final evaluation (eval_every_updates=0: only at the end) ran before the save of the
@@ -119,9 +122,10 @@ def test_checkpoints_by_env_steps_and_seconds(tmp_path):
         assert ckpt.restore_meta(20)["eval_metric"] == result.best_eval_metric is not None
     every_s = 0.05
     config = _config(
-        f"--config.checkpoint_every_s={every_s}", "--config.keep_checkpoints=100",
+        f"--config.checkpoint_every_s={every_s}",
+        "--config.keep_checkpoints=100",
         "--config.total_env_steps=9600",
-    )  # fmt: skip
+    )
     result = Trainer(config, str(tmp_path / "seconds"), quiet=True).run()
     steps = result.summary["checkpoint_steps"]
     with Checkpointer(result.checkpoint_dir, create=False) as ckpt:
@@ -168,9 +172,13 @@ def test_learning_rate_changed_from_a_hook_without_recompiling(tmp_path, monkeyp
     assert _records(workdir, "hparams/learning_rate") == [(10 * STEPS_PER_UPDATE, 1e-4)]
     change = result.summary["hparam_changes"]
     assert change == [
-        {"updates": 10, "env_steps": 10 * STEPS_PER_UPDATE, "source": "set_hyperparams",
-         "values": {"learning_rate": 1e-4, "entropy_cost": 0.02}}
-    ]  # fmt: skip
+        {
+            "updates": 10,
+            "env_steps": 10 * STEPS_PER_UPDATE,
+            "source": "set_hyperparams",
+            "values": {"learning_rate": 1e-4, "entropy_cost": 0.02},
+        }
+    ]
     (learner,) = _RecordingLearner.made
     assert learner._update._cache_size() == 1  # one compile for the whole run
     assert 11 in result.summary["checkpoint_steps"]  # saved after the first update it changed
@@ -183,8 +191,9 @@ def test_control_file_changes_a_running_job_and_the_change_survives_resume(
     workdir = tmp_path / "run"
     control = workdir / "control.json"
     config = _config(
-        "--config.log_every_updates=1", "--config.total_env_steps=6400",
-    )  # fmt: skip
+        "--config.log_every_updates=1",
+        "--config.total_env_steps=6400",
+    )
     written = []
 
     def on_iteration(episodes, env_steps):  # another process writing the file, at known times
@@ -207,9 +216,10 @@ def test_control_file_changes_a_running_job_and_the_change_survives_resume(
     # Resume with a longer run: the changed rate goes on (the config still says 1e-3), and an
     # entropy cost the resume's config changes is a change too.
     config = _config(
-        "--config.log_every_updates=1", "--config.total_env_steps=8000",
+        "--config.log_every_updates=1",
+        "--config.total_env_steps=8000",
         "--config.algo.entropy_cost=0.03",
-    )  # fmt: skip
+    )
     result = Trainer(config, str(workdir), resume=True, quiet=True).run()
     lr = dict(_records(workdir, "losses/learning_rate"))
     after = 21 * STEPS_PER_UPDATE  # the first update after the resume
@@ -223,10 +233,12 @@ def test_control_file_changes_a_running_job_and_the_change_survives_resume(
 
 def test_a_hook_exception_ends_the_run_and_a_non_finite_metric_is_an_error(tmp_path):
     config = _config(
-        "--config.total_env_steps=3200", "--config.checkpoint_every_updates=2",
-        "--config.eval_every_updates=4", "--config.eval_episodes=2",
+        "--config.total_env_steps=3200",
+        "--config.checkpoint_every_updates=2",
+        "--config.eval_every_updates=4",
+        "--config.eval_episodes=2",
         "--config.eval_in_background=False",  # the metric's error at update 8 exactly
-    )  # fmt: skip
+    )
     workdir = str(tmp_path / "run")
 
     def on_iteration(episodes, env_steps):

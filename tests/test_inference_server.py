@@ -57,7 +57,16 @@ def stop():
 
 def _server(stop, store, index=0, slots=2, max_batch=8, timeout_ms=20.0, period=1, start=True):
     server = InferenceServer(
-        index, CORE, store, DEVICE, slots, ENVS, max_batch, timeout_ms, period, stop
+        index=index,
+        core=CORE,
+        store=store,
+        device=DEVICE,
+        slots=slots,
+        envs_per_slot=ENVS,
+        max_batch=max_batch,
+        timeout_ms=timeout_ms,
+        broadcast_period=period,
+        stop=stop,
     )
     if start:
         server.start()
@@ -114,7 +123,14 @@ def test_concurrent_clients_match_local_clients(stop):
     for slot, (_, box) in enumerate(runs):
         assert "error" not in box, box.get("error")
         local = LocalClient(
-            step, CORE, store, DEVICE, ActorIdentity(slot, 2), ENVS, jax.random.PRNGKey(slot), stop
+            step=step,
+            core=CORE,
+            store=store,
+            device=DEVICE,
+            identity=ActorIdentity(slot, 2),
+            num_envs=ENVS,
+            key=jax.random.PRNGKey(slot),
+            stop=stop,
         )
         for (obs, ids), got in zip(calls[slot], box["result"], strict=True):
             want = local.act(obs, ids)
@@ -269,12 +285,25 @@ def test_dict_observations_are_batched_and_padded_leaf_by_leaf(stop):
     core = ActorCore(
         init_state=_init_state, act=act, greedy_act=lambda p, o, s: (o["agent_view"], s)
     )
-    server = InferenceServer(0, core, _store(1), DEVICE, 2, ENVS, 8, 50.0, 1, stop)
+    server = InferenceServer(
+        index=0,
+        core=core,
+        store=_store(1),
+        device=DEVICE,
+        slots=2,
+        envs_per_slot=ENVS,
+        max_batch=8,
+        timeout_ms=50.0,
+        broadcast_period=1,
+        stop=stop,
+    )
     rng = np.random.default_rng(0)
     requests = []
     for slot, n in ((0, 3), (1, 2)):  # 5 rows, 3 padded
-        obs = {"agent_view": rng.normal(size=(n, 5)).astype(np.float32),
-               "action_mask": rng.random((n, 5)) < 0.4}  # fmt: skip
+        obs = {
+            "agent_view": rng.normal(size=(n, 5)).astype(np.float32),
+            "action_mask": rng.random((n, 5)) < 0.4,
+        }
         obs["action_mask"][:, 4] = True  # every row has a legal action
         server.register(slot, ActorIdentity(slot, 2), jax.random.PRNGKey(slot))
         requests.append((obs, server.submit(slot, obs, _ids(*range(n)), 0)))

@@ -21,8 +21,9 @@ def _synced(state, obs, time):
 
 
 def test_cartpole_matches_envpool_step_for_step():
-    pool = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=1, seed=3,
-                        max_episode_steps=MAX_STEPS)  # fmt: skip
+    pool = envpool.make(
+        "CartPole-v1", env_type="gymnasium", num_envs=1, seed=3, max_episode_steps=MAX_STEPS
+    )
     env = make_jax_env("CartPole-v1", {"max_episode_steps": MAX_STEPS})
     step = jax.jit(env.step_one)
     actions = np.random.default_rng(0).integers(0, 2, 400)

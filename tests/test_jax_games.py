@@ -171,9 +171,16 @@ class _Core:
 
 
 def test_streams_see_their_own_turns_rewards_ends_and_reset_steps():
-    streams = [Stream(0, "random"), Stream(1, "random"), Stream(0, "heuristic"),
-               Stream(1, "self"), Stream(0, "pool", greedy=True), Stream(1, "frozen"),
-               Stream(1, "perfect"), Stream(0, "pool")]  # fmt: skip
+    streams = [
+        Stream(0, "random"),
+        Stream(1, "random"),
+        Stream(0, "heuristic"),
+        Stream(1, "self"),
+        Stream(0, "pool", greedy=True),
+        Stream(1, "frozen"),
+        Stream(1, "perfect"),
+        Stream(0, "pool"),
+    ]
     rules = league_ops.LeagueRules(2, 1)
     env = SeatedJaxGame(
         "TicTacToe-v1", streams, network_player(_Core), opening_plies=2, league=rules

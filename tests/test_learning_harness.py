@@ -27,9 +27,12 @@ import learning_report  # noqa: E402
 
 def _run(args, timeout=300):
     return subprocess.run(
-        [sys.executable, LEARNING, *args], cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, LEARNING, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def _spinners() -> list[psutil.Process]:
@@ -46,10 +49,23 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
     """Two seeds, each its own train.py with its seed; one busy process meanwhile (gone after);
     target 0 is reached at the final evaluation; the JSON's aggregate follows from its seeds."""
     out_dir, runs = tmp_path / "out", tmp_path / "runs"
-    args = ["--config", CARTPOLE_QUICK, "--seeds", "3,5", "--load", "1", "--target", "0",
-            "--out-dir", str(out_dir), "--keep-runs", str(runs),
-            "--metrics", "losses/entropy,stats/policy_lag,no/such_metric",
-            "--config.total_env_steps=6400"]  # fmt: skip
+    args = [
+        "--config",
+        CARTPOLE_QUICK,
+        "--seeds",
+        "3,5",
+        "--load",
+        "1",
+        "--target",
+        "0",
+        "--out-dir",
+        str(out_dir),
+        "--keep-runs",
+        str(runs),
+        "--metrics",
+        "losses/entropy,stats/policy_lag,no/such_metric",
+        "--config.total_env_steps=6400",
+    ]
     proc = _run(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not _spinners()
@@ -104,8 +120,11 @@ def test_bad_arguments_are_one_line_exit_2_and_write_nothing(tmp_path, args, mes
 def _workdir(tmp_path, evals, metrics=(), returncode=0):
     work = tmp_path / "run"
     work.mkdir()
-    summary = {"evals": [{"env_steps": s, "return": r, "wall_time_s": s / 1000} for s, r in evals],
-               "env_steps": evals[-1][0] if evals else 0, "stop_reason": "finished"}  # fmt: skip
+    summary = {
+        "evals": [{"env_steps": s, "return": r, "wall_time_s": s / 1000} for s, r in evals],
+        "env_steps": evals[-1][0] if evals else 0,
+        "stop_reason": "finished",
+    }
     (work / "summary.json").write_text(json.dumps(summary))
     (work / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
     return str(work)
@@ -138,8 +157,14 @@ def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here
     work = _workdir(tmp_path, [(1000, 500.0)], metrics)
     ok = learning.seed_result(7, work, 0, 2.0, 475, 1000, ["stats/policy_lag"])
     assert ok["metrics"]["stats/policy_lag"]["p50"] == 2.0
-    failed = {**ok, "seed": 8, "success": False, "env_steps_to_target": None,
-              "seconds_to_target": None, "metrics": {"stats/policy_lag": None}}  # fmt: skip
+    failed = {
+        **ok,
+        "seed": 8,
+        "success": False,
+        "env_steps_to_target": None,
+        "seconds_to_target": None,
+        "metrics": {"stats/policy_lag": None},
+    }
     agg = learning_report.aggregate([ok, failed])
     assert (agg["successes"], agg["success_rate"], agg["failed_seeds"]) == (1, 0.5, [8])
     assert agg["env_steps_to_target"]["median"] == 1000
@@ -174,10 +199,24 @@ def test_success_can_judge_another_evaluation_statistic(tmp_path):
 
 def test_a_board_game_sweep_judges_the_weaker_seat_and_plays_perfect_play_after(tmp_path):
     out_dir = tmp_path / "out"
-    args = ["--config", os.path.join(ROOT, "configs", "ppo_tictactoe.py") + ":quick",
-            "--seeds", "2", "--target", "-1", "--budget", "10000", "--eval-key",
-            "return_worst_seat", "--also-eval", "perfect", "--also-eval-episodes", "4",
-            "--out-dir", str(out_dir)]  # fmt: skip
+    args = [
+        "--config",
+        os.path.join(ROOT, "configs", "ppo_tictactoe.py") + ":quick",
+        "--seeds",
+        "2",
+        "--target",
+        "-1",
+        "--budget",
+        "10000",
+        "--eval-key",
+        "return_worst_seat",
+        "--also-eval",
+        "perfect",
+        "--also-eval-episodes",
+        "4",
+        "--out-dir",
+        str(out_dir),
+    ]
     proc = _run(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out_dir / "ppo_tictactoe_quick.json") as f:
@@ -195,8 +234,12 @@ def test_the_after_run_evaluation_is_summarised_with_its_exact_losses(tmp_path):
     seeds = []
     for seed, (loss, exact) in enumerate([(0.0, 0.0), (0.055, 0.04), (0.02, 0.01)]):
         s = learning.seed_result(seed, work, 0, 1.0, target=0.85, budget=1000)
-        s["also_eval"] = {"opponent": "perfect", "return": -loss, "loss_rate": loss,
-                          "exact_loss_rate": exact}  # fmt: skip
+        s["also_eval"] = {
+            "opponent": "perfect",
+            "return": -loss,
+            "loss_rate": loss,
+            "exact_loss_rate": exact,
+        }
         seeds.append(s)
     also = learning_report.aggregate(seeds)["also_eval"]
     assert (also["loss_rate_max"], also["exact_loss_rate_max"]) == (0.055, 0.04)

@@ -23,23 +23,36 @@ UNROLL, ENVS, BATCH = 20, 8, 16  # two actors of 8 envs in all: one unroll of ea
 
 def _args(workdir, updates, actor_threads, *extra):
     return [
-        "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
-        "--config.deterministic=true", "--config.async_envs=false", "--config.actor_loop=python",
-        f"--config.envs_per_actor={ENVS}", f"--config.batch_size={BATCH}",
+        "--config",
+        CARTPOLE,
+        "--workdir",
+        str(workdir),
+        "--quiet",
+        "--config.deterministic=true",
+        "--config.async_envs=false",
+        "--config.actor_loop=python",
+        f"--config.envs_per_actor={ENVS}",
+        f"--config.batch_size={BATCH}",
         f"--config.num_actor_threads={actor_threads}",
         f"--config.total_env_steps={updates * BATCH * UNROLL}",
-        "--config.eval_every_updates=0", "--config.eval_episodes=2",
-        "--config.log_every_updates=2", "--config.checkpoint_every_updates=3",
-        "--config.stop_at_eval_return=none", *extra,
-    ]  # fmt: skip
+        "--config.eval_every_updates=0",
+        "--config.eval_episodes=2",
+        "--config.log_every_updates=2",
+        "--config.checkpoint_every_updates=3",
+        "--config.stop_at_eval_return=none",
+        *extra,
+    ]
 
 
 def _two_processes(workdir, updates, *extra):
     """2 processes x 2 fake CPU devices, one actor thread each."""
     procs = start_processes(
-        _args(workdir, updates, 1, *extra), 2, devices_per_process=2,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        _args(workdir, updates, 1, *extra),
+        2,
+        devices_per_process=2,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     outs = [p.communicate(timeout=240) for p in procs]
     for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
@@ -50,8 +63,11 @@ def _one_process(workdir, updates, *extra):
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4"}
     out = subprocess.run(
         [sys.executable, TRAIN, *_args(workdir, updates, 2, *extra)],
-        env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
 
 
@@ -115,10 +131,16 @@ def test_two_processes_equal_one_process_and_resume_across_layouts(tmp_path):
 def _start_long_run(workdir, *extra):
     """2 processes x 2 fake devices on a run that will not end by itself; waits until it logs."""
     args = [
-        "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
-        "--config.total_env_steps=100000000", "--config.stop_at_eval_return=none",
-        "--config.log_every_updates=5", *extra,
-    ]  # fmt: skip
+        "--config",
+        CARTPOLE,
+        "--workdir",
+        str(workdir),
+        "--quiet",
+        "--config.total_env_steps=100000000",
+        "--config.stop_at_eval_return=none",
+        "--config.log_every_updates=5",
+        *extra,
+    ]
     procs = start_processes(args, 2, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + 180
     while not (metrics.exists() and metrics.stat().st_size > 0):  # training is under way
@@ -185,7 +207,7 @@ def test_processes_with_different_configs_are_refused(tmp_path):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for i in range(2)
     ]
     errs = [p.communicate(timeout=180)[1] for p in procs]
@@ -199,17 +221,21 @@ def test_processes_with_different_configs_are_refused(tmp_path):
     "flags, message",
     [
         (["--num_processes=2", "--process_id=0"], "needs --coordinator_address"),
-        (["--num_processes=2", "--coordinator_address=localhost:1", "--process_id=2"],
-         "--process_id=2 must be in [0, 2)"),
+        (
+            ["--num_processes=2", "--coordinator_address=localhost:1", "--process_id=2"],
+            "--process_id=2 must be in [0, 2)",
+        ),
         (["--distributed", "--num_processes=2"], "--distributed detects the cluster itself"),
         (["--process_id=1"], "--process_id=1 needs --num_processes > 1"),
     ],
-)  # fmt: skip
+)
 def test_bad_launch_flags_exit_2_before_anything_starts(tmp_path, flags, message):
     out = subprocess.run(
         [sys.executable, TRAIN, "--config", CARTPOLE, "--workdir", str(tmp_path / "run"), *flags],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
     assert not (tmp_path / "run").exists()
@@ -223,8 +249,15 @@ def test_rainbow_over_two_processes_samples_local_shards_and_saves_each(tmp_path
     workdir = tmp_path / "run"
 
     def run(total, *extra):
-        args = ["--config", f"{rainbow}:quick", "--workdir", str(workdir), "--quiet",
-                f"--config.total_env_steps={total}", *extra]  # fmt: skip
+        args = [
+            "--config",
+            f"{rainbow}:quick",
+            "--workdir",
+            str(workdir),
+            "--quiet",
+            f"--config.total_env_steps={total}",
+            *extra,
+        ]
         procs = start_processes(args, 2, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         outs = [p.communicate(timeout=240) for p in procs]
         for p, (_, err) in zip(procs, outs, strict=True):

@@ -27,9 +27,13 @@ def train(steps, ret, wall=None, episodes=10.0):
 
 def evaluation(steps, ret, std):
     return {
-        "env_steps": steps, "wall_time_s": steps / 1000 + 0.01, "eval/greedy_return": ret,
-        "eval/greedy_return_std": std, "eval/return": ret, "eval/return_std": std,
-    }  # fmt: skip
+        "env_steps": steps,
+        "wall_time_s": steps / 1000 + 0.01,
+        "eval/greedy_return": ret,
+        "eval/greedy_return_std": std,
+        "eval/return": ret,
+        "eval/return_std": std,
+    }
 
 
 def write_run(path, records, tail="", config=None):

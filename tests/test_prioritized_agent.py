@@ -95,14 +95,23 @@ agents.register(
 
 def _config(**overrides):
     raw = {
-        "algorithm": "test_nstep_q", "env_id": "CartPole-v1", "seed": 1,
-        "num_actor_threads": 2, "envs_per_actor": 8, "env_threads_per_actor": 1,
-        "unroll_length": 8, "batch_size": 64, "total_env_steps": 12_000,
-        "eval_every_updates": 100, "eval_episodes": 4, "checkpoint_every_updates": 0,
-        "log_every_updates": 10, "learning_curve": False,
+        "algorithm": "test_nstep_q",
+        "env_id": "CartPole-v1",
+        "seed": 1,
+        "num_actor_threads": 2,
+        "envs_per_actor": 8,
+        "env_threads_per_actor": 1,
+        "unroll_length": 8,
+        "batch_size": 64,
+        "total_env_steps": 12_000,
+        "eval_every_updates": 100,
+        "eval_episodes": 4,
+        "checkpoint_every_updates": 0,
+        "log_every_updates": 10,
+        "learning_curve": False,
         "replay": {"capacity": 8_000, "min_size": 256, "samples_per_insert": 4.0, "n_step": 3},
         **overrides,
-    }  # fmt: skip
+    }
     return build_config(raw, NStepQConfig)
 
 

@@ -41,10 +41,17 @@ def make_item(ids, ends=()) -> QueueItem:
 
 def make_replay(**kwargs) -> PrioritizedReplay:
     args = dict(
-        capacity=100 * T, min_size=1, samples_per_insert=1.0, tolerance=math.inf,
-        batch_size=64, seed=0, stop=threading.Event(), unroll_length=T, n_step=3,
+        capacity=100 * T,
+        min_size=1,
+        samples_per_insert=1.0,
+        tolerance=math.inf,
+        batch_size=64,
+        seed=0,
+        stop=threading.Event(),
+        unroll_length=T,
+        n_step=3,
         priority_exponent=1.0,
-    )  # fmt: skip
+    )
     args.update(kwargs)
     return PrioritizedReplay(**args)
 

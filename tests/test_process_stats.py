@@ -38,10 +38,12 @@ def test_log_record_weights_episodes_across_processes():
     w0.lags, w1.lags = [1.0, 3.0], [2.0]
     w0.add_timers(update_s=0.4)
     w1.add_timers(update_s=0.8)
-    rows = np.stack([
-        w0.totals(_actor(100, [10.0], timers), queue_size=2),
-        w1.totals(_actor(300, [30.0, 30.0, 30.0], timers), queue_size=4),
-    ])  # fmt: skip
+    rows = np.stack(
+        [
+            w0.totals(_actor(100, [10.0], timers), queue_size=2),
+            w1.totals(_actor(300, [30.0, 30.0, 30.0], timers), queue_size=4),
+        ]
+    )
     assert rows.shape == (2, len(WINDOW_FIELDS))
     w0._time -= 2.0  # a 2 s window
     counters = Counters(env_steps=640, updates=2, dropped_rollouts=5, actor_restarts=1)

@@ -72,8 +72,9 @@ def test_double_q_learning_matches_rlax(batch, actions, seed, stop):
 def test_double_q_learning_values_the_selected_action_with_the_other_network():
     q_tm1 = jnp.array([0.0, 0.0])
     q_value, q_selector = jnp.array([10.0, -3.0]), jnp.array([0.0, 1.0])  # picks action 1
-    td = ops.double_q_learning(q_tm1, jnp.int32(0), jnp.float32(1.0), jnp.float32(0.5), q_value,
-                               q_selector)  # fmt: skip
+    td = ops.double_q_learning(
+        q_tm1, jnp.int32(0), jnp.float32(1.0), jnp.float32(0.5), q_value, q_selector
+    )
     assert float(td) == pytest.approx(1.0 + 0.5 * -3.0)
     assert float(ops.q_learning(q_tm1, jnp.int32(0), 1.0, jnp.float32(0.0), q_value)) == 1.0
 
@@ -133,19 +134,25 @@ def _rlax_categorical_fixture():
     """rlax 0.1.9's `CategoricalDoubleQLearningTest` inputs (`value_learning_test.py`)."""
     atoms = np.array([0.5, 1.0, 1.5], dtype=np.float32)
     q_logits_tm1 = np.array(
-        [[[1, 1, 1], [0, 9, 9], [0, 9, 0], [0, 0, 0]],
-         [[9, 9, 0], [9, 0, 9], [0, 0, 0], [9, -9, 0]],
-         [[1, 1, 1], [0, 9, 9], [0, 0, 0], [0, 9, 0]],
-         [[9, 9, 0], [9, 0, 9], [0, 0, 0], [9, -9, 0]],
-         [[9, 9, 0], [9, 0, 9], [0, 0, 0], [9, -9, 0]]], dtype=np.float32,
-    )  # fmt: skip
+        [
+            [[1, 1, 1], [0, 9, 9], [0, 9, 0], [0, 0, 0]],
+            [[9, 9, 0], [9, 0, 9], [0, 0, 0], [9, -9, 0]],
+            [[1, 1, 1], [0, 9, 9], [0, 0, 0], [0, 9, 0]],
+            [[9, 9, 0], [9, 0, 9], [0, 0, 0], [9, -9, 0]],
+            [[9, 9, 0], [9, 0, 9], [0, 0, 0], [9, -9, 0]],
+        ],
+        dtype=np.float32,
+    )
     q_logits_t = np.array(
-        [[[1, 1, 1], [9, 0, 9], [1, 0, 0], [0, 0, 9]],
-         [[9, 9, 0], [9, 0, 0], [1, 1, 1], [9, -9, 0]],
-         [[1, 1, 1], [9, 0, 9], [0, 0, 9], [1, 0, 0]],
-         [[9, 9, 0], [9, 0, 0], [1, 1, 1], [9, -9, 0]],
-         [[9, 9, 0], [9, 0, 0], [0, 9, 9], [9, -9, 0]]], dtype=np.float32,
-    )  # fmt: skip
+        [
+            [[1, 1, 1], [9, 0, 9], [1, 0, 0], [0, 0, 9]],
+            [[9, 9, 0], [9, 0, 0], [1, 1, 1], [9, -9, 0]],
+            [[1, 1, 1], [9, 0, 9], [0, 0, 9], [1, 0, 0]],
+            [[9, 9, 0], [9, 0, 0], [1, 1, 1], [9, -9, 0]],
+            [[9, 9, 0], [9, 0, 0], [0, 9, 9], [9, -9, 0]],
+        ],
+        dtype=np.float32,
+    )
     a_tm1 = np.array([2, 1, 3, 0, 1], dtype=np.int32)
     r_t = np.array([0.5, 0.0, 0.5, 0.8, -0.1], dtype=np.float32)
     discount_t = np.array([0.8, 1.0, 0.8, 0.0, 1.0], dtype=np.float32)
@@ -185,8 +192,16 @@ def test_categorical_double_q_learning_passes_rlax_single_double_q_learning_eq_b
     if jit:  # one transition at a time, jitted, is the vmapped batch to the bit too
         single = jax.jit(ops.categorical_double_q_learning)
         for i in range(len(a_tm1)):
-            one = single(atoms, q_logits_tm1[i], a_tm1[i], r_t[i], discount_t[i], atoms,
-                         q_logits_t[i], q_t_selector[i])  # fmt: skip
+            one = single(
+                atoms,
+                q_logits_tm1[i],
+                a_tm1[i],
+                r_t[i],
+                discount_t[i],
+                atoms,
+                q_logits_t[i],
+                q_t_selector[i],
+            )
             np.testing.assert_array_equal(one, actual[i])
 
 

@@ -41,17 +41,28 @@ def _segments(width, seed=0, unroll=T):
     return Rollout(
         obs=rng.normal(size=(unroll + 1, width, 2)).astype(np.float32),
         reward=rng.normal(size=(unroll + 1, width)).astype(np.float32),
-        terminated=ended, truncated=np.zeros_like(ended),
-        action=rng.integers(0, 2, (unroll, width)).astype(np.int32), agent_extras={},
+        terminated=ended,
+        truncated=np.zeros_like(ended),
+        action=rng.integers(0, 2, (unroll, width)).astype(np.int32),
+        agent_extras={},
         policy_version=np.zeros((unroll, width), np.int32),
-        core_state=np.broadcast_to(np.arange(width, dtype=np.float32)[None, :, None],
-                                   (1, width, 3)).copy(),
-    )  # fmt: skip
+        core_state=np.broadcast_to(
+            np.arange(width, dtype=np.float32)[None, :, None], (1, width, 3)
+        ).copy(),
+    )
 
 
 def _replay(capacity=8, batch=512, seed=0):
-    return SequenceReplay(capacity, 1, 1.0, math.inf, batch, seed, threading.Event(),
-                          priority_exponent=1.0)  # fmt: skip
+    return SequenceReplay(
+        capacity=capacity,
+        min_size=1,
+        samples_per_insert=1.0,
+        tolerance=math.inf,
+        batch_size=batch,
+        seed=seed,
+        stop=threading.Event(),
+        priority_exponent=1.0,
+    )
 
 
 def test_sequence_replay_draws_whole_segments_with_their_state_by_priority():
@@ -133,8 +144,9 @@ def test_burn_in_masks_the_loss_and_only_sets_the_state():
     np.testing.assert_allclose(loss(net, no_burn_in, later), loss(net, config, seq), rtol=1e-5)
     grads = jax.grad(loss)(net, config, seq)
     grads_later = jax.grad(loss)(net, no_burn_in, later)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
-                 grads, grads_later)  # fmt: skip
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), grads, grads_later
+    )
     # 3. and the burn-in matters: learning from the stored state at step K instead differs
     cut = jax.tree.map(lambda x: x[K:], seq._replace(core_state=None, agent_extras={}))
     cut = cut._replace(core_state=seq.core_state, agent_extras={})
@@ -175,8 +187,9 @@ def test_sequence_priorities_mix_the_max_and_the_mean():
 
 def test_value_rescaling_is_inverted_by_its_inverse():
     x = jnp.linspace(-1000.0, 1000.0, 101)
-    np.testing.assert_allclose(ops.signed_parabolic(ops.signed_hyperbolic(x)), x, rtol=1e-3,
-                               atol=1e-2)  # fmt: skip
+    np.testing.assert_allclose(
+        ops.signed_parabolic(ops.signed_hyperbolic(x)), x, rtol=1e-3, atol=1e-2
+    )
     assert float(ops.signed_hyperbolic(jnp.float32(99.0))) == pytest.approx(9.099, abs=1e-3)
 
 
@@ -197,11 +210,14 @@ def test_the_actor_steps_agree_with_the_learner_unroll():
     np.testing.assert_array_equal(jnp.stack(greedy), jnp.argmax(q, -1))
 
 
-@pytest.mark.parametrize("overrides,match", [
-    ({"network.core": "none"}, "network.core='lstm'"),
-    ({"algo.burn_in": 40}, "burn_in"),
-    ({"algo.num_atoms": 51}, "num_atoms"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        ({"network.core": "none"}, "network.core='lstm'"),
+        ({"algo.burn_in": 40}, "burn_in"),
+        ({"algo.num_atoms": 51}, "num_atoms"),
+    ],
+)
 def test_r2d2_refuses_what_it_cannot_do_in_one_line(overrides, match, tmp_path):
     with pytest.raises(ConfigError, match=match) as e:
         config = load_config("configs/r2d2_memory.py:quick", **overrides)

@@ -30,8 +30,18 @@ def test_an_actor_killed_while_the_replay_fills_is_restarted(tmp_path, monkeypat
 
 def _run_stopped_at(update, workdir):
     """A run of its own process, SIGTERM after `update`; its summary."""
-    args = [sys.executable, AT_UPDATE, "SIGTERM", str(update), "--config", CONFIG, "--workdir",
-            str(workdir), "--quiet", "--config.checkpoint_every_updates=0"]  # fmt: skip
+    args = [
+        sys.executable,
+        AT_UPDATE,
+        "SIGTERM",
+        str(update),
+        "--config",
+        CONFIG,
+        "--workdir",
+        str(workdir),
+        "--quiet",
+        "--config.checkpoint_every_updates=0",
+    ]
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     with open(os.path.join(workdir, "summary.json")) as f:

@@ -114,9 +114,15 @@ def test_c51_loss_is_the_categorical_op_and_its_own_priority():
     )
     for j in range(8):
         expected = ops.categorical_double_q_learning(
-            atoms, logits_tm1[j], a[j], target.r_t[j], target.discount_t[j], atoms, logits_t[j],
+            atoms,
+            logits_tm1[j],
+            a[j],
+            target.r_t[j],
+            target.discount_t[j],
+            atoms,
+            logits_t[j],
             sel[j],
-        )  # fmt: skip
+        )
         np.testing.assert_allclose(loss[j], expected, rtol=1e-5)
     np.testing.assert_array_equal(loss, priority)
 

@@ -31,8 +31,9 @@ T, B = 12, 5
 
 
 def _model(core="lstm", shared=True):
-    config = NetworkConfig(torso="mlp", hidden_sizes=(8,), core=core, core_size=16,
-                           shared_torso=shared)  # fmt: skip
+    config = NetworkConfig(
+        torso="mlp", hidden_sizes=(8,), core=core, core_size=16, shared_torso=shared
+    )
     return make_policy_model(config, SPEC)
 
 
@@ -67,9 +68,16 @@ def _rollout(obs, first, action, log_prob, core0):
     """The rollout an actor would store: `terminated[t]` where `obs[t + 1]` starts an episode."""
     ended = jnp.concatenate([first[1:], jnp.zeros((2, B), bool)])  # [T + 1]
     obs = jnp.concatenate([obs, obs[-1:]])
-    return Rollout(obs, jnp.zeros((T + 1, B)), ended, jnp.zeros_like(ended), action,
-                   {"log_prob": log_prob}, jnp.zeros((T, B), jnp.int32),
-                   jax.tree.map(lambda x: x[None], core0))  # fmt: skip
+    return Rollout(
+        obs,
+        jnp.zeros((T + 1, B)),
+        ended,
+        jnp.zeros_like(ended),
+        action,
+        {"log_prob": log_prob},
+        jnp.zeros((T, B), jnp.int32),
+        jax.tree.map(lambda x: x[None], core0),
+    )
 
 
 @pytest.mark.parametrize("core,shared", [("lstm", True), ("gru", True), ("lstm", False)])
@@ -147,13 +155,33 @@ def _python_actor_rollouts(model, params, central: bool, num_rollouts=6):
     store.publish(params, version=1)
     out, stop, num_envs = queue.Queue(maxsize=2), threading.Event(), 8
     if central:
-        server = InferenceServer(0, core, store, device, 1, num_envs, 8, 5.0, 1, stop)
+        server = InferenceServer(
+            index=0,
+            core=core,
+            store=store,
+            device=device,
+            slots=1,
+            envs_per_slot=num_envs,
+            max_batch=8,
+            timeout_ms=5.0,
+            broadcast_period=1,
+            stop=stop,
+        )
         server.start()
-        client = ServerClient(ServerHandle(server), 0, ActorIdentity(0, 1),
-                              jax.random.PRNGKey(1), stop)  # fmt: skip
+        client = ServerClient(
+            ServerHandle(server), 0, ActorIdentity(0, 1), jax.random.PRNGKey(1), stop
+        )
     else:
-        client = LocalClient(jit_inference_step(core), core, store, device, ActorIdentity(0, 1),
-                             num_envs, jax.random.PRNGKey(1), stop)  # fmt: skip
+        client = LocalClient(
+            step=jit_inference_step(core),
+            core=core,
+            store=store,
+            device=device,
+            identity=ActorIdentity(0, 1),
+            num_envs=num_envs,
+            key=jax.random.PRNGKey(1),
+            stop=stop,
+        )
     shared = ActorShared(lambda item: put_until_stopped(out, item, stop), stop, ActorStats(), 16, 4)
     make = lambda: make_env("CartPole-v1", HIDDEN_VELOCITY, num_envs, 4, seed=3)  # noqa: E731
     actor = Actor(0, make, client, shared)
@@ -180,7 +208,9 @@ def test_xla_actor_segments_replay_exactly_on_the_learner():
     core, params = sampling_actor(model), model.init(jax.random.PRNGKey(4))
     env = make_env("CartPole-v1", {}, 8, 8, seed=5)
     handle, recv, send, _ = env.xla()
-    start, unroll = make_unroll(core, recv, send, 16, 8, env.spec._action_spec[-1][0])
+    start, unroll = make_unroll(
+        core, recv, send, unroll_length=16, width=8, action_dtype=env.spec._action_spec[-1][0]
+    )
     env.async_reset()
     state = core.init_state(ActorIdentity(0, 1), 8, jax.random.PRNGKey(6))
     handle, carry = jax.jit(start)(handle, state)
@@ -207,8 +237,12 @@ def test_anakin_segments_replay_exactly_on_the_learner():
     _check_segments(make_policy_model(config, env.spec), params, rollouts)
 
 
-MEMORY_ANAKIN = {"env_kwargs": {"obs_indices": (0, 2)}, "network.core": "lstm",
-                 "network.core_size": 16, "total_env_steps": 16 * 512}  # fmt: skip
+MEMORY_ANAKIN = {
+    "env_kwargs": {"obs_indices": (0, 2)},
+    "network.core": "lstm",
+    "network.core_size": 16,
+    "total_env_steps": 16 * 512,
+}
 
 
 def test_anakin_resume_with_recurrent_state_is_bit_identical(tmp_path):
@@ -237,9 +271,13 @@ def lstm_run(tmp_path_factory):
     from train_runs import train_run
 
     workdir = str(tmp_path_factory.mktemp("ppo_lstm") / "run")
-    summary = train_run("configs/ppo_lstm_memory.py:quick", workdir,
-                        "--config.inference.client=server", "--config.total_env_steps=8192",
-                        "--config.eval_every_updates=8")  # fmt: skip
+    summary = train_run(
+        "configs/ppo_lstm_memory.py:quick",
+        workdir,
+        "--config.inference.client=server",
+        "--config.total_env_steps=8192",
+        "--config.eval_every_updates=8",
+    )
     return workdir, summary
 
 
@@ -278,16 +316,28 @@ def test_evaluate_script_plays_a_recurrent_checkpoint(lstm_run, tmp_path):
     import sys
 
     out = tmp_path / "eval.json"
-    args = [sys.executable, "scripts/evaluate.py", lstm_run[0], "--episodes", "4",
-            "--json", str(out)]  # fmt: skip
+    args = [
+        sys.executable,
+        "scripts/evaluate.py",
+        lstm_run[0],
+        "--episodes",
+        "4",
+        "--json",
+        str(out),
+    ]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
     assert record["episodes"] == 4 and record["length"] == record["return"]  # 1 per step
 
 
-@pytest.mark.parametrize("spec,torso", [("configs/impala_atari.py:quick,lstm", "impala_resnet"),
-                                        ("configs/ppo_atari.py:lstm", "nature_cnn")])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec,torso",
+    [
+        ("configs/impala_atari.py:quick,lstm", "impala_resnet"),
+        ("configs/ppo_atari.py:lstm", "nature_cnn"),
+    ],
+)
 def test_the_atari_configs_take_an_lstm_after_their_image_torso(spec, torso):
     from jaxrl_dist.config.cli import load_config
 

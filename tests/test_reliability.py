@@ -85,11 +85,18 @@ def test_a_lockstep_actor_restarts_exactly_where_it_failed(tmp_path, monkeypatch
     env from the same seed and the actions sent, acts that unroll again with the same params,
     and the run ends bit-identical to one without the failure."""
     config, _ = parse_args(
-        [*QUICK, "--config.deterministic=true", "--config.async_envs=false",
-         "--config.envs_per_actor=8", "--config.batch_size=16", "--config.num_actor_threads=2",
-         "--config.total_env_steps=6400", "--config.eval_every_updates=0",
-         "--config.env_epoch_updates=3"]
-    )  # fmt: skip
+        [
+            *QUICK,
+            "--config.deterministic=true",
+            "--config.async_envs=false",
+            "--config.envs_per_actor=8",
+            "--config.batch_size=16",
+            "--config.num_actor_threads=2",
+            "--config.total_env_steps=6400",
+            "--config.eval_every_updates=0",
+            "--config.env_epoch_updates=3",
+        ]
+    )
     clean = Trainer(config, str(tmp_path / "clean"), quiet=True).run().summary
     made = inject_env_failures(monkeypatch, lambda n: 50 if n == 1 else None)
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
@@ -102,20 +109,32 @@ def test_a_lockstep_actor_restarts_exactly_where_it_failed(tmp_path, monkeypatch
 # Deterministic mode: two actors of 8 sync envs, one unroll of each per update; new envs every 3
 # updates, so every resume below replays recorded actions to rebuild the envs.
 DETERMINISTIC = [
-    "--config", CARTPOLE, "--quiet", "--config.deterministic=true", "--config.async_envs=false",
-    "--config.actor_loop=python", "--config.envs_per_actor=8", "--config.batch_size=16",
+    "--config",
+    CARTPOLE,
+    "--quiet",
+    "--config.deterministic=true",
+    "--config.async_envs=false",
+    "--config.actor_loop=python",
+    "--config.envs_per_actor=8",
+    "--config.batch_size=16",
     "--config.num_actor_threads=2",
-    "--config.total_env_steps=3200", "--config.eval_every_updates=0", "--config.eval_episodes=2",
-    "--config.log_every_updates=2", "--config.checkpoint_every_updates=4",
-    "--config.stop_at_eval_return=none", "--config.env_epoch_updates=3",
-]  # fmt: skip
+    "--config.total_env_steps=3200",
+    "--config.eval_every_updates=0",
+    "--config.eval_episodes=2",
+    "--config.log_every_updates=2",
+    "--config.checkpoint_every_updates=4",
+    "--config.stop_at_eval_return=none",
+    "--config.env_epoch_updates=3",
+]
 
 
 def _run(script, workdir, *extra):
     out = subprocess.run(
         [sys.executable, *script, *DETERMINISTIC, "--workdir", str(workdir), *extra],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return out
 
 
@@ -156,9 +175,17 @@ def test_sigkill_mid_run_resumes_from_the_last_complete_checkpoint(tmp_path):
     """A real SIGKILL at an arbitrary moment of the default (asynchronous) mode: --resume starts
     from the newest complete checkpoint, with exactly its params and counters."""
     workdir = tmp_path / "run"
-    args = [sys.executable, TRAIN, *QUICK[:2], "--workdir", str(workdir), "--quiet",
-            "--config.total_env_steps=100_000_000", "--config.checkpoint_every_updates=5",
-            "--config.eval_every_updates=0"]  # fmt: skip
+    args = [
+        sys.executable,
+        TRAIN,
+        *QUICK[:2],
+        "--workdir",
+        str(workdir),
+        "--quiet",
+        "--config.total_env_steps=100_000_000",
+        "--config.checkpoint_every_updates=5",
+        "--config.eval_every_updates=0",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ckpts, deadline = workdir / "checkpoints", time.monotonic() + 180
     while not (ckpts.exists() and sum(n.isdigit() for n in os.listdir(ckpts)) >= 2):
@@ -170,8 +197,10 @@ def test_sigkill_mid_run_resumes_from_the_last_complete_checkpoint(tmp_path):
     saved = tree_digest(restore_params(str(workdir), step=last))
     out = subprocess.run(
         [*args[:-3], "--config.total_env_steps=1", "--resume"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     summary = _summary(workdir)
     assert summary["resumed_from_update"] == summary["updates"] == last  # the budget was reached
@@ -263,8 +292,17 @@ def test_a_second_ctrl_c_leaves_at_once(tmp_path):
     # The first Ctrl-C (after update 2) asks for a clean stop; its final save is held open, so
     # the second one certainly lands in the middle of the shutdown.
     workdir, holding = tmp_path / "run", tmp_path / "holding"
-    args = [sys.executable, AT_UPDATE, "SIGINT", "2", *QUICK[:2], "--workdir", str(workdir),
-            "--quiet", "--config.total_env_steps=100_000_000"]  # fmt: skip
+    args = [
+        sys.executable,
+        AT_UPDATE,
+        "SIGINT",
+        "2",
+        *QUICK[:2],
+        "--workdir",
+        str(workdir),
+        "--quiet",
+        "--config.total_env_steps=100_000_000",
+    ]
     env = {**os.environ, "HOLD_SAVE": str(holding)}
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 180

@@ -71,8 +71,9 @@ def test_with_schedules_scales_what_the_update_reads_and_keeps_the_base_values()
 
     core = LearnerCore(init=lambda key: None, update=update)
     core = with_schedules(core, {"entropy_cost": "linear"}, num_updates=10)
-    state = _State({"entropy_cost": jnp.float32(0.5), "learning_rate": jnp.float32(1.0)},
-                   jnp.int32(0))  # fmt: skip
+    state = _State(
+        {"entropy_cost": jnp.float32(0.5), "learning_rate": jnp.float32(1.0)}, jnp.int32(0)
+    )
     update = jax.jit(core.update)
     for step in range(4):
         state, metrics = update(state, None)
@@ -85,9 +86,9 @@ def test_with_schedules_scales_what_the_update_reads_and_keeps_the_base_values()
 
 
 @pytest.mark.parametrize(
-    "config", ["impala_cartpole.py:quick", "ppo_cartpole.py", "rainbow_cartpole.py",
-               "r2d2_memory.py"],
-)  # fmt: skip
+    "config",
+    ["impala_cartpole.py:quick", "ppo_cartpole.py", "rainbow_cartpole.py", "r2d2_memory.py"],
+)
 def test_every_agent_takes_schedules_of_its_run_time_hyperparameters(config):
     from jaxrl_dist.run.preflight import scheduled_agent
 
@@ -95,8 +96,12 @@ def test_every_agent_takes_schedules_of_its_run_time_hyperparameters(config):
     entry = agents.get(cfg.algorithm)
     from jaxrl_dist.envs import env_spec
 
-    agent = entry.make(cfg.algo, cfg.network, env_spec(cfg.env_id, cfg.env_kwargs),
-                       agents.base.RunShape(cfg.total_env_steps, 100.0))  # fmt: skip
+    agent = entry.make(
+        cfg.algo,
+        cfg.network,
+        env_spec(cfg.env_id, cfg.env_kwargs),
+        agents.base.RunShape(cfg.total_env_steps, 100.0),
+    )
     assert "learning_rate" in agent.hyperparams
     for name in agent.hyperparams:
         if type(getattr(cfg.algo, name)) is int:
@@ -131,11 +136,18 @@ def test_wandb_offline_mirrors_the_records_and_resume_continues_the_run(tmp_path
     monkeypatch.setenv("WANDB_SILENT", "true")
     workdir = str(tmp_path / "run")
     flags = {
-        **SMALL, "total_env_steps": 200_000, "total_episodes": 200, "eval_every_updates": 10,
-        "learning_curve": True, "wandb.project": "jaxrl-dist-test", "wandb.group": "g",
-        "wandb.tags": "('a', 'b')", "schedules.entropy_cost": "linear",
-        "schedules.learning_rate": "cosine:warmup=0.01", "algo.anneal_lr": False,
-    }  # fmt: skip
+        **SMALL,
+        "total_env_steps": 200_000,
+        "total_episodes": 200,
+        "eval_every_updates": 10,
+        "learning_curve": True,
+        "wandb.project": "jaxrl-dist-test",
+        "wandb.group": "g",
+        "wandb.tags": "('a', 'b')",
+        "schedules.entropy_cost": "linear",
+        "schedules.learning_rate": "cosine:warmup=0.01",
+        "algo.anneal_lr": False,
+    }
     first = make_trainer(load_config(QUICK, **flags), workdir, quiet=True).run()
     assert first.stop_reason == "total_episodes reached"
     summary = json.load(open(os.path.join(workdir, "summary.json")))
@@ -204,29 +216,46 @@ def test_wandb_missing_is_a_one_line_config_error(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- collection
-SYNC = {**SMALL, "async_envs": False, "sync_collection": True, "num_actor_threads": 2,
-        "envs_per_actor": 4, "eval_every_updates": 0, "log_every_updates": 1}  # fmt: skip
+SYNC = {
+    **SMALL,
+    "async_envs": False,
+    "sync_collection": True,
+    "num_actor_threads": 2,
+    "envs_per_actor": 4,
+    "eval_every_updates": 0,
+    "log_every_updates": 1,
+}
 
 
 @pytest.mark.parametrize("loop", ["python", "xla"])
 def test_sync_collection_acts_every_unroll_with_the_newest_params(tmp_path, loop):
     """fraction_samples=1: every update waits for one unroll of every actor, each acted with
     the params of the update before: the policy lag of every batch is 0 (both actor loops)."""
-    cfg = load_config(QUICK, **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15,
-                                "actor_loop": loop})  # fmt: skip
+    cfg = load_config(
+        QUICK, **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15, "actor_loop": loop}
+    )
     make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
-    lags = [r["stats/policy_lag"] for r in _records(str(tmp_path / "run"), "metrics.jsonl")
-            if "stats/policy_lag" in r]  # fmt: skip
+    lags = [
+        r["stats/policy_lag"]
+        for r in _records(str(tmp_path / "run"), "metrics.jsonl")
+        if "stats/policy_lag" in r
+    ]
     assert len(lags) >= 10 and max(lags) == 0.0
 
 
 def test_fraction_samples_goes_ahead_without_stragglers(tmp_path):
     """fraction_samples=0.5 of 2 actors: an update takes the first actor's unroll; the
     other's joins a later batch or, older than max_policy_lag, is dropped and counted."""
-    cfg = load_config(QUICK, **{
-        **SYNC, "fraction_samples": 0.5, "batch_size": 4, "max_policy_lag": 1,
-        "total_env_steps": 4 * 20 * 30,
-    })  # fmt: skip
+    cfg = load_config(
+        QUICK,
+        **{
+            **SYNC,
+            "fraction_samples": 0.5,
+            "batch_size": 4,
+            "max_policy_lag": 1,
+            "total_env_steps": 4 * 20 * 30,
+        },
+    )
     make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
     lines = [r for r in _records(str(tmp_path / "run"), "metrics.jsonl") if "stats/policy_lag" in r]
     assert len(lines) >= 20
@@ -242,8 +271,9 @@ def test_fraction_samples_goes_ahead_without_stragglers(tmp_path):
 def test_sync_collection_refusals():
     with pytest.raises(ConfigError, match="sync_collection=True"):
         load_config(QUICK, fraction_samples=0.5)
-    cfg = load_config(QUICK, **{**SYNC, "fraction_samples": 0.5, "batch_size": 8,
-                                "max_policy_lag": 1})  # fmt: skip
+    cfg = load_config(
+        QUICK, **{**SYNC, "fraction_samples": 0.5, "batch_size": 8, "max_policy_lag": 1}
+    )
     assert "fix it with config.batch_size=4" in cfg.process_problem(1)
     with pytest.raises(ConfigError, match="async_envs"):
         load_config(QUICK, sync_collection=True, batch_size=16)
@@ -251,8 +281,9 @@ def test_sync_collection_refusals():
         load_config(QUICK, **{**SYNC, "fraction_samples": 0.5, "batch_size": 4})
     from jaxrl_dist.data import flows
 
-    rainbow = load_config(os.path.join(ROOT, "configs", "rainbow_cartpole.py"),
-                          sync_collection=True, async_envs=False)  # fmt: skip
+    rainbow = load_config(
+        os.path.join(ROOT, "configs", "rainbow_cartpole.py"), sync_collection=True, async_envs=False
+    )
     assert "sampled, not collected" in flows.get("prioritized").host_problem(rainbow)
 
 
@@ -299,8 +330,14 @@ def test_train_cli_sets_the_flags_in_deterministic_mode(monkeypatch):
 
     monkeypatch.setenv("XLA_FLAGS", "")
     monkeypatch.setattr(cli, "make_trainer", lambda *a, **k: Fake())
-    argv = ["--config", QUICK, "--workdir", "/nonexistent", "--config.deterministic=True",
-            "--config.async_envs=False"]  # fmt: skip
+    argv = [
+        "--config",
+        QUICK,
+        "--workdir",
+        "/nonexistent",
+        "--config.deterministic=True",
+        "--config.async_envs=False",
+    ]
     assert cli.main(argv) == 0
     assert "--xla_gpu_deterministic_ops=true" in seen["flags"]
     monkeypatch.setenv("XLA_FLAGS", "")
@@ -331,10 +368,18 @@ def test_every_config_field_has_a_description():
 
 def test_help_config_prints_every_field_with_type_default_and_description():
     out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config",
-         os.path.join(ROOT, "configs", "ppo_cartpole.py"), "--help_config"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "train.py"),
+            "--config",
+            os.path.join(ROOT, "configs", "ppo_cartpole.py"),
+            "--help_config",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout
     cfg = load_config(os.path.join(ROOT, "configs", "ppo_cartpole.py"))

@@ -99,14 +99,23 @@ agents.register("test_q", AgentEntry(QConfig, make_q_agent, data="replay"))
 
 def _config(**overrides):
     raw = {
-        "algorithm": "test_q", "env_id": "CartPole-v1", "seed": 3,
-        "num_actor_threads": 2, "envs_per_actor": 8, "env_threads_per_actor": 1,
-        "unroll_length": 4, "batch_size": 32, "total_env_steps": 8_000,
-        "eval_every_updates": 40, "eval_episodes": 4, "checkpoint_every_updates": 50,
-        "log_every_updates": 20, "learning_curve": False,
+        "algorithm": "test_q",
+        "env_id": "CartPole-v1",
+        "seed": 3,
+        "num_actor_threads": 2,
+        "envs_per_actor": 8,
+        "env_threads_per_actor": 1,
+        "unroll_length": 4,
+        "batch_size": 32,
+        "total_env_steps": 8_000,
+        "eval_every_updates": 40,
+        "eval_episodes": 4,
+        "checkpoint_every_updates": 50,
+        "log_every_updates": 20,
+        "learning_curve": False,
         "replay": {"capacity": 2_000, "min_size": 64, "samples_per_insert": 2.0},
         **overrides,
-    }  # fmt: skip
+    }
     return build_config(raw, QConfig)
 
 

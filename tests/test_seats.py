@@ -220,8 +220,12 @@ def test_games_of_one_pool_can_have_their_own_roles():
     finished = env.finished
     assert {r.game for r in finished} == set(range(len(roles)))
     heard = sorted(recording.ends)
-    expected = sorted((r.game, float(r.returns[s])) for r in finished
-                      for s, name in enumerate(r.roles) if name == "r")  # fmt: skip
+    expected = sorted(
+        (r.game, float(r.returns[s]))
+        for r in finished
+        for s, name in enumerate(r.roles)
+        if name == "r"
+    )
     assert heard == expected
     for r in finished:
         assert r.roles == roles[r.game] and r.returns.sum() == 0.0 and 5 <= r.length <= 9
@@ -241,11 +245,20 @@ def test_an_actor_thread_plays_seats_with_a_masked_agent():
     roles = [(LEARNER, LEARNER), (LEARNER, "random"), ("random", LEARNER)] * 2
     players = {"random": g.random_legal(np.random.default_rng(0))}
     out, stop, stats = queue.Queue(maxsize=1), threading.Event(), ActorStats()
-    client = LocalClient(jit_inference_step(agent.actor), agent.actor, store, device,
-                         ActorIdentity(0, 1), 8, jax.random.PRNGKey(1), stop)  # fmt: skip
+    client = LocalClient(
+        step=jit_inference_step(agent.actor),
+        core=agent.actor,
+        store=store,
+        device=device,
+        identity=ActorIdentity(0, 1),
+        num_envs=8,
+        key=jax.random.PRNGKey(1),
+        stop=stop,
+    )
     shared = ActorShared(lambda item: put_until_stopped(out, item, stop), stop, stats, 6, 4)
-    actor = Actor(0, lambda: SeatedGame(make_env(TTT, {}, 6, 3, seed=3), roles, players),
-                  client, shared)  # fmt: skip
+    actor = Actor(
+        0, lambda: SeatedGame(make_env(TTT, {}, 6, 3, seed=3), roles, players), client, shared
+    )
     actor.start()
     rollouts = [out.get(timeout=60).rollout for _ in range(8)]
     stop.set()
@@ -274,8 +287,13 @@ def test_random_openings_start_games_from_0_to_k_moves_in_no_stream(plies):
     """A stream's first view of a game holds the opening's stones: from 0 to `plies` (both
     seats' first views together), every count in range seen; with none, the board is empty or
     holds the one stone of the seat that moved first."""
-    env = SeatedGame(make_env(TTT, {}, 16, 16, seed=3), same_roles(16, [LEARNER, LEARNER]), {},
-                     plies, np.random.default_rng(0))  # fmt: skip
+    env = SeatedGame(
+        make_env(TTT, {}, 16, 16, seed=3),
+        same_roles(16, [LEARNER, LEARNER]),
+        {},
+        plies,
+        np.random.default_rng(0),
+    )
     env.async_reset()
     first_stones = []  # per game, stones on the board at each stream's first view
     results = _play(env, g.random_legal(np.random.default_rng(1)), 400)

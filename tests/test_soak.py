@@ -28,9 +28,23 @@ def _run(args: list[str], timeout: float = 150) -> subprocess.CompletedProcess:
 
 def test_short_soak_records_rss_and_the_run(tmp_path):
     out, workdir = tmp_path / "results" / "soak.json", tmp_path / "run"
-    args = ["--minutes", "0.2", "--warmup-s", "2", "--sample-s", "0.5", "--config", CARTPOLE_QUICK,
-            "--out", str(out), "--workdir", str(workdir), "--config.eval_every_updates=40",
-            "--config.checkpoint_every_updates=100", "--config.log_every_updates=10"]  # fmt: skip
+    args = [
+        "--minutes",
+        "0.2",
+        "--warmup-s",
+        "2",
+        "--sample-s",
+        "0.5",
+        "--config",
+        CARTPOLE_QUICK,
+        "--out",
+        str(out),
+        "--workdir",
+        str(workdir),
+        "--config.eval_every_updates=40",
+        "--config.checkpoint_every_updates=100",
+        "--config.log_every_updates=10",
+    ]
     proc = _run(args)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}"
     with open(out) as f:

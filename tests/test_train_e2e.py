@@ -54,9 +54,16 @@ def test_learner_batch_independent_of_the_env_batch(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Learner, "put_batch", put_batch)
     config, _ = parse_args(
-        ["--config", CARTPOLE + ":quick", "--workdir", "unused", "--config.envs_per_actor=64",
-         "--config.batch_size=8", "--config.total_env_steps=4800"]
-    )  # fmt: skip
+        [
+            "--config",
+            CARTPOLE + ":quick",
+            "--workdir",
+            "unused",
+            "--config.envs_per_actor=64",
+            "--config.batch_size=8",
+            "--config.total_env_steps=4800",
+        ]
+    )
     assert (config.env_batch_size, config.rollout_segments()) == (32, 8)
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["updates"] == 4800 // (8 * config.unroll_length)
@@ -64,9 +71,20 @@ def test_learner_batch_independent_of_the_env_batch(tmp_path, monkeypatch):
 
 
 def _start(workdir, *overrides):
-    args = [sys.executable, TRAIN, "--config", CARTPOLE, "--workdir", str(workdir), "--quiet",
-            "--config.stop_at_eval_return=none", "--config.eval_every_updates=0",
-            "--config.eval_episodes=2", "--config.log_every_updates=5", *overrides]  # fmt: skip
+    args = [
+        sys.executable,
+        TRAIN,
+        "--config",
+        CARTPOLE,
+        "--workdir",
+        str(workdir),
+        "--quiet",
+        "--config.stop_at_eval_return=none",
+        "--config.eval_every_updates=0",
+        "--config.eval_episodes=2",
+        "--config.log_every_updates=5",
+        *overrides,
+    ]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -145,8 +163,10 @@ def test_breakout_quick_runs_and_logs_sps(tmp_path):
     workdir = tmp_path / "breakout"
     out = subprocess.run(
         [sys.executable, TRAIN, "--config", f"{ATARI}:quick", "--workdir", str(workdir)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     metrics = _metrics(workdir)
     sps = [m["charts/sps"] for m in metrics if "charts/sps" in m]
@@ -168,9 +188,16 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
 def test_max_policy_lag_drops_stale_rollouts(tmp_path):
     """With a deep queue and lag bound 1, stale rollouts are dropped, counted, never learned."""
     config, _ = parse_args(
-        ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.queue_size=8",
-         "--config.max_policy_lag=1", "--config.total_env_steps=6_400"]
-    )  # fmt: skip
+        [
+            "--config",
+            f"{CARTPOLE}:quick",
+            "--workdir",
+            "unused",
+            "--config.queue_size=8",
+            "--config.max_policy_lag=1",
+            "--config.total_env_steps=6_400",
+        ]
+    )
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["dropped_rollouts"] > 0
     lags = [m["stats/policy_lag"] for m in _metrics(tmp_path / "run") if "stats/policy_lag" in m]
@@ -184,10 +211,17 @@ def test_final_save_over_a_periodic_save_at_the_same_update(tmp_path):
     from jaxrl_dist.run.checkpoint import Checkpointer
 
     config, _ = parse_args(
-        ["--config", f"{CARTPOLE}:quick", "--workdir", "unused", "--config.eval_every_updates=10",
-         "--config.checkpoint_every_updates=10", "--config.stop_at_eval_return=-1",
-         "--config.eval_in_background=False"]
-    )  # fmt: skip
+        [
+            "--config",
+            f"{CARTPOLE}:quick",
+            "--workdir",
+            "unused",
+            "--config.eval_every_updates=10",
+            "--config.checkpoint_every_updates=10",
+            "--config.stop_at_eval_return=-1",
+            "--config.eval_in_background=False",
+        ]
+    )
     summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
     assert summary["updates"] == summary["latest_checkpoint_step"] == 10
     with Checkpointer(str(tmp_path / "run" / "checkpoints"), create=False) as ckpt:

@@ -65,7 +65,7 @@ def test_unroll_matches_a_python_loop_step_for_step():
     env = make_env("CartPole-v1", ENV_KWARGS, num_envs, num_envs, seed=5, num_threads=1)
     handle, recv, send, _ = env.xla()
     core = _pole_core()
-    start, unroll = make_unroll(core, recv, send, t, width)
+    start, unroll = make_unroll(core, recv, send, unroll_length=t, width=width)
     env.async_reset()
     state = core.init_state(None, num_envs, None)
     handle, carry = jax.jit(start)(handle, state)
@@ -98,9 +98,12 @@ def test_unroll_matches_a_python_loop_step_for_step():
 
 def test_a_run_with_the_xla_actor_loop_trains_on_device_rollouts(tmp_path):
     config = load_config(
-        "configs/impala_cartpole.py:quick", actor_loop="xla", async_envs=False,
-        total_env_steps=12_800, log_every_updates=5,
-    )  # fmt: skip
+        "configs/impala_cartpole.py:quick",
+        actor_loop="xla",
+        async_envs=False,
+        total_env_steps=12_800,
+        log_every_updates=5,
+    )
     summary = Trainer(config, str(tmp_path), quiet=True).run().summary
     # 32 envs x 20 steps per unroll, cut into two rollouts of 16: the learner batch.
     assert summary["env_steps"] >= 12_800 and summary["updates"] == summary["env_steps"] // 320
@@ -128,8 +131,12 @@ def test_the_xla_actor_loop_refuses_what_it_cannot_do(overrides, field):
 
 def test_the_xla_actor_loop_refuses_64_bit_envs_before_the_run():
     config = load_config(
-        "configs/impala_cartpole.py:quick", env_id="HalfCheetah-v5", actor_loop="xla",
-        async_envs=False, **{"network.tanh_squash": True})  # fmt: skip
+        "configs/impala_cartpole.py:quick",
+        env_id="HalfCheetah-v5",
+        actor_loop="xla",
+        async_envs=False,
+        **{"network.tanh_squash": True},
+    )
     with pytest.raises(ConfigError, match="cannot step HalfCheetah-v5: .* float64") as e:
         SebulbaEngine.machine(config)
     assert "\n" not in str(e.value) and "actor_loop='python'" in str(e.value)
@@ -140,11 +147,16 @@ def test_a_hung_unroll_stops_the_run_with_its_reason(tmp_path):
     inside XLA would) stops the run within the watchdog's limit: exit 1, the reason in the
     summary and on stderr, a final checkpoint, and no wait for the stuck thread."""
     args = [
-        sys.executable, os.path.join(HERE, "hang_unroll.py"),
-        "--config", "configs/impala_cartpole.py:quick", "--config.actor_loop=xla",
-        "--config.async_envs=False", "--config.actor_hang_timeout_s=2", "--workdir",
+        sys.executable,
+        os.path.join(HERE, "hang_unroll.py"),
+        "--config",
+        "configs/impala_cartpole.py:quick",
+        "--config.actor_loop=xla",
+        "--config.async_envs=False",
+        "--config.actor_hang_timeout_s=2",
+        "--workdir",
         str(tmp_path),
-    ]  # fmt: skip
+    ]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "inside one jitted EnvPool unroll" in done.stderr

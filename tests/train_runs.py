@@ -18,10 +18,20 @@ def train_run(config: str, workdir: str, *flags: str) -> dict:
     """Runs `scripts/train.py --config CONFIG --workdir WORKDIR FLAGS...` from the checkout;
     returns its `summary.json` (the test fails with the run's stderr if it exits non-zero)."""
     out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config", config,
-         "--workdir", workdir, *flags],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "train.py"),
+            "--config",
+            config,
+            "--workdir",
+            workdir,
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     with open(os.path.join(workdir, "summary.json")) as f:
         return json.load(f)

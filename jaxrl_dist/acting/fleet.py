@@ -147,10 +147,17 @@ class Fleet:
 
         def spawn(index: int, restarts: int) -> InferenceServer:
             server = InferenceServer(
-                index, self._core, self._store, devices[index], cfg.num_actor_threads,
-                cfg.streams_per_actor, batch, cfg.inference.timeout_ms,
-                cfg.inference.broadcast_period, stop,
-            )  # fmt: skip
+                index=index,
+                core=self._core,
+                store=self._store,
+                device=devices[index],
+                slots=cfg.num_actor_threads,
+                envs_per_slot=cfg.streams_per_actor,
+                max_batch=batch,
+                timeout_ms=cfg.inference.timeout_ms,
+                broadcast_period=cfg.inference.broadcast_period,
+                stop=stop,
+            )
             server.start()
             self._handles[index].server = server
             return server
@@ -165,9 +172,15 @@ class Fleet:
             return ServerClient(handle, slot, identity, key, self._shared.stop)
         device = self._devices[slot % len(self._devices)]
         return LocalClient(
-            self._local_step, self._core, self._store, device, identity, cfg.streams_per_actor, key,
-            self._shared.stop,
-        )  # fmt: skip
+            step=self._local_step,
+            core=self._core,
+            store=self._store,
+            device=device,
+            identity=identity,
+            num_envs=cfg.streams_per_actor,
+            key=key,
+            stop=self._shared.stop,
+        )
 
     def _spawn_actor(self, slot: int, restarts: int) -> ActorThread:
         cfg, g = self._config, self._first + slot
@@ -182,11 +195,15 @@ class Fleet:
             else:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
             threads = cfg.env_threads_per_actor or cfg.env_batch_size
-            pinned = pool_affinity(cfg.env_thread_affinity_offset, g, threads)
             env = make_env(
-                cfg.env_id, cfg.env_kwargs, cfg.envs_per_actor, cfg.env_batch_size,
-                derive_seed(cfg.seed, *path), threads, pinned,
-            )  # fmt: skip
+                cfg.env_id,
+                cfg.env_kwargs,
+                cfg.envs_per_actor,
+                cfg.env_batch_size,
+                seed=derive_seed(cfg.seed, *path),
+                num_threads=threads,
+                thread_affinity_offset=pool_affinity(cfg.env_thread_affinity_offset, g, threads),
+            )
             if cfg.agents_per_env > 1:
                 return AgentStreams(env, cfg.agents_per_env, cfg.team_reward)
             seed = derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:])
@@ -200,7 +217,14 @@ class Fleet:
         if cfg.actor_loop == "xla":
             device = self._devices[slot % len(self._devices)]
             actor = XlaActor(
-                g, make, self._core, self._store, device, self._identity(slot), key, self._shared
+                index=g,
+                make_env=make,
+                core=self._core,
+                store=self._store,
+                device=device,
+                identity=self._identity(slot),
+                key=key,
+                shared=self._shared,
             )
             actor.start()
             return actor
@@ -210,7 +234,13 @@ class Fleet:
             if restarts:
                 progress.restart_point(cfg.env_epoch_updates)
             actor = LockstepActor(
-                g, make, client, self._shared, key, progress, cfg.env_epoch_updates
+                g,
+                make,
+                client,
+                self._shared,
+                key=key,
+                progress=progress,
+                epoch_updates=cfg.env_epoch_updates,
             )
         else:
             actor = Actor(g, make, client, self._shared)

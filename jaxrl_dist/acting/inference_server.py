@@ -52,8 +52,9 @@ class Request:
     """One actor's request: `obs [B, ...]` of its envs `env_ids [B]` (slot-local ids), with
     the episode starts `first [B]`."""
 
-    def __init__(self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int,
-                 first: np.ndarray):  # fmt: skip
+    def __init__(
+        self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int, first: np.ndarray
+    ):
         self.slot, self.obs, self.env_ids, self.min_version = slot, obs, env_ids, min_version
         self.first = first
         self.submitted = time.monotonic()
@@ -84,6 +85,7 @@ class InferenceServer(threading.Thread):
 
     def __init__(
         self,
+        *,
         index: int,
         core: ActorCore,
         store: ParamsStore,

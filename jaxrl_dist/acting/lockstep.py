@@ -56,6 +56,7 @@ class LockstepActor(Actor):
         make_env: Callable[[int], Any],
         client: PolicyClient,
         shared: ActorShared,
+        *,
         key: jax.Array,
         progress: LockstepProgress,
         epoch_updates: int,

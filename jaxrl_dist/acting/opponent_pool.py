@@ -44,8 +44,9 @@ class OpponentPool:
 
     SAMPLING = ("uniform", "latest", "pfsp")
 
-    def __init__(self, capacity: int, sampling: str = "uniform", pfsp_exponent: float = 2.0,
-                 seed: int = 0):  # fmt: skip
+    def __init__(
+        self, capacity: int, sampling: str = "uniform", pfsp_exponent: float = 2.0, seed: int = 0
+    ):
         if capacity < 1:
             raise ValueError(f"opponent pool capacity={capacity} must be >= 1")
         if sampling not in self.SAMPLING:
@@ -125,10 +126,12 @@ class OpponentPool:
         """`{id: {"update", "wins", "draws", "losses"}}` of the learner against each snapshot."""
         with self._lock:
             return {
-                i: {"update": self._update[i], **dict(zip(("wins", "draws", "losses"),
-                                                          self._record[i].tolist(), strict=True))}
+                i: {
+                    "update": self._update[i],
+                    **dict(zip(("wins", "draws", "losses"), self._record[i].tolist(), strict=True)),
+                }
                 for i in sorted(self._params)
-            }  # fmt: skip
+            }
 
     # --- checkpoints ---------------------------------------------------------------------------
 
@@ -155,13 +158,16 @@ class OpponentPool:
         names = [path_name(path) for path, _ in paths]
         with self._lock:
             self._params.clear(), self._update.clear(), self._record.clear()
-            for i, update, record in zip(arrays["ids"].tolist(), arrays["updates"].tolist(),
-                                         arrays["records"], strict=True):  # fmt: skip
+            for i, update, record in zip(
+                arrays["ids"].tolist(), arrays["updates"].tolist(), arrays["records"], strict=True
+            ):
                 keys = [f"{SNAPSHOT}{i}/{name}" for name in names]
                 missing = [name for name, key in zip(names, keys, strict=True) if key not in arrays]
                 if missing:
-                    raise ValueError(f"saved opponent snapshot {i} has no leaf {missing[0]!r} of "
-                                     "this run's params: saved by another network?")  # fmt: skip
+                    raise ValueError(
+                        f"saved opponent snapshot {i} has no leaf {missing[0]!r} of "
+                        "this run's params: saved by another network?"
+                    )
                 self._params[i] = jax.tree.unflatten(treedef, [arrays[key] for key in keys])
                 self._update[i], self._record[i] = update, record.astype(np.int64).copy()
             self._next_id = int(arrays["next_id"])
@@ -179,8 +185,12 @@ class PoolPlayer(Player):
       to_device: moves a snapshot's host params where `act` runs (cached per snapshot).
     """
 
-    def __init__(self, pool: OpponentPool, act: Callable[[PyTree, Any, Any], Any],
-                 to_device: Callable[[PyTree], PyTree] = lambda p: p):  # fmt: skip
+    def __init__(
+        self,
+        pool: OpponentPool,
+        act: Callable[[PyTree, Any, Any], Any],
+        to_device: Callable[[PyTree], PyTree] = lambda p: p,
+    ):
         self._pool, self._act, self._to_device = pool, act, to_device
         self._playing: dict[int, int] = {}  # game -> snapshot id
         self._device: dict[int, PyTree] = {}  # snapshot id -> params on the device
@@ -217,8 +227,9 @@ class PoolPlayer(Player):
         return self._device[sid]
 
 
-def snapshot_policy(core: ActorCore, device: jax.Device, rows: int, greedy: bool,
-                    key: jax.Array) -> Callable[[PyTree, Any, Any], np.ndarray]:  # fmt: skip
+def snapshot_policy(
+    core: ActorCore, device: jax.Device, rows: int, greedy: bool, key: jax.Array
+) -> Callable[[PyTree, Any, Any], np.ndarray]:
     """`act(params, view [n, ...], legal_mask [n, A]) -> actions [n]` of a snapshot on `device`:
     the agent's masked greedy or sampled action (its own key stream, carried in its actor
     state), padded to `rows` so it compiles once. Memoryless: seats refuse recurrent cores."""
@@ -281,8 +292,9 @@ class SeatPools:
                 raise ValueError(f"the checkpoint holds no {role!r} pool")
             pool.restore_arrays(mine, template)
 
-    def players(self, core: ActorCore, device: jax.Device, num_games: int,
-                key: jax.Array) -> dict[str, PoolPlayer]:  # fmt: skip
+    def players(
+        self, core: ActorCore, device: jax.Device, num_games: int, key: jax.Array
+    ) -> dict[str, PoolPlayer]:
         """One actor's `{name: PoolPlayer}` for every name `seated_roles` may give a snapshot
         role ("pool", "pool:greedy", ...), acting on `device` over its `num_games` games, each
         with its own key stream from `key`."""
@@ -293,7 +305,7 @@ class SeatPools:
                 self.pools[role],
                 snapshot_policy(core, device, num_games, bool(suffix), k),
                 to_device,
-            )  # fmt: skip
+            )
             for (role, suffix), k in zip(names, jax.random.split(key, len(names)), strict=True)
         }
 
@@ -311,7 +323,9 @@ GREEDY = ":greedy"  # the player name of a snapshot role's greedy seats (`explor
 def seated_roles(seats: SeatsConfig, num_games: int) -> list[tuple[str, ...]]:
     """`seats.roles(num_games)` with snapshot roles of greedy seats named `<role>:greedy`."""
     return [
-        tuple(r + GREEDY if r in SNAPSHOT_ROLES and seats.greedy_seat(s) else r
-              for s, r in enumerate(pattern))
+        tuple(
+            r + GREEDY if r in SNAPSHOT_ROLES and seats.greedy_seat(s) else r
+            for s, r in enumerate(pattern)
+        )
         for pattern in seats.roles(num_games)
-    ]  # fmt: skip
+    ]

@@ -93,6 +93,7 @@ class LocalClient:
 
     def __init__(
         self,
+        *,
         step: Callable,
         core: ActorCore,
         store: ParamsStore,

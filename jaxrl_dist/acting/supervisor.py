@@ -96,9 +96,13 @@ class Supervisor:
             self._restarts_by_slot[slot] += 1
             log.warning(
                 "restarting %s %d (restart %d of at most %d per %gs) after: %r",
-                self._what, thread.index, self._restarts_by_slot[slot], self._budget.max_restarts,
-                self._budget.window_s, error,
-            )  # fmt: skip
+                self._what,
+                thread.index,
+                self._restarts_by_slot[slot],
+                self._budget.max_restarts,
+                self._budget.window_s,
+                error,
+            )
             self.threads[slot] = self._spawn(slot, self._restarts_by_slot[slot])
 
     def _stuck_s(self, thread: threading.Thread) -> float:
@@ -130,8 +134,9 @@ class Supervisor:
         stuck = [t.index for t in self.threads if t.is_alive() and t.index not in hung]
         # Daemon threads: they end with the process (most likely inside an env step).
         if hung:
-            log.warning("%ss %s hung inside a call that cannot time out; leaving them",
-                        self._what, hung)  # fmt: skip
+            log.warning(
+                "%ss %s hung inside a call that cannot time out; leaving them", self._what, hung
+            )
         if stuck:
             what = self._what
             log.warning("%ss %s did not stop within %gs; leaving them", what, stuck, timeout_s)

@@ -102,6 +102,7 @@ def make_unroll(
     core: ActorCore,
     recv: Callable,
     send: Callable,
+    *,
     unroll_length: int,
     width: int,
     action_dtype: Any = None,
@@ -119,7 +120,16 @@ def make_unroll(
         zeros = jnp.zeros(reward.shape, jnp.float32)
         ret, length = _track(zeros, zeros.astype(jnp.int32), reward, info)
         first = jnp.ones(reward.shape, bool)
-        carry = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first)
+        carry = UnrollCarry(
+            obs=obs,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            actor_state=actor_state,
+            episode_return=ret,
+            episode_length=length,
+            first=first,
+        )
         return handle, carry
 
     def step(params, state, _):
@@ -135,7 +145,16 @@ def make_unroll(
         obs, reward, terminated, truncated, info = in_env_order(got)
         ret, length = _track(c.episode_return, c.episode_length, reward, info)
         first = jnp.logical_or(c.terminated, c.truncated)  # the obs acted on ended an episode
-        new = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first)
+        new = UnrollCarry(
+            obs=obs,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            actor_state=actor_state,
+            episode_return=ret,
+            episode_length=length,
+            first=first,
+        )
         ended = jnp.logical_or(terminated, truncated)
         seen = (c.obs, c.reward, c.terminated, c.truncated, action, extras)
         return (handle, new), (seen, ended, ret, length)
@@ -178,6 +197,7 @@ class XlaActor(ActorThread):
 
     def __init__(
         self,
+        *,
         index: int,
         make_env: Callable[[], Any],
         core: ActorCore,
@@ -215,7 +235,12 @@ class XlaActor(ActorThread):
         shared = self._shared
         action_dtype = env.spec._action_spec[-1][0]  # what EnvPool's send takes, as given
         start, unroll = make_unroll(
-            self._core, recv, send, shared.unroll_length, shared.segments_per_rollout, action_dtype
+            self._core,
+            recv,
+            send,
+            unroll_length=shared.unroll_length,
+            width=shared.segments_per_rollout,
+            action_dtype=action_dtype,
         )
         num_envs = env.config["num_envs"]
         state = self._core.init_state(self._identity, num_envs, self._key)

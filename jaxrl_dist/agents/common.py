@@ -258,7 +258,14 @@ def sampling_actor(model: PolicyModel) -> ActorCore:
         policy, _, core = model.step(params, obs, state.get("core", {}))
         return model.dist.mode(policy), with_core(state, core)
 
-    return ActorCore(init_state, act, greedy_act, model.env_action, reset_core_rows, core_of)
+    return ActorCore(
+        init_state=init_state,
+        act=act,
+        greedy_act=greedy_act,
+        env_action=model.env_action,
+        start_episodes=reset_core_rows,
+        core_state=core_of,
+    )
 
 
 def reset_core_rows(state: dict, first: jax.Array) -> dict:

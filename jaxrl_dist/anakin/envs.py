@@ -26,12 +26,16 @@ def anakin_env_problem(config: TrainConfig) -> str | None:
     if config.env_id not in PGX_GAMES:
         return jax_env_problem(config.env_id, config.env_kwargs)
     if config.env_kwargs:
-        return (f"config.env_kwargs={config.env_kwargs!r}: the pgx game behind "
-                f"{config.env_id} takes none on Anakin; leave it empty")  # fmt: skip
+        return (
+            f"config.env_kwargs={config.env_kwargs!r}: the pgx game behind "
+            f"{config.env_id} takes none on Anakin; leave it empty"
+        )
     seats = config.seats
     if names_checkpoint(seats.eval_opponent):
-        return (f"config.seats.eval_opponent={seats.eval_opponent!r}: a checkpoint opponent "
-                f"plays on Sebulba; on Anakin use one of {SCRIPTED_ROLES}")  # fmt: skip
+        return (
+            f"config.seats.eval_opponent={seats.eval_opponent!r}: a checkpoint opponent "
+            f"plays on Sebulba; on Anakin use one of {SCRIPTED_ROLES}"
+        )
     return opening_problem(config.env_id, seats.opening_plies)
 
 

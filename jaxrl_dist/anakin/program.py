@@ -94,8 +94,14 @@ class Program:
         actor_key = jax.random.fold_in(key, ACTOR_KEY_PURPOSE)
         actor = self.agent.actor.init_state(ActorIdentity(0, 1), self.num_envs, actor_key)
         zeros_b = jnp.zeros((self.num_envs,))
-        acting = Acting(env_state, timestep, actor, zeros_b, zeros_b.astype(jnp.int32),
-                        jnp.ones((self.num_envs,), bool))  # fmt: skip
+        acting = Acting(
+            env=env_state,
+            timestep=timestep,
+            actor=actor,
+            episode_return=zeros_b,
+            episode_length=zeros_b.astype(jnp.int32),
+            first=jnp.ones((self.num_envs,), bool),
+        )
         rollout = jax.eval_shape(lambda: self.unroll(params, acting, jnp.int32(0), shared)[1])
         data = self.flow.init(rollout, jax.random.fold_in(key, DATA_KEY_PURPOSE))
         metrics = jax.eval_shape(
@@ -122,7 +128,14 @@ class Program:
             length = jnp.where(first, 0, acting.episode_length + 1)
             ended = jnp.logical_or(ts.terminated, ts.truncated)
             done = (ended.sum(), jnp.sum(ret * ended), jnp.sum(length * ended))
-            acting = Acting(env_state, ts, actor_state, ret, length, first)
+            acting = Acting(
+                env=env_state,
+                timestep=ts,
+                actor=actor_state,
+                episode_return=ret,
+                episode_length=length,
+                first=first,
+            )
             return acting, (ts, action, extras, done)
 
         start = acting.timestep
@@ -162,9 +175,11 @@ class Program:
         learner, acting, metrics, (episodes, ret, length), shared, data = self._update(carry, ready)
         t = carry.totals
         totals = Totals(
-            t.episodes + episodes.astype(jnp.int32), t.return_sum + ret,
-            t.length_sum + length.astype(jnp.float32), metrics,
-        )  # fmt: skip
+            t.episodes + episodes.astype(jnp.int32),
+            t.return_sum + ret,
+            t.length_sum + length.astype(jnp.float32),
+            metrics,
+        )
         return Carry(learner, acting, totals, shared, data)
 
 
@@ -187,14 +202,17 @@ class Anakin:
         abstract = jax.eval_shape(self._init, jnp.zeros((num_seeds,), jnp.uint32))
         self.sharding = self._shardings(abstract)
         self.abstract = jax.tree.map(
-            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+            abstract,
             self.sharding,
-        )  # fmt: skip
+        )
         self.init = jax.jit(self._init, out_shardings=self.sharding)
         self.train = jax.jit(
-            self._train, in_shardings=(self.sharding, None), out_shardings=self.sharding,
+            self._train,
+            in_shardings=(self.sharding, None),
+            out_shardings=self.sharding,
             donate_argnums=0,
-        )  # fmt: skip
+        )
         self.drain = jax.jit(drained, in_shardings=(self.sharding,), out_shardings=self.sharding)
 
     def _init(self, seeds: jax.Array) -> Carry:
@@ -225,8 +243,9 @@ class Anakin:
             data=jax.tree.map(lambda _: replicated, abstract.data),
         )
 
-    def with_learner(self, carry: Carry, fn: Callable[[PyTree], PyTree],
-                     restart_shared: bool = False) -> Carry:  # fmt: skip
+    def with_learner(
+        self, carry: Carry, fn: Callable[[PyTree], PyTree], restart_shared: bool = False
+    ) -> Carry:
         """The carry with `fn` applied to its learner states (host-side edits: hyperparameters,
         a warm start), laid out again; `restart_shared` (a warm start): the env's shared state
         starts again from the new params (a board game's league: its first snapshot and frozen

@@ -33,12 +33,14 @@ def per_seed(evals: list[dict], config: TrainConfig) -> list[dict]:
         curve = [(e["env_steps"], e[key]) for e in evals if key in e]
         target = config.stop_at_eval_return
         reached = [s for s, r in curve if target is not None and r >= target]
-        out.append({
-            "seed": config.seed + i,
-            "final_eval_return": curve[-1][1] if curve else None,
-            "best_eval_return": max(r for _, r in curve) if curve else None,
-            "env_steps_to_target": reached[0] if reached else None,
-        })  # fmt: skip
+        out.append(
+            {
+                "seed": config.seed + i,
+                "final_eval_return": curve[-1][1] if curve else None,
+                "best_eval_return": max(r for _, r in curve) if curve else None,
+                "env_steps_to_target": reached[0] if reached else None,
+            }
+        )
     return out
 
 

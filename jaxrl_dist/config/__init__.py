@@ -13,13 +13,12 @@ and dicts to typed values), `errors.py`, `cli.py` (config files, the command lin
 """
 
 from jaxrl_dist.config.errors import ConfigError
-from jaxrl_dist.config.parsing import apply_overrides, build_config
+from jaxrl_dist.config.parsing import apply_overrides, build_config, jsonable
 from jaxrl_dist.config.train import (
     ACTOR_LOOPS,
     EVAL_MODES,
     SECTIONS,
     TrainConfig,
-    jsonable,
 )
 
 __all__ = [

@@ -75,13 +75,15 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
     parser = OneLineArgumentParser(prog="train.py", description="Train with jaxrl_dist.")
     parser.add_argument("--config", required=True, help="config file, e.g. configs/x.py:quick")
     parser.add_argument(
-        "--workdir", required="--help_config" not in rest,
+        "--workdir",
+        required="--help_config" not in rest,
         help="run directory (checkpoints, logs); not needed with --help_config",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--help_config", action="store_true",
+        "--help_config",
+        action="store_true",
         help="print every config field (type, default, this config's value, description)",
-    )  # fmt: skip
+    )
     parser.add_argument("--resume", action="store_true", help="continue the run in --workdir")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     multi = parser.add_argument_group(
@@ -94,9 +96,11 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:
         "--distributed", action="store_true", help="let JAX detect the cluster (SLURM, TPU pod)"
     )
     multi.add_argument(
-        "--heartbeat_timeout_s", type=int, default=30,
+        "--heartbeat_timeout_s",
+        type=int,
+        default=30,
         help="a process silent this long is dead: the others stop",
-    )  # fmt: skip
+    )
     try:
         args = parser.parse_args(rest)
     except UsageError as e:  # a ConfigError, which main and the benchmarks' callers catch

@@ -93,12 +93,15 @@ def describe(cls: type, prefix: str, values: Any = None) -> list[tuple[str, str,
         if field.name in SECTIONS or field.name == "algo":
             continue  # listed by `help_text` under their own heading
         default = _default(field)
-        rows.append((
-            f"{prefix}{field.name}", _type_name(field.type if isinstance(field.type, str)
-                                                else hints[field.name]),
-            repr(default), "" if value is None or value == default else repr(value),
-            notes.get(field.name, ""),
-        ))  # fmt: skip
+        rows.append(
+            (
+                f"{prefix}{field.name}",
+                _type_name(field.type if isinstance(field.type, str) else hints[field.name]),
+                repr(default),
+                "" if value is None or value == default else repr(value),
+                notes.get(field.name, ""),
+            )
+        )
     return rows
 
 
@@ -108,8 +111,9 @@ def help_text(config: TrainConfig) -> str:
     groups = [("run", TrainConfig, "", config)]
     groups += [(name, cls, f"{name}.", getattr(config, name)) for name, cls in SECTIONS.items()]
     algo_cls = type(config.algo)
-    groups.append((f"algo ({config.algorithm}: {algo_cls.__name__})", algo_cls, "algo.",
-                   config.algo))  # fmt: skip
+    groups.append(
+        (f"algo ({config.algorithm}: {algo_cls.__name__})", algo_cls, "algo.", config.algo)
+    )
     out = [
         "Config fields: --config.NAME=VALUE sets one (dict fields: --config.NAME.KEY=VALUE).",
         "Columns: name, type, default, [value in this config file], description.",

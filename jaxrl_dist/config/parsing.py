@@ -4,6 +4,7 @@ checked config from a nested dict."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import math
 import types
@@ -146,3 +147,14 @@ def build_config(raw: dict, algo_config_cls: type) -> TrainConfig:
         for name, cls in {**SECTIONS, "algo": algo_config_cls}.items()
     }
     return _build_dataclass(TrainConfig, {**raw, **sections}, "")
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, tuples and dicts as plain JSON values."""
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value

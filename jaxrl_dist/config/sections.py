@@ -186,15 +186,24 @@ class SeatsConfig:
         for pattern in self.games:
             unknown = set(pattern) - set(known)
             if unknown:
-                _bad("seats", "games", self.games, f"names unknown roles {sorted(unknown)}; use "
-                     f"one of {known}")  # fmt: skip
+                _bad(
+                    "seats",
+                    "games",
+                    self.games,
+                    f"names unknown roles {sorted(unknown)}; use one of {known}",
+                )
             if LEARNER_ROLE not in pattern:
                 _bad("seats", "games", self.games, f"has a game {pattern} without the learner")
         if len({len(p) for p in self.games}) > 1:
             _bad("seats", "games", self.games, "must give every game the same number of seats")
         if self.eval_opponent not in SCRIPTED_ROLES and not names_checkpoint(self.eval_opponent):
-            _bad("seats", "eval_opponent", self.eval_opponent, f"must be one of {SCRIPTED_ROLES} "
-                 f"or {CHECKPOINT_OPPONENT}PATH[@STEP] (another run's checkpoint)")  # fmt: skip
+            _bad(
+                "seats",
+                "eval_opponent",
+                self.eval_opponent,
+                f"must be one of {SCRIPTED_ROLES} "
+                f"or {CHECKPOINT_OPPONENT}PATH[@STEP] (another run's checkpoint)",
+            )
         seats = len(self.games[0]) if self.games else 0
         for name in ("learning_mask", "exploration_mask"):
             mask = getattr(self, name)
@@ -202,8 +211,12 @@ class SeatsConfig:
                 _bad("seats", name, mask, f"must give one bool per seat ({seats}) or be empty")
         for pattern in self.games:
             if LEARNER_ROLE not in self.learned(pattern):
-                _bad("seats", "learning_mask", self.learning_mask,
-                     f"leaves game {pattern} without a learning seat")  # fmt: skip
+                _bad(
+                    "seats",
+                    "learning_mask",
+                    self.learning_mask,
+                    f"leaves game {pattern} without a learning seat",
+                )
         if self.pool_capacity < 1:
             _bad("seats", "pool_capacity", self.pool_capacity, "must be >= 1")
         if self.pool_every_updates < 1:
@@ -222,8 +235,10 @@ class SeatsConfig:
     def learned(self, pattern: tuple[str, ...]) -> tuple[str, ...]:
         """`pattern` with the learner's seats that `learning_mask` turns off made "frozen"."""
         mask = self.learning_mask or (True,) * len(pattern)
-        return tuple(FROZEN_ROLE if r == LEARNER_ROLE and not m else r
-                     for r, m in zip(pattern, mask, strict=True))  # fmt: skip
+        return tuple(
+            FROZEN_ROLE if r == LEARNER_ROLE and not m else r
+            for r, m in zip(pattern, mask, strict=True)
+        )
 
     def roles(self, num_games: int) -> list[tuple[str, ...]]:
         """Each of `num_games` games' roles: the patterns cycled, `learning_mask` applied."""

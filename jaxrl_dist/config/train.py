@@ -139,11 +139,21 @@ class TrainConfig:
 
     def __post_init__(self):
         positive = (
-            "num_actor_threads", "envs_per_actor", "unroll_length", "batch_size", "queue_size",
-            "total_env_steps", "eval_episodes", "keep_checkpoints", "log_every_updates",
-            "actor_restart_window_s", "env_epoch_updates", "agents_per_env",
-            "actor_hang_timeout_s", "num_seeds",
-        )  # fmt: skip
+            "num_actor_threads",
+            "envs_per_actor",
+            "unroll_length",
+            "batch_size",
+            "queue_size",
+            "total_env_steps",
+            "eval_episodes",
+            "keep_checkpoints",
+            "log_every_updates",
+            "actor_restart_window_s",
+            "env_epoch_updates",
+            "agents_per_env",
+            "actor_hang_timeout_s",
+            "num_seeds",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 fail(name, getattr(self, name), "must be > 0")
@@ -156,15 +166,23 @@ class TrainConfig:
         if self.switch_interval_s < 0:
             fail("switch_interval_s", self.switch_interval_s, "must be >= 0 (0 = Python's own)")
         if self.env_thread_affinity_offset < -1:
-            fail("env_thread_affinity_offset", self.env_thread_affinity_offset,
-                  "must be a core index >= 0, or -1 for no pinning")  # fmt: skip
+            fail(
+                "env_thread_affinity_offset",
+                self.env_thread_affinity_offset,
+                "must be a core index >= 0, or -1 for no pinning",
+            )
         if self.env_threads_per_actor < 0:
             fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
         nonnegative = (
-            "max_wall_time_s", "eval_every_updates", "checkpoint_every_updates",
-            "checkpoint_every_env_steps", "checkpoint_every_s", "keep_best_checkpoints",
-            "total_episodes", "video_every_evals",
-        )  # fmt: skip
+            "max_wall_time_s",
+            "eval_every_updates",
+            "checkpoint_every_updates",
+            "checkpoint_every_env_steps",
+            "checkpoint_every_s",
+            "keep_best_checkpoints",
+            "total_episodes",
+            "video_every_evals",
+        )
         for name in nonnegative:
             if getattr(self, name) < 0:
                 fail(name, getattr(self, name), "must be >= 0 (0 disables it)")
@@ -177,8 +195,11 @@ class TrainConfig:
         if not self.actor_device_ids:
             fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
         if self.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
-            fail("agents_per_env", self.agents_per_env, "> 1 works without config.seats and "
-                  "deterministic mode")  # fmt: skip
+            fail(
+                "agents_per_env",
+                self.agents_per_env,
+                "> 1 works without config.seats and deterministic mode",
+            )
         self._check_actor_loop()
         self._check_runtime()
         if self.seats.enabled and self.deterministic:
@@ -212,30 +233,47 @@ class TrainConfig:
         if not 0 < self.eval_background_share <= 1:
             fail("eval_background_share", self.eval_background_share, "must be in (0, 1]")
         if self.eval_in_background and self.keep_best_checkpoints:
-            fail("eval_in_background", True, "cannot keep best checkpoints (a best is saved "
-                 "at the evaluated update, and background evaluations end updates later); set "
-                 "config.keep_best_checkpoints=0 or config.eval_in_background=False")  # fmt: skip
+            fail(
+                "eval_in_background",
+                True,
+                "cannot keep best checkpoints (a best is saved "
+                "at the evaluated update, and background evaluations end updates later); set "
+                "config.keep_best_checkpoints=0 or config.eval_in_background=False",
+            )
 
     def _check_collection(self) -> None:
         if not 0 < self.fraction_samples <= 1:
             fail("fraction_samples", self.fraction_samples, "must be in (0, 1]")
         if self.fraction_samples < 1 and not self.sync_collection:
-            fail("fraction_samples", self.fraction_samples, "< 1 drops stragglers of synchronous "
-                 "collection; set config.sync_collection=True")  # fmt: skip
+            fail(
+                "fraction_samples",
+                self.fraction_samples,
+                "< 1 drops stragglers of synchronous collection; set config.sync_collection=True",
+            )
         if not self.sync_collection:
             return
         if self.fraction_samples < 1 and not self.max_policy_lag:
-            fail("max_policy_lag", 0, "keeps every late unroll, so with fraction_samples < 1 "
-                 "they pile up and the lag grows; set it, e.g. config.max_policy_lag=1 (late "
-                 "unrolls older than that are dropped)")  # fmt: skip
+            fail(
+                "max_policy_lag",
+                0,
+                "keeps every late unroll, so with fraction_samples < 1 "
+                "they pile up and the lag grows; set it, e.g. config.max_policy_lag=1 (late "
+                "unrolls older than that are dropped)",
+            )
         if self.deterministic:
             fail("sync_collection", True, "is implied by deterministic=True; leave it False")
         if self.async_envs:
-            fail("async_envs", True, "must be False when sync_collection=True (actors step "
-                 "all their envs together)")  # fmt: skip
+            fail(
+                "async_envs",
+                True,
+                "must be False when sync_collection=True (actors step all their envs together)",
+            )
         if self.seats.enabled or self.agents_per_env > 1:
-            fail("sync_collection", True, "is not supported with config.seats or "
-                 "agents_per_env > 1 yet; leave it False")  # fmt: skip
+            fail(
+                "sync_collection",
+                True,
+                "is not supported with config.seats or agents_per_env > 1 yet; leave it False",
+            )
 
     def sync_batch_size(self, num_processes: int = 1) -> int:
         """Synchronous collection: the segments of `fraction_samples` of one unroll of every
@@ -245,8 +283,11 @@ class TrainConfig:
 
     def _check_core(self) -> None:
         """What a recurrent core does not support yet."""
-        unsupported = {"deterministic=True": self.deterministic, "config.seats": self.seats.enabled,
-                       "agents_per_env > 1": self.agents_per_env > 1}  # fmt: skip
+        unsupported = {
+            "deterministic=True": self.deterministic,
+            "config.seats": self.seats.enabled,
+            "agents_per_env > 1": self.agents_per_env > 1,
+        }
         for what, on in unsupported.items() if self.network.recurrent else ():
             if on:
                 why = f"is not supported with {what} yet; set config.network.core='none'"
@@ -267,7 +308,12 @@ class TrainConfig:
                 "'local' (inference runs inside the unroll)",
             ),
         }
-        _refuse_unless_fixed("actor_loop='xla'", fix, "actor_loop='python'")
+        for field, (bad, want) in fix.items():
+            if bad:
+                raise ConfigError(
+                    f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
+                    "config.actor_loop='python'"
+                )
 
     def _check_runtime(self) -> None:
         """The runtime is a registered engine; what it refuses is checked before the run
@@ -344,24 +390,3 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def _refuse_unless_fixed(setting: str, fix: dict[str, tuple[Any, str]], other: str) -> None:
-    """Raises for the first `{field: (bad, wanted value)}` that is bad: `setting` needs the
-    wanted value, or `other`."""
-    for field, (bad, want) in fix.items():
-        if bad:
-            raise ConfigError(
-                f"config.{setting} needs config.{field}={want}; set it, or use config.{other}"
-            )
-
-
-def jsonable(value: Any) -> Any:
-    """Dataclasses, tuples and dicts as plain JSON values."""
-    if dataclasses.is_dataclass(value):
-        value = dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return value

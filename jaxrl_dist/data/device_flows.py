@@ -46,9 +46,15 @@ class OnPolicyFlow:
     def ready(self, data: PyTree) -> jax.Array:
         return jnp.asarray(True)
 
-    def learn(self, core: LearnerCore, learner: PyTree, data: PyTree, rollout: Rollout,
-              ready: jax.Array, last_metrics: Metrics | None,
-              ) -> tuple[PyTree, PyTree, Metrics]:  # fmt: skip
+    def learn(
+        self,
+        core: LearnerCore,
+        learner: PyTree,
+        data: PyTree,
+        rollout: Rollout,
+        ready: jax.Array,
+        last_metrics: Metrics | None,
+    ) -> tuple[PyTree, PyTree, Metrics]:
         learner, metrics = core.update(learner, rollout)[:2]
         return learner, data, metrics
 
@@ -87,9 +93,15 @@ class PrioritizedFlow:
         segments = jnp.minimum(data.size + self.num_envs, self.replay.slots)
         return segments * self.replay.unroll_length >= self.min_size
 
-    def learn(self, core: LearnerCore, learner: PyTree, data: DeviceReplay, rollout: Rollout,
-              ready: jax.Array, last_metrics: Metrics | None,
-              ) -> tuple[PyTree, DeviceReplay, Metrics]:  # fmt: skip
+    def learn(
+        self,
+        core: LearnerCore,
+        learner: PyTree,
+        data: DeviceReplay,
+        rollout: Rollout,
+        ready: jax.Array,
+        last_metrics: Metrics | None,
+    ) -> tuple[PyTree, DeviceReplay, Metrics]:
         """`rollout` `[T + 1, B]` into the replay, then the updates if `ready` (unbatched)."""
         data = self.replay.insert(data, rollout)
 
@@ -147,6 +159,8 @@ def prioritized_flow_problem(config: Any) -> str | None:
             f"least {envs * unroll}"
         )
     if r.save is False:
-        return ("config.replay.save=False: on Anakin the replay is part of the carry, which a "
-                "checkpoint holds whole (exact resume); leave it unset")  # fmt: skip
+        return (
+            "config.replay.save=False: on Anakin the replay is part of the carry, which a "
+            "checkpoint holds whole (exact resume); leave it unset"
+        )
     return None

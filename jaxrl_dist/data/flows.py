@@ -158,21 +158,18 @@ class Replay(DataFlow):
 
     def host(self, config, *, num_processes, process_index, stop_writers, stop_reading):
         r = config.replay
-        extra = {}
+        by_priority = {}
         if self.priorities:
-            extra = {"priority_exponent": r.priority_exponent,
-                     "priority_epsilon": r.priority_epsilon}  # fmt: skip
+            by_priority = {
+                "priority_exponent": r.priority_exponent,
+                "priority_epsilon": r.priority_epsilon,
+            }
         cls = SequenceReplay if self.priorities else UniformReplay
         return cls(
-            r.capacity,
-            r.min_size,
-            r.samples_per_insert,
-            replay_tolerance(config, num_processes),
-            config.process_batch_size(num_processes),
-            derive_seed(config.seed, REPLAY_SEED_PURPOSE, process_index),
-            stop_writers,
+            **replay_settings(config, num_processes, process_index),
+            stop=stop_writers,
             read_stop=stop_reading,
-            **extra,
+            **by_priority,
         )
 
 
@@ -219,24 +216,35 @@ class PrioritizedTransitions(Replay):
         return prioritized_flow_problem(config)
 
     def host(self, config, *, num_processes, process_index, stop_writers, stop_reading):
-        r, unroll = config.replay, config.unroll_length
+        r = config.replay
         return PrioritizedReplay(
-            r.capacity,
-            r.min_size,
-            r.samples_per_insert,
-            replay_tolerance(config, num_processes, unroll),
-            config.process_batch_size(num_processes),
-            derive_seed(config.seed, REPLAY_SEED_PURPOSE, process_index),
-            stop_writers,
-            unroll_length=unroll,
+            **replay_settings(config, num_processes, process_index, config.unroll_length),
+            stop=stop_writers,
+            read_stop=stop_reading,
+            unroll_length=config.unroll_length,
             n_step=r.n_step,
             priority_exponent=r.priority_exponent,
             priority_epsilon=r.priority_epsilon,
-            read_stop=stop_reading,
         )
 
     def device(self, config: Any) -> PrioritizedFlow:
         return PrioritizedFlow.of(config)
+
+
+def replay_settings(
+    config: Any, num_processes: int, process_index: int, per_segment: int = 1
+) -> dict[str, Any]:
+    """A host replay's settings from `config.replay` for this process: its share of the batch,
+    its own sampling seed (`per_segment`: what the replay counts per segment, 1 or T)."""
+    r = config.replay
+    return {
+        "capacity": r.capacity,
+        "min_size": r.min_size,
+        "samples_per_insert": r.samples_per_insert,
+        "tolerance": replay_tolerance(config, num_processes, per_segment),
+        "batch_size": config.process_batch_size(num_processes),
+        "seed": derive_seed(config.seed, REPLAY_SEED_PURPOSE, process_index),
+    }
 
 
 def replay_tolerance(config: Any, num_processes: int, per_segment: int = 1) -> float:

@@ -47,8 +47,8 @@ class PrioritizedReplay(UniformReplay):
 
     def __init__(
         self,
+        *,
         capacity: int,
-        *args,
         unroll_length: int,
         n_step: int,
         priority_exponent: float = 0.5,
@@ -72,7 +72,7 @@ class PrioritizedReplay(UniformReplay):
                 f"replay capacity ({capacity} transitions) holds no segment of "
                 f"unroll_length={unroll_length}"
             )
-        super().__init__(capacity, *args, items_per_segment=unroll_length, **kwargs)
+        super().__init__(capacity=capacity, items_per_segment=unroll_length, **kwargs)
         self._unroll, self._n = unroll_length, n_step
         self._init_priorities(unroll_length, priority_exponent, priority_epsilon)
 

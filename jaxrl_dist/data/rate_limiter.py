@@ -25,6 +25,7 @@ from fractions import Fraction
 class RateLimiter:
     def __init__(
         self,
+        *,
         min_size: int,
         samples_per_insert: float,
         tolerance: float,

@@ -46,6 +46,7 @@ class UniformReplay:
 
     def __init__(
         self,
+        *,
         capacity: int,
         min_size: int,
         samples_per_insert: float,
@@ -64,7 +65,12 @@ class UniformReplay:
             raise ValueError(f"replay capacity ({capacity}) is smaller than min_size ({min_size})")
         unit = "segments" if items_per_segment == 1 else "transitions"
         self._limiter = RateLimiter(
-            min_size, samples_per_insert, tolerance, batch_size, items_per_segment, unit
+            min_size=min_size,
+            samples_per_insert=samples_per_insert,
+            tolerance=tolerance,
+            batch_size=batch_size,
+            insert_size=items_per_segment,
+            unit=unit,
         )
         self._items_per_segment = items_per_segment
         self._capacity = capacity // items_per_segment  # segments
@@ -161,7 +167,7 @@ class UniformReplay:
                         self._limiter.sampled,
                     ],
                     np.int64,
-                ),  # fmt: skip
+                ),
                 "rng": snapshot.rng_array(self._rng),
                 **self._snapshot_extra(),
             }

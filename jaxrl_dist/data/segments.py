@@ -86,8 +86,9 @@ class SegmentBuffer:
         self._version[rows, slots] = version
         start = rows == 0
         if start.any():
-            jax.tree.map(lambda buf, v: buf.__setitem__((0, slots[start]), v[start]),
-                         self._core, core_state)  # fmt: skip
+            jax.tree.map(
+                lambda buf, v: buf.__setitem__((0, slots[start]), v[start]), self._core, core_state
+            )
         self._t[env_ids] += 1
 
     def _complete(self, envs: np.ndarray) -> None:

@@ -35,8 +35,7 @@ class SequenceReplay(PrioritizedReplay):
 
     def __init__(
         self,
-        capacity: int,
-        *args,
+        *,
         priority_exponent: float = 0.9,
         priority_epsilon: float = 1e-6,
         **kwargs,
@@ -47,7 +46,7 @@ class SequenceReplay(PrioritizedReplay):
             raise ValueError(f"priority_exponent={priority_exponent} must be in [0, 1]")
         if not priority_epsilon > 0:
             raise ValueError(f"priority_epsilon={priority_epsilon} must be > 0")
-        UniformReplay.__init__(self, capacity, *args, **kwargs)
+        UniformReplay.__init__(self, **kwargs)
         self._init_priorities(1, priority_exponent, priority_epsilon)
 
     def _eligible(self, slots: np.ndarray) -> np.ndarray:

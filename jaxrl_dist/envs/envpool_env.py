@@ -148,7 +148,12 @@ def _pool_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
     low = tuple(float(x) for x in np.broadcast_to(act_space.low, act_space.shape))
     high = tuple(float(x) for x in np.broadcast_to(act_space.high, act_space.shape))
     return EnvSpec(
-        tuple(obs_space.shape), np.dtype(obs_space.dtype), 0, act_space.shape[0], low, high
+        tuple(obs_space.shape),
+        np.dtype(obs_space.dtype),
+        num_actions=0,
+        action_dim=act_space.shape[0],
+        action_low=low,
+        action_high=high,
     )
 
 
@@ -157,6 +162,7 @@ def make_env(
     env_kwargs: dict[str, Any],
     num_envs: int,
     batch_size: int,
+    *,
     seed: int,
     num_threads: int = 0,
     thread_affinity_offset: int = -1,

@@ -127,9 +127,17 @@ def heuristic(rules: Rules, rng: np.random.Generator) -> ScriptedPlayer:
 
 _LINES = tuple(
     sum(1 << c for c in cells)
-    for cells in ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8),
-                  (2, 4, 6))
-)  # fmt: skip
+    for cells in (
+        (0, 1, 2),
+        (3, 4, 5),
+        (6, 7, 8),
+        (0, 3, 6),
+        (1, 4, 7),
+        (2, 5, 8),
+        (0, 4, 8),
+        (2, 4, 6),
+    )
+)
 _ALL_CELLS = 0x1FF  # a full board
 
 
@@ -198,8 +206,14 @@ def tictactoe_exact_losses(
     def perfect_to_move(own: int, opp: int) -> float:
         values = _move_values(own, opp)
         best = np.flatnonzero(values == values.max()).tolist()
-        lost = [1.0 if _won(own | 1 << a) else 0.0 if (own | opp | 1 << a) == _ALL_CELLS
-                else policy_to_move(opp, own | 1 << a) for a in best]  # fmt: skip
+        lost = [
+            1.0
+            if _won(own | 1 << a)
+            else 0.0
+            if (own | opp | 1 << a) == _ALL_CELLS
+            else policy_to_move(opp, own | 1 << a)
+            for a in best
+        ]
         return sum(lost) / len(best)
 
     return policy_to_move(0, 0), perfect_to_move(0, 0)

@@ -162,7 +162,14 @@ def _spec(env: Any, params: Any) -> EnvSpec:
     low = tuple(float(x) for x in np.broadcast_to(act_space.low, shape))
     high = tuple(float(x) for x in np.broadcast_to(act_space.high, shape))
     del obs_space
-    return EnvSpec(tuple(obs.shape), np.dtype(obs.dtype), 0, shape[0], low, high)
+    return EnvSpec(
+        tuple(obs.shape),
+        np.dtype(obs.dtype),
+        num_actions=0,
+        action_dim=shape[0],
+        action_low=low,
+        action_high=high,
+    )
 
 
 @functools.cache

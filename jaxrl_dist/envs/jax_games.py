@@ -116,8 +116,12 @@ def game_spec(env_id: str) -> EnvSpec:
 
     game = pgx.make(PGX_GAMES[env_id])
     probe = jax.eval_shape(game.init, jax.random.PRNGKey(0))
-    return EnvSpec(tuple(probe.observation.shape), np.dtype(np.int8), game.num_actions,
-                   num_players=game.num_players)  # fmt: skip
+    return EnvSpec(
+        tuple(probe.observation.shape),
+        np.dtype(np.int8),
+        game.num_actions,
+        num_players=game.num_players,
+    )
 
 
 def opening_problem(env_id: str, opening_plies: int) -> str | None:
@@ -125,8 +129,10 @@ def opening_problem(env_id: str, opening_plies: int) -> str | None:
     the learner's first move (the opening and one reply may not end it)."""
     most = SHORTEST_GAME[env_id] - 2
     if opening_plies > most:
-        return (f"config.seats.opening_plies={opening_plies} could end a {env_id} game before "
-                f"the learner's first move on Anakin; use at most {most}")  # fmt: skip
+        return (
+            f"config.seats.opening_plies={opening_plies} could end a {env_id} game before "
+            f"the learner's first move on Anakin; use at most {most}"
+        )
     return None
 
 
@@ -207,8 +213,9 @@ class SeatedJaxGame:
 
         return jax.vmap(one)(keys, table["seat"], table["opponent"], table["greedy"])
 
-    def step(self, state: EnvState, action: jax.Array, shared: Any,
-             params: PyTree) -> tuple[EnvState, TimeStep]:  # fmt: skip
+    def step(
+        self, state: EnvState, action: jax.Array, shared: Any, params: PyTree
+    ) -> tuple[EnvState, TimeStep]:
         """`[B]` streams' next step: the learner's move and the reply, or a new game."""
         return jax.vmap(self._step, in_axes=(0, 0, None, None))(state, action, shared, params)
 
@@ -238,10 +245,10 @@ class SeatedJaxGame:
         truncated = game.truncated & ~game.terminated
         ended = game.terminated | truncated
         # Both games' views are [own, other's] planes: the other player's view swaps them.
-        view = jnp.where(game.current_player == g.seat, game.observation,
-                         game.observation[..., ::-1])  # fmt: skip
-        obs = {AGENT_VIEW: view.astype(jnp.int8),
-               ACTION_MASK: game.legal_action_mask | ended}  # fmt: skip
+        view = jnp.where(
+            game.current_player == g.seat, game.observation, game.observation[..., ::-1]
+        )
+        obs = {AGENT_VIEW: view.astype(jnp.int8), ACTION_MASK: game.legal_action_mask | ended}
         info = {
             "pool_game": jnp.where(ended, g.snapshot, -1).astype(jnp.int32),
             # Both games reward only their end: the last reward is the game's return.

@@ -56,9 +56,14 @@ def init_league(rules: LeagueRules, params: PyTree) -> League:
     k = rules.capacity
     snapshots = jax.tree.map(lambda x: jnp.zeros((k, *x.shape), x.dtype), params)
     empty = League(
-        snapshots, jnp.full((k,), -1, jnp.int32), jnp.zeros((k,), jnp.int32),
-        jnp.zeros((k, 3), jnp.int32), jnp.zeros((), jnp.int32), params, jnp.zeros((), jnp.int32),
-    )  # fmt: skip
+        snapshots=snapshots,
+        ids=jnp.full((k,), -1, jnp.int32),
+        taken_at=jnp.zeros((k,), jnp.int32),
+        record=jnp.zeros((k, 3), jnp.int32),
+        next_id=jnp.zeros((), jnp.int32),
+        frozen=params,
+        updates=jnp.zeros((), jnp.int32),
+    )
     return _add(empty, params, jnp.zeros((), jnp.int32))
 
 
@@ -121,7 +126,11 @@ def league_records(league: League) -> list[dict[str, int]]:
     `[{"id", "update", "wins", "draws", "losses"}]`, as `OpponentPool.records()` gives them."""
     ids, taken, record = (np.asarray(x) for x in (league.ids, league.taken_at, league.record))
     return [
-        {"id": int(ids[s]), "update": int(taken[s]),
-         **dict(zip(("wins", "draws", "losses"), record[s].tolist(), strict=True))}
-        for s in np.argsort(ids) if ids[s] >= 0
-    ]  # fmt: skip
+        {
+            "id": int(ids[s]),
+            "update": int(taken[s]),
+            **dict(zip(("wins", "draws", "losses"), record[s].tolist(), strict=True)),
+        }
+        for s in np.argsort(ids)
+        if ids[s] >= 0
+    ]

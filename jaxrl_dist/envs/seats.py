@@ -76,8 +76,14 @@ class SeatedGame:
       rng: draws the openings (needed when `opening_plies > 0`).
     """
 
-    def __init__(self, pool: Any, roles: Sequence[Sequence[str]], players: dict[str, Player],
-                 opening_plies: int = 0, rng: np.random.Generator | None = None):  # fmt: skip
+    def __init__(
+        self,
+        pool: Any,
+        roles: Sequence[Sequence[str]],
+        players: dict[str, Player],
+        opening_plies: int = 0,
+        rng: np.random.Generator | None = None,
+    ):
         n = pool.config["num_envs"]
         roles = [tuple(r) for r in roles]
         if len(roles) != n or len({len(r) for r in roles}) != 1:
@@ -191,8 +197,18 @@ class SeatedGame:
 
     def _emit(self, g: int, seat: int, view, terminated: bool, truncated: bool, mask) -> None:
         reward, self._pending[g, seat] = self._pending[g, seat], 0.0
-        self._ready.append((view, reward, terminated, truncated, self._stream[g, seat],
-                            self._turns[g, seat], mask, seat))  # fmt: skip
+        self._ready.append(
+            (
+                view,
+                reward,
+                terminated,
+                truncated,
+                self._stream[g, seat],
+                self._turns[g, seat],
+                mask,
+                seat,
+            )
+        )
         self._turns[g, seat] += 1
         self._waiting[g].add(seat)
 

@@ -88,8 +88,11 @@ def initialize(spec: LaunchSpec) -> None:
     jax.distributed.initialize(**kwargs)
     log.info(
         "process %d of %d, %d local devices of %d",
-        jax.process_index(), jax.process_count(), jax.local_device_count(), jax.device_count(),
-    )  # fmt: skip
+        jax.process_index(),
+        jax.process_count(),
+        jax.local_device_count(),
+        jax.device_count(),
+    )
 
 
 class Cluster:

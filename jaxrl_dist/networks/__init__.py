@@ -253,6 +253,7 @@ def make_q_network(
     config: NetworkConfig,
     obs_shape: tuple[int, ...],
     num_actions: int,
+    *,
     num_atoms: int = 1,
     dueling: bool = False,
     noisy: bool = False,
@@ -265,6 +266,14 @@ def make_q_network(
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
     return QNetwork(
-        obs_shape, int(num_actions), resolve_torso(config, obs_shape), config.hidden_sizes,
-        config.activation, config.compute_dtype, num_atoms, dueling, noisy, sigma0,
-    )  # fmt: skip
+        obs_shape=obs_shape,
+        num_actions=int(num_actions),
+        torso_name=resolve_torso(config, obs_shape),
+        hidden_sizes=config.hidden_sizes,
+        activation=config.activation,
+        dtype=config.compute_dtype,
+        num_atoms=num_atoms,
+        dueling=dueling,
+        noisy=noisy,
+        sigma0=sigma0,
+    )

@@ -121,7 +121,15 @@ def read_curves(workdir: str) -> Curves:
             )
     t_steps, t_wall, t_return, _ = train.columns()
     e_steps, e_wall, e_return, e_std = evaluation.columns()
-    return Curves(t_steps, t_wall, t_return, e_steps, e_wall, e_return, e_std)
+    return Curves(
+        train_steps=t_steps,
+        train_wall_time=t_wall,
+        train_return=t_return,
+        eval_steps=e_steps,
+        eval_wall_time=e_wall,
+        eval_return=e_return,
+        eval_std=e_std,
+    )
 
 
 def default_labels(workdirs: Sequence[str]) -> list[str]:
@@ -241,8 +249,16 @@ def _decorate(ax, curves: list[Curves], labels: list[str], colours: list, x: str
     ax.set_ylabel("episode return")
     ax.grid(True, alpha=0.3)
     if all(c.empty for c in curves):
-        ax.text(0.5, 0.5, "no data yet", transform=ax.transAxes, ha="center", va="center",
-                fontsize=14, color="grey")  # fmt: skip
+        ax.text(
+            0.5,
+            0.5,
+            "no data yet",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=14,
+            color="grey",
+        )
         ax.set_xticks([])  # the default 0..1 ticks would read as data
         ax.set_yticks([])
     elif x == "env_steps":
@@ -258,9 +274,16 @@ def _draw_run(ax, run: Curves, colour, x: str, scale: float) -> None:
         ax.plot(train_x, run.train_return, color=colour, linewidth=1.3, alpha=0.85)
     if run.eval_steps.size:
         ax.errorbar(
-            eval_x, run.eval_return, yerr=run.eval_std, color=colour, fmt="o", markersize=4,
-            elinewidth=1, capsize=2, alpha=0.9,
-        )  # fmt: skip
+            eval_x,
+            run.eval_return,
+            yerr=run.eval_std,
+            color=colour,
+            fmt="o",
+            markersize=4,
+            elinewidth=1,
+            capsize=2,
+            alpha=0.9,
+        )
 
 
 def _save_atomically(figure, out_path: str) -> None:
@@ -295,8 +318,9 @@ def draw_seed_curves(workdir: str, num_seeds: int, warn: Callable[[str], None]) 
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        train = _series(os.path.join(workdir, "metrics.jsonl"), "charts/seed{}_episode_return",
-                        num_seeds)  # fmt: skip
+        train = _series(
+            os.path.join(workdir, "metrics.jsonl"), "charts/seed{}_episode_return", num_seeds
+        )
         evals = _series(os.path.join(workdir, "evals.jsonl"), "seed{}_return", num_seeds)
         figure = Figure(figsize=(11, 4.5), dpi=110, layout="constrained")
         FigureCanvasAgg(figure)

@@ -240,8 +240,9 @@ def refusal(config: Any, engine: type[Engine]) -> str | None:
         (field, why, field_value(config, field), field_default(config, field))
         for field, why in engine.refuses.items()
     ]
-    refused = [(field, why, value, default) for field, why, value, default in refused
-               if value != default]  # fmt: skip
+    refused = [
+        (field, why, value, default) for field, why, value, default in refused if value != default
+    ]
     if not refused:
         return None
     field, why, value, _ = refused[0]

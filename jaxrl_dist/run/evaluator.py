@@ -10,16 +10,36 @@ optionally `warm_up(params, greedy)` (compiles), and `close()`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
-from jaxrl_dist.envs import derive_seed
+from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.learning.mesh import local_replica
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
+
+
+class EvalSetup(NamedTuple):
+    """What every EnvPool evaluator is built from: the env, how many episodes (one per env of
+    its pool), the run's seed, the agent's actor half and the device it acts on."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    episodes: int
+    seed: int
+    core: ActorCore
+    device: jax.Device
+
+    def pool(self) -> Any:
+        """The evaluation's sync EnvPool, one env per episode, seeded apart from the actors'."""
+        seed = derive_seed(self.seed, EVAL_SEED_PURPOSE)
+        return make_env(self.env_id, self.env_kwargs, self.episodes, self.episodes, seed=seed)
+
+    def acting(self) -> EvalActing:
+        return EvalActing(self.core, self.device, self.seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +74,11 @@ def game_stats(returns: np.ndarray, seat: np.ndarray, lengths: np.ndarray) -> Ev
     """Games' `[n]` learner returns, learner seats and lengths (moves) as an `EvalResult`, with
     the win, draw and loss rates and the mean return in each seat."""
     returns = np.asarray(returns, np.float64)
-    extra = {"win_rate": float(np.mean(returns > 0)), "draw_rate": float(np.mean(returns == 0)),
-             "loss_rate": float(np.mean(returns < 0))}  # fmt: skip
+    extra = {
+        "win_rate": float(np.mean(returns > 0)),
+        "draw_rate": float(np.mean(returns == 0)),
+        "loss_rate": float(np.mean(returns < 0)),
+    }
     for s in np.unique(seat):
         extra[f"return_seat{s}"] = float(returns[seat == s].mean())
     extra["return_worst_seat"] = min(v for k, v in extra.items() if k.startswith("return_seat"))

@@ -71,9 +71,12 @@ class HyperparamControl:
         `hyperparams`; requests are checked by the algorithm's own check against the run."""
         check = agents.get(config.algorithm).check
         return cls(
-            config.algo, hyperparams, workdir, primary,
+            config.algo,
+            hyperparams,
+            workdir,
+            primary,
             lambda algo_config: check(algo_config, config),
-        )  # fmt: skip
+        )
 
     def resume(self, hparams: dict[str, jax.Array], saved_algo: dict[str, Any]) -> None:
         """Takes the values a restored state holds as the ones in force, except where this
@@ -180,9 +183,13 @@ class HyperparamControl:
         """Notes `changes` in `counters.hparam_changes` (kept in checkpoints and the summary);
         returns the metrics record (`hparams/<name>`) and a progress line."""
         counters.hparam_changes.append(
-            {"updates": counters.updates, "env_steps": counters.env_steps,
-             "source": sources, "values": {k: new for k, (_, new) in changes.items()}}
-        )  # fmt: skip
+            {
+                "updates": counters.updates,
+                "env_steps": counters.env_steps,
+                "source": sources,
+                "values": {k: new for k, (_, new) in changes.items()},
+            }
+        )
         text = ", ".join(f"{k} {old:g} -> {new:g}" for k, (old, new) in changes.items())
         record = {f"hparams/{k}": new for k, (_, new) in changes.items()}
         return record, f"update {counters.updates}: {text} ({sources})"

@@ -34,6 +34,7 @@ class EvalMonitor:
         self,
         config: TrainConfig,
         evaluator: Any,
+        *,
         hooks: Hooks,
         logger: MetricLogger,
         progress: Progress,
@@ -117,20 +118,30 @@ class EvalMonitor:
         record["eval/return_std"] = record[f"eval/{self._modes[0]}_return_std"]
         record["eval/metric"] = metric
         entry = {
-            "env_steps": point.env_steps, "updates": point.updates,
-            "wall_time_s": round(point.wall_time_s, 3), "return": record["eval/return"],
-            "metric": metric, "mode": self._modes[0], "episodes": len(main.lengths),
-            "length": float(main.lengths.mean()), **main.extra,
-        }  # fmt: skip
+            "env_steps": point.env_steps,
+            "updates": point.updates,
+            "wall_time_s": round(point.wall_time_s, 3),
+            "return": record["eval/return"],
+            "metric": metric,
+            "mode": self._modes[0],
+            "episodes": len(main.lengths),
+            "length": float(main.lengths.mean()),
+            **main.extra,
+        }
         if counters.updates != point.updates:  # a background evaluation: where it landed
             entry["landed_at_updates"] = counters.updates
         best = counters.record_eval(entry)
         self.history.append(entry)
         return EvalReport(
-            env_steps=point.env_steps, updates=point.updates,
-            wall_time_s=entry["wall_time_s"], metric=metric, best=best, returns=main.returns,
-            lengths=main.lengths, record=record,
-        )  # fmt: skip
+            env_steps=point.env_steps,
+            updates=point.updates,
+            wall_time_s=entry["wall_time_s"],
+            metric=metric,
+            best=best,
+            returns=main.returns,
+            lengths=main.lengths,
+            record=record,
+        )
 
     def warm_up(self, params: Any) -> None:
         """Compiles the evaluator's policies, where it can (its `warm_up`, if it has one)."""

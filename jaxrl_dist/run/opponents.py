@@ -39,8 +39,10 @@ def named_player(name: str, env_id: str, num_games: int, rng: np.random.Generato
     if name.startswith(CHECKPOINT):
         return policy_player(checkpoint_policy(name, env_id), num_games)
     if name.startswith(POOL):
-        raise ValueError(f"opponent {name!r}: pool snapshots are evaluated from a checkpoint, "
-                         "with scripts/evaluate.py RUN --opponent pool:ID")  # fmt: skip
+        raise ValueError(
+            f"opponent {name!r}: pool snapshots are evaluated from a checkpoint, "
+            "with scripts/evaluate.py RUN --opponent pool:ID"
+        )
     if not is_opponent_name(name):
         raise ValueError(f"unknown opponent {name!r}; use {NAMES}")
     return scripted_player(name, env_id, rng)
@@ -71,15 +73,17 @@ def pool_policy(policy: Policy, name: str) -> Policy:
     elif which.isdigit() and int(which) in ids:
         sid = int(which)
     else:
-        raise ValueError(f"opponent {name!r}: step {policy.step}'s pool holds snapshots "
-                         f"{', '.join(map(str, ids))}; give pool:ID or pool:latest")  # fmt: skip
+        raise ValueError(
+            f"opponent {name!r}: step {policy.step}'s pool holds snapshots "
+            f"{', '.join(map(str, ids))}; give pool:ID or pool:latest"
+        )
     return Policy(
         pool.params(sid),
         policy.agent,
         policy.description,
         policy.step,
-        policy.meta,
-        policy.directory,
+        meta=policy.meta,
+        directory=policy.directory,
     )
 
 
@@ -89,8 +93,10 @@ def saved_pool(policy: Policy) -> OpponentPool:
         saved = ckpt.restore_data(policy.step, "pool")
     mine = {} if saved is None else role_arrays(npz.from_bytes(saved), POOL_ROLE)
     if not mine:
-        raise ValueError(f"checkpoint step {policy.step} saved no opponent pool (its run's "
-                         "config.seats.games never names 'pool')")  # fmt: skip
+        raise ValueError(
+            f"checkpoint step {policy.step} saved no opponent pool (its run's "
+            "config.seats.games never names 'pool')"
+        )
     pool = OpponentPool(capacity=len(mine["ids"]) or 1)
     pool.restore_arrays(mine, policy.params)
     return pool

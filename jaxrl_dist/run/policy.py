@@ -77,6 +77,7 @@ class Policy:
         agent: Agent,
         description: dict[str, Any],
         step: int,
+        *,
         meta: dict[str, Any] | None = None,
         directory: str | None = None,
     ):
@@ -193,8 +194,10 @@ class Policy:
             return view
         mask = np.asarray(mask, bool)
         if mask.shape != (len(view), self.spec.num_actions):
-            raise ValueError(f"action_mask of shape {list(mask.shape)}: give "
-                             f"[B, {self.spec.num_actions}] with B = {len(view)}")  # fmt: skip
+            raise ValueError(
+                f"action_mask of shape {list(mask.shape)}: give "
+                f"[B, {self.spec.num_actions}] with B = {len(view)}"
+            )
         return {AGENT_VIEW: view, ACTION_MASK: mask}
 
 
@@ -211,7 +214,8 @@ def load_policy_at(directory: str, step: int) -> Policy:
     description = policy_description(meta, step)
     agent = build_agent(description)
     params = read_step(directory, step, "the params", lambda: restore_params(directory, step))
-    return Policy(_fit_params(params, agent, step), agent, description, step, meta, directory)
+    params = _fit_params(params, agent, step)
+    return Policy(params, agent, description, step, meta=meta, directory=directory)
 
 
 def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
@@ -306,7 +310,17 @@ def _spec_from_json(raw: dict[str, Any]) -> EnvSpec:
 
 
 __all__ = [
-    "POLICY_FORMAT", "STEP_CHOICES", "Policy", "StepGoneError", "build_agent", "checkpoint_dir",
-    "describe_policy", "list_steps", "load_policy", "load_policy_at", "policy_description",
-    "read_meta", "resolve_step",
-]  # fmt: skip
+    "POLICY_FORMAT",
+    "STEP_CHOICES",
+    "Policy",
+    "StepGoneError",
+    "build_agent",
+    "checkpoint_dir",
+    "describe_policy",
+    "list_steps",
+    "load_policy",
+    "load_policy_at",
+    "policy_description",
+    "read_meta",
+    "resolve_step",
+]

@@ -66,8 +66,9 @@ class RunEvaluation:
         its evaluator is then left open and unused (no final evaluation)."""
         if self.background is None or self.background.close():
             return True
-        run.progress.message("warning: the evaluation thread did not stop within 60 s; "
-                             "no final evaluation")  # fmt: skip
+        run.progress.message(
+            "warning: the evaluation thread did not stop within 60 s; no final evaluation"
+        )
         run.monitor.leave_open()
         return False
 

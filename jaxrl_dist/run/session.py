@@ -104,7 +104,15 @@ def open_session(
     monitor = None
     if primary:
         evaluator, videos = engine.evaluator(config.evaluates_in_background, workdir)
-        monitor = EvalMonitor(config, evaluator, hooks, logger, progress, history, videos)
+        monitor = EvalMonitor(
+            config,
+            evaluator,
+            hooks=hooks,
+            logger=logger,
+            progress=progress,
+            history=history,
+            videos=videos,
+        )
     start, base_wall = time.monotonic(), counters.wall_time_s
     saver = Saver(config, cluster, ckpt, describe_policy(config, engine.spec), base_wall)
     session = Session(

@@ -83,13 +83,18 @@ class RunResult:
 
         best = summary["best_eval"]
         return cls(
-            env_steps=summary["env_steps"], episodes=summary["episodes"],
-            updates=summary["updates"], wall_time_s=summary["wall_time_s"], sps=summary["sps"],
+            env_steps=summary["env_steps"],
+            episodes=summary["episodes"],
+            updates=summary["updates"],
+            wall_time_s=summary["wall_time_s"],
+            sps=summary["sps"],
             final_eval_return=summary["final_eval_return"],
             best_eval_return=summary["best_eval_return"],
             best_eval_metric=best["metric"] if best else None,
-            stop_reason=summary["stop_reason"], workdir=workdir,
+            stop_reason=summary["stop_reason"],
+            workdir=workdir,
             checkpoint_dir=summary["checkpoint_dir"],
             latest_checkpoint=step_path(summary["latest_checkpoint_step"]),
-            best_checkpoint=step_path(summary["best_checkpoint_step"]), summary=summary,
-        )  # fmt: skip
+            best_checkpoint=step_path(summary["best_checkpoint_step"]),
+            summary=summary,
+        )

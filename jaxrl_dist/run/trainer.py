@@ -119,9 +119,14 @@ class Trainer:
     def _run(self) -> RunResult:
         cfg, engine = self.config, self.engine
         run, meta = open_session(
-            cfg, engine, workdir=self.workdir, resume=self._resume, quiet=self._quiet,
-            hooks=self.hooks, cluster=self.cluster,
-        )  # fmt: skip
+            cfg,
+            engine,
+            workdir=self.workdir,
+            resume=self._resume,
+            quiet=self._quiet,
+            hooks=self.hooks,
+            cluster=self.cluster,
+        )
         if meta is not None:
             self.hparams.resume(engine.hparams(), meta["config"]["algo"])
             target, top = cfg.stop_at_eval_return, run.counters.max_eval_return

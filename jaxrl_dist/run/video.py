@@ -48,8 +48,11 @@ def render_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         with tempfile.TemporaryDirectory() as scratch:  # MuJoCo leaves MUJOCO_LOG.TXT in cwd
             probe = subprocess.run(
                 [sys.executable, "-c", _RENDER_PROBE, env_id, json.dumps(env_kwargs)],
-                capture_output=True, text=True, timeout=120, cwd=scratch,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=scratch,
+            )
     except subprocess.TimeoutExpired:
         return f"--video: {env_id} did not render a frame within 120 s; drop --video"
     if probe.returncode == 0:
@@ -71,7 +74,9 @@ def record_video(policy: Policy, path: str, greedy: bool, seed: int) -> dict[str
     """
     from jaxrl_dist.envs import make_env
 
-    env = make_env(policy.env_id, {**policy.env_kwargs, "render_mode": "rgb_array"}, 1, 1, seed)
+    env = make_env(
+        policy.env_id, {**policy.env_kwargs, "render_mode": "rgb_array"}, 1, 1, seed=seed
+    )
     state = policy.initial_state(1, jax.random.PRNGKey(seed))  # a recurrent policy's memory
     try:
         obs, _ = env.reset()

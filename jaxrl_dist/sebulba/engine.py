@@ -27,6 +27,7 @@ from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped
+from jaxrl_dist.run.evaluator import EvalSetup
 from jaxrl_dist.run.logger import MetricLogger
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
 from jaxrl_dist.sebulba.evaluation import make_evaluator
@@ -138,7 +139,7 @@ class SebulbaEngine(Engine):
         self.state = state
         update = 0 if meta is None else Counters.from_meta(meta).updates
         params = learner.actor_params(state)
-        self.pools = seat_pools(cfg, ckpt, params, update, resume, cluster)
+        self.pools = seat_pools(cfg, ckpt, params, update=update, resume=resume, cluster=cluster)
         self.store.publish(params, update)
         return meta
 
@@ -173,13 +174,16 @@ class SebulbaEngine(Engine):
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
-        evaluator = make_evaluator(
+        setup = EvalSetup(
             cfg.env_id,
             cfg.env_kwargs,
             cfg.eval_episodes,
             cfg.seed,
             self.agent.actor,
             self.devices.actor_devices[0],
+        )
+        evaluator = make_evaluator(
+            setup,
             num_players=self.spec.num_players,
             opponent=cfg.seats.eval_opponent,
             num_agents=self.spec.num_agents,

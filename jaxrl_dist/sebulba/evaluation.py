@@ -12,12 +12,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore
-from jaxrl_dist.envs import derive_seed, make_env, xla_loop_problem
+from jaxrl_dist.envs import derive_seed, xla_loop_problem
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
-from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalActing, EvalResult, game_stats
+from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalResult, EvalSetup, game_stats
 from jaxrl_dist.run.opponents import named_player
 from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
 from jaxrl_dist.types import pad_rows
@@ -48,21 +47,10 @@ class FirstEpisodes:
 class Evaluator:
     """Runs greedy or sampled episodes of the current params on a dedicated EnvPool."""
 
-    def __init__(
-        self,
-        env_id: str,
-        env_kwargs: dict[str, Any],
-        num_episodes: int,
-        seed: int,
-        core: ActorCore,
-        device: jax.Device,
-        num_agents: int = 1,
-    ):
-        self._env = make_env(
-            env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
-        )
-        self._num, self._agents = num_episodes, num_agents
-        self._acting = EvalActing(core, device, seed)
+    def __init__(self, setup: EvalSetup, num_agents: int = 1):
+        self._env = setup.pool()
+        self._num, self._agents = setup.episodes, num_agents
+        self._acting = setup.acting()
 
     def run(
         self,
@@ -116,18 +104,20 @@ class GameEvaluator:
     counts. `opponent` names it (`run/opponents.py`: scripted or "checkpoint:PATH[@STEP]");
     `player`, if given, plays it instead (a pool snapshot). Same interface as `Evaluator`."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], num_episodes: int, seed: int,
-                 core: ActorCore, device: jax.Device, opponent: str, num_players: int,
-                 player: Player | None = None):  # fmt: skip
-        self._pool = make_env(
-            env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
-        )
-        rng = np.random.default_rng(derive_seed(seed, EVAL_SEED_PURPOSE, 2))
-        self._players = {opponent: player or named_player(opponent, env_id, num_episodes, rng)}
-        self._roles = [tuple(LEARNER if s == i % num_players else opponent
-                             for s in range(num_players)) for i in range(num_episodes)]  # fmt: skip
+    def __init__(
+        self, setup: EvalSetup, *, opponent: str, num_players: int, player: Player | None = None
+    ):
+        self._pool = setup.pool()
+        num_episodes = setup.episodes
+        rng = np.random.default_rng(derive_seed(setup.seed, EVAL_SEED_PURPOSE, 2))
+        player = player or named_player(opponent, setup.env_id, num_episodes, rng)
+        self._players = {opponent: player}
+        self._roles = [
+            tuple(LEARNER if s == i % num_players else opponent for s in range(num_players))
+            for i in range(num_episodes)
+        ]
         self._num = num_episodes
-        self._acting = EvalActing(core, device, seed)
+        self._acting = setup.acting()
 
     def run(
         self,
@@ -173,12 +163,8 @@ def game_result(games: list[GameResult]) -> EvalResult:
 
 
 def make_evaluator(
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    num_episodes: int,
-    seed: int,
-    core: ActorCore,
-    device: jax.Device,
+    setup: EvalSetup,
+    *,
     num_players: int = 1,
     opponent: str = "random",
     num_agents: int = 1,
@@ -189,9 +175,9 @@ def make_evaluator(
     `Evaluator`: a run's evaluations and `scripts/evaluate.py` choose alike. `in_xla`: an
     `XlaEvaluator` (the same episodes, stepped inside XLA) where the env allows it (evaluation
     beside training)."""
-    if in_xla and num_players == 1 and num_agents == 1 and not xla_loop_problem(env_id, env_kwargs):
-        return XlaEvaluator(env_id, env_kwargs, num_episodes, seed, core, device)
+    plain = num_players == 1 and num_agents == 1
+    if in_xla and plain and not xla_loop_problem(setup.env_id, setup.env_kwargs):
+        return XlaEvaluator(setup)
     if num_players > 1:
-        return GameEvaluator(env_id, env_kwargs, num_episodes, seed, core, device, opponent,
-                             num_players, player)  # fmt: skip
-    return Evaluator(env_id, env_kwargs, num_episodes, seed, core, device, num_agents)
+        return GameEvaluator(setup, opponent=opponent, num_players=num_players, player=player)
+    return Evaluator(setup, num_agents)

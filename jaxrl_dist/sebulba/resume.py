@@ -119,8 +119,10 @@ class ReplayLog:
             log.warning(
                 "deterministic resume is not exact: checkpoint %d holds no replay for this "
                 "config (saved: %s, wanted: %s); the actors start new envs",
-                step, saved, self.meta(step),
-            )  # fmt: skip
+                step,
+                saved,
+                self.meta(step),
+            )
             return None
         full = np.asarray(ckpt.restore_replay(step)["env_actions"])
         self._start = first
@@ -142,8 +144,9 @@ def put_replay(window: np.ndarray, sharding: jax.sharding.Sharding) -> dict[str,
     return {"env_actions": jax.make_array_from_process_local_data(sharding, window)}
 
 
-def seat_pools(config: Any, ckpt: Checkpointer, params: Any, update: int, resume: bool,
-               cluster: Cluster) -> SeatPools | None:  # fmt: skip
+def seat_pools(
+    config: Any, ckpt: Checkpointer, params: Any, *, update: int, resume: bool, cluster: Cluster
+) -> SeatPools | None:
     """The seats' snapshot pools (None without snapshot roles): a resume takes back this
     process's saved pools; a fresh start (or a step saved without them) starts from `params`."""
     pools = SeatPools(config.seats, derive_seed(config.seed, POOL_SEED_PURPOSE, cluster.index))
@@ -153,8 +156,11 @@ def seat_pools(config: Any, ckpt: Checkpointer, params: Any, update: int, resume
     saved = ckpt.restore_data(ckpt.latest_step(), "pool") if resume else None
     if saved is None:
         if resume and cluster.is_primary:
-            print(f"warning: checkpoint {ckpt.latest_step()} holds no opponent pool; the pools "
-                  "start again from the resumed params", file=sys.stderr)  # fmt: skip
+            print(
+                f"warning: checkpoint {ckpt.latest_step()} holds no opponent pool; the pools "
+                "start again from the resumed params",
+                file=sys.stderr,
+            )
         pools.start(host, update)
         return pools
     try:

@@ -23,8 +23,7 @@ import numpy as np
 
 from jaxrl_dist.acting.xla_actor import in_env_order
 from jaxrl_dist.agents.base import ActorCore
-from jaxrl_dist.envs import derive_seed, make_env
-from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalActing, EvalResult
+from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
 
 CHUNK_STEPS = 64  # env steps per jitted call: `abort` is checked between calls
 
@@ -44,13 +43,11 @@ class _Episodes(NamedTuple):
 class XlaEvaluator:
     """`Evaluator`'s interface (`run`, `warm_up`, `close`) with the episodes stepped in XLA."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], num_episodes: int, seed: int,
-                 core: ActorCore, device: jax.Device, chunk: int = CHUNK_STEPS):  # fmt: skip
-        self._env = make_env(
-            env_id, env_kwargs, num_episodes, num_episodes, derive_seed(seed, EVAL_SEED_PURPOSE)
-        )
-        self._num, self._device = num_episodes, device
-        self._acting = EvalActing(core, device, seed)
+    def __init__(self, setup: EvalSetup, chunk: int = CHUNK_STEPS):
+        self._env = setup.pool()
+        self._num, self._device = setup.episodes, setup.device
+        self._acting = setup.acting()
+        core, device = setup.core, setup.device
         handle, recv, send, _ = self._env.xla()
         self._handle = jax.device_put(handle, device)
         action_dtype = self._env.spec._action_spec[-1][0]  # what EnvPool's send takes
@@ -109,8 +106,15 @@ def _loops(core: ActorCore, recv, send, action_dtype, chunk: int):
         obs, reward, _, _, _ = in_env_order(got)
         n = reward.shape[0]
         ones, zeros = jnp.ones(n, bool), jnp.zeros(n, bool)
-        return handle, _Episodes(obs, actor_state, ones, zeros, jnp.zeros(n, jnp.float32),
-                                 jnp.zeros(n, jnp.int32), zeros)  # fmt: skip
+        return handle, _Episodes(
+            obs=obs,
+            actor_state=actor_state,
+            first=ones,
+            was_last=zeros,
+            returns=jnp.zeros(n, jnp.float32),
+            lengths=jnp.zeros(n, jnp.int32),
+            finished=zeros,
+        )
 
     def step(params, greedy, handle, e: _Episodes):
         state = core.start_episodes(e.actor_state, e.first)
@@ -126,9 +130,14 @@ def _loops(core: ActorCore, recv, send, action_dtype, chunk: int):
         live = ~e.finished
         ended = jnp.logical_or(terminated, truncated)
         return handle, _Episodes(
-            obs, state, e.was_last, ended, e.returns + jnp.where(live, reward, 0.0),
-            e.lengths + live.astype(jnp.int32), e.finished | ended,
-        )  # fmt: skip
+            obs=obs,
+            actor_state=state,
+            first=e.was_last,
+            was_last=ended,
+            returns=e.returns + jnp.where(live, reward, 0.0),
+            lengths=e.lengths + live.astype(jnp.int32),
+            finished=e.finished | ended,
+        )
 
     def steps(params, handle, episodes, greedy):
         def cond(carry):

@@ -29,7 +29,7 @@ import jax
 
 from jaxrl_dist.envs.games import tictactoe_exact_losses
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.run.evaluator import EvalResult
+from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
 from jaxrl_dist.run.opponents import (
     NAMES as OPPONENT_NAMES,
 )
@@ -86,19 +86,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", help="output file (default RUN_DIR/eval/step_<N>_<mode>.json)")
     p.add_argument("--video", help="also record one episode to this .gif")
     p.add_argument(
-        "--opponent", help="turn-based games: random, heuristic, perfect, checkpoint:PATH[@STEP] "
+        "--opponent",
+        help="turn-based games: random, heuristic, perfect, checkpoint:PATH[@STEP] "
         "(another run's greedy policy) or pool:ID|latest (a snapshot of the evaluated "
         "checkpoint's opponent pool), the learner taking each seat in turn (default: the run's "
         "config.seats.eval_opponent)",
-    )  # fmt: skip
+    )
     p.add_argument("--follow", action="store_true", help="evaluate new checkpoints as they come")
     p.add_argument("--poll_s", type=float, default=5.0, help="--follow: seconds between looks")
     p.add_argument(
-        "--idle_exit_s", type=float, default=FOLLOW_IDLE_EXIT_S,
+        "--idle_exit_s",
+        type=float,
+        default=FOLLOW_IDLE_EXIT_S,
         help=f"--follow: stop after this many seconds without a new checkpoint (default "
         f"{FOLLOW_IDLE_EXIT_S:g}, 30 minutes: a run that died never writes its summary.json); "
         "0: wait until the run finishes, however long",
-    )  # fmt: skip
+    )
     args = p.parse_args(argv)
     if args.mode not in MODES:
         raise UsageError(f"--mode {args.mode!r}: choose greedy or sampled")
@@ -201,8 +204,14 @@ def evaluate(
     player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
     if players > 1 and opponent.startswith(POOL):
         player = policy_player(pool_policy(policy, opponent), episodes)
-    evaluator = make_evaluator(policy.env_id, policy.env_kwargs, episodes, seed, actor, device,
-                               players, opponent, policy.spec.num_agents, player)  # fmt: skip
+    setup = EvalSetup(policy.env_id, policy.env_kwargs, episodes, seed, actor, device)
+    evaluator = make_evaluator(
+        setup,
+        num_players=players,
+        opponent=opponent,
+        num_agents=policy.spec.num_agents,
+        player=player,
+    )
     try:
         return evaluator.run(policy.params, greedy=greedy)
     finally:
@@ -213,18 +222,25 @@ def exact_losses(policy: Policy, record: dict[str, Any]) -> dict[str, float]:
     """A greedy tic-tac-toe policy against perfect play: also its exact loss probability as
     first and as second player, and their mean (`games.tictactoe_exact_losses`), beside the
     sampled games."""
-    if (policy.env_id, record.get("opponent"), record["mode"]) != ("TicTacToe-v1", "perfect",
-                                                                   "greedy"):  # fmt: skip
+    if (policy.env_id, record.get("opponent"), record["mode"]) != (
+        "TicTacToe-v1",
+        "perfect",
+        "greedy",
+    ):
         return {}
     first, second = tictactoe_exact_losses(
         lambda views, legal: policy.act(views, greedy=True, action_mask=legal)
     )
-    return {"exact_loss_first": first, "exact_loss_second": second,
-            "exact_loss_rate": (first + second) / 2}  # fmt: skip
+    return {
+        "exact_loss_first": first,
+        "exact_loss_second": second,
+        "exact_loss_rate": (first + second) / 2,
+    }
 
 
-def eval_record(policy: Policy, result: EvalResult, mode: str, seed: int,
-                opponent: str | None = None) -> dict[str, Any]:  # fmt: skip
+def eval_record(
+    policy: Policy, result: EvalResult, mode: str, seed: int, opponent: str | None = None
+) -> dict[str, Any]:
     """The JSON of one evaluation: the step, the stats, and per-episode `returns`
     (`[episodes][agents]`) and `lengths` (`[episodes]`); a turn-based game's names its
     `opponent`."""

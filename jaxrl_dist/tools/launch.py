@@ -40,9 +40,14 @@ def start_processes(
     procs = []
     for i in range(num_processes):
         args = [
-            sys.executable, "-u", TRAIN, *train_args, f"--coordinator_address=127.0.0.1:{port}",
-            f"--num_processes={num_processes}", f"--process_id={i}",
-        ]  # fmt: skip
+            sys.executable,
+            "-u",
+            TRAIN,
+            *train_args,
+            f"--coordinator_address=127.0.0.1:{port}",
+            f"--num_processes={num_processes}",
+            f"--process_id={i}",
+        ]
         procs.append(subprocess.Popen(args, env=env, stdout=stdout, stderr=stderr, text=True))
     return procs
 
@@ -67,9 +72,12 @@ def run(
     still running `grace_s` later are killed.
     """
     procs = start_processes(
-        train_args, num_processes, devices_per_process,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        train_args,
+        num_processes,
+        devices_per_process,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     relays = [_relay(p, i) for i, p in enumerate(procs)]
     first_failure_at, code = None, 0
     while any(p.poll() is None for p in procs):

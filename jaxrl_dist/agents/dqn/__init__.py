@@ -12,7 +12,16 @@ from jaxrl_dist.agents.dqn.loss import expected_q, importance_weights, transitio
 from jaxrl_dist.agents.dqn.targets import NStepTarget, n_step_target
 
 __all__ = [
-    "RUNTIME_HPARAMS", "DQNState", "NStepTarget", "QModel", "RainbowConfig", "check_rainbow",
-    "epsilon_ladder", "expected_q", "importance_weights", "make_rainbow", "n_step_target",
+    "RUNTIME_HPARAMS",
+    "DQNState",
+    "NStepTarget",
+    "QModel",
+    "RainbowConfig",
+    "check_rainbow",
+    "epsilon_ladder",
+    "expected_q",
+    "importance_weights",
+    "make_rainbow",
+    "n_step_target",
     "transition_losses",
-]  # fmt: skip
+]

@@ -181,9 +181,14 @@ def make_rainbow(
             "'ppo' or 'impala'"
         )
     network = make_q_network(
-        network_config, env_spec.obs_shape, env_spec.num_actions, config.num_atoms,
-        config.dueling, config.noisy, config.sigma0,
-    )  # fmt: skip
+        network_config,
+        env_spec.obs_shape,
+        env_spec.num_actions,
+        num_atoms=config.num_atoms,
+        dueling=config.dueling,
+        noisy=config.noisy,
+        sigma0=config.sigma0,
+    )
     model = QModel(network, env_spec, config.v_min, config.v_max)
     init, learn = q_learner_parts(config, model, run_shape, RUNTIME_HPARAMS)
 
@@ -260,7 +265,14 @@ def q_learner_parts(
         net = model.init(key)
         zero = jnp.zeros((), jnp.int32)
         params = {"net": net, "epsilon": exploration_epsilon(config, run_shape, hparams, zero)}
-        return DQNState(params, net, optimizer.init(net), jax.random.fold_in(key, 1), zero, hparams)
+        return DQNState(
+            params=params,
+            target_params=net,
+            opt_state=optimizer.init(net),
+            rng=jax.random.fold_in(key, 1),
+            update_step=zero,
+            hparams=hparams,
+        )
 
     def learn(state: DQNState, grads: Any) -> tuple[DQNState, dict[str, jax.Array]]:
         hp = state.hparams
@@ -270,9 +282,11 @@ def q_learner_parts(
         target_params = _target_update(config, params["net"], state.target_params, step, hp)
         epsilon = exploration_epsilon(config, run_shape, hp, step)  # for the next acting
         new = state._replace(
-            params={**params, "epsilon": epsilon}, target_params=target_params,
-            opt_state=opt_state, update_step=step,
-        )  # fmt: skip
+            params={**params, "epsilon": epsilon},
+            target_params=target_params,
+            opt_state=opt_state,
+            update_step=step,
+        )
         return new, {"learning_rate": lr, "epsilon": epsilon, "grad_norm": optax.tree.norm(grads)}
 
     return init, learn

@@ -14,6 +14,10 @@ from jaxrl_dist.agents.impala.config import OPTIMIZERS, RUNTIME_HPARAMS, ImpalaC
 from jaxrl_dist.agents.impala.loss import impala_loss
 
 __all__ = [
-    "OPTIMIZERS", "RUNTIME_HPARAMS", "ImpalaConfig", "impala_loss", "make_impala",
+    "OPTIMIZERS",
+    "RUNTIME_HPARAMS",
+    "ImpalaConfig",
+    "impala_loss",
+    "make_impala",
     "make_optimizer",
-]  # fmt: skip
+]

@@ -9,8 +9,12 @@ from jaxrl_dist.agents.base import bad_algo_field
 OPTIMIZERS = ("rmsprop", "adam")
 # Fields a run may change while it goes on (`LearnerState.hparams`; README, "Run-time changes").
 RUNTIME_HPARAMS = (
-    "learning_rate", "entropy_cost", "baseline_cost", "clip_rho_threshold", "clip_pg_rho_threshold",
-)  # fmt: skip
+    "learning_rate",
+    "entropy_cost",
+    "baseline_cost",
+    "clip_rho_threshold",
+    "clip_pg_rho_threshold",
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,11 @@ from jaxrl_dist.agents.ppo.config import ESTIMATORS, RUNTIME_HPARAMS, PPOConfig,
 from jaxrl_dist.agents.ppo.loss import advantages_and_targets, ppo_loss
 
 __all__ = [
-    "ESTIMATORS", "RUNTIME_HPARAMS", "PPOConfig", "advantages_and_targets", "check_ppo",
-    "make_ppo", "ppo_loss",
-]  # fmt: skip
+    "ESTIMATORS",
+    "RUNTIME_HPARAMS",
+    "PPOConfig",
+    "advantages_and_targets",
+    "check_ppo",
+    "make_ppo",
+    "ppo_loss",
+]

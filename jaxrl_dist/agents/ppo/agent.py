@@ -84,13 +84,17 @@ def make_ppo(
         log_pi = model.dist.log_prob(jax.tree.map(lambda x: x[:-1], policy), rollout.action)
         adv, target, mask = advantages_and_targets(values, log_pi, rollout, config)
         data = {
-            "obs": jax.tree.map(lambda x: x[:-1], rollout.obs), "action": rollout.action,
+            "obs": jax.tree.map(lambda x: x[:-1], rollout.obs),
+            "action": rollout.action,
             "advantage": adv,
-            "behaviour_log_prob": rollout.agent_extras["log_prob"], "old_log_prob": log_pi,
+            "behaviour_log_prob": rollout.agent_extras["log_prob"],
+            "old_log_prob": log_pi,
             "target": target,
-            "old_value": values[:-1], "mask": mask,
-            "first": first[:-1], "core_state": rollout.core_state,  # [1, B]: whole segments
-        }  # fmt: skip
+            "old_value": values[:-1],
+            "mask": mask,
+            "first": first[:-1],
+            "core_state": rollout.core_state,  # [1, B]: whole segments
+        }
         data = jax.tree.map(jax.lax.stop_gradient, data)
         rng, key = jax.random.split(state.rng)
         minibatches = _shuffled_minibatches(data, key, config.num_epochs, config.num_minibatches)

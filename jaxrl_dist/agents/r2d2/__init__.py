@@ -16,6 +16,12 @@ from jaxrl_dist.agents.r2d2.agent import (
 from jaxrl_dist.agents.r2d2.config import RUNTIME_HPARAMS, R2D2Config, check_r2d2
 
 __all__ = [
-    "RUNTIME_HPARAMS", "R2D2Config", "RecurrentQModel", "check_r2d2", "make_r2d2",
-    "recurrent_q_model", "sequence_priorities", "sequence_td_errors",
-]  # fmt: skip
+    "RUNTIME_HPARAMS",
+    "R2D2Config",
+    "RecurrentQModel",
+    "check_r2d2",
+    "make_r2d2",
+    "recurrent_q_model",
+    "sequence_priorities",
+    "sequence_td_errors",
+]

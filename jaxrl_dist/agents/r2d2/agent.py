@@ -95,8 +95,9 @@ def make_actor(model: RecurrentQModel, config: R2D2Config) -> ActorCore:
         q, core = model.step(params["net"], obs, state["core"])
         return jnp.argmax(q, axis=-1).astype(jnp.int32), {**state, "core": core}
 
-    return ActorCore(init_state, act, greedy_act, start_episodes=reset_core_rows,
-                     core_state=core_of)  # fmt: skip
+    return ActorCore(
+        init_state, act, greedy_act, start_episodes=reset_core_rows, core_state=core_of
+    )
 
 
 def sequence_targets(sequence: Rollout, start: int, n: int, discount: float):
@@ -163,10 +164,16 @@ def recurrent_q_model(
     """The recurrent Q network of `network_config` (torso, core) for `env_spec`."""
     nc = network_config
     network = RecurrentQNetwork(
-        tuple(env_spec.obs_shape), env_spec.num_actions, resolve_torso(nc, env_spec.obs_shape),
-        nc.hidden_sizes, nc.activation, nc.compute_dtype, dueling=config.dueling, core=nc.core,
+        obs_shape=tuple(env_spec.obs_shape),
+        num_actions=env_spec.num_actions,
+        torso_name=resolve_torso(nc, env_spec.obs_shape),
+        hidden_sizes=nc.hidden_sizes,
+        activation=nc.activation,
+        dtype=nc.compute_dtype,
+        dueling=config.dueling,
+        core=nc.core,
         core_size=nc.core_size,
-    )  # fmt: skip
+    )
     return RecurrentQModel(network, env_spec)
 
 
