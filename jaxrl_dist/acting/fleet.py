@@ -180,6 +180,7 @@ class Fleet:
             num_envs=cfg.streams_per_actor,
             key=key,
             stop=self._shared.stop,
+            pad_to=cfg.recv_rows if cfg.seats.enabled else 0,  # recv() sizes vary with seats
         )
 
     def _spawn_actor(self, slot: int, restarts: int) -> ActorThread:

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.threads import POLL_S
-from jaxrl_dist.types import PyTree
+from jaxrl_dist.types import PyTree, pad_rows
 
 
 class ActResult(NamedTuple):
@@ -89,7 +90,12 @@ def wait_for_params(
 
 class LocalClient:
     """Inference on the actor's own device: the newest params at every call, one jitted step
-    (key split, act, env action) per `recv()`."""
+    (key split, act, env action) per `recv()`.
+
+    `pad_to`: every call acts on this many rows, a padding row of the state filling the rest
+    (as the inference server does), so a pool whose `recv()` returns a varying number of rows
+    (a seated game's learner streams) compiles the step once instead of once per row count;
+    0: the rows as given (a pool's fixed batch)."""
 
     def __init__(
         self,
@@ -102,14 +108,17 @@ class LocalClient:
         num_envs: int,
         key: jax.Array,
         stop: threading.Event,
+        pad_to: int = 0,
     ):
         self._step, self._core, self._store = step, core, store
         self._device, self._identity, self._num_envs = device, identity, num_envs
-        self._stop = stop
+        self._stop, self._pad_to = stop, pad_to
         self.reset(key)
 
     def reset(self, key: jax.Array) -> None:
         state = self._core.init_state(self._identity, self._num_envs, key)
+        if self._pad_to:  # row `num_envs`: the padding row, whose results are dropped
+            state = jax.tree.map(lambda s: jnp.concatenate([s, s[:1]]), state)
         self._state = jax.device_put(state, self._device)
 
     def act(
@@ -119,9 +128,14 @@ class LocalClient:
         if got is None:
             return None
         params, version = got
-        rows, first = env_ids.astype(np.int32, copy=False), episode_starts(first, len(env_ids))
+        n = len(env_ids)
+        rows, first = env_ids.astype(np.int32, copy=False), episode_starts(first, n)
+        if self._pad_to:
+            obs = pad_rows(obs, self._pad_to)
+            rows = np.concatenate([rows, np.full(self._pad_to - n, self._num_envs, np.int32)])
+            first = np.concatenate([first, np.zeros(self._pad_to - n, bool)])
         *out, self._state = self._step(params, obs, rows, first, self._state)
-        action, env_action, extras, core_state = jax.device_get(out)
+        action, env_action, extras, core_state = jax.tree.map(lambda x: x[:n], jax.device_get(out))
         return ActResult(action, env_action, extras, version, core_state)
 
 
