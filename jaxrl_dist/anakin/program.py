@@ -108,7 +108,11 @@ class Program:
             lambda c: self._update(c, jnp.asarray(True))[2],
             Carry(learner, acting, None, shared, data),
         )
-        return Carry(learner, acting, _zero_totals(metrics), shared, data)
+        carry = Carry(learner, acting, _zero_totals(metrics), shared, data)
+        # No weak types (a gymnax state's Python ints): a checkpoint restores every leaf with
+        # its dtype, and the program of a resumed run must be the fresh run's (one compile,
+        # or a hit in the persistent compilation cache).
+        return jax.tree.map(lambda x: x.astype(x.dtype), carry)
 
     # ------------------------------------------------------------------ one update
     def unroll(self, params: PyTree, acting: Acting, version: jax.Array, shared: PyTree):
