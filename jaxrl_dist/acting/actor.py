@@ -60,7 +60,9 @@ class ActorStats:
             self.episode_returns.extend(returns)
             self.episode_lengths.extend(lengths)
 
-    def drain(self) -> dict[str, Any]:
+    def drain(self, into: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What was added since the last drain (timers, env steps, episodes), added to `into`
+        (an earlier drain's result) if given; the counts start again from zero."""
         with self._lock:
             out = {
                 "timers": self.timers,
@@ -69,6 +71,13 @@ class ActorStats:
                 "episode_lengths": self.episode_lengths,
             }
             self._reset()
+        if into is not None:
+            out = {
+                "timers": {k: into["timers"][k] + v for k, v in out["timers"].items()},
+                "env_steps": into["env_steps"] + out["env_steps"],
+                "episode_returns": into["episode_returns"] + out["episode_returns"],
+                "episode_lengths": into["episode_lengths"] + out["episode_lengths"],
+            }
         return out
 
 

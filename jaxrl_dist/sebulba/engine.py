@@ -117,6 +117,7 @@ class SebulbaEngine(Engine):
         self.pools = None  # the seats' snapshot roles (opponent pool, frozen start)
         self._actor_replay: dict[int, np.ndarray] = {}  # lockstep resume, by global actor
         self._window: LogWindow | None = None
+        self._actors: dict[str, Any] | None = None  # the actors' stats in this log window
         self._reported = (0, 0)  # (restarts, episodes) in the last agreement
         self._batch, self._read_s = None, 0.0
 
@@ -224,6 +225,9 @@ class SebulbaEngine(Engine):
         except RunError as e:
             batch, failure = None, e
         self._batch, self._read_s = batch, time.perf_counter() - start
+        # Taken when the batch came: in lockstep mode the actors then wait for the next params,
+        # so the log window holds exactly the unrolls learned so far (not a racing one).
+        self._actors = self.stats.drain(into=self._actors)
         restarts, episodes = self.fleet.restarts, self.stats.episodes_finished
         new_restarts, new_episodes = restarts - self._reported[0], episodes - self._reported[1]
         self._reported = (restarts, episodes)
@@ -283,7 +287,8 @@ class SebulbaEngine(Engine):
 
     def log_record(self, metrics: dict[str, float], counters: Counters) -> dict[str, float]:
         """Every process's window (a gather) as one record; this process's servers."""
-        totals = self._window.totals(self.stats.drain(), self.data.size)
+        actors, self._actors = self._actors or self.stats.drain(), None
+        totals = self._window.totals(actors, self.data.size)
         record = self._window.record(metrics, counters, self._cluster.gather(totals))
         record.update(self.fleet.inference_record())
         return record
