@@ -134,7 +134,8 @@ def test_evaluation_blocks_where_timing_must_not_matter():
     sync = {"async_envs": False, "batch_size": 16}
     assert not load_config(QUICK, deterministic=True, **sync).evaluates_in_background
     assert not load_config(QUICK, keep_best_checkpoints=2).evaluates_in_background
-    assert load_config(QUICK).evaluates_in_background
+    assert load_config(QUICK, eval_every_updates=10).evaluates_in_background
+    assert not load_config(QUICK, eval_every_updates=0).evaluates_in_background  # only the end
     with pytest.raises(ConfigError, match="keep_best_checkpoints"):
         load_config(QUICK, eval_in_background=True, keep_best_checkpoints=2)
     anakin = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")

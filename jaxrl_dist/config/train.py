@@ -220,10 +220,12 @@ class TrainConfig:
     def evaluates_in_background(self) -> bool:
         """Whether evaluation runs beside the updates (`eval_in_background`, resolved: by
         default on Sebulba, except in deterministic mode and with best checkpoints, whose
-        saved step must be the evaluated one)."""
+        saved step must be the evaluated one, and without evaluations during the run: the
+        final one blocks anyway)."""
         if self.eval_in_background is None:
             return (
                 self.runtime == "sebulba"
+                and bool(self.eval_every_updates)
                 and not self.deterministic
                 and not (self.keep_best_checkpoints)
             )
