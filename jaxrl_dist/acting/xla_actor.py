@@ -121,14 +121,7 @@ def make_unroll(
         ret, length = _track(zeros, zeros.astype(jnp.int32), reward, info)
         first = jnp.ones(reward.shape, bool)
         carry = UnrollCarry(
-            obs=obs,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            actor_state=actor_state,
-            episode_return=ret,
-            episode_length=length,
-            first=first,
+            obs, reward, terminated, truncated, actor_state, ret, length, first=first
         )
         return handle, carry
 
@@ -145,16 +138,7 @@ def make_unroll(
         obs, reward, terminated, truncated, info = in_env_order(got)
         ret, length = _track(c.episode_return, c.episode_length, reward, info)
         first = jnp.logical_or(c.terminated, c.truncated)  # the obs acted on ended an episode
-        new = UnrollCarry(
-            obs=obs,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            actor_state=actor_state,
-            episode_return=ret,
-            episode_length=length,
-            first=first,
-        )
+        new = UnrollCarry(obs, reward, terminated, truncated, actor_state, ret, length, first=first)
         ended = jnp.logical_or(terminated, truncated)
         seen = (c.obs, c.reward, c.terminated, c.truncated, action, extras)
         return (handle, new), (seen, ended, ret, length)

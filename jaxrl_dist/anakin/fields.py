@@ -1,4 +1,4 @@
-"""What the Anakin engine does with the run fields the shell leaves to it (`run/engine.py`:
+"""What the Anakin engine does with the run fields the shell leaves to it (`run/fields.py`:
 `SHELL_FIELDS` are honoured alike by every engine), and the fields it refuses: the Sebulba
 runtime's actors, EnvPools, queues and inference servers have no counterpart in one jitted
 program."""

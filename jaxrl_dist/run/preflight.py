@@ -21,7 +21,8 @@ from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
-from jaxrl_dist.run.engine import Engine, refusal
+from jaxrl_dist.run.engine import Engine
+from jaxrl_dist.run.fields import refusal
 from jaxrl_dist.run.opponents import named_player
 from jaxrl_dist.run.wandb_sink import wandb_problem
 from jaxrl_dist.schedules import check_schedules
@@ -170,8 +171,3 @@ def _warm_params(path: str, like: Any) -> Any:
             f"config.warm_start={path!r}: its params do not match this config's network "
             "(different torso, sizes or env); warm-start from a run with the same network"
         ) from None
-
-
-def flow_of(config: TrainConfig) -> DataFlow:
-    """The data flow of `config.algorithm`'s agent."""
-    return flows.get(agents.get(config.algorithm).data)

@@ -1,4 +1,4 @@
-"""What the Sebulba engine does with the run fields the shell leaves to it (`run/engine.py`:
+"""What the Sebulba engine does with the run fields the shell leaves to it (`run/fields.py`:
 `SHELL_FIELDS` are honoured alike by every engine), and the fields it refuses."""
 
 USES = {
