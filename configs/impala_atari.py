@@ -79,7 +79,7 @@ def get_config(variant=None):
         c.eval_every_updates = 0
         c.eval_episodes = 2
         c.eval_mode = "sampled"
-        c.env_kwargs["max_episode_steps"] = 300
+        c.env_kwargs["max_episode_steps"] = 100
         c.checkpoint_every_updates = 0
         c.log_every_updates = 4
     return c

@@ -56,6 +56,9 @@ def get_config(variant=None):
         c.eval_episodes = 4
         c.checkpoint_every_updates = 0
         c.log_every_updates = 5
+        # A constant rate: the annealed one bakes the run's length into the compiled update, so
+        # every test's other total_env_steps compiled it again (the full run anneals).
+        c.algo.anneal_lr = False
     elif variant is not None:
         raise ValueError(f"unknown variant {variant!r}; use ':quick' or no variant")
     return c

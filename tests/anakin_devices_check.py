@@ -1,4 +1,4 @@
-"""Run on 4 fake CPU devices (tests/fake_devices.py): the Anakin program on a 1-device mesh and
+"""Run on 4 fake CPU devices (`four_device_checks.py`): the Anakin program on a 1-device mesh and
 on a 4-device mesh (the env axis split 4 ways) from the same seed; prints how far apart the
 learner states are after a few updates: one JSON line, a result per config (the on-policy and
 the replay data flows), keyed by config file name."""
@@ -55,10 +55,10 @@ def compare(config_file) -> dict:
     }
 
 
-def main():
+def verdict() -> dict:
     assert len(jax.devices()) == 4
-    print(json.dumps({name: compare(name) for name in CONFIGS}))
+    return {name: compare(name) for name in CONFIGS}
 
 
 if __name__ == "__main__":
-    main()
+    print(json.dumps(verdict()))

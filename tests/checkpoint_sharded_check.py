@@ -1,11 +1,10 @@
-"""Run in its own process with JAX_NUM_CPU_DEVICES=4 (see test_checkpoint.py).
+"""Run on 4 fake CPU devices (`four_device_checks.py`, in its own process).
 
 Saves a state with one leaf split over 4 devices and restores it onto its own sharding, onto 2
 devices and replicated; prints a JSON verdict."""
 
 import json
 import os
-import sys
 import tempfile
 
 import jax
@@ -16,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
 
 
-def main() -> None:
+def verdict() -> dict:
     assert jax.device_count() == 4, jax.devices()
     four = Mesh(np.array(jax.devices()), ("data",))
     two = Mesh(np.array(jax.devices()[:2]), ("data",))
@@ -55,8 +54,8 @@ def main() -> None:
         "restored_specs": [list(r["buffer"].sharding.spec) for r in restored],
         "restored_devices": [len(r["buffer"].sharding.device_set) for r in restored],
     }
-    print(json.dumps(verdict))
+    return verdict
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    print(json.dumps(verdict()))

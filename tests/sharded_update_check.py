@@ -1,4 +1,4 @@
-"""Run in its own process with JAX_NUM_CPU_DEVICES=4 (see test_sharded_update.py).
+"""Run on 4 fake CPU devices (`four_device_checks.py`, in its own process).
 
 Compares learner updates on a 4-device learner mesh with the 1-device updates on the same
 batches, for IMPALA and PPO, discrete and continuous (with observation normalisation), and prints
@@ -81,10 +81,10 @@ def compare(case):
     }
 
 
-def main():
+def verdict() -> dict:
     assert jax.device_count() == 4, f"expected 4 fake CPU devices, got {jax.device_count()}"
-    json.dump({case: compare(case) for case in CASES}, sys.stdout)
+    return {case: compare(case) for case in CASES}
 
 
 if __name__ == "__main__":
-    main()
+    json.dump(verdict(), sys.stdout)

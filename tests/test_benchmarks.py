@@ -71,7 +71,7 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     central/local speed-ups and the bottleneck follow from the figures; command, environment,
     settings, PNG and table recorded."""
     out_dir = tmp_path / "out"
-    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.5", "--out-dir", str(out_dir)]
+    args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.25", "--out-dir", str(out_dir)]
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
     with open(out_dir / "impala_cartpole_quick.json") as f:
@@ -109,12 +109,12 @@ def test_throughput_all_stages_consistent_result(tmp_path):
         measured["end_to_end"]["sps"] / capacities[bottleneck["stage"]], rel=1e-9
     )
 
-    assert "throughput.py" in result["command"] and "--seconds 0.5" in result["command"]
+    assert "throughput.py" in result["command"] and "--seconds 0.25" in result["command"]
     assert result["config"] == CARTPOLE_QUICK
     env = result["environment"]
     assert env["cpu_count"] == os.cpu_count()
     assert env["versions"]["jax"] == jax.__version__
-    assert result["seconds_per_stage"] == 0.5
+    assert result["seconds_per_stage"] == 0.25
     config, _ = parse_args(["--config", CARTPOLE_QUICK, "--workdir", "unused"])
     settings = result["settings"]
     assert settings["env_id"] == "CartPole-v1"
@@ -136,7 +136,7 @@ def test_throughput_repeats_interleave_and_report_medians(tmp_path):
         "--config",
         CARTPOLE_QUICK,
         "--seconds",
-        "0.5",
+        "0.25",
         "--repeat",
         "2",
         "--stages",
@@ -168,7 +168,7 @@ def test_throughput_skips_central_inference_for_the_xla_actor_loop(tmp_path):
         "--stages",
         "raw_async,end_to_end_central",
         "--seconds",
-        "0.5",
+        "0.25",
         "--out-dir",
         str(tmp_path),
         "--no-plot",
@@ -273,7 +273,7 @@ def test_scaling_actor_threads_and_two_fake_learner_devices(tmp_path):
         "--config",
         CARTPOLE_QUICK,
         "--seconds",
-        "0.5",
+        "0.25",
         "--actor-threads",
         "1,2",
         "--learner-devices",

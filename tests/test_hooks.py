@@ -148,7 +148,11 @@ class _RecordingLearner(Learner):
 
 def test_learning_rate_changed_from_a_hook_without_recompiling(tmp_path, monkeypatch):
     monkeypatch.setattr(engine_module, "Learner", _RecordingLearner)
-    config = _config("--config.log_every_updates=1", "--config.total_env_steps=6400")
+    config = _config(
+        "--config.log_every_updates=1",
+        "--config.total_env_steps=6400",
+        "--config.algo.anneal_lr=true",  # a change keeps the annealed shape
+    )
     workdir = str(tmp_path / "run")
     trainer = Trainer(config, workdir, quiet=True)
 

@@ -64,7 +64,7 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
         str(runs),
         "--metrics",
         "losses/entropy,stats/policy_lag,no/such_metric",
-        "--config.total_env_steps=6400",
+        "--config.total_env_steps=3200",
     ]
     proc = _run(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -79,20 +79,20 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
     for s in result["per_seed"]:
         with open(runs / f"seed_{s['seed']}" / "config.json") as f:
             assert json.load(f)["seed"] == s["seed"]  # each run got its own seed
-        assert s["success"] and s["error"] is None and s["env_steps"] == 6400
-        assert s["env_steps_to_target"] == 6400  # the final (only) evaluation
-        assert s["eval_curve"] == [[6400, s["final_eval_return"]]]
+        assert s["success"] and s["error"] is None and s["env_steps"] == 3200
+        assert s["env_steps_to_target"] == 3200  # the final (only) evaluation
+        assert s["eval_curve"] == [[3200, s["final_eval_return"]]]
         assert s["train_curve"] and s["metrics"]["no/such_metric"] is None
         lag = s["metrics"]["stats/policy_lag"]
         assert lag["p10"] <= lag["p50"] <= lag["p90"]
     agg = result["aggregate"]
     assert (agg["seeds"], agg["successes"], agg["success_rate"]) == (2, 2, 1.0)
-    assert agg["env_steps_to_target"] == {"median": 6400, "q25": 6400, "q75": 6400}
+    assert agg["env_steps_to_target"] == {"median": 3200, "q25": 3200, "q75": 3200}
     assert set(agg["metric_medians"]) == {"losses/entropy", "stats/policy_lag"}
-    assert (result["load"], result["target"], result["budget"]) == (1, 0.0, 6400)
-    assert result["overrides"] == ["--config.total_env_steps=6400"]
+    assert (result["load"], result["target"], result["budget"]) == (1, 0.0, 3200)
+    assert result["overrides"] == ["--config.total_env_steps=3200"]
     assert result["environment"]["cpu_count"] == os.cpu_count()
-    assert "2/2 seeds reach 0 within 6,400 env steps (load 1)" in proc.stdout
+    assert "2/2 seeds reach 0 within 3,200 env steps (load 1)" in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -207,7 +207,7 @@ def test_a_board_game_sweep_judges_the_weaker_seat_and_plays_perfect_play_after(
         "--target",
         "-1",
         "--budget",
-        "10000",
+        "5000",
         "--eval-key",
         "return_worst_seat",
         "--also-eval",

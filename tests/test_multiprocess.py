@@ -264,14 +264,14 @@ def test_rainbow_over_two_processes_samples_local_shards_and_saves_each(tmp_path
             assert p.returncode == 0, err[-3000:]
         return [err for _, err in outs]
 
-    run(2_000)
+    run(1_200)
     first = _summary(workdir)
     step = first["latest_checkpoint_step"]
     files = os.listdir(workdir / "checkpoints" / str(step) / "data")
     assert sorted(f for f in files if f.startswith("bytes")) == ["bytes.0", "bytes.1"]
     weights = [r["losses/importance_weight_mean"] for r in _train_records(workdir)]
     assert weights and min(weights) < 0.95  # each process's priorities came back
-    errs = run(3_000, "--resume")
+    errs = run(1_800, "--resume")
     assert not any("holds no replay contents" in err for err in errs)
     resumed = _summary(workdir)
     assert resumed["resumed_from_update"] == step and resumed["updates"] > step
