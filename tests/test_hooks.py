@@ -197,6 +197,7 @@ def test_control_file_changes_a_running_job_and_the_change_survives_resume(
     config = _config(
         "--config.log_every_updates=1",
         "--config.total_env_steps=6400",
+        "--config.algo.anneal_lr=true",  # the change keeps the annealed shape, across a resume
     )
     written = []
 
@@ -223,6 +224,7 @@ def test_control_file_changes_a_running_job_and_the_change_survives_resume(
         "--config.log_every_updates=1",
         "--config.total_env_steps=8000",
         "--config.algo.entropy_cost=0.03",
+        "--config.algo.anneal_lr=true",
     )
     result = Trainer(config, str(workdir), resume=True, quiet=True).run()
     lr = dict(_records(workdir, "losses/learning_rate"))

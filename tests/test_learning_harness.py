@@ -207,7 +207,7 @@ def test_a_board_game_sweep_judges_the_weaker_seat_and_plays_perfect_play_after(
         "--target",
         "-1",
         "--budget",
-        "5000",
+        "10000",
         "--eval-key",
         "return_worst_seat",
         "--also-eval",
