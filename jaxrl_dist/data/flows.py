@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from jaxrl_dist.data import snapshot
+import jaxrl_dist.data.snapshot as snapshot
 from jaxrl_dist.data.device_flows import OnPolicyFlow, PrioritizedFlow, prioritized_flow_problem
 from jaxrl_dist.data.on_policy import OnPolicyQueue
 from jaxrl_dist.data.prioritized import PrioritizedReplay

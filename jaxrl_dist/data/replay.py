@@ -25,7 +25,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from jaxrl_dist.data import snapshot
+import jaxrl_dist.data.snapshot as snapshot
 from jaxrl_dist.data.base import Batch, QueueItem
 from jaxrl_dist.data.rate_limiter import RateLimiter
 from jaxrl_dist.errors import RunError
