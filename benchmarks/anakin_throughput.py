@@ -7,7 +7,7 @@
 Rows (CartPole-v1, PPO, PureJaxRL's hyperparameters: 4 envs x 128 steps, 4 x 4 minibatches):
 
 - `baseline`: `purejaxrl_ppo.py`, the whole run one jitted call; SPS of the call after compiling.
-- `anakin`: the library (`AnakinTrainer`, `configs/anakin_ppo_cartpole.py` with evaluation off),
+- `anakin`: the library (`Trainer` on `configs/anakin_ppo_cartpole.py`, evaluation off),
   the same number of env steps; SPS from the first chunk's end (compilation done) to the last.
 - `sebulba`: the library's EnvPool path (`configs/ppo_cartpole.py`: async EnvPool, an actor
   thread, the learner), timed the same way.

@@ -5,7 +5,7 @@ do they give the same results?
 
 For each run's saved policy (tic-tac-toe or connect four, from either runtime) and each
 opponent, `--repeats` times with fresh seeds: `--games` games on EnvPool through the Sebulba
-evaluator (`run/evaluation.py`, `SeatedGame`) and as many on pgx through the Anakin evaluator
+evaluator (`sebulba/evaluation.py`, `SeatedGame`) and as many on pgx through the Anakin evaluator
 (`anakin/evaluation.py`, `SeatedJaxGame`), greedy, the learner taking each seat in turn. Rows:
 each side's return and win/draw/loss rates, the largest gap, and the gap's sampling spread
 (two samples of N games differ by about sqrt(var_a / N + var_b / N) by chance alone); then each

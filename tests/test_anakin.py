@@ -130,7 +130,10 @@ def test_total_episodes_and_schedules_on_anakin(tmp_path):
         ),
         ({"runtime": "warp"}, "config.runtime='warp' must be one of"),
         ({"env_id": "Pong-v5"}, "is not a JAX env"),
-        ({"replay.batch_size": 64}, "is a replay's, and 'ppo' learns on-policy"),
+        (
+            {"replay.batch_size": 64},
+            "config.replay.batch_size=64 is not used by config.algorithm='ppo'",
+        ),
     ],
 )
 def test_refusals_are_one_line(tmp_path, overrides, expect):

@@ -13,6 +13,7 @@ import pytest
 from jaxrl_dist import agents
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config, make_trainer
+from jaxrl_dist.config.engines import get_engine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -40,7 +41,7 @@ def test_evaluation_beside_training_logs_at_the_snapshot_and_records_gifs(tmp_pa
             "video_every_evals": 2,
         },
     )
-    assert cfg.evaluates_in_background
+    assert cfg.evaluates_in_background(get_engine(cfg.runtime).evaluates_beside_by_default)
     result = make_trainer(cfg, workdir, quiet=True).run()
     evals = _records(workdir, "evals.jsonl")
     background = [e for e in evals if "landed_at_updates" in e]
@@ -131,16 +132,20 @@ def test_a_resume_keeps_the_evaluations_that_landed_by_its_checkpoint(tmp_path):
 
 
 def test_evaluation_blocks_where_timing_must_not_matter():
+    def beside(path, **overrides):
+        cfg = load_config(path, **overrides)
+        return cfg.evaluates_in_background(get_engine(cfg.runtime).evaluates_beside_by_default)
+
     sync = {"async_envs": False, "batch_size": 16}
-    assert not load_config(QUICK, deterministic=True, **sync).evaluates_in_background
-    assert not load_config(QUICK, keep_best_checkpoints=2).evaluates_in_background
-    assert load_config(QUICK, eval_every_updates=10).evaluates_in_background
-    assert not load_config(QUICK, eval_every_updates=0).evaluates_in_background  # only the end
+    assert not beside(QUICK, deterministic=True, **sync)
+    assert not beside(QUICK, keep_best_checkpoints=2)
+    assert beside(QUICK, eval_every_updates=10)
+    assert not beside(QUICK, eval_every_updates=0)  # only the end
     with pytest.raises(ConfigError, match="keep_best_checkpoints"):
         load_config(QUICK, eval_in_background=True, keep_best_checkpoints=2)
     anakin = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")
-    assert not load_config(anakin).evaluates_in_background  # a jitted call beside the chunks
-    assert load_config(anakin, eval_in_background=True).evaluates_in_background
+    assert not beside(anakin)  # a jitted call beside the chunks
+    assert beside(anakin, eval_in_background=True)
 
 
 def test_video_on_an_env_that_does_not_render_is_refused(tmp_path):

@@ -46,9 +46,16 @@ BAD = [
     (["--config.env_epoch_updates=0"], "config.env_epoch_updates=0 must be > 0"),
     (["--config.deterministic=true"], "actor_loop"),  # lockstep actors are Python loops
     (
-        ["--config.actor_loop=python", "--config.deterministic=true", "--config.async_envs=true"],
-        "async_envs",
-    ),  # lockstep needs synchronous pools
+        [
+            "--config.actor_loop=python",
+            "--config.deterministic=true",
+            "--config.async_envs=true",
+            "--config.batch_size=32",
+        ],
+        "config.async_envs=True must be False when deterministic=True",
+    ),  # lockstep needs synchronous pools (Sebulba's: Anakin's envs step together anyway)
+    (["--config.replay.capacity=500"], "config.replay.capacity=500 is not used by"),
+    (["--config.inference.broadcast_period=4"], "is the inference server's"),
     (["--config.actor_loop=python", "--config.deterministic=true"], "--config.batch_size=32"),
     (["--config.learner_device_ids=(0,0)"], "learner_device_ids"),
 ]

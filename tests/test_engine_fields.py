@@ -45,10 +45,11 @@ NOT_DEFAULT = {
     "video_every_evals": {"video_every_evals": 2},
     "env_epoch_updates": {"env_epoch_updates": 50},
     "inference.client": {"inference.client": "server"},
-    "inference.batch_size": {"inference.batch_size": 8},
-    "inference.timeout_ms": {"inference.timeout_ms": 5.0},
-    "inference.broadcast_period": {"inference.broadcast_period": 2},
-    "inference.device_ids": {"inference.device_ids": (0,)},
+    # The server's own settings need the server (the local client refuses them).
+    "inference.batch_size": {"inference.batch_size": 8, "inference.client": "server"},
+    "inference.timeout_ms": {"inference.timeout_ms": 5.0, "inference.client": "server"},
+    "inference.broadcast_period": {"inference.broadcast_period": 2, "inference.client": "server"},
+    "inference.device_ids": {"inference.device_ids": (0,), "inference.client": "server"},
     "agents_per_env": {"agents_per_env": 2},
     "team_reward": {"team_reward": True},
     "replay.tolerance": {"replay.tolerance": 4.0},
@@ -113,3 +114,29 @@ def test_fields_at_their_defaults_are_not_refused(name, tmp_path):
     }
     config = load_config(QUICK[name], **defaults)
     Trainer(config, str(tmp_path / "run"))  # builds: the checks passed
+
+
+def test_deterministic_mode_builds_on_anakin(tmp_path):
+    """Anakin's program is deterministic; the mode adds the GPU XLA flags, and none of the
+    Sebulba lockstep's needs (sync EnvPools) applies there."""
+    config = load_config(QUICK["anakin"], deterministic=True)
+    assert Trainer(config, str(tmp_path / "run")).engine.name == "anakin"
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "message"),
+    [
+        ("sebulba", {"replay.capacity": 500}, "config.replay.capacity=500 is not used by"),
+        ("anakin", {"replay.n_step": 3}, "config.replay.n_step=3 is not used by"),
+    ],
+)
+def test_a_replay_field_the_data_flow_does_not_read_is_refused(name, overrides, message, tmp_path):
+    config = load_config(QUICK[name], **overrides)
+    with pytest.raises(ConfigError, match="its data flow reads none of them") as e:
+        Trainer(config, str(tmp_path / "run"))
+    assert str(e.value).startswith(message) and not os.path.exists(tmp_path / "run")
+
+
+def test_the_local_client_refuses_the_inference_servers_settings():
+    with pytest.raises(ConfigError, match=r"config.inference.timeout_ms=5.0 is the inference s"):
+        load_config(QUICK["sebulba"], **{"inference.timeout_ms": 5.0})

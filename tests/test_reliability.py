@@ -21,9 +21,10 @@ from jaxrl_dist import agents
 from jaxrl_dist.acting.supervisor import RestartBudget
 from jaxrl_dist.agents.base import AgentEntry, RunShape
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
-from jaxrl_dist.config.cli import main, parse_args
+from jaxrl_dist.config.cli import load_config, main, parse_args
 from jaxrl_dist.errors import NonFiniteError
 from jaxrl_dist.run.checkpoint import restore_params, tree_digest
+from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -236,6 +237,35 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, m
     summary = _summary(workdir)
     assert summary["updates"] == 6 and summary["latest_checkpoint_step"] == 5
     assert "params_sha256" not in summary  # the state was poisoned: nothing of it is saved
+    params = restore_params(str(workdir))
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(params))
+
+
+def test_a_nan_chunk_on_anakin_keeps_the_last_checkpoint_and_digests_its_carry(
+    tmp_path, monkeypatch
+):
+    """On Anakin a chunk's updates are not donated away when one turns non-finite: the summary
+    digests the (poisoned) carry and `save_last` gets its params, as before the shared shell;
+    no checkpoint of it is written."""
+    monkeypatch.setitem(agents.REGISTRY, "impala_nan", _impala_with_nan_loss_from(7))
+    config = load_config(
+        f"{CARTPOLE}:quick",
+        algorithm="impala_nan",
+        runtime="anakin",
+        batch_size=8,
+        unroll_length=20,
+        total_env_steps=8 * 20 * 30,
+        checkpoint_every_updates=5,
+        envs_per_actor=16,
+        env_threads_per_actor=0,
+    )
+    workdir, handed = tmp_path / "run", []
+    hooks = Hooks(save_last=lambda params, metric, env_steps: handed.append(env_steps))
+    with pytest.raises(NonFiniteError, match=r"non-finite .*loss.* by update 10; the last"):
+        Trainer(config, str(workdir), quiet=True, hooks=hooks).run()
+    summary = _summary(workdir)
+    assert summary["updates"] == summary["latest_checkpoint_step"] == 5
+    assert summary["params_sha256"] and summary["state_sha256"] and handed == [5 * 8 * 20]
     params = restore_params(str(workdir))
     assert all(np.isfinite(x).all() for x in jax.tree.leaves(params))
 

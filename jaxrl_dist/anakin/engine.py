@@ -56,6 +56,7 @@ class AnakinEngine(Engine):
     name = "anakin"
     uses = USES
     refuses = REFUSES
+    donates_on_failure = False  # a non-finite chunk leaves its (non-finite) carry
 
     @classmethod
     def machine(cls, config: Any) -> tuple[Any, Any]:

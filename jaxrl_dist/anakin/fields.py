@@ -9,6 +9,7 @@ USES = {
     "batch_size": "envs per seed",
     "learner_device_ids": "the mesh the env axis is split over",
     "deterministic": "the GPU XLA flags (the program is otherwise deterministic)",
+    # As the agent's data flow reads them (it refuses the ones it does not: `DataFlow.reads`).
     "replay.capacity": "the device replay's size",
     "replay.min_size": "learning starts",
     "replay.samples_per_insert": "updates per rollout",

@@ -44,6 +44,17 @@ class InferenceConfig:
             _bad("inference", "timeout_ms", self.timeout_ms, "must be >= 0")
         if self.broadcast_period < 1:
             _bad("inference", "broadcast_period", self.broadcast_period, "must be >= 1")
+        if self.client == "local":  # the server's settings would be silently ignored
+            for field in dataclasses.fields(self)[1:]:
+                value = getattr(self, field.name)
+                if value != field.default:
+                    _bad(
+                        "inference",
+                        field.name,
+                        value,
+                        "is the inference server's; set config.inference.client='server', "
+                        f"or leave it at {field.default!r}",
+                    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,10 +7,10 @@ import dataclasses
 import math
 from typing import Any
 
+from jaxrl_dist.config.engines import ENGINES
 from jaxrl_dist.config.errors import ConfigError, fail
 from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig, WandbConfig
 from jaxrl_dist.networks import NetworkConfig
-from jaxrl_dist.run.engine import ENGINES
 
 EVAL_MODES = ("greedy", "sampled", "both")
 ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
@@ -190,8 +190,6 @@ class TrainConfig:
             fail("eval_mode", self.eval_mode, f"must be one of {EVAL_MODES}")
         if self.async_envs and self.envs_per_actor % 2:
             fail("envs_per_actor", self.envs_per_actor, "must be even when async_envs=True")
-        if self.deterministic and self.async_envs:
-            fail("async_envs", self.async_envs, "must be False when deterministic=True")
         if not self.actor_device_ids:
             fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
         if self.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
@@ -216,15 +214,14 @@ class TrainConfig:
             return "total_episodes reached"
         return ""
 
-    @property
-    def evaluates_in_background(self) -> bool:
+    def evaluates_in_background(self, engine_default: bool) -> bool:
         """Whether evaluation runs beside the updates (`eval_in_background`, resolved: by
-        default on Sebulba, except in deterministic mode and with best checkpoints, whose
-        saved step must be the evaluated one, and without evaluations during the run: the
-        final one blocks anyway)."""
+        default where the engine's default is to (`Engine.evaluates_beside_by_default`),
+        except in deterministic mode and with best checkpoints, whose saved step must be the
+        evaluated one, and without evaluations during the run: the final one blocks anyway)."""
         if self.eval_in_background is None:
             return (
-                self.runtime == "sebulba"
+                engine_default
                 and bool(self.eval_every_updates)
                 and not self.deterministic
                 and not (self.keep_best_checkpoints)

@@ -16,6 +16,7 @@ own (a test registers one); nothing else names a flow.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -43,6 +44,21 @@ class DataFlow:
 
     priorities: bool = False
     replays: bool = False
+    reads: tuple[str, ...] = ()  # the `config.replay` fields it reads (the rest are refused)
+
+    def check(self, config: Any) -> str | None:
+        """A `config.replay` field it does not read set to other than its default (it would be
+        silently ignored), else `problem`: one line, or None."""
+        for field in dataclasses.fields(config.replay):
+            value = getattr(config.replay, field.name)
+            if field.name not in self.reads and value != field.default:
+                reads = ", ".join(f"replay.{name}" for name in self.reads) or "none of them"
+                return (
+                    f"config.replay.{field.name}={value!r} is not used by config.algorithm="
+                    f"{config.algorithm!r} (its data flow reads {reads}); leave it at "
+                    f"{field.default!r}"
+                )
+        return self.problem(config)
 
     def env_steps_per_update(self, config: Any) -> float:
         """Env steps the flow takes in per learner update, on average (schedules are defined
@@ -95,15 +111,8 @@ class DataFlow:
 
 class OnPolicy(DataFlow):
     """Fresh rollouts, each learned from once (IMPALA, PPO): the on-policy queue on Sebulba
-    (back-pressure, policy-lag bound, actor order in lockstep), the rollout itself on Anakin."""
-
-    def problem(self, config: Any) -> str | None:
-        if config.replay.batch_size:
-            return (
-                f"config.replay.batch_size={config.replay.batch_size} is a replay's, and "
-                f"{config.algorithm!r} learns on-policy; leave it 0"
-            )
-        return None
+    (back-pressure, policy-lag bound, actor order in lockstep), the rollout itself on Anakin.
+    It reads no `config.replay` field."""
 
 
 class Replay(DataFlow):
@@ -111,9 +120,12 @@ class Replay(DataFlow):
     Its settings are `config.replay`'s, counted in segments."""
 
     replays = True
+    reads = ("capacity", "min_size", "samples_per_insert", "tolerance", "save", "batch_size")
 
     def __init__(self, by_priority: bool = False):
         self.priorities = by_priority
+        if by_priority:
+            self.reads = (*self.reads, "priority_exponent", "priority_epsilon")
 
     unit = "segments"
 
@@ -181,6 +193,7 @@ class PrioritizedTransitions(Replay):
 
     def __init__(self):
         super().__init__(by_priority=True)
+        self.reads = (*self.reads, "n_step")
 
     def env_steps_per_update(self, config: Any) -> float:
         """A batch of transitions, each inserted one sampled `samples_per_insert` times."""

@@ -23,7 +23,7 @@ ACTOR_DEAD_TIMEOUT_S = 120.0  # no rollout for this long from live actors: give 
 
 
 class OnPolicyQueue:
-    """Actors `write` `QueueItem`s (`jaxrl_dist.acting.actor`); `read` takes `items_per_batch`
+    """Actors `write` `QueueItem`s (`data/base.py`); `read` takes `items_per_batch`
     of them for the next update.
 
     Args:

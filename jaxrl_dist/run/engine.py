@@ -5,23 +5,25 @@ logs, checkpoints and resume, the summary) is the shell's, written once. An engi
 training state and advances it one step at a time, in two halves around the processes'
 agreement:
 
-    ready = engine.prepare(budget)   # this process's part: Sebulba reads its batch
+    n = engine.plan(budget)                   # updates in this step (process 0's count wins)
+    ready = engine.prepare(n, at_update)      # this process's part: Sebulba reads its batch
     ... every process agrees to step, or to stop (`agreement.py`) ...
-    stepped = engine.advance(n)      # the step's n updates (collectives: every process alike)
+    stepped = engine.advance(n, at_update)    # the step (collectives: every process alike)
 
 Two engines: Sebulba (`jaxrl_dist/sebulba`: actor threads, the data seam, the learner, params
 publishing) and Anakin (`jaxrl_dist/anakin`: the carry and its compiled chunk). `config.runtime`
-names one in `ENGINES` (`register_engine` adds another, from research code). Each declares the
+names one in `ENGINES` (`config/engines.py`; `register_engine` adds another, from research
+code). Each declares the
 run fields it honours beyond the shell's (`uses`) and those it cannot (`refuses`; `fields.py`).
 """
 
 from __future__ import annotations
 
 import abc
-import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
+from jaxrl_dist.config.engines import ENGINES, get_engine, register_engine
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.types import PyTree
 
@@ -88,6 +90,10 @@ class Engine(abc.ABC):
     name: ClassVar[str]
     uses: ClassVar[Mapping[str, str]]  # run fields it honours besides SHELL_FIELDS, and how
     refuses: ClassVar[Mapping[str, str]]  # fields it cannot honour, and why
+    # Evaluation beside training unless the config says otherwise (`eval_in_background=None`).
+    evaluates_beside_by_default: ClassVar[bool] = False
+    # A failed step (NonFiniteError) leaves no valid state: it was donated to the update.
+    donates_on_failure: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ checks (nothing written)
     @classmethod
@@ -152,7 +158,8 @@ class Engine(abc.ABC):
         """Starts acting (actor threads) from the run's `counters`, after `begin`."""
 
     def plan(self, budget: int) -> int:
-        """Updates the next step would make, at most `budget` (asked of process 0 only)."""
+        """Updates the next step would make, at most `budget` (every process plans; process
+        0's count is the one every process makes)."""
         return 1
 
     @abc.abstractmethod
@@ -177,22 +184,4 @@ class Engine(abc.ABC):
         """Stops acting (the actors' threads), on every way out of the run."""
 
 
-ENGINES: dict[str, str | type[Engine]] = {
-    "sebulba": "jaxrl_dist.sebulba.engine:SebulbaEngine",
-    "anakin": "jaxrl_dist.anakin.engine:AnakinEngine",
-}
-
-
-def get_engine(name: str) -> type[Engine]:
-    """The engine `config.runtime=name` runs on (imported on first use: a run imports only its
-    own engine)."""
-    engine = ENGINES[name]
-    if isinstance(engine, str):
-        module, _, cls = engine.partition(":")
-        engine = ENGINES[name] = getattr(importlib.import_module(module), cls)
-    return engine
-
-
-def register_engine(name: str, engine: type[Engine]) -> None:
-    """Makes `config.runtime=name` run on `engine` (the config accepts registered names)."""
-    ENGINES[name] = engine
+__all__ = ["ENGINES", "Engine", "Ready", "Saved", "Stepped", "get_engine", "register_engine"]

@@ -136,7 +136,7 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
         )
     entry = agents.get(config.algorithm)
     flow = flows.get(entry.data)
-    problem = entry.check(config.algo, config) or flow.problem(config)
+    problem = entry.check(config.algo, config) or flow.check(config)
     problem = problem or engine.problem(config, flow) or wandb_problem(config)
     if problem:
         raise ConfigError(problem)

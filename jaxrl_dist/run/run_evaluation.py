@@ -26,7 +26,9 @@ class RunEvaluation:
     def start(self, run: Session) -> None:
         """Starts the evaluation thread where evaluation is beside training; it compiles the
         evaluator's policies first, while the learner compiles."""
-        if run.monitor is not None and self._config.evaluates_in_background:
+        if run.monitor is not None and self._config.evaluates_in_background(
+            self._engine.evaluates_beside_by_default
+        ):
             share = self._config.eval_background_share
             params = self._engine.eval_snapshot()
             self.background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)

@@ -103,7 +103,9 @@ def open_session(
     progress = Progress(config.total_env_steps, quiet=quiet or not primary)
     monitor = None
     if primary:
-        evaluator, videos = engine.evaluator(config.evaluates_in_background, workdir)
+        evaluator, videos = engine.evaluator(
+            config.evaluates_in_background(engine.evaluates_beside_by_default), workdir
+        )
         monitor = EvalMonitor(
             config,
             evaluator,

@@ -140,7 +140,8 @@ class Trainer:
         except RunError as e:
             error = e
             self.request_stop(f"error: {e}")
-        except ProcessLostError:  # no collective can succeed: no final save, leave at once
+        except (ProcessLostError, KeyboardInterrupt):  # a lost process (no collective can
+            # succeed) or a second Ctrl-C: no final save, leave at once, the logs closed
             self._evals.stop_thread(run)
             if run.logger is not None:
                 run.logger.close(failed=True)
@@ -298,10 +299,11 @@ class Trainer:
         self._evals.finish(
             run, land=error is None, evaluate=error is None and not self.stop.by_signal
         )
-        donated = isinstance(error, NonFiniteError)  # no valid state to save or hand over
-        if not donated:
+        non_finite = isinstance(error, NonFiniteError)  # the last checkpoint is kept
+        if not non_finite:
             self._save(run)
         run.saver.ckpt.wait()
+        donated = non_finite and self.engine.donates_on_failure  # no state to digest or hand
         summary = self._final_summary(run, donated)
         if not donated and self.cluster.is_primary and self.hooks.save_last is not None:
             last = counters.last_eval["metric"] if counters.last_eval else None

@@ -52,6 +52,7 @@ class SebulbaEngine(Engine):
     name = "sebulba"
     uses = USES
     refuses = REFUSES
+    evaluates_beside_by_default = True  # a Python evaluator beside the learner thread
 
     @classmethod
     def machine(cls, config: Any) -> tuple[Any, Any]:
@@ -72,7 +73,11 @@ class SebulbaEngine(Engine):
 
     @classmethod
     def problem(cls, config: Any, flow: Any) -> str | None:
+        """The data flow's host checks; lockstep actors need sync EnvPools; the inference
+        server's batch holds at least one actor's recv()."""
         problem = flow.host_problem(config)
+        if not problem and config.deterministic and config.async_envs:
+            problem = "config.async_envs=True must be False when deterministic=True"
         batch = config.inference.batch_size
         if (
             not problem
@@ -132,7 +137,7 @@ class SebulbaEngine(Engine):
             columns = cfg.process_batch_size(cluster.count)
             columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
             state, meta, full = restore_checkpoint(ckpt, state, self.replay_log, columns)
-            if self._flow.replays:
+            if self._flow.replays or self._flow.saves(cfg, self.spec.obs_shape):
                 restore_replay_contents(ckpt, self.data, cfg.replay.min_size, cluster.is_primary)
             self._actor_replay = replay_for_actors(full, cfg.envs_per_actor)
         elif self._warm_params is not None:

@@ -23,6 +23,9 @@ USES = {
     "deterministic": "lockstep actors, actor-ordered batches, the GPU XLA flags",
     "env_epoch_updates": "lockstep env epochs (the replay a resume needs)",
     "inference": "local inference or the central inference server",
+    # The replay fields as the agent's data flow reads them (a flow refuses the ones it does
+    # not read: `DataFlow.reads`); the inference server's fields with `inference.client`
+    # 'server' (the local client refuses them).
     "replay.capacity": "the replay's size",
     "replay.min_size": "learning starts",
     "replay.samples_per_insert": "the rate limiter",

@@ -1,1 +1,2 @@
-"""Tools around runs: evaluate checkpoints, load a policy, plot curves, launch processes."""
+"""Tools around runs: evaluate checkpoints, plot curves, launch processes (`load_policy` is
+`jaxrl_dist.run.policy`'s)."""
