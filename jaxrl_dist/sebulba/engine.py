@@ -124,7 +124,7 @@ class SebulbaEngine(Engine):
         self._window: LogWindow | None = None
         self._actors: dict[str, Any] | None = None  # the actors' stats in this log window
         self._reported = (0, 0)  # (restarts, episodes) in the last agreement
-        self._batch, self._read_s = None, 0.0
+        self._batch, self._read_from = None, 0.0
 
     def saved_abstract(self) -> Any:
         return jax.eval_shape(self.agent.learner.init, jax.random.PRNGKey(0))
@@ -224,12 +224,12 @@ class SebulbaEngine(Engine):
     def prepare(self, updates: int, at_update: int) -> Ready:
         """Reads this process's batch (None once a stop was asked for: the data seam reads the
         run's stop flag), and what the actors counted since the last agreement."""
-        start = time.perf_counter()
+        self._read_from = time.perf_counter()  # queue_get_s: from here to the update's start
         try:
             batch, failure = self.data.read(at_update), None
         except RunError as e:
             batch, failure = None, e
-        self._batch, self._read_s = batch, time.perf_counter() - start
+        self._batch = batch
         # Taken when the batch came: in lockstep mode the actors then wait for the next params,
         # so the log window holds exactly the unrolls learned so far (not a racing one).
         self._actors = self.stats.drain(into=self._actors)
@@ -264,7 +264,7 @@ class SebulbaEngine(Engine):
         if self.pools:  # self-play opponents: a snapshot every pool_every_updates
             self.pools.offer(params, at_update + 1)
         self._window.add_timers(
-            queue_get_s=self._read_s,
+            queue_get_s=t1 - self._read_from,  # the read, the agreement and its requests
             transfer_s=t2 - t1,
             update_s=t3 - t2,
             publish_s=time.perf_counter() - t3,
