@@ -5,6 +5,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+from train_runs import OPTIMISED, train_run
 
 from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.agents.distributions import Categorical
@@ -119,6 +120,6 @@ def test_ppo_learns_cartpole(tmp_path):
 def test_ppo_atari_quick_runs(tmp_path):
     config_file = os.path.join(ROOT, "configs", "ppo_atari.py")
     config, _ = parse_args(["--config", f"{config_file}:quick", "--workdir", "unused"])
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
+    summary = train_run(f"{config_file}:quick", str(tmp_path / "run"), env=OPTIMISED)
     num_updates = RunShape(config.total_env_steps, config.steps_per_update).num_updates
     assert summary["updates"] == num_updates and summary["final_eval_return"] is not None
