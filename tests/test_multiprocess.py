@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from jaxrl_dist.config.cli import main
 from jaxrl_dist.run.checkpoint import restore_params
 from jaxrl_dist.tools.launch import TRAIN, free_port, start_processes
 
@@ -229,15 +230,13 @@ def test_processes_with_different_configs_are_refused(tmp_path):
         (["--process_id=1"], "--process_id=1 needs --num_processes > 1"),
     ],
 )
-def test_bad_launch_flags_exit_2_before_anything_starts(tmp_path, flags, message):
-    out = subprocess.run(
-        [sys.executable, TRAIN, "--config", CARTPOLE, "--workdir", str(tmp_path / "run"), *flags],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 2
-    assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+def test_bad_launch_flags_exit_2_before_anything_starts(tmp_path, flags, message, capsys):
+    """`scripts/train.py`'s `main` in this process: refused before JAX's distributed runtime
+    or anything else starts."""
+    code = main(["--config", CARTPOLE, "--workdir", str(tmp_path / "run"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "run").exists()
 
 

@@ -89,13 +89,17 @@ def test_short_soak_records_rss_and_the_run(tmp_path):
         ["--minutes", "5", "--config", "configs/no_such_config.py"],
     ],
 )
-def test_bad_argument_exits_2_with_one_line(tmp_path, bad):
-    """Caught before training starts: one line naming the argument, exit 2, nothing written."""
+def test_bad_argument_exits_2_with_one_line(tmp_path, bad, soak, capsys, monkeypatch):
+    """Caught before training starts: one line naming the argument, exit 2, nothing written
+    (`soak.main` in this process: the checks are the script's, no subprocess needed)."""
+    monkeypatch.chdir(ROOT)  # as `_run` starts the script: relative config paths
     out = tmp_path / "out" / "soak.json"
-    proc = _run([*bad, "--out", str(out), "--workdir", str(tmp_path / "run")], timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    with pytest.raises(SystemExit) as e:
+        soak.main([*bad, "--out", str(out), "--workdir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert os.listdir(tmp_path) == []
 
 
