@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from train_runs import interrupted_run, train_run
+from train_runs import interrupted_run, train_main
 
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
@@ -22,7 +22,7 @@ QUICK = "configs/anakin_ppo_cartpole.py:quick"
 def quick_run(tmp_path_factory):
     """One `scripts/train.py` run of the quick config, with an evaluation and a checkpoint."""
     workdir = str(tmp_path_factory.mktemp("anakin") / "run")
-    return workdir, train_run(
+    return workdir, train_main(
         QUICK, workdir, "--config.eval_every_updates=20", "--config.checkpoint_every_updates=20"
     )
 

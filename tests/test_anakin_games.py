@@ -8,7 +8,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from train_runs import interrupted_run, train_run
+from train_runs import interrupted_run, train_main
 
 from jaxrl_dist.anakin.envs import network_player
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
@@ -26,7 +26,7 @@ QUICK = "configs/anakin_ppo_tictactoe.py:quick"
 @pytest.fixture(scope="module")
 def game_run(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("anakin_games") / "run")
-    return workdir, train_run(
+    return workdir, train_main(
         QUICK, workdir, "--config.eval_every_updates=8", "--config.checkpoint_every_updates=8"
     )
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from train_runs import interrupted_run, train_run
+from train_runs import interrupted_run, train_main
 
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
@@ -26,7 +26,7 @@ UPDATES = 16  # learner updates per rollout: 256 x samples_per_insert 8 / replay
 @pytest.fixture(scope="module")
 def rainbow_run(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("anakin_rainbow") / "run")
-    return workdir, train_run(
+    return workdir, train_main(
         QUICK, workdir, "--config.eval_every_updates=8", "--config.checkpoint_every_updates=8"
     )
 

@@ -243,12 +243,12 @@ def test_a_quick_r2d2_run_learns_from_sequences_and_its_checkpoint_acts(tmp_path
     learner updates and logs its sequence metrics, and the checkpoint acts with its state."""
     import json
 
-    from train_runs import train_run
+    from train_runs import train_main
 
     from jaxrl_dist.run.policy import load_policy
 
     workdir = str(tmp_path / "run")
-    summary = train_run("configs/r2d2_memory.py:quick", workdir, "--config.log_every_updates=1")
+    summary = train_main("configs/r2d2_memory.py:quick", workdir, "--config.log_every_updates=1")
     assert summary["env_steps"] >= 6_400 and summary["updates"] >= 20
     with open(f"{workdir}/metrics.jsonl") as f:
         records = [json.loads(line) for line in f]

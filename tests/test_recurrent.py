@@ -266,12 +266,12 @@ def test_anakin_resume_with_recurrent_state_is_bit_identical(tmp_path):
 
 @pytest.fixture(scope="module")
 def lstm_run(tmp_path_factory):
-    """`ppo_lstm_memory.py:quick` through `scripts/train.py`, with a central inference server
-    (which keeps every env's core state) and a checkpoint at the end."""
-    from train_runs import train_run
+    """`ppo_lstm_memory.py:quick` through `scripts/train.py`'s `main`, with a central inference
+    server (which keeps every env's core state) and a checkpoint at the end."""
+    from train_runs import train_main
 
     workdir = str(tmp_path_factory.mktemp("ppo_lstm") / "run")
-    summary = train_run(
+    summary = train_main(
         "configs/ppo_lstm_memory.py:quick",
         workdir,
         "--config.inference.client=server",

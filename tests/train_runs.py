@@ -44,6 +44,19 @@ def train_run(config: str, workdir: str, *flags: str, env: dict | None = None) -
         return json.load(f)
 
 
+def train_main(config: str, workdir: str, *flags: str) -> dict:
+    """`scripts/train.py --config CONFIG --workdir WORKDIR --quiet FLAGS...` in this process
+    (the script's `main`: its parsing, checks, files and exit code, without a cold process's
+    imports); returns its `summary.json`."""
+    from jaxrl_dist.config.cli import main
+
+    config = config if os.path.isabs(config) else os.path.join(ROOT, config)
+    code = main(["--config", config, "--workdir", workdir, "--quiet", *flags])
+    assert code == 0, f"scripts/train.py's main exited {code}"
+    with open(os.path.join(workdir, "summary.json")) as f:
+        return json.load(f)
+
+
 def interrupted_run(config, workdir: str, stop_at_env_steps: int):
     """An in-process run of `config` in `workdir`, asked to stop ("interrupted for the test")
     by the first `on_iteration` (between steps) at or after `stop_at_env_steps`; its
