@@ -310,23 +310,15 @@ def test_load_policy_carries_the_state_across_steps(lstm_run):
         np.testing.assert_array_equal(np.asarray(leaf)[0], np.asarray(leaf)[1])
 
 
-def test_evaluate_script_plays_a_recurrent_checkpoint(lstm_run, tmp_path):
+def test_evaluate_script_plays_a_recurrent_checkpoint(lstm_run, tmp_path, capsys):
+    """`scripts/evaluate.py`'s `main` in this process."""
     import json
-    import subprocess
-    import sys
+
+    from jaxrl_dist.tools.evaluate_cli import main
 
     out = tmp_path / "eval.json"
-    args = [
-        sys.executable,
-        "scripts/evaluate.py",
-        lstm_run[0],
-        "--episodes",
-        "4",
-        "--json",
-        str(out),
-    ]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    code = main([lstm_run[0], "--episodes", "4", "--json", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
     record = json.loads(out.read_text())
     assert record["episodes"] == 4 and record["length"] == record["return"]  # 1 per step
 

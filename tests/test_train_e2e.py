@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from train_runs import train_main
 
 from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.run.trainer import Trainer
@@ -160,14 +161,9 @@ def test_resume_without_checkpoint_and_rerun_over_existing_run_are_refused(tmp_p
 
 
 def test_breakout_quick_runs_and_logs_sps(tmp_path):
+    """`scripts/train.py`'s `main` in this process (`train_main`)."""
     workdir = tmp_path / "breakout"
-    out = subprocess.run(
-        [sys.executable, TRAIN, "--config", f"{ATARI}:quick", "--workdir", str(workdir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    train_main(f"{ATARI}:quick", str(workdir))
     metrics = _metrics(workdir)
     sps = [m["charts/sps"] for m in metrics if "charts/sps" in m]
     assert sps and all(s > 0 for s in sps)
