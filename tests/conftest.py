@@ -39,17 +39,19 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 # The files that take longest (seconds on a cold 2-core run), in the order they start.
 LONGEST_FIRST = (
     "test_multiprocess.py",
-    "test_four_devices.py",
-    "test_benchmarks.py",
     "test_recurrent.py",
+    "test_benchmarks.py",
     "test_reliability.py",
-    "test_anakin_games.py",
+    "test_four_devices.py",
     "test_train_e2e.py",
+    "test_anakin_games.py",
     "test_anakin_rainbow.py",
-    "test_anakin.py",
     "test_learning_harness.py",
-    "test_ppo.py",
+    "test_anakin.py",
     "test_rainbow_agent.py",
+    "test_q_ops.py",
+    "test_r2d2.py",
+    "test_rainbow_faults.py",
 )
 
 
