@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from train_runs import interrupted_run, train_main
+from train_runs import IMPALA_ON_ANAKIN, interrupted_run, train_main
 
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
@@ -148,14 +148,9 @@ def test_impala_runs_on_anakin(tmp_path):
     defaults (as the refusal says: Anakin would not use them)."""
     config = load_config(
         "configs/impala_cartpole.py:quick",
-        runtime="anakin",
-        batch_size=8,
-        unroll_length=20,
-        total_env_steps=8 * 20 * 30,
         eval_every_updates=30,
         eval_episodes=4,
-        envs_per_actor=16,
-        env_threads_per_actor=0,
+        **IMPALA_ON_ANAKIN,
     )
     result = Trainer(config, str(tmp_path / "impala"), quiet=True).run()
     assert result.updates == 30 and result.final_eval_return is not None

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from env_faults import inject_env_failures
+from train_runs import IMPALA_ON_ANAKIN
 
 from jaxrl_dist import agents
 from jaxrl_dist.acting.supervisor import RestartBudget
@@ -249,15 +250,7 @@ def test_a_nan_chunk_on_anakin_keeps_the_last_checkpoint_and_digests_its_carry(
     no checkpoint of it is written."""
     monkeypatch.setitem(agents.REGISTRY, "impala_nan", _impala_with_nan_loss_from(7))
     config = load_config(
-        f"{CARTPOLE}:quick",
-        algorithm="impala_nan",
-        runtime="anakin",
-        batch_size=8,
-        unroll_length=20,
-        total_env_steps=8 * 20 * 30,
-        checkpoint_every_updates=5,
-        envs_per_actor=16,
-        env_threads_per_actor=0,
+        f"{CARTPOLE}:quick", algorithm="impala_nan", checkpoint_every_updates=5, **IMPALA_ON_ANAKIN
     )
     workdir, handed = tmp_path / "run", []
     hooks = Hooks(save_last=lambda params, metric, env_steps: handed.append(env_steps))

@@ -19,6 +19,18 @@ def jsonl_records(workdir: str, name: str) -> list[dict]:
 OPTIMISED = {"XLA_FLAGS": "--xla_backend_optimization_level=2"}
 
 
+# `impala_cartpole.py:quick` on Anakin: 30 updates of 8 envs x 20 steps, its Sebulba fields at
+# their defaults (as the refusal says: Anakin would not use them).
+IMPALA_ON_ANAKIN = {
+    "runtime": "anakin",
+    "batch_size": 8,
+    "unroll_length": 20,
+    "total_env_steps": 8 * 20 * 30,
+    "envs_per_actor": 16,
+    "env_threads_per_actor": 0,
+}
+
+
 def train_run(config: str, workdir: str, *flags: str, env: dict | None = None) -> dict:
     """Runs `scripts/train.py --config CONFIG --workdir WORKDIR FLAGS...` from the checkout
     (with `env` over this process's environment); returns its `summary.json` (the test fails
