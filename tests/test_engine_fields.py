@@ -9,7 +9,7 @@ import pytest
 
 from jaxrl_dist.config import SECTIONS, ConfigError, TrainConfig
 from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.run.engine import get_engine
+from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.run.fields import SHELL_FIELDS
 from jaxrl_dist.run.trainer import Trainer
 

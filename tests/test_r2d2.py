@@ -19,13 +19,13 @@ from jaxrl_dist.agents.r2d2 import (
 )
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.data import flows, snapshot
 from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.sequences import SequenceReplay
 from jaxrl_dist.envs import env_spec
 from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.networks.cores import reset_core_state
-from jaxrl_dist.run.engine import get_engine
 from jaxrl_dist.run.preflight import prepare
 from jaxrl_dist.types import Rollout
 

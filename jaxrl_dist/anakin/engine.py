@@ -13,7 +13,6 @@ bit-identically.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import Any
@@ -31,13 +30,11 @@ from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, jsonable
 from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.envs.seats import POOL_ROLE
-from jaxrl_dist.errors import NonFiniteError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
-from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped
-from jaxrl_dist.run.logger import MetricLogger
+from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
 
 CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the host's events
@@ -75,9 +72,7 @@ class AnakinEngine(Engine):
     def __init__(
         self, config: Any, prepared: Prepared, cluster: Cluster, stop_requested: threading.Event
     ):
-        self.config, self.agent, self.spec = config, prepared.agent, prepared.spec
-        self.devices, self._flow, self._cluster = prepared.devices, prepared.flow, cluster
-        self._warm_params = prepared.warm_params
+        super().__init__(config, prepared, cluster)
         self.env = make_anakin_env(config, self.agent.actor)
         program = Program(
             self.agent,
@@ -128,8 +123,7 @@ class AnakinEngine(Engine):
         """A board game's env states hold each stream's roles: a resume with other seats
         would play the saved ones (or misread them), so it is refused."""
         saved = meta.get("config", {}).get("seats")
-        mine = json.loads(json.dumps(jsonable(self.config.to_dict())))["seats"]
-        if self.config.seats.enabled and saved is not None and saved != mine:
+        if self.config.seats.enabled and saved not in (None, jsonable(self.config.seats)):
             raise ConfigError(
                 "config.seats differs from the resumed run's (its games hold their roles); "
                 "resume with the run's own seats, or start a new --workdir"
@@ -143,11 +137,8 @@ class AnakinEngine(Engine):
         return self._saved_tree(self.carry)["params"]
 
     def eval_params(self) -> Any:
-        """Every seed's params (`[S, ...]` leaves)."""
-        return self.agent.learner.actor_params(self.carry.learner)
-
-    def eval_snapshot(self) -> Any:
-        return _copy(self.eval_params())
+        """A copy of every seed's params (`[S, ...]` leaves)."""
+        return _copy(self.agent.learner.actor_params(self.carry.learner))
 
     def digests(self) -> tuple[str, str]:
         return tree_digest(self.policy_params()), carry_digest(self.carry)
@@ -170,14 +161,12 @@ class AnakinEngine(Engine):
         self._window = LogWindow(counters.env_steps)
         self._first_chunk = counters.updates == 0  # a fresh run's compiles in its first chunk
 
-    def plan(self, budget: int) -> int:
-        """At most about CHUNK_S seconds of updates (1 until the speed is known)."""
-        if self._seconds_per_update is None:
-            return 1
-        return max(1, min(budget, int(CHUNK_S / max(self._seconds_per_update, 1e-9))))
-
-    def prepare(self, updates: int, at_update: int) -> Ready:
-        """Nothing to read: the chunk's length, or that a stop was asked for."""
+    def prepare(self, budget: int, at_update: int) -> Ready:
+        """Nothing to read: the chunk's length, at most about CHUNK_S seconds of updates (1
+        until the speed is known), or that a stop was asked for."""
+        updates = 1
+        if self._seconds_per_update is not None:
+            updates = max(1, min(budget, int(CHUNK_S / max(self._seconds_per_update, 1e-9))))
         return Ready(updates=updates, stopped=self._stop_requested.is_set())
 
     def advance(self, updates: int, at_update: int) -> Stepped:
@@ -189,12 +178,7 @@ class AnakinEngine(Engine):
             self._seconds_per_update = (time.perf_counter() - start) / updates
         self._first_chunk = False
         metrics = {k: float(np.mean(v)) for k, v in totals.metrics.items()}
-        bad = MetricLogger.nonfinite(metrics)
-        if bad:
-            raise NonFiniteError(
-                f"non-finite {', '.join(bad)} by update {at_update + updates}; the last "
-                "checkpoint is kept"
-            )
+        check_finite(metrics, f"by update {at_update + updates}")
         self._window.add(totals)
         episodes = int(totals.episodes.sum())
         return Stepped(metrics, env_steps=updates * self.steps_per_update, episodes=episodes)

@@ -5,16 +5,16 @@ logs, checkpoints and resume, the summary) is the shell's, written once. An engi
 training state and advances it one step at a time, in two halves around the processes'
 agreement:
 
-    n = engine.plan(budget)                   # updates in this step (process 0's count wins)
-    ready = engine.prepare(n, at_update)      # this process's part: Sebulba reads its batch
+    ready = engine.prepare(budget, at_update)  # this process's part: its updates (at most
+                                               # budget; process 0's count wins), its batch
     ... every process agrees to step, or to stop (`agreement.py`) ...
-    stepped = engine.advance(n, at_update)    # the step (collectives: every process alike)
+    stepped = engine.advance(n, at_update)     # the step (collectives: every process alike)
 
 Two engines: Sebulba (`jaxrl_dist/sebulba`: actor threads, the data seam, the learner, params
 publishing) and Anakin (`jaxrl_dist/anakin`: the carry and its compiled chunk). `config.runtime`
 names one in `ENGINES` (`config/engines.py`; `register_engine` adds another, from research
-code). Each declares the
-run fields it honours beyond the shell's (`uses`) and those it cannot (`refuses`; `fields.py`).
+code). Each declares the run fields it honours beyond the shell's (`uses`) and those it cannot
+(`refuses`; `fields.py`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import abc
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from jaxrl_dist.config.engines import ENGINES, get_engine, register_engine
-from jaxrl_dist.errors import RunError
+from jaxrl_dist.errors import NonFiniteError, RunError
+from jaxrl_dist.run.logger import MetricLogger
 from jaxrl_dist.types import PyTree
 
 
@@ -95,6 +95,12 @@ class Engine(abc.ABC):
     # A failed step (NonFiniteError) leaves no valid state: it was donated to the update.
     donates_on_failure: ClassVar[bool] = True
 
+    def __init__(self, config: Any, prepared: Any, cluster: Any):
+        """`prepared`: what `preflight.prepare` found (agent, spec, devices, flow, warm start)."""
+        self.config, self.agent, self.spec = config, prepared.agent, prepared.spec
+        self.devices, self._flow, self._cluster = prepared.devices, prepared.flow, cluster
+        self._warm_params = prepared.warm_params
+
     # ------------------------------------------------------------------ checks (nothing written)
     @classmethod
     @abc.abstractmethod
@@ -125,13 +131,10 @@ class Engine(abc.ABC):
     def policy_params(self) -> PyTree:
         """The params a checkpoint's policy and the `save_last` hook get."""
 
-    def eval_params(self) -> PyTree:
-        """The params an evaluation plays (Anakin: every seed's)."""
-        return self.policy_params()
-
     @abc.abstractmethod
-    def eval_snapshot(self) -> PyTree:
-        """`eval_params()` that no later step donates (evaluation beside training)."""
+    def eval_params(self) -> PyTree:
+        """The params an evaluation plays (Anakin: every seed's), in buffers no later step
+        donates (an evaluation beside training plays them while training goes on)."""
 
     @abc.abstractmethod
     def digests(self) -> tuple[str, str]:
@@ -157,15 +160,10 @@ class Engine(abc.ABC):
     def start(self, counters: Any) -> None:  # noqa: B027  optional: an engine may not act apart
         """Starts acting (actor threads) from the run's `counters`, after `begin`."""
 
-    def plan(self, budget: int) -> int:
-        """Updates the next step would make, at most `budget` (every process plans; process
-        0's count is the one every process makes)."""
-        return 1
-
     @abc.abstractmethod
-    def prepare(self, updates: int, at_update: int) -> Ready:
-        """This process's part of the agreement before a step of `updates` updates from
-        update `at_update`."""
+    def prepare(self, budget: int, at_update: int) -> Ready:
+        """This process's part of the agreement before the step from update `at_update`: its
+        updates, at most `budget` (process 0's count is the one every process makes)."""
 
     @abc.abstractmethod
     def advance(self, updates: int, at_update: int) -> Stepped:
@@ -184,4 +182,8 @@ class Engine(abc.ABC):
         """Stops acting (the actors' threads), on every way out of the run."""
 
 
-__all__ = ["ENGINES", "Engine", "Ready", "Saved", "Stepped", "get_engine", "register_engine"]
+def check_finite(metrics: dict[str, float], where: str) -> None:
+    """Raises NonFiniteError naming the non-finite metrics (`where`: "at update 7")."""
+    bad = MetricLogger.nonfinite(metrics)
+    if bad:
+        raise NonFiniteError(f"non-finite {', '.join(bad)} {where}; the last checkpoint is kept")

@@ -30,7 +30,7 @@ class RunEvaluation:
             self._engine.evaluates_beside_by_default
         ):
             share = self._config.eval_background_share
-            params = self._engine.eval_snapshot()
+            params = self._engine.eval_params()
             self.background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)
 
     def after_step(self, run: Session) -> None:
@@ -50,10 +50,9 @@ class RunEvaluation:
         counters = run.counters
         if not blocking:
             point = EvalPoint(counters.env_steps, counters.updates, run.clock())
-            self.background.submit(self._engine.eval_snapshot(), point)
+            self.background.submit(self._engine.eval_params(), point)
             return
-        signalled = lambda: self._stop.signals > 0  # noqa: E731
-        params = self._engine.eval_params()
+        params, signalled = self._engine.eval_params(), lambda: self._stop.signals > 0
         outcome = run.monitor.evaluate(params, counters, run.clock(), signalled)
         if outcome is not None:  # else a signal: stop promptly, without this evaluation
             self._after(*outcome)

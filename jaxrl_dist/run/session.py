@@ -53,12 +53,14 @@ class Session:
     initial_digests: tuple[str, str]
     resumed_from: int | None
 
-    def release(self, failed: bool = False) -> None:
+    def release(self, failed: bool = False, at_once: bool = False) -> None:
         """Closes the evaluator, the checkpointer (after its last save) and the logs; a failed
-        run also closes the W&B sink (else the trainer does, after the learning curve)."""
-        if self.monitor is not None:
+        run also closes the W&B sink (else the trainer does, after the learning curve).
+        `at_once` (a lost process, a second Ctrl-C): only the logs, waiting for nothing."""
+        if self.monitor is not None and not at_once:
             self.monitor.close()
-        self.saver.ckpt.close()
+        if not at_once:
+            self.saver.ckpt.close()
         if self.logger is not None:
             self.logger.close(failed=failed)
 
@@ -117,7 +119,7 @@ def open_session(
         )
     start, base_wall = time.monotonic(), counters.wall_time_s
     saver = Saver(config, cluster, ckpt, describe_policy(config, engine.spec), base_wall)
-    session = Session(
+    return Session(
         counters=counters,
         history=history,
         saver=saver,
@@ -127,5 +129,4 @@ def open_session(
         clock=lambda: base_wall + time.monotonic() - start,
         initial_digests=digests,
         resumed_from=counters.updates if resume else None,
-    )
-    return session, meta
+    ), meta

@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
+from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.determinism import set_deterministic_xla_flags
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
 from jaxrl_dist.run.curves import draw_learning_curve, draw_seed_curves
-from jaxrl_dist.run.engine import Engine, Ready, get_engine
+from jaxrl_dist.run.engine import Engine, Ready
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
 from jaxrl_dist.run.preflight import prepare
@@ -140,15 +141,10 @@ class Trainer:
         except RunError as e:
             error = e
             self.request_stop(f"error: {e}")
-        except (ProcessLostError, KeyboardInterrupt):  # a lost process (no collective can
-            # succeed) or a second Ctrl-C: no final save, leave at once, the logs closed
+        except BaseException as e:  # a bug, a hook's exception, a lost process, a second
+            # Ctrl-C: no final save; after the last two (no collective can succeed) leave at once
             self._evals.stop_thread(run)
-            if run.logger is not None:
-                run.logger.close(failed=True)
-            raise
-        except Exception:  # a bug or a hook's exception: no final save; release what it holds
-            self._evals.stop_thread(run)
-            run.release(failed=True)
+            run.release(failed=True, at_once=isinstance(e, (ProcessLostError, KeyboardInterrupt)))
             raise
         finally:
             engine.stop()
@@ -185,7 +181,7 @@ class Trainer:
                 self._save_now, self._evals.best_to_save = self._save_now or due, False
             # ---- the engine's next step, agreed by every process: all step, or all stop
             steps_before = counters.env_steps
-            ready = engine.prepare(engine.plan(self._budget(counters)), counters.updates)
+            ready = engine.prepare(self._budget(counters), counters.updates)
             updates = self._agree(run, ready)
             if updates is None:
                 return

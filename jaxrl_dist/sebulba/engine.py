@@ -21,14 +21,13 @@ from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data.flows import snapshot_bytes
 from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
-from jaxrl_dist.errors import NonFiniteError, RunError
+from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
-from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped
+from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
 from jaxrl_dist.run.evaluator import EvalSetup
-from jaxrl_dist.run.logger import MetricLogger
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
 from jaxrl_dist.sebulba.evaluation import make_evaluator
 from jaxrl_dist.sebulba.fields import REFUSES, USES
@@ -95,9 +94,7 @@ class SebulbaEngine(Engine):
     ):
         """`stop_requested` ends the learner's waits for data; the actors' waits end when the
         engine `stop`s."""
-        self.config, self.agent, self.spec = config, prepared.agent, prepared.spec
-        self.devices, self._flow, self._cluster = prepared.devices, prepared.flow, cluster
-        self._warm_params = prepared.warm_params
+        super().__init__(config, prepared, cluster)
         self.learner = Learner(prepared.agent.learner, prepared.devices, config.seed)
         self._stop_actors = threading.Event()
         self.data = prepared.flow.host(
@@ -110,12 +107,9 @@ class SebulbaEngine(Engine):
         self.store = ParamsStore(prepared.devices.actor_devices)
         self.stats = ActorStats()
         self.replay_log = None  # deterministic mode: the env actions since the epoch began
-        if config.deterministic:
-            layout = {
-                "unroll_length": config.unroll_length,
-                "envs_per_actor": config.envs_per_actor,
-                "batch_size": config.batch_size,
-            }
+        if config.deterministic:  # a checkpoint of another layout is not replayed
+            layout = ("unroll_length", "envs_per_actor", "batch_size")
+            layout = {field: getattr(config, field) for field in layout}
             self.replay_log = ReplayLog(config.env_epoch_updates, layout)
         self.state: Any = None  # the newest learner state; the one before it was donated
         self.fleet: Fleet | None = None
@@ -164,7 +158,7 @@ class SebulbaEngine(Engine):
     def policy_params(self) -> Any:
         return self.learner.actor_params(self.state)
 
-    def eval_snapshot(self) -> Any:
+    def eval_params(self) -> Any:
         """The params store's copy on the first actor device (never donated)."""
         return self.store.get(self.devices.actor_devices[0])[0]
 
@@ -221,9 +215,9 @@ class SebulbaEngine(Engine):
         self.data.check_actors = self.fleet.check
         self._window = LogWindow(counters.env_steps)
 
-    def prepare(self, updates: int, at_update: int) -> Ready:
-        """Reads this process's batch (None once a stop was asked for: the data seam reads the
-        run's stop flag), and what the actors counted since the last agreement."""
+    def prepare(self, budget: int, at_update: int) -> Ready:
+        """One update: reads this process's batch (None once a stop was asked for: the data
+        seam reads the run's stop flag), and what the actors counted since the last agreement."""
         self._read_from = time.perf_counter()  # queue_get_s: from here to the update's start
         try:
             batch, failure = self.data.read(at_update), None
@@ -234,18 +228,11 @@ class SebulbaEngine(Engine):
         # so the log window holds exactly the unrolls learned so far (not a racing one).
         self._actors = self.stats.drain(into=self._actors)
         restarts, episodes = self.fleet.restarts, self.stats.episodes_finished
-        new_restarts, new_episodes = restarts - self._reported[0], episodes - self._reported[1]
-        self._reported = (restarts, episodes)
+        before, self._reported = self._reported, (restarts, episodes)
+        ready = Ready(restarts=restarts - before[0], episodes=episodes - before[1])
         if batch is None:
-            return Ready(
-                restarts=new_restarts, episodes=new_episodes, stopped=True, failure=failure
-            )
-        return Ready(
-            env_steps=batch.env_steps,
-            dropped=batch.dropped,
-            restarts=new_restarts,
-            episodes=new_episodes,
-        )
+            return ready._replace(stopped=True, failure=failure)
+        return ready._replace(env_steps=batch.env_steps, dropped=batch.dropped)
 
     def advance(self, updates: int, at_update: int) -> Stepped:
         batch, self._batch = self._batch, None
@@ -281,12 +268,7 @@ class SebulbaEngine(Engine):
             if self._cluster.count == 1:
                 raise
             raise ProcessLostError(lost_message(e)) from None
-        bad = MetricLogger.nonfinite(metrics)
-        if bad:  # keep the last good checkpoint; the state before was donated
-            raise NonFiniteError(
-                f"non-finite {', '.join(bad)} at update {at_update + 1}; "
-                "the last checkpoint is kept"
-            )
+        check_finite(metrics, f"at update {at_update + 1}")  # the state before was donated
         self.state = new_state
         return metrics, priorities
 
