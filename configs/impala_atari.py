@@ -75,11 +75,11 @@ def get_config(variant=None):
         c.env_threads_per_actor = 0  # one per env in a recv() batch: 4
         c.batch_size = 4
         c.unroll_length = 8
-        c.total_env_steps = 8 * 4 * 12
+        c.total_env_steps = 8 * 4 * 4  # 4 updates
         c.eval_every_updates = 0
         c.eval_episodes = 2
         c.eval_mode = "sampled"
         c.env_kwargs["max_episode_steps"] = 100
         c.checkpoint_every_updates = 0
-        c.log_every_updates = 4
+        c.log_every_updates = 2
     return c

@@ -12,8 +12,9 @@ Compilation is most of the suite's time (measured: about 60% of its CPU time on 
 so the tests compile without LLVM's optimisations (`--xla_backend_optimization_level=0` in
 `XLA_FLAGS`, inherited by subprocesses; a level set by the caller wins): measured, about a
 third less time per cold compile, while most test programs run for well under a second (the
-`:quick` Atari configs, whose unoptimised convolutions are slow, run 1 to 12 updates; PPO's
-Atari run, about 3x slower unoptimised, runs in a subprocess at XLA's default level). The
+`:quick` Atari configs, whose unoptimised convolutions are slow, run few updates: IMPALA 4,
+PPO 1; PPO's Atari run, about 3x slower unoptimised, runs in a subprocess at XLA's default
+level). The
 programs are the same ops at the same precision; runs outside the suite use XLA's default.
 
 pytest-xdist hands each worker whole files as it frees up (`--dist loadfile`): the files that

@@ -1,5 +1,6 @@
 """R2D2: the sequence replay, the burn-in, sequence priorities and value rescaling, and a run."""
 
+import functools
 import math
 import threading
 
@@ -121,11 +122,15 @@ def test_burn_in_masks_the_loss_and_only_sets_the_state():
     model, seq = _model(agent), _sequence()
     net, target = state.params["net"], state.target_params
 
-    def loss(net, config, seq):
-        td, mask, _ = sequence_td_errors(model, net, target, seq, config)
+    # Jitted (config static): one compile per case instead of every op's own, eagerly.
+    td_errors = jax.jit(functools.partial(sequence_td_errors, model), static_argnums=3)
+
+    def loss_of(net, config, seq):
+        td, mask, _ = td_errors(net, target, seq, config)
         return jnp.sum(jnp.square(td) * mask)
 
-    td, mask, _ = sequence_td_errors(model, net, target, seq, config)
+    loss = jax.jit(loss_of, static_argnums=1)
+    td, mask, _ = td_errors(net, target, seq, config)
     assert td.shape == mask.shape == (T - K, B)
     # 1. what happens in the prefix (its actions and rewards) does not reach the loss
     prefix_changed = seq._replace(
@@ -136,14 +141,14 @@ def test_burn_in_masks_the_loss_and_only_sets_the_state():
     # at step K from that state, given as a constant, with no burn-in
     first = jnp.concatenate([jnp.zeros((1, B), bool), (seq.terminated | seq.truncated)[:-1]])
     core0 = jax.tree.map(lambda x: x[0], seq.core_state)
-    _, burnt = model.unroll(net, seq.obs[:K], first[:K], core0)
+    _, burnt = jax.jit(model.unroll)(net, seq.obs[:K], first[:K], core0)
     burnt = reset_core_state(burnt, first[K])  # a stored state has its row-0 reset applied
     later = jax.tree.map(lambda x: x[K:], seq._replace(core_state=None, agent_extras={}))
     later = later._replace(core_state=jax.tree.map(lambda x: x[None], burnt), agent_extras={})
     no_burn_in = R2D2Config(burn_in=0, n_step=3, discount=0.9)
     np.testing.assert_allclose(loss(net, no_burn_in, later), loss(net, config, seq), rtol=1e-5)
-    grads = jax.grad(loss)(net, config, seq)
-    grads_later = jax.grad(loss)(net, no_burn_in, later)
+    grad = jax.jit(jax.grad(loss_of), static_argnums=1)
+    grads, grads_later = grad(net, config, seq), grad(net, no_burn_in, later)
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), grads, grads_later
     )

@@ -54,11 +54,12 @@ def _act_step_by_step(model, params, obs, first):
     # Carry a non-zero state in, as mid-episode segments do.
     state["core"] = jax.tree.map(lambda x: x + 0.5, state["core"])
     actions, log_probs, core0 = [], [], None
+    start_episodes, act = jax.jit(actor.start_episodes), jax.jit(actor.act)  # as an actor runs
     for t in range(T):
-        state = actor.start_episodes(state, first[t])
+        state = start_episodes(state, first[t])
         if t == 0:
             core0 = actor.core_state(state)
-        action, extras, state = actor.act(params, obs[t], state)
+        action, extras, state = act(params, obs[t], state)
         actions.append(action)
         log_probs.append(extras["log_prob"])
     return core0, jnp.stack(actions), jnp.stack(log_probs)
@@ -83,30 +84,30 @@ def _rollout(obs, first, action, log_prob, core0):
 @pytest.mark.parametrize("core,shared", [("lstm", True), ("gru", True), ("lstm", False)])
 def test_the_learner_unroll_from_the_stored_state_equals_the_actor_steps(core, shared):
     model = _model(core, shared)
-    params = model.init(jax.random.PRNGKey(0))
+    params, unroll = jax.jit(model.init)(jax.random.PRNGKey(0)), jax.jit(model.unroll)
     obs, first = _sequence()
     core0, action, log_prob = _act_step_by_step(model, params, obs, first)
     rollout = _rollout(obs, first, action, log_prob, core0)
     assert_rollout_shapes(rollout)
     learner_first, start = sequence_inputs(rollout)
     np.testing.assert_array_equal(learner_first[1:T], first[1:])  # row 0 had its reset
-    policy, _, _ = model.unroll(params, rollout.obs, learner_first, start)
+    policy, _, _ = unroll(params, rollout.obs, learner_first, start)
     replayed = model.dist.log_prob(policy[:T], action)
     np.testing.assert_allclose(replayed, log_prob, atol=1e-5)
     # and it depends on the stored state: from zeros the first steps differ
     zeros = model.initial_core_state(B)
-    policy0, _, _ = model.unroll(params, rollout.obs, learner_first, zeros)
+    policy0, _, _ = unroll(params, rollout.obs, learner_first, zeros)
     assert np.abs(np.asarray(policy0[0] - policy[0]))[1].max() > 1e-4  # env 1 did not reset
 
 
 def test_a_reset_inside_a_segment_forgets_everything_before_it():
     model = _model()
-    params = model.init(jax.random.PRNGKey(1))
+    params, unroll = jax.jit(model.init)(jax.random.PRNGKey(1)), jax.jit(model.unroll)
     obs, _ = _sequence(1)
     first = jnp.zeros((T, B), bool).at[5, 0].set(True)
     carried = jax.tree.map(lambda x: x + 1.0, model.initial_core_state(B))
-    policy, values, _ = model.unroll(params, obs, first, carried)
-    fresh, fresh_values, _ = model.unroll(params, obs[5:], first[5:], model.initial_core_state(B))
+    policy, values, _ = unroll(params, obs, first, carried)
+    fresh, fresh_values, _ = unroll(params, obs[5:], first[5:], model.initial_core_state(B))
     np.testing.assert_allclose(policy[5:, 0], fresh[:, 0], atol=1e-6)
     np.testing.assert_allclose(values[5:, 0], fresh_values[:, 0], atol=1e-6)
     # without the reset, the past shows: env 1 carries its state through step 5
@@ -337,9 +338,10 @@ def test_the_atari_configs_take_an_lstm_after_their_image_torso(spec, torso):
     assert (config.network.core, config.network.torso) == ("lstm", torso)
     atari = env_spec("Breakout-v5", {"img_height": 84, "img_width": 84, "stack_num": 4})
     model = make_policy_model(config.network, atari)
-    params = model.init(jax.random.PRNGKey(0))
+    params = jax.jit(model.init)(jax.random.PRNGKey(0))  # one compile, not one per op
     frames = jnp.zeros((3, 2, *atari.obs_shape), jnp.uint8)
     first = jnp.zeros((3, 2), bool)
-    policy, values, state = model.unroll(params, frames, first, model.initial_core_state(2))
+    unroll = jax.jit(model.unroll)
+    policy, values, state = unroll(params, frames, first, model.initial_core_state(2))
     assert policy.shape == (3, 2, atari.num_actions) and values.shape == (3, 2)
     assert jax.tree.leaves(state)[0].shape == (2, config.network.core_size)

@@ -168,7 +168,7 @@ def test_breakout_quick_runs_and_logs_sps(tmp_path):
     sps = [m["charts/sps"] for m in metrics if "charts/sps" in m]
     assert sps and all(s > 0 for s in sps)
     summary = _summary(workdir)
-    assert summary["updates"] == 12 and summary["final_eval_return"] is not None
+    assert summary["updates"] == 4 and summary["final_eval_return"] is not None
 
 
 def test_warm_start_takes_params_but_not_counters(tmp_path):
