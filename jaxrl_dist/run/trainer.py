@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -70,7 +69,7 @@ class Trainer:
                 f"process(es) {differ} have a different config from process 0; give every "
                 "process the same config, overrides and resume flag"
             )
-        self.engine: Engine = self._on_every_process(self._build_engine)
+        self.engine = self._build_engine()
         self.agent = self.engine.agent
         self.hparams = HyperparamControl.for_run(
             config, self.agent.hyperparams, self.workdir, self.cluster.is_primary
@@ -80,26 +79,24 @@ class Trainer:
         self._save_after_step = False  # every process: new hyperparameters must reach disk
 
     def _build_engine(self) -> Engine:
-        engine_cls = get_engine(self.config.runtime)
-        prepared = prepare(self.config, self.workdir, self._resume, engine_cls)
-        engine = engine_cls(self.config, prepared, self.cluster, self.stop.requested)
-        if self._resume:  # a damaged checkpoint or other shapes: refused before writes
-            check_resumable(os.path.join(self.workdir, "checkpoints"), engine.saved_abstract())
-        return engine
-
-    def _on_every_process(self, build: Callable[[], Any]) -> Any:
-        """`build()`, whose checks read this machine (devices, files) and may fail on one
+        """The engine, whose checks read this machine (devices, files) and may fail on one
         process only: all processes learn of it, so none goes on alone into a collective."""
+        engine, problem = None, ""
         try:
-            built, problem = build(), ""
+            engine_cls = get_engine(self.config.runtime)
+            prepared = prepare(self.config, self.workdir, self._resume, engine_cls)
+            engine = engine_cls(self.config, prepared, self.cluster, self.stop.requested)
+            if self._resume:  # a damaged checkpoint or other shapes: refused before writes
+                ckpt_dir = os.path.join(self.workdir, "checkpoints")
+                check_resumable(ckpt_dir, engine.saved_abstract())
         except ConfigError as e:
-            built, problem = None, str(e)
+            problem = str(e)
         failed = np.flatnonzero(self.cluster.gather(np.array(bool(problem), np.int32)))
         if problem:
             raise ConfigError(problem)
         if failed.size:
             raise ConfigError(f"process {failed[0]} refused the run (see its error)")
-        return built
+        return engine
 
     def set_hyperparams(self, **values: float) -> None:
         """Changes run-time hyperparameters (`Agent.hyperparams`, e.g. learning_rate) from the
