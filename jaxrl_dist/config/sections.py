@@ -45,9 +45,9 @@ class InferenceConfig:
         if self.broadcast_period < 1:
             _bad("inference", "broadcast_period", self.broadcast_period, "must be >= 1")
         if self.client == "local":  # the server's settings would be silently ignored
-            for field in dataclasses.fields(self)[1:]:
+            for field in dataclasses.fields(self):
                 value = getattr(self, field.name)
-                if value != field.default:
+                if field.name != "client" and value != field.default:
                     _bad(
                         "inference",
                         field.name,

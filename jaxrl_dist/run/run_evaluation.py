@@ -26,9 +26,7 @@ class RunEvaluation:
     def start(self, run: Session) -> None:
         """Starts the evaluation thread where evaluation is beside training; it compiles the
         evaluator's policies first, while the learner compiles."""
-        if run.monitor is not None and self._config.evaluates_in_background(
-            self._engine.evaluates_beside_by_default
-        ):
+        if run.monitor is not None and run.eval_beside:
             share = self._config.eval_background_share
             params = self._engine.eval_params()
             self.background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)

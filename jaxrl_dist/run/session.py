@@ -37,6 +37,8 @@ class Session:
       history: every evaluation (`evals.jsonl`).
       saver: when to save, and the checkpointer.
       monitor, logger: process 0's evaluations and logs (None elsewhere).
+      eval_beside: evaluations run beside training (the config's choice, or the engine's
+        default), resolved once for the evaluator and the evaluation thread.
       progress: the status lines.
       clock: wall seconds of the whole run, resumed runs included.
       initial_digests: (policy params, whole state) as the run started.
@@ -48,6 +50,7 @@ class Session:
     saver: Saver
     monitor: EvalMonitor | None
     logger: MetricLogger | None
+    eval_beside: bool
     progress: Progress
     clock: Callable[[], float]
     initial_digests: tuple[str, str]
@@ -57,9 +60,9 @@ class Session:
         """Closes the evaluator, the checkpointer (after its last save) and the logs; a failed
         run also closes the W&B sink (else the trainer does, after the learning curve).
         `at_once` (a lost process, a second Ctrl-C): only the logs, waiting for nothing."""
-        if self.monitor is not None and not at_once:
-            self.monitor.close()
         if not at_once:
+            if self.monitor is not None:
+                self.monitor.close()
             self.saver.ckpt.close()
         if self.logger is not None:
             self.logger.close(failed=failed)
@@ -104,10 +107,9 @@ def open_session(
         raise
     progress = Progress(config.total_env_steps, quiet=quiet or not primary)
     monitor = None
+    beside = config.evaluates_in_background(engine.evaluates_beside_by_default)
     if primary:
-        evaluator, videos = engine.evaluator(
-            config.evaluates_in_background(engine.evaluates_beside_by_default), workdir
-        )
+        evaluator, videos = engine.evaluator(beside, workdir)
         monitor = EvalMonitor(
             config,
             evaluator,
@@ -125,6 +127,7 @@ def open_session(
         saver=saver,
         monitor=monitor,
         logger=logger,
+        eval_beside=beside,
         progress=progress,
         clock=lambda: base_wall + time.monotonic() - start,
         initial_digests=digests,

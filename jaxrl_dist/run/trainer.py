@@ -138,8 +138,9 @@ class Trainer:
         except RunError as e:
             error = e
             self.request_stop(f"error: {e}")
-        except BaseException as e:  # a bug, a hook's exception, a lost process, a second
-            # Ctrl-C: no final save; after the last two (no collective can succeed) leave at once
+        except (Exception, KeyboardInterrupt) as e:  # a bug, a hook's exception, a lost
+            # process, a second Ctrl-C: no final save; after the last two (no collective can
+            # succeed) leave at once
             self._evals.stop_thread(run)
             run.release(failed=True, at_once=isinstance(e, (ProcessLostError, KeyboardInterrupt)))
             raise

@@ -108,8 +108,8 @@ class SebulbaEngine(Engine):
         self.stats = ActorStats()
         self.replay_log = None  # deterministic mode: the env actions since the epoch began
         if config.deterministic:  # a checkpoint of another layout is not replayed
-            layout = ("unroll_length", "envs_per_actor", "batch_size")
-            layout = {field: getattr(config, field) for field in layout}
+            fields = ("unroll_length", "envs_per_actor", "batch_size")
+            layout = {field: getattr(config, field) for field in fields}
             self.replay_log = ReplayLog(config.env_epoch_updates, layout)
         self.state: Any = None  # the newest learner state; the one before it was donated
         self.fleet: Fleet | None = None
