@@ -37,7 +37,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
-from learning import BackgroundLoad  # noqa: E402
+from learning_seeds import BackgroundLoad  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
 from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402

@@ -22,7 +22,8 @@ each seed's evaluation and training-return curves. Written to
 config's file name, with `_load<N>` under load. A run that crashed or timed out leaves the
 existing `<name>.json` and `.png` as they were: the sweep goes to `<name>.crashed.json` and exits
 1. Exits 1 also with `--min-success K` if fewer than K seeds succeeded; 2 on a bad argument (one
-line, nothing written).
+line, nothing written). One seed's process and what its work dir says: `learning_seeds.py`;
+the aggregate, table and plot: `learning_report.py`.
 """
 
 from __future__ import annotations
@@ -40,17 +41,15 @@ from typing import Any, NoReturn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TRAIN = os.path.join(ROOT, "scripts", "train.py")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-from learning_report import aggregate, percentiles, plot, table  # noqa: E402
+from learning_report import aggregate, plot, table  # noqa: E402
+from learning_seeds import BackgroundLoad, run_seed  # noqa: E402
 
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
-
-SPIN = "while True: pass"  # one core's worth of pure-Python work
 
 
 def _fail(message: str) -> NoReturn:
@@ -152,155 +151,6 @@ def _check(args: argparse.Namespace, extra: list[str]) -> None:
         _fail("--target must be finite and --budget > 0")
     if args.out_dir and os.path.isfile(args.out_dir):
         _fail(f"--out-dir {args.out_dir} is a file; give a directory")
-
-
-# --- running -------------------------------------------------------------------------------------
-
-
-class BackgroundLoad:
-    """`n` busy processes for the lifetime of a `with` block (killed on exit, whatever happens)."""
-
-    def __init__(self, n: int):
-        self._n, self._procs = n, []
-
-    def __enter__(self) -> BackgroundLoad:
-        self._procs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(self._n)]
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for proc in self._procs:
-            proc.kill()
-        for proc in self._procs:
-            proc.wait()
-
-
-def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
-    """One `scripts/train.py` process; returns what it reached (see `seed_result`)."""
-    cmd = [
-        sys.executable,
-        TRAIN,
-        "--config",
-        args.config,
-        "--workdir",
-        workdir,
-        f"--config.seed={seed}",
-        *extra,
-    ]
-    os.makedirs(workdir, exist_ok=True)
-    start = time.monotonic()
-    with open(os.path.join(workdir, "train.log"), "w") as log:
-        try:
-            proc = subprocess.run(
-                cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout_s
-            )
-            returncode = proc.returncode
-        except subprocess.TimeoutExpired:
-            returncode = None
-    command_s = time.monotonic() - start
-    result = seed_result(
-        seed,
-        workdir,
-        returncode,
-        command_s,
-        args.target,
-        args.budget,
-        _metric_names(args.metrics),
-        args.eval_key,
-    )
-    if args.also_eval and result["error"] is None:
-        result["also_eval"] = also_eval(workdir, args.also_eval, args.also_eval_episodes)
-    return result
-
-
-def also_eval(workdir: str, opponent: str, episodes: int) -> dict[str, Any]:
-    """`scripts/evaluate.py` of the run's final checkpoint against `opponent`: its statistics
-    (return, win/draw/loss rates, ...), or `{"error": ...}`."""
-    out = os.path.join(workdir, f"also_eval_{opponent}.json")
-    cmd = [
-        sys.executable,
-        os.path.join(ROOT, "scripts", "evaluate.py"),
-        workdir,
-        "--opponent",
-        opponent,
-        "--episodes",
-        str(episodes),
-        "--json",
-        out,
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        return {"opponent": opponent, "error": proc.stderr.strip()[-500:]}
-    with open(out) as f:
-        record = json.load(f)
-    return {
-        "opponent": opponent,
-        **{k: v for k, v in record.items() if isinstance(v, float) or k == "episodes"},
-    }
-
-
-def _metric_names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
-def seed_result(
-    seed: int,
-    workdir: str,
-    returncode: int | None,
-    command_s: float,
-    target: float,
-    budget: int,
-    metric_names: list[str] = (),
-    eval_key: str = "return",
-) -> dict[str, Any]:
-    """A seed's outcome from its work dir: success, steps and seconds to the target, best and
-    final evaluation, curves (evaluations from `summary.json`, training return per log line),
-    and the 10th/50th/90th percentiles over the run of each of `metric_names`."""
-    summary_path = os.path.join(workdir, "summary.json")
-    summary = None
-    if os.path.exists(summary_path):
-        with open(summary_path) as f:
-            summary = json.load(f)
-    evals = [{**e, "return": e.get(eval_key)} for e in summary["evals"]] if summary else []
-    evals = [e for e in evals if e["return"] is not None]  # the statistic judged, as "return"
-    reached = [e for e in evals if e["return"] >= target and e["env_steps"] <= budget]
-    train_curve, logged = [], {name: [] for name in metric_names}
-    metrics_path = os.path.join(workdir, "metrics.jsonl")
-    if os.path.exists(metrics_path):
-        with open(metrics_path) as f:
-            for line in f:
-                record = json.loads(line)
-                if record.get("charts/episode_return") is not None:
-                    train_curve.append([record["env_steps"], record["charts/episode_return"]])
-                for name, values in logged.items():
-                    if record.get(name) is not None:
-                        values.append(record[name])
-    error = None
-    if returncode != 0 or summary is None:
-        tail = _tail(os.path.join(workdir, "train.log"))
-        error = "timed out" if returncode is None else f"exit {returncode}: {tail}"
-    return {
-        "seed": seed,
-        "success": bool(reached),
-        "env_steps_to_target": reached[0]["env_steps"] if reached else None,
-        "seconds_to_target": reached[0]["wall_time_s"] if reached else None,
-        "best_eval_return": max((e["return"] for e in evals), default=None),
-        "final_eval_return": evals[-1]["return"] if evals else None,
-        "env_steps": summary["env_steps"] if summary else None,
-        "stop_reason": summary["stop_reason"] if summary else None,
-        "command_s": round(command_s, 2),
-        "error": error,
-        "metrics": {name: percentiles(values) for name, values in logged.items()},
-        "eval_curve": [[e["env_steps"], e["return"]] for e in evals],
-        "train_curve": train_curve,
-    }
-
-
-def _tail(path: str, lines: int = 3) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return " | ".join(f.read().strip().splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def _default_out_dir() -> str:

@@ -23,6 +23,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 sys.path.insert(0, BENCHMARKS)
 import learning  # noqa: E402
 import learning_report  # noqa: E402
+import learning_seeds  # noqa: E402
 
 
 def _run(args, timeout=300):
@@ -40,7 +41,7 @@ def _spinners() -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline", "status"]):
         cmd = p.info["cmdline"] or []
-        if learning.SPIN in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+        if learning_seeds.SPIN in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(p)
     return found
 
@@ -133,17 +134,17 @@ def _workdir(tmp_path, evals, metrics=(), returncode=0):
 def test_success_is_the_first_evaluation_at_the_target_within_the_budget(tmp_path):
     evals = [(1000, 10.0), (2000, 480.0), (3000, 200.0), (4000, 500.0)]
     work = _workdir(tmp_path, evals)
-    s = learning.seed_result(0, work, 0, 1.0, target=475, budget=4000)
+    s = learning_seeds.seed_result(0, work, 0, 1.0, target=475, budget=4000)
     assert s["success"] and s["env_steps_to_target"] == 2000 and s["seconds_to_target"] == 2.0
     assert (s["best_eval_return"], s["final_eval_return"]) == (500.0, 500.0)
-    late = learning.seed_result(0, work, 0, 1.0, target=490, budget=3999)  # 500 came too late
+    late = learning_seeds.seed_result(0, work, 0, 1.0, target=490, budget=3999)  # 500 came too late
     assert not late["success"] and late["env_steps_to_target"] is None
 
 
 def test_a_crashed_run_is_a_failure_with_its_error(tmp_path):
     work = _workdir(tmp_path, [(1000, 500.0)])
     (tmp_path / "run" / "train.log").write_text("a\nb\nRuntimeError: boom\n")
-    s = learning.seed_result(0, work, 1, 1.0, target=475, budget=10**6)
+    s = learning_seeds.seed_result(0, work, 1, 1.0, target=475, budget=10**6)
     assert s["error"] == "exit 1: a | b | RuntimeError: boom"
     assert learning_report.aggregate([s])["crashed_seeds"] == [0]
 
@@ -155,7 +156,7 @@ def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here
     assert p == pytest.approx({"p10": 1.0, "p50": 5.0, "p90": 9.0})
     metrics = [{"env_steps": 1, "stats/policy_lag": v} for v in (1.0, 2.0, 3.0)]
     work = _workdir(tmp_path, [(1000, 500.0)], metrics)
-    ok = learning.seed_result(7, work, 0, 2.0, 475, 1000, ["stats/policy_lag"])
+    ok = learning_seeds.seed_result(7, work, 0, 2.0, 475, 1000, ["stats/policy_lag"])
     assert ok["metrics"]["stats/policy_lag"]["p50"] == 2.0
     failed = {
         **ok,
@@ -177,7 +178,7 @@ def test_a_sweep_with_a_crashed_seed_leaves_the_result_it_would_replace(tmp_path
     out = tmp_path / "out"
     out.mkdir()
     (out / "impala_cartpole.json").write_text("kept")
-    crashed = learning.seed_result(0, str(tmp_path), 1, 0.1, target=475, budget=1000)
+    crashed = learning_seeds.seed_result(0, str(tmp_path), 1, 0.1, target=475, budget=1000)
     monkeypatch.setattr(learning, "run_seed", lambda *args: crashed)
     argv = ["--config", "configs/impala_cartpole.py", "--seeds", "0", "--out-dir", str(out)]
     assert learning.main(argv) == 1
@@ -193,7 +194,7 @@ def test_success_can_judge_another_evaluation_statistic(tmp_path):
     for e, worst in zip(summary["evals"], (0.6, 0.88), strict=True):
         e["return_worst_seat"] = worst
     (tmp_path / "run" / "summary.json").write_text(json.dumps(summary))
-    s = learning.seed_result(0, work, 0, 1.0, 0.85, 10**6, eval_key="return_worst_seat")
+    s = learning_seeds.seed_result(0, work, 0, 1.0, 0.85, 10**6, eval_key="return_worst_seat")
     assert s["env_steps_to_target"] == 2000 and s["best_eval_return"] == 0.88
 
 
@@ -233,7 +234,7 @@ def test_the_after_run_evaluation_is_summarised_with_its_exact_losses(tmp_path):
     work = _workdir(tmp_path, [(1000, 0.9)])
     seeds = []
     for seed, (loss, exact) in enumerate([(0.0, 0.0), (0.055, 0.04), (0.02, 0.01)]):
-        s = learning.seed_result(seed, work, 0, 1.0, target=0.85, budget=1000)
+        s = learning_seeds.seed_result(seed, work, 0, 1.0, target=0.85, budget=1000)
         s["also_eval"] = {
             "opponent": "perfect",
             "return": -loss,
