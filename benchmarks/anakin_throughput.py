@@ -11,8 +11,9 @@ Rows (CartPole-v1, PPO, PureJaxRL's hyperparameters: 4 envs x 128 steps, 4 x 4 m
   the same number of env steps; SPS from the first chunk's end (compilation done) to the last.
 - `sebulba`: the library's EnvPool path (`configs/ppo_cartpole.py`: async EnvPool, an actor
   thread, the learner), timed the same way.
-- each again with 8 seeds vmapped (SPS counts every seed's steps), and the wall time of
-  8 seeds in one `scripts/train.py` run against 8 separate runs (process start, compile and all).
+- each again with 8 seeds vmapped (`--seeds 8,256`: with each count; SPS counts every seed's
+  steps), and the wall time of that many seeds (the first count) in one `scripts/train.py` run
+  against as many separate runs (process start, compile and all).
 
 Baseline and library alternate `--repeat` times; the ratio is the median of the per-pair
 ratios. Written to `benchmarks/results/<device>/anakin_throughput.json` and `.md`.
@@ -126,21 +127,22 @@ def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
         rows["sebulba"].append(library_sps(SEBULBA_RAINBOW, steps))
         rows["anakin"].append(library_sps(ANAKIN_RAINBOW, steps))
     ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["sebulba"], strict=True)]
-    vmapped = library_sps(ANAKIN_RAINBOW, steps, num_seeds=args.seeds)
+    seeds = args.seeds[0]
+    vmapped = library_sps(ANAKIN_RAINBOW, steps, num_seeds=seeds)
     result = {
         "environment": environment(),
         "steps_per_seed": steps,
         "rows": rows,
         "anakin_over_sebulba": [round(r, 3) for r in ratios],
         "anakin_over_sebulba_median": round(float(np.median(ratios)), 3),
-        f"anakin_{args.seeds}_seeds": vmapped,
+        f"anakin_{seeds}_seeds": vmapped,
     }
     median = lambda rows: float(np.median([r["sps"] for r in rows]))  # noqa: E731
     base = median(rows["sebulba"])
     entries = [
         ("Sebulba (EnvPool actor thread, host replay), 1 seed", base),
         ("Anakin (replay on the device), 1 seed", median(rows["anakin"])),
-        (f"Anakin, {args.seeds} seeds vmapped", vmapped["sps"]),
+        (f"Anakin, {seeds} seeds vmapped", vmapped["sps"]),
     ]
     lines = [
         f"CartPole-v1 Rainbow (one update of 128 transitions per 16 env steps), "
@@ -162,7 +164,12 @@ def main() -> None:
         "--steps", type=int, default=0, help="env steps per seed (0: 499,712; Rainbow 65,536)"
     )
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--seeds", type=int, default=8, help="the vmapped rows' seed count")
+    parser.add_argument(
+        "--seeds",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[8],
+        help="the vmapped rows' seed counts, a comma list (Rainbow: the first)",
+    )
     parser.add_argument("--skip-separate", action="store_true")
     parser.add_argument("--rainbow", action="store_true", help="Rainbow's rows instead")
     parser.add_argument("--out-dir", default=None)
@@ -186,16 +193,17 @@ def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
         "rows": rows,
         "anakin_over_baseline": [round(r, 3) for r in ratios],
         "anakin_over_baseline_median": round(float(np.median(ratios)), 3),
-        "sebulba": library_sps(SEBULBA, 200_704),
-        f"baseline_{args.seeds}_seeds": purejaxrl_ppo.measure(config, args.seeds),
-        f"anakin_{args.seeds}_seeds": library_sps(ANAKIN, args.steps, num_seeds=args.seeds),
+        "sebulba": library_sps(SEBULBA, min(200_704, args.steps)),
     }
+    for seeds in args.seeds:
+        result[f"baseline_{seeds}_seeds"] = purejaxrl_ppo.measure(config, seeds)
+        result[f"anakin_{seeds}_seeds"] = library_sps(ANAKIN, args.steps, num_seeds=seeds)
     if not args.skip_separate:
-        result["separate_vs_vmapped"] = separate_vs_vmapped(args.seeds, args.steps)
+        result["separate_vs_vmapped"] = separate_vs_vmapped(args.seeds[0], args.steps)
     return "anakin_throughput", result, markdown(result, args.seeds)
 
 
-def markdown(result: dict, seeds: int) -> str:
+def markdown(result: dict, seed_counts: list[int]) -> str:
     median = lambda rows: float(np.median([r["sps"] for r in rows]))  # noqa: E731
     base = median(result["rows"]["baseline"])
     lines = [
@@ -209,12 +217,12 @@ def markdown(result: dict, seeds: int) -> str:
         ("PureJaxRL-style baseline, 1 seed", base),
         ("Anakin (library), 1 seed", median(result["rows"]["anakin"])),
         ("Sebulba (library, EnvPool), 1 seed", result["sebulba"]["sps"]),
-        (
-            f"PureJaxRL-style baseline, {seeds} seeds vmapped",
-            result[f"baseline_{seeds}_seeds"]["sps"],
-        ),
-        (f"Anakin (library), {seeds} seeds vmapped", result[f"anakin_{seeds}_seeds"]["sps"]),
     ]
+    for n in seed_counts:
+        entries += [
+            (f"PureJaxRL-style baseline, {n} seeds vmapped", result[f"baseline_{n}_seeds"]["sps"]),
+            (f"Anakin (library), {n} seeds vmapped", result[f"anakin_{n}_seeds"]["sps"]),
+        ]
     lines += [f"| {name} | {sps:,.0f} | {sps / base:.2f} |" for name, sps in entries]
     lines += [
         "",
@@ -224,7 +232,7 @@ def markdown(result: dict, seeds: int) -> str:
     sep = result.get("separate_vs_vmapped")
     if sep:
         lines.append(
-            f"{seeds} seeds: {sep['separate_runs_s']} s as separate runs, "
+            f"{sep['seeds']} seeds: {sep['separate_runs_s']} s as separate runs, "
             f"{sep['vmapped_run_s']} s vmapped in one run ({sep['vmapped_over_separate']}x)"
         )
     return "\n".join(lines) + "\n"

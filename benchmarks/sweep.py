@@ -49,6 +49,16 @@ GRIDS = {
         "actor_loop": [XLA],
         "learner_dtype": [{"network.dtype": "bfloat16"}],
     },
+    # The actor layouts that may keep a GPU learner fed with the XLA loop (each actor thread
+    # waits for its sync pool, then for its unroll's inference): more threads sharing the 16
+    # cores, fewer envs each, against the base (the Python loop). `benchmarks/gpu_check.py`.
+    "gpu_actors": {
+        "actor_layout": [
+            {**XLA, "num_actor_threads": "2"},
+            {**XLA, "num_actor_threads": "4", "envs_per_actor": "64", "env_threads_per_actor": "4"},
+            {**XLA, "num_actor_threads": "8", "envs_per_actor": "32", "env_threads_per_actor": "2"},
+        ],
+    },
     # A small CPU box (2 cores), CartPole: quick enough to try the sweep anywhere.
     "cpu": {
         "switch_interval_s": [{"switch_interval_s": "0.0005"}],

@@ -345,13 +345,14 @@ def test_train_cli_sets_the_flags_in_deterministic_mode(monkeypatch):
     assert "xla_gpu_deterministic_ops" not in seen["flags"]
 
 
-@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU")
-def test_deterministic_mode_on_gpu_gives_identical_params(tmp_path):
-    """Two deterministic runs on the GPU: identical params (benchmarks/gpu_determinism.py)."""
+def test_deterministic_mode_gives_identical_params(tmp_path):
+    """Two deterministic runs give identical params: on a GPU through the XLA flags, and on
+    every backend, so that the helper `benchmarks/gpu_check.py` runs on the GPU cannot rot."""
     from gpu_determinism_runs import two_runs
 
     a, b = two_runs(str(tmp_path))
-    assert a == b
+    assert a["updates"] > 0 and a["params_sha256"] != a["initial_params_sha256"]
+    assert (a["updates"], a["params_sha256"]) == (b["updates"], b["params_sha256"])
 
 
 # ----------------------------------------------------------------------------- help

@@ -1,0 +1,315 @@
+"""The GPU check: every GPU measurement this project needs, in priority order, inside one budget.
+
+    python benchmarks/gpu_check.py --budget-s 480 --out-dir DIR [--archive FILE.tar.gz]
+    python benchmarks/gpu_check.py --tiny --budget-s 90 --out-dir DIR    # CPU smoke (the test)
+
+Each part is its own process under its own timeout (the smaller of its cap and the budget
+left), its output in `DIR/<part>.log`, its results beside it; a part that fails or runs out
+of time costs only itself. After every part `DIR/gpu_check.json` and `gpu_check.md` (each part's
+status, wall time and headline figure) are rewritten and, with `--archive`, the whole folder is
+packed again, so a check cut off keeps what it measured. The parts, most wanted first:
+
+1. `breakout`: Breakout-v5 (`configs/impala_atari.py`) end to end against raw EnvPool async at
+   the same layout, the config as written (the Python actor loop) and the XLA-loop layouts
+   that may keep the learner fed (`sweep.py --grid gpu_actors`: actor threads, envs per thread);
+2. `central_local`: central against local inference, 8 actor threads (`throughput.py`);
+3. `determinism`: two deterministic runs give identical params (`tests/gpu_determinism_runs.py`);
+4. `anakin_ppo`: Anakin PPO CartPole against `purejaxrl_ppo.py` at 1, 8 and 256 seeds;
+5. `recurrent`: what an LSTM core costs (`recurrent_throughput.py`);
+6. `learning`: IMPALA on Breakout for the time left, its curve saved (`learning_curve.png`).
+
+Children share a persistent compilation cache (`--cache-dir`), so a program compiled by one part
+is loaded by the next. `--tiny` runs every part with CartPole-sized settings and a few seconds
+each, so `tests/test_gpu_check.py` proves the commands on a CPU. A GPU node without a package
+index gets EnvPool, gymnax, pgx, ml-collections and tensorboardX from
+`bash benchmarks/offline_bundle.sh .offline 3.12` (README, "One GPU with 16 cores").
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CONFIGS = os.path.join(ROOT, "configs")
+ATARI = os.path.join(CONFIGS, "impala_atari.py")
+CARTPOLE = os.path.join(CONFIGS, "impala_cartpole.py")
+PY = sys.executable
+PYTHON_LOOP = ["--config.actor_loop=python", "--config.async_envs=True"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One measurement: its command (on the GPU, or `tiny` for the CPU smoke test), the most
+    time it may take (`cap_s`; None: whatever is left), the least worth starting with, and a
+    one-line headline read from what it wrote."""
+
+    name: str
+    command: Callable[[str, bool, float], list[str]]  # (out_dir, tiny, timeout_s) -> argv
+    cap_s: float | None
+    min_s: float
+    headline: Callable[[str], str]
+
+
+def _json(out_dir: str, name: str) -> dict:
+    with open(os.path.join(out_dir, name)) as f:
+        return json.load(f)
+
+
+def breakout_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
+    config, grid, seconds = (CARTPOLE, "smoke", "0.5") if tiny else (ATARI, "gpu_actors", "10")
+    return [
+        *(PY, os.path.join(HERE, "sweep.py"), "--config", config, "--grid", grid),
+        *("--seconds", seconds, "--final-repeat", "0", "--name", "breakout", "--out-dir", out_dir),
+    ]
+
+
+def breakout_headline(out_dir: str) -> str:
+    points = _json(out_dir, "breakout.json")["points"]
+    shown = []
+    for p in points:
+        label = p["point"] + (f" {_short(p['overrides'])}" if p["overrides"] else "")
+        if "error" in p:
+            shown.append(f"{label}: failed")
+        else:
+            shown.append(f"{label}: {p['end_to_end_sps']:,.0f} SPS, {p['over_raw_async']:.2f}")
+        # of raw async at its layout
+    return "; ".join(shown) + " (end to end, of raw EnvPool async at the same layout)"
+
+
+def _short(overrides: dict) -> str:
+    return ",".join(f"{k.removeprefix('num_')}={v}" for k, v in overrides.items())
+
+
+def central_local_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
+    layout = [
+        "--config.num_actor_threads=8" if not tiny else "--config.num_actor_threads=2",
+        "--config.envs_per_actor=64" if not tiny else "--config.envs_per_actor=16",
+        "--config.env_threads_per_actor=2" if not tiny else "--config.env_threads_per_actor=1",
+    ]
+    return [
+        *(PY, os.path.join(HERE, "throughput.py"), "--config", CARTPOLE if tiny else ATARI),
+        *PYTHON_LOOP,
+        *layout,
+        *("--stages", "raw_async,end_to_end,end_to_end_central", "--repeat", "1"),
+        *("--seconds", "0.5" if tiny else "10", "--no-plot"),
+        *("--name", "central_local", "--out-dir", out_dir),
+    ]
+
+
+def central_local_headline(out_dir: str) -> str:
+    stages = _json(out_dir, "central_local.json")["stages"]
+    sps = {k: v.get("sps") for k, v in stages.items()}
+    local, central = sps.get("end_to_end"), sps.get("end_to_end_central")
+    if not (local and central):
+        return f"stages: {sps}"
+    return f"local {local:,.0f} SPS, central {central:,.0f} SPS ({central / local:.2f}x)"
+
+
+def determinism_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
+    runs = os.path.join(ROOT, "tests", "gpu_determinism_runs.py")
+    return [PY, runs, os.path.join(out_dir, "determinism")]
+
+
+def determinism_headline(out_dir: str) -> str:
+    result = _json(os.path.join(out_dir, "determinism"), "determinism.json")
+    same = "identical" if result["identical"] else "DIFFERENT"
+    return f"two deterministic runs of {result['updates']} updates: params {same}"
+
+
+def anakin_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
+    steps, seeds = ("4096", "2") if tiny else ("499712", "8,256")
+    return [
+        *(PY, os.path.join(HERE, "anakin_throughput.py"), "--repeat", "1", "--skip-separate"),
+        *("--steps", steps, "--seeds", seeds, "--out-dir", out_dir),
+    ]
+
+
+def anakin_headline(out_dir: str) -> str:
+    result = _json(out_dir, "anakin_throughput.json")
+    counts = sorted(
+        int(k.split("_")[1]) for k in result if k.startswith("anakin_") and k.endswith("_seeds")
+    )
+    ratios = [f"1 seed {result['anakin_over_baseline_median']:.2f}"]
+    for n in counts:
+        anakin, base = result[f"anakin_{n}_seeds"]["sps"], result[f"baseline_{n}_seeds"]["sps"]
+        ratios.append(f"{n} seeds {anakin / base:.2f} ({anakin:,.0f} SPS)")
+    return "Anakin / PureJaxRL-style baseline: " + ", ".join(ratios)
+
+
+def recurrent_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
+    steps, rows = ("2048", "anakin_ppo") if tiny else ("100352", "ppo,impala,anakin_ppo")
+    return [
+        *(PY, os.path.join(HERE, "recurrent_throughput.py"), "--repeat", "1"),
+        *("--steps", steps, "--rows", rows, "--out-dir", out_dir),
+    ]
+
+
+def recurrent_headline(out_dir: str) -> str:
+    rows = _json(out_dir, "recurrent_throughput.json")["rows"]
+    return "LSTM / no core: " + ", ".join(f"{k} {v['median_ratio']:.2f}" for k, v in rows.items())
+
+
+LEARNING_MARGIN_S = 60  # the final evaluation, save and curve after the wall-time stop
+
+
+def learning_command(out_dir: str, tiny: bool, timeout_s: float) -> list[str]:
+    workdir = os.path.join(out_dir, "learning")
+    config = ATARI + (":quick" if tiny else "")
+    return [
+        *(PY, os.path.join(ROOT, "scripts", "train.py"), "--config", config),
+        *("--workdir", workdir, "--quiet", "--config.learning_curve=True"),
+        f"--config.max_wall_time_s={max(timeout_s - LEARNING_MARGIN_S, 1):.0f}",
+        "--config.eval_every_updates=0",  # episodes' training returns draw the curve
+        "--config.eval_episodes=8",
+        "--config.eval_mode=sampled",
+        "--config.checkpoint_every_updates=0",
+    ]
+
+
+def learning_headline(out_dir: str) -> str:
+    summary = _json(os.path.join(out_dir, "learning"), "summary.json")
+    return (
+        f"{summary['env_steps']:,} env steps ({summary['env_steps'] * 4:,} frames) in "
+        f"{summary['wall_time_s']:.0f} s, {summary['sps']:,.0f} SPS; final evaluation "
+        f"return {summary['final_eval_return']}"
+    )
+
+
+PARTS = (
+    Part("breakout", breakout_command, cap_s=260, min_s=60, headline=breakout_headline),
+    Part("central_local", central_local_command, 120, 50, central_local_headline),
+    Part("determinism", determinism_command, 60, 30, determinism_headline),
+    Part("anakin_ppo", anakin_command, 120, 45, anakin_headline),
+    Part("recurrent", recurrent_command, 80, 40, recurrent_headline),
+    Part("learning", learning_command, None, LEARNING_MARGIN_S + 30, learning_headline),
+)
+
+
+def run_part(part: Part, out_dir: str, tiny: bool, timeout_s: float, env: dict) -> dict:
+    """Runs one part in its own process group (a timeout kills its children too)."""
+    argv = part.command(out_dir, tiny, timeout_s)
+    record = {"part": part.name, "command": " ".join(argv), "timeout_s": round(timeout_s)}
+    t0 = time.perf_counter()
+    with open(os.path.join(out_dir, f"{part.name}.log"), "w") as log:
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True
+        )
+        try:
+            rc = proc.wait(timeout=timeout_s)
+            record["status"] = "ok" if rc == 0 else f"failed (exit {rc})"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            record["status"] = "timed out"
+    record["wall_s"] = round(time.perf_counter() - t0, 1)
+    try:
+        record["headline"] = part.headline(out_dir)
+    except (OSError, KeyError, ValueError, TypeError) as e:  # nothing (or half) written
+        record["headline"] = f"no result ({type(e).__name__}: {e})"
+    print(f"{part.name}: {record['status']} in {record['wall_s']} s: {record['headline']}")
+    return record
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        f"GPU check on {result['device']}, {result['cpu_count']} cores, {result['date']}, "
+        f"budget {result['budget_s']:.0f} s{' (tiny)' if result['tiny'] else ''}",
+        "",
+        "| part | status | wall s | headline |",
+        "|---|---|---:|---|",
+    ]
+    for r in result["parts"]:
+        lines.append(f"| {r['part']} | {r['status']} | {r.get('wall_s', '')} | {r['headline']} |")
+    return "\n".join(lines) + "\n"
+
+
+def save(result: dict, out_dir: str, archive: str | None) -> None:
+    with open(os.path.join(out_dir, "gpu_check.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(out_dir, "gpu_check.md"), "w") as f:
+        f.write(markdown(result))
+    if archive:  # written whole, then moved: a cut-off check never leaves half an archive
+        with tarfile.open(archive + ".partial", "w:gz") as tar:
+            tar.add(out_dir, arcname=os.path.basename(os.path.normpath(out_dir)), filter=_small)
+        os.replace(archive + ".partial", archive)
+
+
+def _small(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Checkpoints stay out of the archive: the results are what comes back."""
+    return None if "/checkpoints" in info.name else info
+
+
+def device() -> str:
+    """The accelerator's name as nvidia-smi gives it, without starting JAX here (the parts
+    need the whole device)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else "cpu"
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "cpu"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget-s", type=float, required=True, help="wall time for all parts")
+    parser.add_argument("--out-dir", required=True, help="results and logs (created)")
+    parser.add_argument("--archive", default=None, help="a .tar.gz of out-dir after every part")
+    parser.add_argument("--parts", default=",".join(p.name for p in PARTS), help="a subset")
+    parser.add_argument("--cache-dir", default=None, help="compilation cache (out-dir/../cache)")
+    parser.add_argument("--tiny", action="store_true", help="CartPole-sized parts: a CPU smoke")
+    args = parser.parse_args(argv)
+    chosen = [p for p in args.parts.split(",") if p]
+    unknown = sorted(set(chosen) - {p.name for p in PARTS})
+    if unknown or args.budget_s <= 0:
+        parser.error(
+            f"--parts {unknown} or --budget-s {args.budget_s} is invalid: parts are "
+            f"{','.join(p.name for p in PARTS)}, the budget > 0 seconds"
+        )
+    t0 = time.perf_counter()
+    out_dir = os.path.abspath(args.out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    cache = args.cache_dir or os.path.join(os.path.dirname(out_dir), "cache")
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", cache)
+    result = {
+        "device": device(),
+        "cpu_count": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "budget_s": args.budget_s,
+        "tiny": args.tiny,
+        "command": " ".join([PY, *(sys.argv if argv is None else ["gpu_check.py", *argv])]),
+        "parts": [],
+    }
+    for part in (p for p in PARTS if p.name in chosen):
+        left = args.budget_s - (time.perf_counter() - t0)
+        if left < (0 if args.tiny else part.min_s) or left <= 0:
+            record = {"part": part.name, "status": "skipped", "headline": f"{left:.0f} s left"}
+        else:
+            timeout = left if part.cap_s is None else min(part.cap_s, left)
+            record = run_part(part, out_dir, args.tiny, timeout, env)
+        result["parts"].append(record)
+        save(result, out_dir, args.archive)
+    shutil.rmtree(os.path.join(out_dir, "learning", "checkpoints"), ignore_errors=True)
+    print(markdown(result))
+    return 0 if all(r["status"] == "ok" for r in result["parts"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
