@@ -28,6 +28,7 @@ learner), alternating `--repeat` times, and Anakin with `--seeds` seeds vmapped;
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -184,8 +185,8 @@ def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
     config = {**purejaxrl_ppo.CONFIG, "TOTAL_TIMESTEPS": args.steps}
     rows: dict[str, list] = {"baseline": [], "anakin": []}
     for _ in range(args.repeat):  # alternating, so drift hits both alike
-        rows["baseline"].append(purejaxrl_ppo.measure(config, 1))
-        rows["anakin"].append(library_sps(ANAKIN, args.steps))
+        rows["baseline"].append(shown("baseline", purejaxrl_ppo.measure(config, 1)))
+        rows["anakin"].append(shown("anakin", library_sps(ANAKIN, args.steps)))
     ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["baseline"], strict=True)]
     result = {
         "environment": environment(),
@@ -193,14 +194,24 @@ def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
         "rows": rows,
         "anakin_over_baseline": [round(r, 3) for r in ratios],
         "anakin_over_baseline_median": round(float(np.median(ratios)), 3),
-        "sebulba": library_sps(SEBULBA, min(200_704, args.steps)),
     }
-    for seeds in args.seeds:
-        result[f"baseline_{seeds}_seeds"] = purejaxrl_ppo.measure(config, seeds)
-        result[f"anakin_{seeds}_seeds"] = library_sps(ANAKIN, args.steps, num_seeds=seeds)
+    for seeds in args.seeds:  # before Sebulba's row: the vmapped rows matter more
+        result[f"baseline_{seeds}_seeds"] = shown(
+            f"baseline_{seeds}_seeds", purejaxrl_ppo.measure(config, seeds)
+        )
+        result[f"anakin_{seeds}_seeds"] = shown(
+            f"anakin_{seeds}_seeds", library_sps(ANAKIN, args.steps, num_seeds=seeds)
+        )
+    result["sebulba"] = shown("sebulba", library_sps(SEBULBA, min(200_704, args.steps)))
     if not args.skip_separate:
         result["separate_vs_vmapped"] = separate_vs_vmapped(args.seeds[0], args.steps)
     return "anakin_throughput", result, markdown(result, args.seeds)
+
+
+def shown(row: str, measured: dict) -> dict:
+    """Prints a row as soon as it is measured: a run cut off still leaves its figures."""
+    print(f"{row}: {json.dumps(measured)}", flush=True)
+    return measured
 
 
 def markdown(result: dict, seed_counts: list[int]) -> str:

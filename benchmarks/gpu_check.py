@@ -39,6 +39,9 @@ import tarfile
 import time
 from collections.abc import Callable
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONFIGS = os.path.join(ROOT, "configs")
@@ -266,28 +269,44 @@ def device() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    try:
+        args = parse(argv)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return check(args, argv)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = OneLineArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget-s", type=float, required=True, help="wall time for all parts")
     parser.add_argument("--out-dir", required=True, help="results and logs (created)")
     parser.add_argument("--archive", default=None, help="a .tar.gz of out-dir after every part")
     parser.add_argument("--parts", default=",".join(p.name for p in PARTS), help="a subset")
-    parser.add_argument("--cache-dir", default=None, help="compilation cache (out-dir/../cache)")
+    parser.add_argument("--cache-dir", default=None, help="compilation cache for all parts")
     parser.add_argument("--tiny", action="store_true", help="CartPole-sized parts: a CPU smoke")
     args = parser.parse_args(argv)
     chosen = [p for p in args.parts.split(",") if p]
     unknown = sorted(set(chosen) - {p.name for p in PARTS})
     if unknown or args.budget_s <= 0:
-        parser.error(
+        raise UsageError(
             f"--parts {unknown} or --budget-s {args.budget_s} is invalid: parts are "
             f"{','.join(p.name for p in PARTS)}, the budget > 0 seconds"
         )
+    args.parts = chosen
+    return args
+
+
+def check(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """Runs the chosen parts in priority order inside the budget; 0 if every part passed."""
     t0 = time.perf_counter()
     out_dir = os.path.abspath(args.out_dir)
     os.makedirs(out_dir, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
-    cache = args.cache_dir or os.path.join(os.path.dirname(out_dir), "cache")
-    env.setdefault("JAX_COMPILATION_CACHE_DIR", cache)
+    if args.cache_dir:  # else the caller's JAX_COMPILATION_CACHE_DIR, or one beside out-dir
+        env["JAX_COMPILATION_CACHE_DIR"] = args.cache_dir
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(os.path.dirname(out_dir), "cache"))
     result = {
         "device": device(),
         "cpu_count": os.cpu_count(),
@@ -297,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([PY, *(sys.argv if argv is None else ["gpu_check.py", *argv])]),
         "parts": [],
     }
-    for part in (p for p in PARTS if p.name in chosen):
+    for part in (p for p in PARTS if p.name in args.parts):
         left = args.budget_s - (time.perf_counter() - t0)
         if left < (0 if args.tiny else part.min_s) or left <= 0:
             record = {"part": part.name, "status": "skipped", "headline": f"{left:.0f} s left"}
