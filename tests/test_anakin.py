@@ -38,6 +38,7 @@ def test_quick_run_writes_what_a_sebulba_run_writes(quick_run):
     logged = [x for x in lines if "charts/episode_return" in x]
     assert logged and all(x["charts/episode_return"] > 0 for x in logged)
     assert any("losses/pg_loss" in x for x in lines)
+    assert summary["startup_s"] > 0 and summary["compile"]["compiles"] >= 1  # the shell's, too
 
 
 def test_checkpoint_loads_as_a_policy_on_envpool(quick_run):

@@ -46,6 +46,19 @@ def test_the_run_learns_from_prioritized_windows_and_returns_priorities(run):
     assert all(x["losses/epsilon"] == 0.0 for x in losses)  # noisy nets: no epsilon
 
 
+def test_the_run_logs_its_start_up_and_compiling(run):
+    """`startup_s` (to the first step's end) and this process's compiling since the run began,
+    in the summary and, growing, in every log line (jaxrl_dist/compilation.py)."""
+    _, result, logs = run
+    summary = result.summary
+    compiled = summary["compile"]
+    assert 0 < summary["startup_s"] < summary["wall_time_s"] + summary["startup_s"]
+    assert compiled["cache_dir"] == os.environ["JAX_COMPILATION_CACHE_DIR"]  # JAX's own wins
+    assert compiled["compiles"] >= 1 and compiled["backend_s"] > 0 and compiled["trace_s"] > 0
+    logged = [x["compile/compiles"] for x in logs if "compile/compiles" in x]
+    assert logged and logged == sorted(logged) and logged[-1] <= compiled["compiles"]
+
+
 def test_its_checkpoint_acts_through_load_policy_and_evaluate(run, tmp_path):
     workdir, _, _ = run
     policy = load_policy(workdir)

@@ -13,6 +13,7 @@ import sys
 import traceback
 
 from jaxrl_dist import agents
+from jaxrl_dist.compilation import use_compilation_cache
 from jaxrl_dist.config import ConfigError, TrainConfig, apply_overrides, build_config
 from jaxrl_dist.config.describe import help_text
 from jaxrl_dist.determinism import set_deterministic_xla_flags
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if config.deterministic:  # before anything starts JAX's backends
         set_deterministic_xla_flags()
+    use_compilation_cache()  # before the first compile (jax.distributed's may be one)
     launch = launch_spec(args)
     try:
         distributed.initialize(launch)

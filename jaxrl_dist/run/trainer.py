@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from typing import Any
 
 import numpy as np
 
+from jaxrl_dist.compilation import CompileTotals, use_compilation_cache
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.determinism import set_deterministic_xla_flags
@@ -55,6 +57,11 @@ class Trainer:
     ):
         if config.deterministic:  # in effect only if JAX has not started yet (else a warning)
             set_deterministic_xla_flags()
+        # Before anything compiles (the cluster's first gather does): the start-up's cost.
+        self._cache_dir = use_compilation_cache()
+        CompileTotals.listen()
+        self._built, self._compiles = time.monotonic(), CompileTotals.snapshot()
+        self._startup_s: float | None = None  # from here to the first step's end
         self.config, self.hooks = config, hooks or Hooks()
         self.workdir = os.path.abspath(workdir)
         self.cluster = Cluster()
@@ -184,6 +191,8 @@ class Trainer:
             if updates is None:
                 return
             stepped = engine.advance(updates, counters.updates)
+            if self._startup_s is None:
+                self._started(run)
             counters.updates += updates
             counters.env_steps += stepped.env_steps
             counters.episodes += stepped.episodes
@@ -273,10 +282,23 @@ class Trainer:
             # is already renamed (a save now would be skipped: this update may be saved already).
             self._save_after_step = True
 
+    def _started(self, run: Session) -> None:
+        """The first step is done: how long the start took, and how much of it compiling."""
+        self._startup_s = time.monotonic() - self._built
+        c = CompileTotals.since(self._compiles)
+        run.progress.message(
+            f"first step after {self._startup_s:.1f}s: {c['compiles']:.0f} programs built "
+            f"in {c['backend_s']:.1f}s ({c['cache_hits']:.0f} read from the cache "
+            f"{self._cache_dir or '(off)'}), {c['trace_s'] + c['lower_s']:.1f}s tracing and "
+            "lowering"
+        )
+
     def _log(self, run: Session, metrics: dict[str, float]) -> None:
         """One log line from every process (the engine's record may gather), by process 0."""
         record = self.engine.log_record(metrics, run.counters)
         record.update(self._evals.log_record())
+        # This process's compiling since the run began: a late compile shows as a step here.
+        record.update({f"compile/{k}": v for k, v in CompileTotals.since(self._compiles).items()})
         if run.logger is not None:
             run.logger.write(run.counters.env_steps, record)
             run.progress.line(run.counters.env_steps, record)
@@ -320,6 +342,11 @@ class Trainer:
                 summary["params_sha256"]
             )
         summary.update(self.engine.summary(counters, evals))
+        summary["startup_s"] = None if self._startup_s is None else round(self._startup_s, 3)
+        summary["compile"] = {
+            **CompileTotals.since(self._compiles),
+            "cache_dir": self._cache_dir,
+        }
         if self.cluster.is_primary:
             with open(os.path.join(self.workdir, "summary.json"), "w") as f:
                 json.dump(summary, f, indent=2)

@@ -1,0 +1,96 @@
+"""Start-up with and without the compilation cache: a run's time to its first step, cold and warm.
+
+    python benchmarks/startup.py                                   # CartPole and Breakout (~4 min)
+    python benchmarks/startup.py --configs configs/impala_cartpole.py --warm 1
+
+Each config runs `scripts/train.py` (a fresh process: imports, envs, compiles, one step and a
+final evaluation) with the cache off, then cold (an empty cache directory of its own), then
+`--warm` times on that cache. Read from each run's `summary.json`: `startup_s` (from the
+Trainer's start to its first step's end) and `compile` (compiles, seconds in XLA, tracing and
+lowering, cache hits); the process's whole wall time beside them. Written to
+`benchmarks/results/<device>/startup.json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from throughput import environment, write_result  # noqa: E402
+
+CONFIGS = ("configs/impala_cartpole.py", "configs/impala_atari.py")
+ONE_STEP = [  # one update (Breakout's batch is 64 x 20 = 1,280 env steps), a short evaluation
+    "--config.total_env_steps=1280",
+    "--config.eval_every_updates=0",
+    "--config.eval_episodes=2",
+    "--config.eval_mode=sampled",
+    "--config.checkpoint_every_updates=0",
+    "--config.learning_curve=False",
+    "--quiet",
+]
+
+
+def one_run(config: str, cache: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    env["JAXRL_DIST_COMPILATION_CACHE"] = cache
+    with tempfile.TemporaryDirectory() as workdir:
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--config", config]
+            + ["--workdir", workdir, *ONE_STEP],
+            check=True,
+            env=env,
+            cwd=ROOT,
+        )
+        wall = time.perf_counter() - t0
+        with open(os.path.join(workdir, "summary.json")) as f:
+            summary = json.load(f)
+    compiled = {k: v for k, v in summary["compile"].items() if k != "cache_dir"}
+    return {"process_s": round(wall, 2), "startup_s": summary["startup_s"], **compiled}
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        f"Start-up, {result['environment']['device']}, {result['environment']['cpu_count']} "
+        "cores: a run's time to its first step",
+        "",
+        "| config | cache | process s | start-up s | compiles | XLA s | trace + lower s | hits |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for config, runs in result["configs"].items():
+        for r in runs:
+            lines.append(
+                f"| {os.path.basename(config)} | {r['cache']} | {r['process_s']} | "
+                f"{r['startup_s']} | {r['compiles']:.0f} | {r['backend_s']:.2f} | "
+                f"{r['trace_s'] + r['lower_s']:.2f} | {r['cache_hits']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma list of configs")
+    parser.add_argument("--warm", type=int, default=2, help="warm runs after the cold one")
+    parser.add_argument("--out-dir", default=None)
+    args = parser.parse_args()
+    result = {"environment": environment(), "flags": ONE_STEP, "configs": {}}
+    for config in args.configs.split(","):
+        runs = result["configs"][config] = []
+        with tempfile.TemporaryDirectory() as cache:
+            for label in ["off", "cold"] + ["warm"] * args.warm:
+                run = one_run(config, "off" if label == "off" else cache)
+                runs.append({"cache": label, **run})
+                print(config, runs[-1], flush=True)
+    write_result(args.out_dir, "startup", result, markdown(result))
+
+
+if __name__ == "__main__":
+    main()
