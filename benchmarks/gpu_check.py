@@ -85,8 +85,11 @@ def breakout_headline(out_dir: str) -> str:
         if "error" in p:
             shown.append(f"{label}: failed")
         else:
-            shown.append(f"{label}: {p['end_to_end_sps']:,.0f} SPS, {p['over_raw_async']:.2f}")
-        # of raw async at its layout
+            start = p.get("phases_s", {}).get("to_first_log")
+            shown.append(
+                f"{label}: {p['end_to_end_sps']:,.0f} SPS, {p['over_raw_async']:.2f}"
+                + (f", first log after {start:.0f} s" if start is not None else "")
+            )
     return "; ".join(shown) + " (end to end, of raw EnvPool async at the same layout)"
 
 
@@ -168,7 +171,7 @@ LEARNING_MARGIN_S = 60  # the final evaluation, save and curve after the wall-ti
 
 def learning_command(out_dir: str, tiny: bool, timeout_s: float) -> list[str]:
     workdir = os.path.join(out_dir, "learning")
-    config = ATARI + (":quick" if tiny else "")
+    config = CARTPOLE + ":quick" if tiny else ATARI
     return [
         *(PY, os.path.join(ROOT, "scripts", "train.py"), "--config", config),
         *("--workdir", workdir, "--quiet", "--config.learning_curve=True"),
@@ -183,7 +186,7 @@ def learning_command(out_dir: str, tiny: bool, timeout_s: float) -> list[str]:
 def learning_headline(out_dir: str) -> str:
     summary = _json(os.path.join(out_dir, "learning"), "summary.json")
     return (
-        f"{summary['env_steps']:,} env steps ({summary['env_steps'] * 4:,} frames) in "
+        f"{summary['env_steps']:,} env steps in "
         f"{summary['wall_time_s']:.0f} s, {summary['sps']:,.0f} SPS; final evaluation "
         f"return {summary['final_eval_return']}"
     )

@@ -280,6 +280,7 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
     )
     workdir = tempfile.mkdtemp(prefix="jaxrl_dist_bench_")
     metrics_path = os.path.join(workdir, "metrics.jsonl")
+    marks = {"built": time.monotonic()}  # where a run's wall time goes besides the window
     trainer = Trainer(config, workdir, quiet=True)
     finished = threading.Event()
 
@@ -289,13 +290,16 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
             if os.path.exists(metrics_path) and os.path.getsize(metrics_path) > 0:
                 break
             time.sleep(0.05)
+        marks["first_log"] = time.monotonic()
         finished.wait(seconds)
+        marks["stop"] = time.monotonic()
         trainer.request_stop("benchmark window over")
 
     watcher = threading.Thread(target=stop_after_window, daemon=True)
     watcher.start()
     try:
         summary = trainer.run().summary
+        marks["returned"] = time.monotonic()
         with open(metrics_path) as f:
             logs = [json.loads(line) for line in f if "charts/sps" in line]
     finally:
@@ -321,6 +325,14 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
         "log_intervals": len(steady),
         "policy_lag": mean("stats/policy_lag"),
         "timers_s_per_s": {k[len("timers/") :]: mean(k) for k in steady[0] if "timers/" in k},
+        # Start to first step (the trainer's own figure), to the first log line, and from the
+        # stop to run() returning (the final evaluation and save): what a window costs.
+        "phases_s": {
+            "startup": summary["startup_s"],
+            "to_first_log": round(marks["first_log"] - marks["built"], 2),
+            "after_window": round(marks["returned"] - marks["stop"], 2),
+        },
+        "compile": summary["compile"],
     }
 
 

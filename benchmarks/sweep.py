@@ -104,6 +104,8 @@ def measure_point(config, seconds: float, raw_cache: dict) -> dict:
         "over_raw_async": e2e["sps"] / raw,
         "timers_s_per_s": e2e["timers_s_per_s"],
         "policy_lag": e2e["policy_lag"],
+        "phases_s": e2e["phases_s"],
+        "compile": e2e["compile"],
     }
 
 
