@@ -42,6 +42,7 @@ LONGEST_FIRST = (
     "test_multiprocess.py",
     "test_recurrent.py",
     "test_benchmarks.py",
+    "test_gpu_check.py",
     "test_reliability.py",
     "test_four_devices.py",
     "test_train_e2e.py",

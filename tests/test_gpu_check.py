@@ -43,7 +43,7 @@ def test_every_part_runs_tiny_and_writes_its_result_and_archive(tmp_path):
     assert "base: " in headlines["breakout"] and "of raw EnvPool async" in headlines["breakout"]
     assert "first log after " in headlines["breakout"]  # where a point's wall time goes
     assert "local " in headlines["central_local"] and "central " in headlines["central_local"]
-    assert "1 seed " in headlines["anakin_ppo"] and "2 seeds " in headlines["anakin_ppo"]
+    assert "1 seed " in headlines["anakin_ppo"] and "1 seeds vmapped " in headlines["anakin_ppo"]
     assert headlines["recurrent"].startswith("LSTM / no core: anakin_ppo ")
     assert "env steps" in headlines["learning"]
     out = tmp_path / "out"
