@@ -79,10 +79,12 @@ def make_train(config: dict):
         frac = 1.0 - (count // (config["NUM_MINIBATCHES"] * config["UPDATE_EPOCHS"])) / num_updates
         return config["LR"] * frac
 
-    def train(rng):
-        rng, init_rng, reset_rng = jax.random.split(rng, 3)
-        obs_shape = env.observation_space(env_params).shape
-        params = network.init(init_rng, jnp.zeros(obs_shape))
+    def init(rng):
+        _, init_rng, _ = jax.random.split(rng, 3)
+        return network.init(init_rng, jnp.zeros(env.observation_space(env_params).shape))
+
+    def train(rng, params):
+        rng, _, reset_rng = jax.random.split(rng, 3)
         lr = linear_schedule if config["ANNEAL_LR"] else config["LR"]
         tx = optax.chain(
             optax.clip_by_global_norm(config["MAX_GRAD_NORM"]), optax.adam(lr, eps=1e-5)
@@ -176,18 +178,23 @@ def make_train(config: dict):
         runner, returns = jax.lax.scan(update, runner, None, num_updates)
         return runner[0], returns
 
-    return train
+    return init, train
 
 
 def measure(config: dict, num_seeds: int, seed: int = 0) -> dict:
     """Compiles, then runs the whole training of `num_seeds` vmapped seeds once (timed)."""
-    train = make_train(config)
+    init, train = make_train(config)
     keys = jax.random.split(jax.random.PRNGKey(seed), num_seeds)
+    # Each seed's params one after another (`lax.map`), as `anakin/program.py` does: a vmapped
+    # orthogonal init batches LAPACK QR calls, and 8 seeds' program hung on XLA:CPU (jax
+    # 0.10.2, 2 cores) now and then. PureJaxRL inits inside its vmapped `train`; the init is
+    # the same work, and is not timed.
+    params = jax.block_until_ready(jax.jit(lambda k: jax.lax.map(init, k))(keys))
     t0 = time.perf_counter()
-    compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+    compiled = jax.jit(jax.vmap(train)).lower(keys, params).compile()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    _, returns = jax.block_until_ready(compiled(keys))
+    _, returns = jax.block_until_ready(compiled(keys, params))
     run_s = time.perf_counter() - t0
     steps = (config["TOTAL_TIMESTEPS"] // (config["NUM_STEPS"] * config["NUM_ENVS"])) * (
         config["NUM_STEPS"] * config["NUM_ENVS"]

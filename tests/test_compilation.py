@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxrl_dist.compilation import CompileTotals
+from jaxrl_dist.compilation import CompileTotals, default_cache_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = (
@@ -39,6 +39,13 @@ def _probe(tmp_path, **env) -> list[str]:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.split()
+
+
+def test_the_per_user_directory_is_under_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_dir() == str(tmp_path / "jaxrl_dist" / "jax")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_cache_dir().endswith(os.path.join(".cache", "jaxrl_dist", "jax"))
 
 
 def _entries(path) -> list[str]:
