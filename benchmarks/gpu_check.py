@@ -134,7 +134,7 @@ def determinism_headline(out_dir: str) -> str:
 
 
 def anakin_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
-    steps, seeds = ("4096", "1") if tiny else ("499712", "8,256")  # tiny: the 1-seed programs
+    steps, seeds = ("2048", "1") if tiny else ("499712", "8,256")  # tiny: the 1-seed programs
     return [
         *(PY, os.path.join(HERE, "anakin_throughput.py"), "--repeat", "1", "--skip-separate"),
         *("--steps", steps, "--seeds", seeds, "--out-dir", out_dir),
@@ -154,7 +154,7 @@ def anakin_headline(out_dir: str) -> str:
 
 
 def recurrent_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
-    steps, rows = ("2048", "anakin_ppo") if tiny else ("100352", "ppo,impala,anakin_ppo")
+    steps, rows = ("1024", "anakin_ppo") if tiny else ("100352", "ppo,impala,anakin_ppo")
     return [
         *(PY, os.path.join(HERE, "recurrent_throughput.py"), "--repeat", "1"),
         *("--steps", steps, "--rows", rows, "--out-dir", out_dir),
