@@ -218,6 +218,9 @@ def run_part(part: Part, out_dir: str, tiny: bool, timeout_s: float, env: dict) 
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             record["status"] = "timed out"
+        except BaseException:  # the check itself stopped: its part must not run on alone
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
     record["wall_s"] = round(time.perf_counter() - t0, 1)
     try:
         record["headline"] = part.headline(out_dir)
@@ -302,14 +305,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def check(args: argparse.Namespace, argv: list[str] | None) -> int:
     """Runs the chosen parts in priority order inside the budget; 0 if every part passed."""
-    t0 = time.perf_counter()
     out_dir = os.path.abspath(args.out_dir)
+    if os.path.exists(os.path.join(out_dir, "gpu_check.json")):  # its files would be read
+        print(
+            f"error: --out-dir {out_dir} holds an earlier check; give a new folder", file=sys.stderr
+        )
+        return 2
     os.makedirs(out_dir, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
     if args.cache_dir:  # else the caller's JAX_COMPILATION_CACHE_DIR, or one beside out-dir
         env["JAX_COMPILATION_CACHE_DIR"] = args.cache_dir
     env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(os.path.dirname(out_dir), "cache"))
+    # JAX's own variable set, JAX's 1 s minimum would apply: keep what a run's start compiles.
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.05")
     result = {
         "device": device(),
         "cpu_count": os.cpu_count(),
@@ -319,6 +328,7 @@ def check(args: argparse.Namespace, argv: list[str] | None) -> int:
         "command": " ".join([PY, *(sys.argv if argv is None else ["gpu_check.py", *argv])]),
         "parts": [],
     }
+    t0 = time.perf_counter()  # the budget is the parts'
     for part in (p for p in PARTS if p.name in args.parts):
         left = args.budget_s - (time.perf_counter() - t0)
         if left < (0 if args.tiny else part.min_s) or left <= 0:

@@ -18,8 +18,9 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$pyve
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$work/whl" \
   envpool==1.2.5 envpool-assets==0.3.0 gymnasium==1.3.0 farama-notifications dm-env optree \
-  gymnax==1.0.1 pgx==2.6.0 svgwrite ml-collections==1.1.0 tensorboardX==2.6.5 \
+  gymnax==1.0.1 pgx==2.6.0 svgwrite ml-collections==1.1.0 tensorboardX==2.6.5 filelock==4.3.1 \
   2>&1 | grep -v '^WARNING' || true
+[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "error: pip download failed (see above)" >&2; exit 1; }
 rm -rf "$dest/site" && mkdir -p "$dest/site"
 for w in "$work"/whl/*.whl; do python3 -m zipfile -e "$w" "$dest/site"; done
 rm -rf "$dest/site/tests"  # a wheel ships its tests at the top level

@@ -1,10 +1,11 @@
 """A minimal single-file PPO written the PureJaxRL way: the throughput baseline of Anakin.
 
 After PureJaxRL's `ppo.py` (Lu et al. 2022, github.com/luchris429/purejaxrl): the whole training
-run is one jitted function, gymnax envs auto-reset by gymnax's own `step`, separate actor and
-critic tanh MLPs (64, 64) with orthogonal init, GAE, `UPDATE_EPOCHS` x `NUM_MINIBATCHES` Adam
-steps on shuffled samples, learning rate annealed per minibatch step. Nothing else: no logging,
-evaluation, checkpoints or sharding, which is what the library's Anakin runtime adds on top.
+run is one jitted function (the params' init a separate one, not timed), gymnax envs auto-reset
+by gymnax's own `step`, separate actor and critic tanh MLPs (64, 64) with orthogonal init, GAE,
+`UPDATE_EPOCHS` x `NUM_MINIBATCHES` Adam steps on shuffled samples, learning rate annealed per
+minibatch step. Nothing else: no logging, evaluation, checkpoints or sharding, which is what the
+library's Anakin runtime adds on top.
 
     python benchmarks/purejaxrl_ppo.py                  # 500k steps of CartPole-v1, 1 seed
     python benchmarks/purejaxrl_ppo.py --seeds 8        # 8 seeds vmapped in one program

@@ -81,14 +81,14 @@ class CompileTotals:
 
     @classmethod
     def listen(cls) -> None:
-        with cls._lock:
+        with cls._lock:  # registered before anyone can snapshot: no compile goes uncounted
             if cls._listening:
                 return
-            cls._listening = True
             cls._totals.update(dict.fromkeys([*DURATIONS.values(), "compiles"], 0.0))
             cls._totals.update(dict.fromkeys(COUNTS.values(), 0.0))
-        monitoring.register_event_duration_secs_listener(cls._on_duration)
-        monitoring.register_event_listener(cls._on_event)
+            monitoring.register_event_duration_secs_listener(cls._on_duration)
+            monitoring.register_event_listener(cls._on_event)
+            cls._listening = True
 
     @classmethod
     def _on_duration(cls, event: str, seconds: float, **_: object) -> None:

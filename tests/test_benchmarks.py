@@ -81,7 +81,8 @@ def test_throughput_all_stages_consistent_result(tmp_path):
         assert _figure(measured[stage]) > 0, (stage, measured[stage])
 
     phases = measured["end_to_end"]["phases_s"]  # where the run's wall time went
-    assert 0 < phases["startup"] <= phases["to_first_log"] and phases["after_window"] >= 0
+    assert 0 < phases["startup"] <= phases["to_first_log"] + 0.01  # rounded to 3 and 2 places
+    assert phases["after_window"] >= 0
     assert measured["end_to_end"]["compile"]["compiles"] >= 1
 
     raw = measured["raw_async"]["sps"]
