@@ -65,6 +65,17 @@ def test_the_budget_cuts_a_part_off_and_skips_the_rest(tmp_path):
     assert first["timeout_s"] == 2 and first["wall_s"] < 30  # its child processes killed too
     assert second == {"part": "learning", "status": "skipped", "headline": second["headline"]}
     assert second["headline"].endswith("s left")
+    # The same folder again: refused in one line, the earlier check's files left as they were.
+    before = (tmp_path / "out" / "gpu_check.json").read_text()
+    again = subprocess.run(
+        [sys.executable, GPU_CHECK, "--budget-s", "2", "--out-dir", str(tmp_path / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 2 and "holds an earlier check" in again.stderr.strip()
+    assert (tmp_path / "out" / "gpu_check.json").read_text() == before
 
 
 def test_an_unknown_part_is_a_one_line_error_and_writes_nothing(tmp_path):
