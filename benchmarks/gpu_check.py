@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jaxrl_dist.compilation import MIN_COMPILE_S  # noqa: E402  (imports jax; starts no device)
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -317,8 +318,9 @@ def check(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.cache_dir:  # else the caller's JAX_COMPILATION_CACHE_DIR, or one beside out-dir
         env["JAX_COMPILATION_CACHE_DIR"] = args.cache_dir
     env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(os.path.dirname(out_dir), "cache"))
-    # JAX's own variable set, JAX's 1 s minimum would apply: keep what a run's start compiles.
-    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.05")
+    # JAX's own variable set, JAX's 1 s minimum would apply: keep what the library's default
+    # cache keeps (a run's start is many small programs).
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(MIN_COMPILE_S))
     result = {
         "device": device(),
         "cpu_count": os.cpu_count(),
