@@ -84,7 +84,7 @@ def breakout_headline(out_dir: str) -> str:
     for p in points:
         label = p["point"] + (f" {_short(p['overrides'])}" if p["overrides"] else "")
         if "error" in p:
-            shown.append(f"{label}: failed")
+            shown.append(f"{label}: failed ({p['error'][:200]})")
         else:
             start = p.get("phases_s", {}).get("to_first_log")
             shown.append(
@@ -116,9 +116,9 @@ def central_local_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[s
 
 def central_local_headline(out_dir: str) -> str:
     stages = _json(out_dir, "central_local.json")["stages"]
-    sps = {k: v.get("sps") for k, v in stages.items()}
+    sps = {k: v.get("sps") or v.get("error") for k, v in stages.items()}
     local, central = sps.get("end_to_end"), sps.get("end_to_end_central")
-    if not (local and central):
+    if not all(isinstance(v, float) for v in (local, central)):
         return f"stages: {sps}"
     return f"local {local:,.0f} SPS, central {central:,.0f} SPS ({central / local:.2f}x)"
 
