@@ -203,14 +203,16 @@ class Anakin:
 
     def __init__(self, program: Program, num_seeds: int, mesh: jax.sharding.Mesh):
         self.program, self.num_seeds, self.mesh = program, num_seeds, mesh
-        abstract = jax.eval_shape(self._init, jnp.zeros((num_seeds,), jnp.uint32))
+        # The carry's shapes come from the jitted init's own trace, which its first call reuses
+        # (a separate `jax.eval_shape` traced the whole init, rollout and update, once more).
+        self.init = jax.jit(self._init)
+        abstract = self.init.eval_shape(jax.ShapeDtypeStruct((num_seeds,), jnp.uint32))
         self.sharding = self._shardings(abstract)
         self.abstract = jax.tree.map(
             lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
             abstract,
             self.sharding,
         )
-        self.init = jax.jit(self._init, out_shardings=self.sharding)
         self.train = jax.jit(
             self._train,
             in_shardings=(self.sharding, None),
@@ -223,7 +225,8 @@ class Anakin:
         # One seed after another (`lax.map`), not vmapped: a vmapped init batches the
         # orthogonal initialisers' LAPACK QR calls, and that program hung on XLA:CPU
         # (jax 0.10.2, 2 cores) while each part alone ran. Init runs once; speed is moot.
-        return jax.lax.map(self.program.init, seeds)
+        carry = jax.lax.map(self.program.init, seeds)
+        return jax.lax.with_sharding_constraint(carry, self._shardings(carry))
 
     def _train(self, carry: Carry, num_updates: jax.Array) -> Carry:
         step = jax.vmap(self.program.update, in_axes=(0, None))
