@@ -14,7 +14,9 @@ so the tests compile without LLVM's optimisations (`--xla_backend_optimization_l
 third less time per cold compile, while most test programs run for well under a second (the
 `:quick` Atari configs, whose unoptimised convolutions are slow, run few updates: IMPALA 4,
 PPO 1; PPO's Atari run, about 3x slower unoptimised, runs in a subprocess at XLA's default
-level). The
+level). XLA:CPU's newer MLIR fusion emitters compile a fusion about twice as slowly as the LLVM
+IR emitter they replace, so the tests use the latter (`--xla_cpu_use_fusion_emitters=false`,
+tried in a child process first: an XLA that no longer knows the flag would abort). The
 programs are the same ops at the same precision; runs outside the suite use XLA's default.
 
 pytest-xdist hands each worker whole files as it frees up (`--dist loadfile`): the files that
