@@ -263,6 +263,14 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
     }
 
 
+def _training_lines(metrics_path: str) -> list[str]:
+    """The training log lines (those with a rate) written so far to `metrics.jsonl`."""
+    if not os.path.exists(metrics_path):
+        return []
+    with open(metrics_path) as f:
+        return [line for line in f if "charts/sps" in line]
+
+
 def end_to_end(config: TrainConfig, seconds: float) -> dict:
     """The real trainer (evaluation and checkpoints off), stopped `seconds` after its first log
     line, so compilation and start-up never eat into the window. Steady-state SPS is the rate
@@ -284,15 +292,13 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
     trainer = Trainer(config, workdir, quiet=True)
     finished = threading.Event()
 
-    def logged() -> int:
-        if not os.path.exists(metrics_path):
-            return 0
-        with open(metrics_path) as f:
-            return sum("charts/sps" in line for line in f)
-
     def wait_for_logs(count: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while not finished.is_set() and time.monotonic() < deadline and logged() < count:
+        while (
+            not finished.is_set()
+            and time.monotonic() < deadline
+            and len(_training_lines(metrics_path)) < count
+        ):
             time.sleep(0.05)
 
     def stop_after_window():
@@ -309,8 +315,7 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
     try:
         summary = trainer.run().summary
         marks["returned"] = time.monotonic()
-        with open(metrics_path) as f:
-            logs = [json.loads(line) for line in f if "charts/sps" in line]
+        logs = [json.loads(line) for line in _training_lines(metrics_path)]
     finally:
         finished.set()
         watcher.join(timeout=5)
