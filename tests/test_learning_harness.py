@@ -109,12 +109,27 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
         (["--config", "configs/nope.py"], "no such file"),
     ],
 )
-def test_bad_arguments_are_one_line_exit_2_and_write_nothing(tmp_path, args, message):
+def test_bad_arguments_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, args, message):
+    """The script's `main` in this process (its parsing and checks; the exit code it leaves
+    with); the next test runs one bad argument as the script itself."""
     base = ["--config", CARTPOLE_QUICK, "--out-dir", str(tmp_path / "out")]
-    proc = _run([*base, *args], timeout=60)
+    try:
+        code = learning.main([*base, *args])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_script_itself_exits_2_with_one_line_and_writes_nothing(tmp_path):
+    base = ["--config", CARTPOLE_QUICK, "--out-dir", str(tmp_path / "out")]
+    proc = _run([*base, "--target", "1", "--seeds", "5-2"], timeout=60)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("error: --seeds '5-2': give seeds like"), lines
     assert not (tmp_path / "out").exists()
 
 

@@ -170,9 +170,9 @@ def test_sigterm_to_one_process_stops_all_cleanly(tmp_path):
 
 @pytest.mark.parametrize("victim", [1, 0])
 def test_killing_one_process_stops_the_other(tmp_path, victim):
-    """SIGKILL one process mid-run: the other exits non-zero within the heartbeat timeout (10 s
+    """SIGKILL one process mid-run: the other exits non-zero within the heartbeat timeout (4 s
     here) plus a margin, with an error saying another process died, instead of hanging."""
-    procs = _start_long_run(tmp_path / "run", "--heartbeat_timeout_s=10")
+    procs = _start_long_run(tmp_path / "run", "--heartbeat_timeout_s=4")
     try:
         procs[victim].send_signal(signal.SIGKILL)
         killed_at, survivor = time.monotonic(), procs[1 - victim]
