@@ -104,9 +104,15 @@ class Program:
         )
         rollout = jax.eval_shape(lambda: self.unroll(params, acting, jnp.int32(0), shared)[1])
         data = self.flow.init(rollout, jax.random.fold_in(key, DATA_KEY_PURPOSE))
+        # The metrics' shapes from the flow's learning step alone (on the rollout's shapes),
+        # not the whole update: its unroll was traced just above.
         metrics = jax.eval_shape(
-            lambda c: self._update(c, jnp.asarray(True))[2],
-            Carry(learner, acting, None, shared, data),
+            lambda learner, data, rollout: self.flow.learn(
+                self.agent.learner, learner, data, rollout, jnp.asarray(True), None
+            )[2],
+            learner,
+            data,
+            rollout,
         )
         carry = Carry(learner, acting, _zero_totals(metrics), shared, data)
         # No weak types (a gymnax state's Python ints): a checkpoint restores every leaf with
