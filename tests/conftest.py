@@ -19,11 +19,15 @@ IR emitter they replace, so the tests use the latter (`--xla_cpu_use_fusion_emit
 tried in a child process first: an XLA that no longer knows the flag would abort). The
 programs are the same ops at the same precision; runs outside the suite use XLA's default.
 
+Each worker freezes what outlives a file (`gc.freeze`), so Python's full collections stop
+walking JAX's caches again and again, and leaves with `os._exit` once its results are in.
+
 pytest-xdist hands each worker whole files as it frees up (`--dist loadfile`): the files that
 take longest are collected first (`LONGEST_FIRST`), so no long file starts last on one worker
 while the other idles.
 """
 
+import gc
 import os
 import subprocess
 import sys
@@ -108,3 +112,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """After a file's last test (its module fixtures gone): its garbage collected, and what
+    outlives it frozen (`gc.freeze`: JAX's caches of traced and compiled programs, mostly), so
+    later collections do not walk it again. A worker's heap grows past a million objects and
+    every full collection walked all of them: over a whole suite, 19 s of full collections in
+    the two workers, 8 s with this (the same peak memory)."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+        gc.freeze()
