@@ -1,4 +1,5 @@
-"""The README's code examples run as written."""
+"""The Python API and writing-an-agent guides' code runs as written (the README's own: in
+`test_docs.py`)."""
 
 import os
 import re
@@ -6,10 +7,9 @@ import re
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _python_block_after(heading: str) -> str:
-    text = open(os.path.join(ROOT, "README.md")).read()
-    section = text[text.index(heading) :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+def _first_python_block(page: str) -> str:
+    with open(os.path.join(ROOT, "docs", "guides", page)) as f:
+        return re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
 
 
 def test_writing_an_agent_example_runs(tmp_path, monkeypatch):
@@ -19,7 +19,8 @@ def test_writing_an_agent_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(agents, "REGISTRY", dict(agents.REGISTRY))
     namespace: dict = {}
-    exec(compile(_python_block_after("## Writing an agent"), "README.md", "exec"), namespace)
+    block = _first_python_block("writing-an-agent.md")
+    exec(compile(block, "writing-an-agent.md", "exec"), namespace)
     result, config = namespace["result"], namespace["config"]
     updates = RunShape(config.total_env_steps, config.steps_per_update).num_updates
     assert result.updates == updates > 0
@@ -29,10 +30,10 @@ def test_writing_an_agent_example_runs(tmp_path, monkeypatch):
 
 def test_python_api_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # the example names configs/ relative to the repository
-    block = _python_block_after("## Python API, hooks and run artifacts")
+    block = _first_python_block("python-api.md")
     block = block.replace('"runs/api_example"', repr(str(tmp_path / "api_example")))
     namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(block, "python-api.md", "exec"), namespace)
     result, best = namespace["result"], namespace["best"]
     assert result.env_steps == 20_160 and result.episodes > 0 and result.sps > 0
     # The metric is the worst episode's return, and save_best saw the best one.

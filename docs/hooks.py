@@ -1,0 +1,52 @@
+"""mkdocs hooks: pages generated at build time, so they cannot drift from their sources.
+
+- the home page is the README (its `docs/...` links made relative to the site);
+- the config reference comes from the config dataclasses, by the same code as
+  `scripts/train.py --help_config`.
+"""
+
+from __future__ import annotations
+
+import os
+
+CONFIG_MARKER = "<!-- config-fields -->"
+README_MARKER = "<!-- readme -->"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _table(rows: list[tuple[str, str, str, str, str]]) -> str:
+    lines = ["| field | type | default | description |", "|---|---|---|---|"]
+    for name, kind, default, _value, note in rows:
+        cell = lambda text: text.replace("|", "\\|")  # noqa: E731
+        lines.append(f"| `{name}` | `{cell(kind)}` | `{cell(default)}` | {cell(note)} |")
+    return "\n".join(lines)
+
+
+def config_reference() -> str:
+    from jaxrl_dist.agents import REGISTRY
+    from jaxrl_dist.config.describe import describe
+    from jaxrl_dist.config.train import SECTIONS, TrainConfig
+
+    parts = ["## The run (`--config.NAME=VALUE`)", _table(describe(TrainConfig, ""))]
+    for name, cls in SECTIONS.items():
+        parts += [f"## `{name}` (`--config.{name}.NAME=VALUE`)", _table(describe(cls, f"{name}."))]
+    for algorithm, entry in REGISTRY.items():
+        cls = entry.config_cls
+        parts += [
+            f'## `algo` of `algorithm = "{algorithm}"` ({cls.__name__})',
+            _table(describe(cls, "algo.")),
+        ]
+    return "\n\n".join(parts)
+
+
+def readme() -> str:
+    with open(os.path.join(ROOT, "README.md")) as f:
+        return f.read().replace("](docs/", "](")
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if CONFIG_MARKER in markdown:
+        markdown = markdown.replace(CONFIG_MARKER, config_reference())
+    if README_MARKER in markdown:
+        markdown = markdown.replace(README_MARKER, readme())
+    return markdown

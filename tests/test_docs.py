@@ -1,0 +1,153 @@
+"""The documentation: the site builds with no warning, its generated pages hold what they
+are generated from, and the commands and code in the README and the docs run.
+
+What runs how:
+- the README's tour: its `scripts/train.py`, `evaluate.py` and `plot.py` commands as written,
+  the training one on a smaller step budget, and its two Python blocks;
+- every other `python scripts/train.py ...` line of the README and the docs: checked up to the
+  start of training (its config file, every `--config.` override and flag parsed and validated,
+  as the script does before it writes anything); the long runs themselves are the learning
+  and benchmark results the pages report;
+- the Python blocks of the getting-started page, the Python API and the writing-an-agent
+  guides (`test_readme.py` runs the last two).
+"""
+
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+from jaxrl_dist.config.cli import parse_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = [
+    os.path.join(ROOT, "README.md"),
+    *sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)),
+]
+
+
+def _text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _blocks(path: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", _text(path), re.S)
+
+
+def _train_commands() -> list[tuple[str, list[str]]]:
+    """(page, argv) of every `python scripts/train.py` command in a bash block."""
+    found = []
+    for path in PAGES:
+        for block in _blocks(path, "bash"):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split("#")[0].strip()
+                if not line.startswith("python scripts/train.py"):
+                    continue
+                argv = shlex.split(line.split("&&")[0])[2:]
+                found.append((os.path.relpath(path, ROOT), argv))
+    return found
+
+
+def test_the_site_builds_strict_with_its_generated_pages(tmp_path):
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "WARNING" not in proc.stderr, proc.stderr[-3000:]
+    import dataclasses
+
+    from jaxrl_dist.agents import REGISTRY
+    from jaxrl_dist.config.train import SECTIONS, TrainConfig
+
+    reference = (site / "reference" / "config" / "index.html").read_text()
+    names = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in SECTIONS]
+    names += [f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+    for entry in REGISTRY.values():
+        names += [f"algo.{f.name}" for f in dataclasses.fields(entry.config_cls)]
+    missing = [n for n in names if f"<code>{n}</code>" not in reference and n != "algo"]
+    assert not missing, missing
+    home = (site / "index.html").read_text()
+    assert "A short tour" in home and 'href="getting-started/"' in home
+    api = (site / "reference" / "api" / "index.html").read_text()
+    assert "vtrace_td_error_and_advantage" in api and "load_policy" in api
+
+
+def test_every_train_command_in_the_docs_parses(monkeypatch):
+    from jaxrl_dist.config import ConfigError
+
+    monkeypatch.chdir(ROOT)
+    commands = _train_commands()
+    assert len(commands) >= 20, commands  # the extractor found them
+    stale = []
+    for page, argv in commands:
+        try:
+            parse_args(argv)  # what the script checks before it writes anything
+        except ConfigError as e:
+            stale.append((page, " ".join(argv), str(e)))
+    assert not stale, stale
+
+
+def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch):
+    """Train (a smaller budget), resume with a larger one, evaluate the best step, plot."""
+    monkeypatch.chdir(tmp_path)
+    os.symlink(os.path.join(ROOT, "configs"), tmp_path / "configs")
+    os.symlink(os.path.join(ROOT, "scripts"), tmp_path / "scripts")
+    (tour,) = [b for b in _blocks(PAGES[0], "bash") if "--resume" in b]
+    lines = [line for line in tour.splitlines() if line.strip()]
+    assert len(lines) == 4, lines
+    for line in lines:
+        argv = shlex.split(line)
+        if "scripts/train.py" in line:
+            total = "8192" if "--resume" in line else "4096"
+            argv = [a for a in argv if not a.startswith("--config.total_env_steps")]
+            argv += [
+                f"--config.total_env_steps={total}",
+                "--config.eval_every_updates=4",
+                "--quiet",
+            ]
+        proc = subprocess.run(
+            [sys.executable, *argv[1:]], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, (line, proc.stderr[-3000:])
+    assert (tmp_path / "runs" / "cp" / "summary.json").is_file()
+    assert glob.glob(str(tmp_path / "runs" / "cp" / "eval" / "step_*_greedy.json"))
+    assert (tmp_path / "runs" / "cp" / "learning_curve.png").is_file()
+    # The getting-started page reads a run's log: here, this run's.
+    (reader,) = _blocks(os.path.join(ROOT, "docs", "getting-started.md"), "python")
+    reader = reader.replace("runs/cartpole/", "runs/cp/")
+    namespace: dict = {}
+    exec(compile(reader, "getting-started.md", "exec"), namespace)
+    assert namespace["evals"] and namespace["evals"][-1][0] == 8192
+
+
+def test_the_readme_python_blocks_run(tmp_path, monkeypatch):
+    ops, run = _blocks(PAGES[0], "python")
+    namespace: dict = {}
+    exec(compile(ops, "README.md", "exec"), namespace)
+    assert namespace["out"].pg_advantage.shape == namespace["adv"].shape == (5,)
+    monkeypatch.chdir(ROOT)
+    run = run.replace('"runs/from_python"', repr(str(tmp_path / "from_python")))
+    namespace = {}
+    exec(compile(run, "README.md", "exec"), namespace)
+    result = namespace["result"]
+    assert result.env_steps > 0 and result.final_eval_return is not None
+    assert os.path.isdir(result.latest_checkpoint)
+
+
+def test_the_readme_is_a_front_page_that_starts_with_the_two_setup_commands():
+    first = _blocks(PAGES[0], "bash")[:2]
+    assert first[0].startswith("python -m pip install -e . && python scripts/train.py")
+    assert first[1].strip() == "python -m pip install -e '.[test]' && python -m pytest -q"
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        assert first[1].strip() in f.read()  # CI runs the README's test command
+    assert len(_text(PAGES[0]).splitlines()) <= 200
