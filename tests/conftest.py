@@ -82,6 +82,7 @@ LONGEST_FIRST = (
     "test_reliability.py",
     "test_four_devices.py",
     "test_train_e2e.py",
+    "test_docs.py",
     "test_anakin_games.py",
     "test_anakin_rainbow.py",
     "test_learning_harness.py",

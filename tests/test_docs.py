@@ -3,7 +3,8 @@ are generated from, and the commands and code in the README and the docs run.
 
 What runs how:
 - the README's tour: its `scripts/train.py`, `evaluate.py` and `plot.py` commands as written,
-  the training one on a smaller step budget, and its two Python blocks;
+  the training one on a smaller step budget, and its two Python blocks; every other
+  `evaluate.py` and `plot.py` command of the docs on a CartPole run, on the tour's run;
 - every other `python scripts/train.py ...` line of the README and the docs: checked up to the
   start of training (its config file, every `--config.` override and flag parsed and validated,
   as the script does before it writes anything); the long runs themselves are the learning
@@ -48,6 +49,19 @@ def _train_commands() -> list[tuple[str, list[str]]]:
                     continue
                 argv = shlex.split(line.split("&&")[0])[2:]
                 found.append((os.path.relpath(path, ROOT), argv))
+    return found
+
+
+def _run_commands(scripts: tuple[str, ...]) -> set[str]:
+    """Every bash-block line of the docs that runs one of `scripts` on `runs/cp` or
+    `runs/cartpole` (a CartPole run), without its comment."""
+    found = set()
+    for path in PAGES:
+        for block in _blocks(path, "bash"):
+            for line in block.splitlines():
+                line = line.split("#")[0].strip()
+                if any(f"python {s} runs/c" in line for s in scripts):
+                    found.add(line)
     return found
 
 
@@ -124,6 +138,15 @@ def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch):
     assert (tmp_path / "runs" / "cp" / "summary.json").is_file()
     assert glob.glob(str(tmp_path / "runs" / "cp" / "eval" / "step_*_greedy.json"))
     assert (tmp_path / "runs" / "cp" / "learning_curve.png").is_file()
+    # Every other evaluate.py and plot.py command of the docs on a CartPole run, on this one.
+    for line in _run_commands(("scripts/evaluate.py", "scripts/plot.py")) - set(lines):
+        argv = shlex.split(line.replace("runs/cartpole", "runs/cp"))
+        proc = subprocess.run(
+            [sys.executable, *argv[1:]], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, (line, proc.stderr[-3000:])
+    assert (tmp_path / "cartpole.gif").is_file()  # --video's
+    assert (tmp_path / "runs" / "cp" / "validation.jsonl").is_file()  # --follow's
     # The getting-started page reads a run's log: here, this run's.
     (reader,) = _blocks(os.path.join(ROOT, "docs", "getting-started.md"), "python")
     reader = reader.replace("runs/cartpole/", "runs/cp/")
