@@ -76,13 +76,13 @@ _add_xla_flag("xla_cpu_use_fusion_emitters", "false", probe=True)
 # The files that take longest (seconds on a cold 2-core run), in the order they start.
 LONGEST_FIRST = (
     "test_multiprocess.py",
+    "test_docs.py",
     "test_recurrent.py",
     "test_benchmarks.py",
     "test_gpu_check.py",
     "test_reliability.py",
     "test_four_devices.py",
     "test_train_e2e.py",
-    "test_docs.py",
     "test_anakin_games.py",
     "test_anakin_rainbow.py",
     "test_learning_harness.py",

@@ -4,7 +4,12 @@ are generated from, and the commands and code in the README and the docs run.
 What runs how:
 - the README's tour: its `scripts/train.py`, `evaluate.py` and `plot.py` commands as written,
   the training one on a smaller step budget, and its two Python blocks; every other
-  `evaluate.py` and `plot.py` command of the docs on a CartPole run, on the tour's run;
+  `evaluate.py` and `plot.py` command of the docs on a CartPole run, on the tour's run; the
+  board-game evaluations on a quick tic-tac-toe run;
+- the commands of the scripts no other test runs (`actor_step.py`, `sps_pairs.py`,
+  `launch_local.py`), each on a smaller budget; the other benchmark scripts' commands run
+  small in their own tests (`test_benchmarks.py`, `test_learning_harness.py`,
+  `test_gpu_check.py`, `test_soak.py`);
 - every other `python scripts/train.py ...` line of the README and the docs: checked up to the
   start of training (its config file, every `--config.` override and flag parsed and validated,
   as the script does before it writes anything); the long runs themselves are the learning
@@ -52,15 +57,16 @@ def _train_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
-def _run_commands(scripts: tuple[str, ...]) -> set[str]:
-    """Every bash-block line of the docs that runs one of `scripts` on `runs/cp` or
-    `runs/cartpole` (a CartPole run), without its comment."""
+def _run_commands(scripts: tuple[str, ...], runs: tuple[str, ...] = ("runs/c",)) -> set[str]:
+    """Every bash-block line of the docs that runs one of `scripts` on a run whose path starts
+    with one of `runs` (`runs/c`: `runs/cp` or `runs/cartpole`, CartPole), without its
+    comment."""
     found = set()
     for path in PAGES:
         for block in _blocks(path, "bash"):
             for line in block.splitlines():
                 line = line.split("#")[0].strip()
-                if any(f"python {s} runs/c" in line for s in scripts):
+                if any(f"python {s} {r}" in line for s in scripts for r in runs):
                     found.add(line)
     return found
 
@@ -192,3 +198,75 @@ def test_every_python_block_of_the_docs_is_run_by_a_test():
     run_in_test_readme = {"python-api.md": 1, "writing-an-agent.md": 1}
     found = {os.path.basename(p): len(_blocks(p, "python")) for p in PAGES}
     assert {k: v for k, v in found.items() if v} == {**run_here, **run_in_test_readme}
+
+
+def _doc_line(script: str, needle: str = "") -> list[str]:
+    """The argv of the docs' one command line that runs `script` (and holds `needle`)."""
+    (line,) = {
+        line.split("#")[0].strip()
+        for path in PAGES
+        for block in _blocks(path, "bash")
+        for line in block.splitlines()
+        if f"python {script}" in line and needle in line
+    }
+    return shlex.split(line)[1:]
+
+
+def _smaller(argv: list[str], changes: dict[str, str]) -> list[str]:
+    """`argv` with each flag of `changes` (`"--pairs"`) given its smaller value, added where
+    the command does not set it."""
+    out = list(argv)
+    for flag, value in changes.items():
+        if flag in out:
+            out[out.index(flag) + 1] = value
+        else:
+            out += [flag, value]
+    return out
+
+
+def _run_small(argv: list[str], cwd: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, argv[0]), *argv[1:]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (" ".join(argv), proc.stdout[-2000:], proc.stderr[-3000:])
+    return proc
+
+
+def test_the_docs_benchmark_and_launch_commands_run_small(tmp_path):
+    """The docs' commands for scripts no other test runs, each on a smaller budget: the
+    inference-step split, before/after pairs of two source trees (here both this one), and
+    two processes launched on this machine."""
+    os.symlink(os.path.join(ROOT, "configs"), tmp_path / "configs")
+    step = _doc_line("benchmarks/actor_step.py")
+    out = tmp_path / "actor_step.json"
+    _run_small(_smaller(step, {"--batches": "16", "--calls": "3", "--out": str(out)}), tmp_path)
+    assert out.is_file()
+    for what in ("impala_xla", "anakin_ppo"):
+        pairs = _doc_line("benchmarks/sps_pairs.py", what)
+        small = {"--old": ROOT, "--new": ROOT, "--pairs": "1", "--seconds": "0.5"}
+        small |= {"--steps": "4096", "--out-dir": str(tmp_path / "pairs")}
+        _run_small(_smaller(pairs, small), tmp_path)
+    assert len(os.listdir(tmp_path / "pairs")) >= 2
+    launch = _doc_line("scripts/launch_local.py")
+    launch += ["--config.total_env_steps=3200", "--config.actor_loop=python", "--quiet"]
+    _run_small(launch, tmp_path)
+    assert (tmp_path / "runs" / "cp_2proc" / "summary.json").is_file()
+
+
+def test_the_docs_game_evaluations_run_on_a_tictactoe_run(tmp_path, monkeypatch):
+    """`evaluate.py` against the random, heuristic and perfect players, as the board-game and
+    Anakin guides give it, on a quick tic-tac-toe run (Anakin's: its params play on EnvPool)."""
+    from train_runs import train_main
+
+    train_main("configs/anakin_ppo_tictactoe.py:quick", str(tmp_path / "runs" / "ttt"))
+    monkeypatch.chdir(tmp_path)
+    lines = _run_commands(("scripts/evaluate.py",), runs=("runs/ttt", "runs/anakin_ttt"))
+    assert len(lines) == 2, lines
+    for line in lines:
+        argv = shlex.split(line.replace("runs/anakin_ttt", "runs/ttt"))
+        _run_small(argv[1:], str(tmp_path))
+    assert len(os.listdir(tmp_path / "runs" / "ttt" / "eval")) >= 1
