@@ -2,7 +2,9 @@
 
 - the home page is the README (its `docs/...` links made relative to the site);
 - the config reference comes from the config dataclasses, by the same code as
-  `scripts/train.py --help_config`.
+  `scripts/train.py --help_config`;
+- the plots under `benchmarks/results/` are served as `results/img/...`, so the results pages
+  show the files the benchmarks wrote, not copies of them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,18 @@ def config_reference() -> str:
 def readme() -> str:
     with open(os.path.join(ROOT, "README.md")) as f:
         return f.read().replace("](docs/", "](")
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    results = os.path.join(ROOT, "benchmarks", "results")
+    for folder, _, names in os.walk(results):
+        for name in sorted(n for n in names if n.endswith(".png")):
+            path = os.path.join(folder, name)
+            uri = "results/img/" + os.path.relpath(path, results).replace(os.sep, "/")
+            files.append(File.generated(config, uri, abs_src_path=path))
+    return files
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

@@ -100,6 +100,8 @@ def test_the_site_builds_strict_with_its_generated_pages(tmp_path):
     assert not missing, missing
     home = (site / "index.html").read_text()
     assert "A short tour" in home and 'href="getting-started/"' in home
+    plots = site / "results" / "img" / "cpu" / "learning"
+    assert (plots / "impala_cartpole_issue37.png").is_file()  # the benchmarks' own files
     api = (site / "reference" / "api" / "index.html").read_text()
     assert "vtrace_td_error_and_advantage" in api and "load_policy" in api
 
