@@ -11,9 +11,10 @@ What runs how:
   small in their own tests (`test_benchmarks.py`, `test_learning_harness.py`,
   `test_gpu_check.py`, `test_soak.py`);
 - every other `python scripts/train.py ...` line of the README and the docs: checked up to the
-  start of training (its config file, every `--config.` override and flag parsed and validated,
-  as the script does before it writes anything); the long runs themselves are the learning
-  and benchmark results the pages report;
+  start of training (its config file, every `--config.` override and flag parsed and
+  validated, as the script does before it writes anything), and each config it names run
+  small by a test of its own; the long runs themselves are the learning and benchmark results
+  the pages report;
 - every Python block of the docs: the getting-started page's (on the tour's run), the learner
   functions guide's, and the Python API and writing-an-agent guides' (`test_readme.py`).
 """
@@ -272,3 +273,19 @@ def test_the_docs_game_evaluations_run_on_a_tictactoe_run(tmp_path, monkeypatch)
         argv = shlex.split(line.replace("runs/anakin_ttt", "runs/ttt"))
         _run_small(argv[1:], str(tmp_path))
     assert len(os.listdir(tmp_path / "runs" / "ttt" / "eval")) >= 1
+
+
+def test_every_config_the_docs_train_is_run_small_by_a_test():
+    """The long training commands' small variants: each config file they name is run (its
+    `:quick` variant or a smaller budget) by a test of its own."""
+    named = {
+        os.path.basename(argv[argv.index("--config") + 1].split(":")[0])
+        for _, argv in _train_commands()
+    }
+    others = [
+        p
+        for p in glob.glob(os.path.join(ROOT, "tests", "*.py"))
+        if os.path.basename(p) != "test_docs.py"
+    ]
+    text = "".join(_text(p) for p in others)
+    assert not sorted(c for c in named if c not in text)

@@ -106,3 +106,11 @@ def test_atari_quick_runs_and_saves_no_frames_replay(tmp_path):
     # Image frames: config.replay.save is automatic and off (a full buffer is GBs).
     assert not os.path.exists(os.path.join(workdir, "checkpoints", str(step), "data"))
     assert os.path.exists(os.path.join(workdir, "checkpoints", str(step), "packed"))
+
+
+def test_lunarlander_quick_runs(tmp_path):
+    """The docs' LunarLander config (Box2D observations, 4 actions), at its smoke size."""
+    config = load_config(os.path.join(ROOT, "configs", "rainbow_lunarlander.py") + ":quick")
+    result = Trainer(config, str(tmp_path / "ll"), quiet=True).run()
+    assert result.summary["stop_reason"] == "total_env_steps reached" and result.updates > 0
+    assert result.final_eval_return is not None
