@@ -107,8 +107,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """A pytest-xdist worker leaves as soon as its results are in: it reported its last one at
     session end (`workerfinished`), and tearing down its heap afterwards (pytest's five
     garbage collections over a few million objects, JAX's cache clearing, the interpreter's
-    exit) took 6-7 s at the end of every suite while the controller waited for it."""
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+    exit) took 6-7 s at the end of every suite while the controller waited for it. What that
+    skips: pytest's last sweep for exceptions ignored in `__del__` (it still reports those
+    during the run)."""
+    if not hasattr(config, "workerinput"):  # xdist's own mark of a worker (not inherited)
         return
     sys.stdout.flush()
     sys.stderr.flush()
@@ -116,12 +118,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
-    """After a file's last test (its module fixtures gone): its garbage collected, and what
-    outlives it frozen (`gc.freeze`: JAX's caches of traced and compiled programs, mostly), so
-    later collections do not walk it again. A worker's heap grows past a million objects and
-    every full collection walked all of them: over a whole suite, 19 s of full collections in
-    the two workers, 8 s with this (the same peak memory)."""
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """After a file's last test (its fixtures torn down and released): its garbage collected,
+    and what outlives it frozen (`gc.freeze`: JAX's caches of traced and compiled programs,
+    mostly), so later collections do not walk it again. A worker's heap grows past a million
+    objects and every full collection walked all of them: over a whole suite, 19 s of full
+    collections in the two workers, 8 s with this (the same peak memory)."""
     yield
     if nextitem is None or nextitem.path != item.path:
         gc.collect()
