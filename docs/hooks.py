@@ -16,11 +16,14 @@ README_MARKER = "<!-- readme -->"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def _table(rows: list[tuple[str, str, str, str, str]]) -> str:
     lines = ["| field | type | default | description |", "|---|---|---|---|"]
     for name, kind, default, _value, note in rows:
-        cell = lambda text: text.replace("|", "\\|")  # noqa: E731
-        lines.append(f"| `{name}` | `{cell(kind)}` | `{cell(default)}` | {cell(note)} |")
+        lines.append(f"| `{name}` | `{_cell(kind)}` | `{_cell(default)}` | {_cell(note)} |")
     return "\n".join(lines)
 
 
