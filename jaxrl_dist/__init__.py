@@ -5,7 +5,7 @@ The Python API (README, "Python API"): `load_config`, `Trainer`, `Hooks`, `EvalR
 (the CLI checks a config before it imports JAX).
 """
 
-import importlib
+from jaxrl_dist._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -18,9 +18,4 @@ _API = {
     "load_policy": "jaxrl_dist.run.policy",
 }
 __all__ = sorted(_API)
-
-
-def __getattr__(name: str):
-    if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
-    raise AttributeError(f"module 'jaxrl_dist' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _API)

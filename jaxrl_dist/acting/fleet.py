@@ -80,6 +80,7 @@ class Fleet:
             for slot in range(n)
         }
         budget = RestartBudget(config.actor_max_restarts, config.actor_restart_window_s)
+        self._budget = budget
         self._handles: list[ServerHandle] = []
         self._last_inference: tuple[dict[str, float], float] = ({}, time.monotonic())
         self.servers: Supervisor | None = None
@@ -96,7 +97,7 @@ class Fleet:
     @property
     def restarts(self) -> int:
         servers = self.servers.restarts if self.servers is not None else 0
-        return self.actors.restarts + servers
+        return self.actors.restarts + servers + len(self._budget.spent_on)
 
     def check(self) -> None:
         """Restarts dead servers, then dead actors (RunError once the budget is spent)."""
@@ -202,8 +203,10 @@ class Fleet:
                 cfg.envs_per_actor,
                 cfg.env_batch_size,
                 seed=derive_seed(cfg.seed, *path),
-                num_threads=threads,
+                num_threads=cfg.env_threads_per_actor,
                 thread_affinity_offset=pool_affinity(cfg.env_thread_affinity_offset, g, threads),
+                restart=self._budget.allow_for,  # a Python env's worker: the actors' budget
+                step_timeout_s=cfg.actor_hang_timeout_s,
             )
             if cfg.agents_per_env > 1:
                 return AgentStreams(env, cfg.agents_per_env, cfg.team_reward)

@@ -36,16 +36,28 @@ class RestartBudget:
         self.window_s = window_s
         self._clock = clock
         self._times: collections.deque[float] = collections.deque()
+        self._lock = threading.Lock()  # actor threads spend it too (a Python env's workers)
+        self.spent_on: list[str] = []  # what each restart was for, oldest first
 
     def allow(self) -> bool:
         """Spends one restart if the window has room; False once the budget is spent."""
-        now = self._clock()
-        while self._times and now - self._times[0] > self.window_s:
-            self._times.popleft()
-        if len(self._times) >= self.max_restarts:
-            return False
-        self._times.append(now)
-        return True
+        with self._lock:
+            now = self._clock()
+            while self._times and now - self._times[0] > self.window_s:
+                self._times.popleft()
+            if len(self._times) >= self.max_restarts:
+                return False
+            self._times.append(now)
+            return True
+
+    def allow_for(self, what: str) -> bool:
+        """`allow()` for a restart outside the supervisor (a Python env's worker process),
+        logged by what it was for."""
+        allowed = self.allow()
+        if allowed:
+            with self._lock:
+                self.spent_on.append(what)
+        return allowed
 
 
 class Supervisor:
@@ -86,6 +98,8 @@ class Supervisor:
             # A thread only returns early on an error; one that returned without one is a bug,
             # and restarting it is still the right thing to do.
             error = thread.error or RuntimeError(f"the {self._what} thread ended without an error")
+            if isinstance(error, RunError):  # not a fault a restart mends (an env's contract)
+                raise RunError(f"{self._what} {thread.index} stopped: {error}") from error
             if not self._budget.allow():
                 b = self._budget
                 raise RunError(

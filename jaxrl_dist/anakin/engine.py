@@ -22,7 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxrl_dist.anakin.envs import anakin_env_problem, anakin_spec, make_anakin_env
+from jaxrl_dist.anakin.envs import (
+    anakin_env_problem,
+    anakin_eval_env_problem,
+    anakin_spec,
+    make_anakin_env,
+    make_eval_env,
+)
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.anakin.fields import REFUSES, USES
 from jaxrl_dist.anakin.program import Anakin, Program
@@ -61,6 +67,7 @@ class AnakinEngine(Engine):
         problem = anakin_env_problem(config)
         spec = None if problem else anakin_spec(config)
         problem = problem or multi_agent_problem(config, spec)
+        problem = problem or anakin_eval_env_problem(config, spec)
         if problem:
             raise ConfigError(problem)
         return spec, learner_devices(config)  # `batch_size` is the envs per seed here
@@ -154,7 +161,7 @@ class AnakinEngine(Engine):
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
-        env = self.env.evaluation(cfg.eval_episodes, cfg.seats.eval_opponent)
+        env = make_eval_env(cfg, self.env).evaluation(cfg.eval_episodes, cfg.seats.eval_opponent)
         return JaxEvaluator(env, self.agent.actor, cfg.eval_episodes, cfg.seed), None
 
     def start(self, counters: Counters) -> None:

@@ -19,6 +19,7 @@ from jaxrl_dist.envs.jax_games import (
     seat_streams,
 )
 from jaxrl_dist.envs.seats import SCRIPTED_ROLES
+from jaxrl_dist.run.preflight import eval_env_problem
 
 
 def anakin_env_problem(config: TrainConfig) -> str | None:
@@ -37,6 +38,32 @@ def anakin_env_problem(config: TrainConfig) -> str | None:
             f"plays on Sebulba; on Anakin use one of {SCRIPTED_ROLES}"
         )
     return opening_problem(config.env_id, seats.opening_plies)
+
+
+def _jax_env_check(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    if env_id in PGX_GAMES:
+        return f"config.env_id={env_id!r} is a board game: it cannot be another env's evaluation"
+    return jax_env_problem(env_id, env_kwargs)
+
+
+def anakin_eval_env_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
+    """What is wrong with the evaluation's own JAX env, or None (`eval_env_problem`)."""
+    if config.env_id in PGX_GAMES and config.eval_env != (config.env_id, config.env_kwargs):
+        return (
+            f"config.eval_env_id={config.eval_env_id!r}: {config.env_id}'s evaluation plays the "
+            "run's own game against config.seats.eval_opponent; leave config.eval_env_id and "
+            "config.eval_env_kwargs unset"
+        )
+    return eval_env_problem(
+        config, spec, _jax_env_check, lambda env_id, kw: make_jax_env(env_id, kw).spec
+    )
+
+
+def make_eval_env(config: TrainConfig, env: Any) -> Any:
+    """The env evaluations play: `env` (the training env), or the config's own eval env."""
+    if config.eval_env == (config.env_id, dict(config.env_kwargs)):
+        return env
+    return make_jax_env(*config.eval_env)
 
 
 def anakin_spec(config: TrainConfig) -> EnvSpec:

@@ -15,7 +15,7 @@ from jaxrl_dist.config.errors import ConfigError
 from jaxrl_dist.config.train import SECTIONS, TrainConfig
 
 # Dict fields whose keys are set one at a time (--config.env_kwargs.KEY=value), by value type.
-DICT_FIELDS = {"env_kwargs": Any, "schedules": str}
+DICT_FIELDS = {"env_kwargs": Any, "eval_env_kwargs": Any, "schedules": str}
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -125,7 +125,9 @@ def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type)
         parts = dotted.split(".")
         if parts[0] in DICT_FIELDS and len(parts) == 2:  # one key of a dict field
             value = _parse_value(text, DICT_FIELDS[parts[0]], dotted)
-            raw.setdefault(parts[0], {})[parts[1]] = value
+            if raw.get(parts[0]) is None:  # eval_env_kwargs' None: the training env's
+                raw[parts[0]] = {}
+            raw[parts[0]][parts[1]] = value
             continue
         if parts[0] in group_classes and len(parts) == 2:
             hints = _field_types(group_classes[parts[0]])

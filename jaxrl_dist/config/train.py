@@ -34,8 +34,14 @@ class TrainConfig:
     """
 
     algorithm: str = "impala"  # the registered agent: impala, ppo, rainbow, r2d2
-    env_id: str = "CartPole-v1"  # EnvPool task id (Sebulba) or gymnax/pgx id (Anakin)
-    env_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to envpool.make
+    # An EnvPool id or gymnasium:ID (Sebulba), a gymnax/pgx id or jax:module:factory (Anakin);
+    # docs/guides/your-own-environment.md. `env_kwargs` go to the env's maker.
+    env_id: str = "CartPole-v1"
+    env_kwargs: dict = dataclasses.field(default_factory=dict)
+    # Evaluation's own env ("": the training env) and its kwargs (None: the training env's
+    # when eval_env_id is "", else none); the policy must take both envs' spaces.
+    eval_env_id: str = ""
+    eval_env_kwargs: dict | None = None
     seed: int = 0  # the root of every random stream (params, envs, evaluation)
     # "sebulba": EnvPool envs stepped by actor threads feeding a separate learner; "anakin":
     # JAX envs (gymnax) stepped and learned from inside one jitted function (`jaxrl_dist/anakin`),
@@ -319,6 +325,15 @@ class TrainConfig:
         (`run/engine.py`: each engine's `refuses`)."""
         if self.runtime not in ENGINES:
             fail("runtime", self.runtime, f"must be one of {tuple(ENGINES)}")
+
+    @property
+    def eval_env(self) -> tuple[str, dict]:
+        """(env id, env kwargs) of evaluation: the training env unless `eval_env_id` or
+        `eval_env_kwargs` say otherwise."""
+        env_id = self.eval_env_id or self.env_id
+        if self.eval_env_kwargs is not None:
+            return env_id, dict(self.eval_env_kwargs)
+        return env_id, dict(self.env_kwargs) if not self.eval_env_id else {}
 
     @property
     def replay_batch_size(self) -> int:

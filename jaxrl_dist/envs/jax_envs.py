@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 from typing import Any, NamedTuple
 
 import jax
@@ -41,6 +42,7 @@ from jaxrl_dist.envs.envpool_env import EnvSpec
 from jaxrl_dist.envs.observation import obs_indices_problem, split_obs_indices
 
 GYMNAX_PREFIX = "gymnax:"
+USER_PREFIX = "jax:"  # a user's own JAX env: jax:module:factory (`_user_env`)
 
 
 class EnvState(NamedTuple):
@@ -77,22 +79,47 @@ class JaxEnv:
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any]):
-        import gymnax
-
         kwargs, indices = split_obs_indices(env_kwargs)
         max_steps = kwargs.pop("max_episode_steps", None)
         self.env_id = env_id
-        self._env, params = gymnax.make(env_id, **kwargs)
+        if env_id.startswith(USER_PREFIX):
+            self._env, params = _user_env(env_id, kwargs)
+        else:
+            import gymnax
+
+            self._env, params = gymnax.make(env_id, **kwargs)
+        # gymnax's own `Environment` has `step_env` (no auto-reset); another class's `step`
+        # must not reset by itself (module doc of `_user_env`).
+        self._gymnax = hasattr(self._env, "step_env") and hasattr(self._env, "reset_env")
         if max_steps is not None:
+            if not hasattr(params, "max_steps_in_episode"):
+                raise ValueError(
+                    "max_episode_steps needs env params with a max_steps_in_episode field"
+                )
             params = params.replace(max_steps_in_episode=int(max_steps))
         self._params = params
-        self.spec = _spec(self._env, params)
+        self.spec = _spec(self._env, params, self._reset)
         problem = obs_indices_problem(indices, self.spec.obs_shape)
         if problem:
             raise ValueError(problem)
         self._indices = None if indices is None else jnp.asarray(indices)
         if indices is not None:
             self.spec = self.spec._replace(obs_shape=(len(indices),))
+
+    def _reset(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
+        if self._gymnax:
+            return self._env.reset_env(key, params)
+        return self._env.reset(key, params)
+
+    def _step(self, key: jax.Array, inner: Any, action: jax.Array) -> tuple:
+        """The wrapped env's transition: (obs, inner, reward, terminated, truncated)."""
+        if self._gymnax:
+            obs, inner, reward, terminated, _ = self._env.step_env(key, inner, action, self._params)
+            truncated = self._env.is_truncated(inner, self._params)
+        else:
+            obs, inner, reward, terminated, info = self._env.step(key, inner, action, self._params)
+            truncated = info.get("truncated", False) if isinstance(info, dict) else False
+        return obs, inner, reward, terminated, jnp.asarray(truncated, bool)
 
     def _observe(self, obs: jax.Array) -> jax.Array:
         """One env's observation as the agent sees it (`env_kwargs["obs_indices"]`)."""
@@ -120,23 +147,20 @@ class JaxEnv:
     def reset_one(self, key: jax.Array) -> tuple[EnvState, TimeStep]:
         """A new episode: `(state, TimeStep(first obs, 0, False, False))`."""
         key, sub = jax.random.split(key)
-        obs, inner = self._env.reset_env(sub, self._params)
+        obs, inner = self._reset(sub, self._params)
         state = EnvState(inner, jnp.zeros((), bool), key)
         return state, _first_step(self._observe(obs))
 
     def step_one(self, state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
         """One EnvPool step: the env's transition, or (after an episode's end) a reset."""
         key, step_key, reset_key = jax.random.split(state.key, 3)
-        obs, inner, reward, terminated, _ = self._env.step_env(
-            step_key, state.inner, action, self._params
-        )
+        obs, inner, reward, terminated, truncated = self._step(step_key, state.inner, action)
         # At the time limit EnvPool reports truncated, not terminated, even where the task
         # also ended there (CartPole's pole past 12 degrees at step 500): the same here.
-        truncated = jnp.asarray(self._env.is_truncated(inner, self._params), bool)
         terminated = jnp.logical_and(jnp.asarray(terminated, bool), ~truncated)
         obs = self._observe(obs)
         stepped = TimeStep(obs, jnp.asarray(reward, jnp.float32), terminated, truncated)
-        reset_obs, reset_inner = self._env.reset_env(reset_key, self._params)
+        reset_obs, reset_inner = self._reset(reset_key, self._params)
         reset = state.needs_reset
         pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(reset, x, y), a, b)  # noqa: E731
         timestep = pick(_first_step(self._observe(reset_obs)), stepped)
@@ -152,16 +176,22 @@ def _first_step(obs: Any) -> TimeStep:
     return TimeStep(obs, jnp.zeros((), jnp.float32), jnp.zeros((), bool), jnp.zeros((), bool))
 
 
-def _spec(env: Any, params: Any) -> EnvSpec:
-    obs_space, act_space = env.observation_space(params), env.action_space(params)
-    obs = jax.eval_shape(lambda k: env.reset_env(k, params)[0], jax.random.PRNGKey(0))
+def _spec(env: Any, params: Any, reset: Any) -> EnvSpec:
+    act_space = env.action_space(params)
+    obs = jax.eval_shape(lambda k: reset(k, params)[0], jax.random.PRNGKey(0))
+    if not isinstance(obs, jax.ShapeDtypeStruct):
+        raise ValueError(f"its observations are a {type(obs).__name__}; return one array")
     num_actions = int(getattr(act_space, "n", 0))
     if num_actions:
         return EnvSpec(tuple(obs.shape), np.dtype(obs.dtype), num_actions)
-    shape = tuple(act_space.shape) or (1,)
+    shape = tuple(getattr(act_space, "shape", ())) or (1,)
+    if len(shape) != 1 or not hasattr(act_space, "low"):
+        raise ValueError(
+            f"its action space {type(act_space).__name__} is not supported (Discrete with n, "
+            "or a Box of rank 0 or 1)"
+        )
     low = tuple(float(x) for x in np.broadcast_to(act_space.low, shape))
     high = tuple(float(x) for x in np.broadcast_to(act_space.high, shape))
-    del obs_space
     return EnvSpec(
         tuple(obs.shape),
         np.dtype(obs.dtype),
@@ -181,6 +211,19 @@ def _gymnax_ids() -> tuple[str, ...]:
 
 def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     """A one-line problem with `env_id`/`env_kwargs` for the Anakin runtime, or None."""
+    if env_id.startswith(USER_PREFIX):
+        try:
+            make_jax_env(env_id, env_kwargs)
+        except UserEnvError as e:
+            return str(e)
+        except Exception as e:  # noqa: BLE001  the user's code: any error in one line
+            return f"config.env_id={env_id!r}: {_one_line(e)}"
+        return None
+    if env_id.startswith(("gymnasium:", "factory:")):
+        return (
+            f"config.env_id={env_id!r} is a Python env, stepped by runtime='sebulba' in worker "
+            "processes; set config.runtime='sebulba' (Anakin steps JAX envs: jax:module:factory)"
+        )
     name = env_id.removeprefix(GYMNAX_PREFIX)
     ids = _gymnax_ids()
     if name not in ids:
@@ -188,7 +231,8 @@ def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         return (
             f"config.env_id={env_id!r} is not a JAX env{hint}; runtime='anakin' steps gymnax "
-            "envs (gymnax.registered_envs) and the games TicTacToe-v1 and ConnectFour-v1"
+            "envs (gymnax.registered_envs), your own (jax:module:factory) and the games "
+            "TicTacToe-v1 and ConnectFour-v1"
         )
     try:
         make_jax_env(env_id, env_kwargs)
@@ -199,6 +243,64 @@ def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
 
 
 def make_jax_env(env_id: str, env_kwargs: dict[str, Any]) -> JaxEnv:
-    """The JAX env for `env_id` (a gymnax id, optionally written `gymnax:<id>`); `env_kwargs`
-    go to `gymnax.make`, except `max_episode_steps` (EnvPool's name), the time limit."""
+    """The JAX env for `env_id`: a gymnax id (optionally written `gymnax:<id>`), whose
+    `env_kwargs` go to `gymnax.make`, or `jax:module:factory` (`_user_env`); in both,
+    `max_episode_steps` (EnvPool's name) sets the params' time limit."""
     return JaxEnv(env_id.removeprefix(GYMNAX_PREFIX), env_kwargs)
+
+
+class UserEnvError(ValueError):
+    """A `jax:module:factory` env that cannot be used; the message is one line with the fix."""
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _user_env(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """`jax:module:factory`: `module.factory(**kwargs)` returns a JAX env with gymnax's API, or
+    `(env, params)` as `gymnax.make` does. The env has `default_params` (unless the factory
+    gives params), `observation_space(params)`, `action_space(params)` (gymnax spaces: Discrete
+    with `n`, or Box of rank 0 or 1), `reset(key, params) -> (obs, state)` and
+    `step(key, state, action, params) -> (obs, state, reward, done, info)`, where `done` is a
+    termination and `info["truncated"]` (if given) a time limit. A gymnax `Environment`
+    subclass is stepped through its `step_env`; any other class's `step` must not reset by
+    itself: the wrapper resets on the step after `done`, as EnvPool does."""
+    name = f"config.env_id={env_id!r}"
+    parts = env_id[len(USER_PREFIX) :].split(":")
+    if len(parts) != 2 or not all(parts):
+        raise UserEnvError(f"{name}: write jax:MODULE:FACTORY, e.g. jax:my_pkg.envs:make_maze")
+    module_name, attr = parts
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise UserEnvError(
+            f"{name}: cannot import module {e.name or module_name!r}; make it importable (pip "
+            "install -e your package, or add its folder to PYTHONPATH)"
+        ) from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise UserEnvError(f"{name}: module {module_name} has no callable {attr!r}")
+    made = factory(**kwargs)
+    env, params = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
+    missing = [
+        m for m in ("reset", "step", "observation_space", "action_space") if not hasattr(env, m)
+    ]
+    if missing:
+        raise UserEnvError(
+            f"{name} made a {type(env).__name__} without {', '.join(missing)}; return an env "
+            "with gymnax's API (docs/guides/your-own-environment.md)"
+        )
+    if not callable(env.observation_space) or not callable(env.action_space):
+        raise UserEnvError(
+            f"{name} made a {type(env).__name__}, whose spaces are not methods of the params "
+            "(gymnax's API); a gymnasium env runs on runtime='sebulba' as gymnasium:ID"
+        )
+    if params is None:
+        if getattr(env, "default_params", None) is None:
+            raise UserEnvError(
+                f"{name}: its env has no default_params; give it one, or return (env, params)"
+            )
+        params = env.default_params
+    return env, params

@@ -19,6 +19,8 @@ SHELL_FIELDS: Mapping[str, str] = {
     "seed": "every random stream",
     "env_id": "the env, built by the engine",
     "env_kwargs": "the env's arguments, given by the engine",
+    "eval_env_id": "evaluation's own env, built by the engine",
+    "eval_env_kwargs": "evaluation's own env's arguments",
     "total_env_steps": "stop",
     "total_episodes": "stop",
     "max_wall_time_s": "stop",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -55,6 +56,38 @@ def learner_devices(config: TrainConfig) -> Devices:
             f"(of all processes); make config.batch_size a multiple of {n}"
         )
     return devices
+
+
+def eval_env_problem(
+    config: TrainConfig,
+    spec: EnvSpec,
+    check: Callable[[str, dict[str, Any]], str | None],
+    spec_of: Callable[[str, dict[str, Any]], EnvSpec],
+) -> str | None:
+    """What is wrong with the evaluation's own env (`config.eval_env_id`/`eval_env_kwargs`):
+    the engine's `check` of it, or spaces the trained policy cannot take; None when it is the
+    training env or fits."""
+    env_id, kwargs = config.eval_env
+    if (env_id, kwargs) == (config.env_id, dict(config.env_kwargs)):
+        return None
+    problem = check(env_id, kwargs)
+    if problem:
+        return problem.replace("config.env_id", "config.eval_env_id").replace(
+            "config.env_kwargs", "config.eval_env_kwargs"
+        )
+    theirs = spec_of(env_id, kwargs)
+    if theirs != spec:
+        return (
+            f"config.eval_env_id={env_id!r} has {_spaces(theirs)} but the training env "
+            f"{config.env_id!r} has {_spaces(spec)}; evaluate on an env with the same spaces"
+        )
+    return None
+
+
+def _spaces(spec: EnvSpec) -> str:
+    actions = f"{spec.num_actions} actions" if spec.num_actions else f"{spec.action_dim}-d actions"
+    players = f", {spec.num_players} players" if spec.num_players > 1 else ""
+    return f"{spec.obs_dtype} observations {list(spec.obs_shape)}, {actions}{players}"
 
 
 def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:

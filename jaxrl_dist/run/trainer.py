@@ -9,10 +9,13 @@ shell never names an engine, an agent nor a data flow (`engine.py` says what an 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,7 @@ from jaxrl_dist.compilation import CompileTotals, use_compilation_cache
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.determinism import set_deterministic_xla_flags
+from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
@@ -54,7 +58,13 @@ class Trainer:
         resume: bool = False,
         quiet: bool = False,
         hooks: Hooks | None = None,
+        env_factory: Callable[..., Any] | None = None,
     ):
+        """`env_factory(**config.env_kwargs)` makes one gymnasium env, for envs not importable
+        by name: it becomes the env `factory:NAME` (NAME from a `factory:` env id, else the
+        function's name), stepped in worker processes like `gymnasium:` ids."""
+        if env_factory is not None:
+            config = with_env_factory(config, env_factory)
         if config.deterministic:  # in effect only if JAX has not started yet (else a warning)
             set_deterministic_xla_flags()
         # Before anything compiles (the cluster's first gather does): the start-up's cost.
@@ -359,3 +369,10 @@ class Trainer:
             f"{summary['wall_time_s']:.1f}s, final eval return {summary['final_eval_return']}"
         )
         return summary
+
+
+def with_env_factory(config: TrainConfig, env_factory: Callable[..., Any]) -> TrainConfig:
+    """`config` training on `env_factory`'s envs (registered as `factory:NAME`)."""
+    name = config.env_id.removeprefix(FACTORY) if config.env_id.startswith(FACTORY) else ""
+    name = name or re.sub(r"\W", "", getattr(env_factory, "__name__", "")) or "env"
+    return dataclasses.replace(config, env_id=register_env_factory(name, env_factory))

@@ -23,11 +23,12 @@ VIDEO_FRAME_MS = 40  # 25 frames a second (GIF delays are in 10 ms units)
 _RENDER_PROBE = """
 import sys, json, warnings
 warnings.simplefilter("ignore")
-import envpool
-env = envpool.make(sys.argv[1], env_type="gymnasium", num_envs=1, batch_size=1, seed=0,
-                   render_mode="rgb_array", **json.loads(sys.argv[2]))
+from jaxrl_dist.envs import make_env
+kwargs = {**json.loads(sys.argv[2]), "render_mode": "rgb_array"}
+env = make_env(sys.argv[1], kwargs, 1, 1, seed=0)
 env.reset()
 frames = env.render()
+env.close()
 assert frames is not None and frames.ndim == 4 and frames.size > 0, "no frame"
 """
 
@@ -39,7 +40,8 @@ def pillow_problem() -> str | None:
 
 
 def render_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
-    """None if EnvPool renders `env_id` here as RGB frames, else one line saying it does not.
+    """None if `env_id` (EnvPool, or a Python env) renders here as RGB frames, else one line
+    saying it does not.
 
     Probed in a child process: MuJoCo without an OpenGL context ends the whole process from C
     (it cannot be caught), and toy-text envs raise "render not implemented".
@@ -62,7 +64,7 @@ def render_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         ln.strip() for ln in probe.stdout.splitlines() if ln.strip()
     ]
     why = lines[-1][:200] if lines else f"exit status {probe.returncode}"
-    return f"--video: {env_id} does not render in EnvPool here ({why}); drop --video"
+    return f"--video: {env_id} does not render here ({why}); drop --video"
 
 
 def record_video(policy: Policy, path: str, greedy: bool, seed: int) -> dict[str, Any]:

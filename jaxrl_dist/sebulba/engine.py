@@ -21,6 +21,7 @@ from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data.flows import snapshot_bytes
 from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
+from jaxrl_dist.envs.sources import is_python_env
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import Learner, host_metrics
@@ -28,7 +29,12 @@ from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
 from jaxrl_dist.run.evaluator import EvalSetup
-from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
+from jaxrl_dist.run.preflight import (
+    Prepared,
+    eval_env_problem,
+    learner_devices,
+    multi_agent_problem,
+)
 from jaxrl_dist.sebulba.evaluation import make_evaluator
 from jaxrl_dist.sebulba.fields import REFUSES, USES
 from jaxrl_dist.sebulba.log_window import LogWindow
@@ -61,11 +67,17 @@ class SebulbaEngine(Engine):
         problem = problem or config.process_problem(jax.process_count())
         if not problem and config.actor_loop == "xla":
             problem = xla_loop_problem(config.env_id, config.env_kwargs)
+        if not problem and is_python_env(config.env_id) and config.env_thread_affinity_offset >= 0:
+            problem = (
+                f"config.env_thread_affinity_offset={config.env_thread_affinity_offset} pins "
+                f"EnvPool's threads; {config.env_id} runs in worker processes: set it to -1"
+            )
         if problem:
             raise ConfigError(problem)
         devices = learner_devices(config)
         spec = env_spec(config.env_id, config.env_kwargs)
         problem = multi_agent_problem(config, spec) or video_problem(config)
+        problem = problem or eval_env_problem(config, spec, check_env, env_spec)
         if problem:
             raise ConfigError(problem)
         return spec, devices
@@ -175,8 +187,7 @@ class SebulbaEngine(Engine):
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
         setup = EvalSetup(
-            cfg.env_id,
-            cfg.env_kwargs,
+            *cfg.eval_env,
             cfg.eval_episodes,
             cfg.seed,
             self.agent.actor,

@@ -1,0 +1,350 @@
+"""Python envs (gymnasium's API) in worker processes, behind EnvPool's async protocol.
+
+`ProcessPool` speaks what the actors, evaluators and seats speak to an EnvPool (`config`,
+`async_reset`, `recv`, `send`, `reset`, `step`, `render`, `close`), so a Python env runs
+wherever an EnvPool does:
+
+- `num_envs` envs over `num_workers` processes, a block of envs each. A worker is a fresh
+  interpreter (`python -m jaxrl_dist.envs.process_pool`), not a fork (the parent runs JAX's
+  threads) nor multiprocessing's `spawn` (which re-runs the user's script unless it is
+  guarded by `if __name__ == "__main__"`); it gets the parent's `sys.path` and the env factory
+  pickled with cloudpickle (a lambda or a class of a notebook works) over a socket.
+  `send(actions, env_ids)` hands each worker its envs' actions in one message; `recv()`
+  returns the first `batch_size` envs to finish, by `info["env_id"]`. With `batch_size <
+  num_envs` the actor acts on the envs that are ready while the other workers step: EnvPool's
+  async overlap.
+- EnvPool's auto-reset: the step after an episode ends is a reset step (`elapsed_step == 0`,
+  reward 0, both flags False, the action ignored). Termination and truncation stay apart (a
+  `TimeLimit` truncation bootstraps). Env `i` is seeded with `seed + i` at its first reset.
+- A worker that raises, dies (SIGKILL) or does not answer within `step_timeout_s` is replaced
+  when `restart(reason)` allows it (the actors' restart budget): its envs' episodes end as
+  truncated at their last observation (counted in `cut_episodes`), and the new worker's envs
+  start new episodes. When the budget is spent, `recv` raises `WorkerError`.
+- An env that breaks its contract (an observation of the wrong shape or dtype, a NaN) is not a
+  fault a restart mends: `recv` raises `EnvContractError` and the run stops with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing.connection
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from jaxrl_dist.errors import RunError
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 120.0  # a worker's imports and env construction
+RESTART_SEED_STRIDE = 1_000_003  # a replaced worker's seeds: apart from every env's first
+
+
+class WorkerError(RuntimeError):
+    """A worker failed and the restart budget did not allow another."""
+
+
+class EnvContractError(RunError):
+    """An env broke its declared spaces (wrong observation shape or dtype, NaN)."""
+
+
+# ---------------------------------------------------------------------------- worker side
+def _worker_main(conn: Any) -> None:
+    """A worker process: builds its envs and answers step requests until told to close."""
+    try:
+        path, payload, name, seeds = conn.recv()
+        sys.path[:] = path
+        import cloudpickle
+
+        from jaxrl_dist.envs.spaces import SpaceAdapter
+
+        factory = cloudpickle.loads(payload)
+        envs = [factory() for _ in seeds]
+        adapter = SpaceAdapter(envs[0].observation_space, envs[0].action_space)
+    except BaseException:  # noqa: BLE001  reported to the parent, which names the env
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready", None))
+    fresh = [True] * len(envs)  # no reset yet: the first uses the env's seed
+    ended = [True] * len(envs)  # the next step is a reset step
+    elapsed = [0] * len(envs)
+    while True:
+        message = conn.recv()
+        if message[0] == "close":
+            break
+        if message[0] == "render":
+            conn.send(("render", envs[0].render()))
+            continue
+        _, local, actions, force_reset = message
+        try:
+            rows = []
+            for j, action in zip(local, actions, strict=True):
+                if ended[j] or force_reset:
+                    raw, _ = envs[j].reset(seed=seeds[j] if fresh[j] else None)
+                    fresh[j], reward, terminated, truncated, elapsed[j] = (
+                        False,
+                        0.0,
+                        False,
+                        False,
+                        0,
+                    )
+                else:
+                    raw, reward, terminated, truncated, _ = envs[j].step(adapter.env_action(action))
+                    elapsed[j] += 1
+                ended[j] = bool(terminated or truncated)
+                problem = adapter.observation_problem(raw)
+                if problem:
+                    conn.send(("contract", f"{name} {problem}"))
+                    return
+                obs = adapter.observation(raw)
+                rows.append((obs, float(reward), bool(terminated), bool(truncated), elapsed[j]))
+        except BaseException:  # noqa: BLE001  the parent restarts this worker
+            conn.send(("error", traceback.format_exc()))
+            return
+        obs, reward, terminated, truncated, steps = zip(*rows, strict=True)
+        conn.send(("step", (local, np.stack(obs), reward, terminated, truncated, steps)))
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[-1] if lines else "no message"
+
+
+# ---------------------------------------------------------------------------- parent side
+class ProcessPool:
+    """`num_envs` Python envs in `num_workers` processes (module doc).
+
+    Args:
+      factory: builds one env (a gymnasium `Env`); pickled with cloudpickle for the workers.
+      name: the env as the user named it, for messages.
+      obs_shape, obs_dtype: the agent's observation (`SpaceAdapter`), for the synthesised
+        steps of a failed worker.
+      restart: asked before a failed worker is replaced (spends one restart of the actors'
+        budget); None: never.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        name: str,
+        num_envs: int,
+        batch_size: int,
+        num_workers: int,
+        *,
+        seed: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        restart: Callable[[str], bool] | None = None,
+        step_timeout_s: float = 60.0,
+    ):
+        import cloudpickle
+
+        if num_envs % num_workers or batch_size % (num_envs // num_workers):
+            raise ValueError(
+                f"{num_envs} envs over {num_workers} workers with recv batches of {batch_size}: "
+                "each worker must hold the same number of envs, and a batch whole workers"
+            )
+        self.config = {"num_envs": num_envs, "batch_size": batch_size, "num_threads": num_workers}
+        self._name, self._seed = name, seed
+        self._payload = cloudpickle.dumps(factory)
+        self._per_worker = num_envs // num_workers
+        self._restart, self._timeout_s = restart, step_timeout_s
+        self._last_obs = np.zeros((num_envs, *obs_shape), obs_dtype)
+        self._elapsed = np.zeros(num_envs, np.int64)
+        self._ready: deque[tuple] = deque()  # finished envs' rows, oldest first
+        self._pending: dict[int, tuple[np.ndarray, float]] = {}  # worker -> (envs, sent at)
+        self.cut_episodes = 0
+        self._restarts = [0] * num_workers
+        self._procs: list[Any] = [None] * num_workers
+        self._conns: list[Any] = [None] * num_workers
+        try:
+            for w in range(num_workers):
+                self._spawn(w)
+            for w in range(num_workers):
+                self._await_ready(w)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ workers
+    def _spawn(self, w: int) -> None:
+        parent, child = socket.socketpair()
+        first = w * self._per_worker
+        # A replaced worker's envs take fresh streams, not the first incarnation's episodes.
+        again = self._restarts[w] * RESTART_SEED_STRIDE
+        seeds = [(self._seed + first + j + again) % 2**31 for j in range(self._per_worker)]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(child.fileno())],
+            pass_fds=(child.fileno(),),
+            stdin=subprocess.DEVNULL,
+        )
+        child.close()
+        conn = multiprocessing.connection.Connection(parent.detach())
+        conn.send((list(sys.path), self._payload, self._name, seeds))
+        self._procs[w], self._conns[w] = proc, conn
+
+    def _await_ready(self, w: int) -> None:
+        conn = self._conns[w]
+        if not conn.poll(START_TIMEOUT_S):
+            raise WorkerError(f"{self._name}: env worker {w} did not start in {START_TIMEOUT_S}s")
+        try:
+            kind, body = conn.recv()
+        except EOFError:
+            kind, body = "error", f"exit code {self._procs[w].wait()}"
+        if kind != "ready":
+            raise WorkerError(
+                f"{self._name}: env worker {w} could not build its envs: {_last_line(body)}"
+            )
+
+    def _replace(self, w: int, reason: str) -> None:
+        """Worker `w` failed: restart it if the budget allows, its envs' episodes cut."""
+        if self._restart is None or not self._restart(f"env worker {w}: {reason}"):
+            raise WorkerError(
+                f"{self._name}: env worker {w} failed ({reason}) and the restart budget is spent"
+            )
+        log.warning("restarting env worker %d of %s after: %s", w, self._name, reason)
+        self._kill(w)
+        self._restarts[w] += 1
+        self._spawn(w)
+        self._await_ready(w)
+        envs, _ = self._pending.pop(w, (np.zeros(0, np.int64), 0.0))
+        for i in envs:  # the step in flight ends the episode, cut at its last observation
+            self._elapsed[i] += 1
+            self._ready.append((i, self._last_obs[i], 0.0, False, True, self._elapsed[i]))
+        self.cut_episodes += len(envs)
+
+    def _kill(self, w: int) -> None:
+        proc, conn = self._procs[w], self._conns[w]
+        if conn is not None:
+            conn.close()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(5.0)
+
+    # ------------------------------------------------------------------ protocol
+    def async_reset(self) -> None:
+        """Starts a new episode in every env (answered by the next `recv`s)."""
+        self._request(np.arange(self.config["num_envs"]), None, force_reset=True)
+
+    def send(self, action: Any, env_id: Any) -> None:
+        self._request(np.asarray(env_id), np.asarray(action), force_reset=False)
+
+    def _request(self, env_ids: np.ndarray, action: np.ndarray | None, force_reset: bool) -> None:
+        worker = env_ids // self._per_worker
+        for w in np.unique(worker):
+            rows = np.flatnonzero(worker == w)
+            if w in self._pending:
+                raise RuntimeError(f"env worker {w} has a step in flight; recv() it first")
+            ids = env_ids[rows]
+            acts = [None] * len(rows) if action is None else list(action[rows])
+            self._pending[int(w)] = (ids, time.monotonic())
+            try:
+                self._conns[w].send(("step", ids - w * self._per_worker, acts, force_reset))
+            except (BrokenPipeError, OSError):
+                pass  # a dead worker: recv() finds it and restarts it
+
+    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The first `batch_size` envs to finish their step (EnvPool's `recv`)."""
+        batch = self.config["batch_size"]
+        while len(self._ready) < batch:
+            if not self._pending:
+                raise RuntimeError("recv() with no step in flight; send() first")
+            self._collect()
+        rows = [self._ready.popleft() for _ in range(batch)]
+        if batch == self.config["num_envs"]:
+            rows.sort(key=lambda row: row[0])  # a sync pool answers in env order
+        ids, obs, reward, terminated, truncated, elapsed = zip(*rows, strict=True)
+        info = {"env_id": np.array(ids, np.int32), "elapsed_step": np.array(elapsed, np.int32)}
+        return (
+            np.stack(obs),
+            np.array(reward, np.float32),
+            np.array(terminated, bool),
+            np.array(truncated, bool),
+            info,
+        )
+
+    def _collect(self) -> None:
+        """Waits for the next workers' answers (or a failure) and files them."""
+        now = time.monotonic()
+        deadline = min(sent for _, sent in self._pending.values()) + self._timeout_s
+        conns = {self._conns[w]: w for w in self._pending}
+        for conn in multiprocessing.connection.wait(list(conns), max(0.0, deadline - now)):
+            w = conns[conn]
+            try:
+                kind, body = conn.recv()
+            except (EOFError, OSError):
+                self._replace(w, f"the process died (exit code {self._procs[w].wait()})")
+                continue
+            if kind == "contract":
+                raise EnvContractError(
+                    f"{body}; fix the env so its observations match its observation_space"
+                )
+            if kind == "error":
+                self._replace(w, f"the env raised {_last_line(body)}")
+                continue
+            _, obs, reward, terminated, truncated, elapsed = body
+            ids, _ = self._pending.pop(w)  # answered in the order they were sent
+            self._last_obs[ids] = obs
+            self._elapsed[ids] = elapsed
+            self._ready.extend(zip(ids, obs, reward, terminated, truncated, elapsed, strict=True))
+        now = time.monotonic()
+        for w, (_, sent) in list(self._pending.items()):
+            if now - sent > self._timeout_s:
+                self._replace(w, f"no answer within {self._timeout_s:g}s (hung)")
+
+    def reset(self, **_: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        """Every env starts a new episode (a sync pool: `batch_size == num_envs`)."""
+        self._check_sync("reset")
+        self._ready.clear()
+        self._drain()
+        self.async_reset()
+        obs, _, _, _, info = self.recv()
+        return obs, info
+
+    def step(self, action: Any, env_id: Any = None) -> tuple:
+        self._check_sync("step")
+        ids = np.arange(self.config["num_envs"]) if env_id is None else np.asarray(env_id)
+        self.send(action, ids)
+        return self.recv()
+
+    def render(self) -> np.ndarray:
+        """Env 0's frame (`render_mode="rgb_array"` in its kwargs), `[1, H, W, 3]`."""
+        self._conns[0].send(("render",))
+        kind, frame = self._conns[0].recv()
+        return np.asarray(frame)[None]
+
+    def _check_sync(self, what: str) -> None:
+        if self.config["batch_size"] != self.config["num_envs"]:
+            raise RuntimeError(f"{what}() needs a sync pool (batch_size == num_envs)")
+
+    def _drain(self) -> None:
+        while self._pending:
+            self._collect()
+        self._ready.clear()
+
+    def close(self) -> None:
+        for w, conn in enumerate(self._conns):
+            if conn is not None and self._procs[w].poll() is None:
+                try:
+                    conn.send(("close",))
+                except (BrokenPipeError, OSError):
+                    pass
+        for w, proc in enumerate(self._procs):
+            if proc is not None:
+                try:
+                    proc.wait(2.0)
+                except subprocess.TimeoutExpired:
+                    pass
+                self._kill(w)
+        self._conns = [None] * len(self._conns)
+
+
+if __name__ == "__main__":  # a worker: `python -m jaxrl_dist.envs.process_pool FD`
+    _worker_main(multiprocessing.connection.Connection(int(sys.argv[1])))

@@ -1,0 +1,306 @@
+"""Where a run's envs come from, named by `env_id` (plain ids keep their meaning):
+
+- an EnvPool id (`CartPole-v1`, `Breakout-v5`, `TicTacToe-v1`): EnvPool's C++ pools;
+- `gymnasium:ID`, or gymnasium's own `gymnasium:module:ID` (the module is imported first, so a
+  user's package registers its env): `gymnasium.make(ID, **env_kwargs)` in worker processes
+  (`process_pool.py`), stepped like an async EnvPool;
+- a factory registered by `register_env_factory(name, fn)` (`Trainer(config, workdir,
+  env_factory=...)` does it), named `factory:NAME`: `fn(**env_kwargs)` in the same worker
+  processes (`env_kwargs["max_episode_steps"]` wraps it in gymnasium's TimeLimit).
+
+JAX envs (gymnax ids, `jax:module:factory`) are the Anakin runtime's (`envs/jax_envs.py`).
+`make_env`, `check_env`, `env_spec` and `xla_loop_problem` answer for every source, so the
+actors, evaluators, `load_policy` and `scripts/evaluate.py` never ask which one they have.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+from jaxrl_dist.envs import envpool_env
+from jaxrl_dist.envs.envpool_env import EnvSpec
+from jaxrl_dist.envs.observation import (
+    ObservationSubset,
+    obs_indices_problem,
+    split_obs_indices,
+)
+
+GYMNASIUM = "gymnasium:"
+FACTORY = "factory:"
+PYTHON_SOURCES = (GYMNASIUM, FACTORY)
+JAX_SOURCES = ("jax:", "gymnax:")
+
+_FACTORIES: dict[str, Callable[..., Any]] = {}
+
+
+def register_env_factory(name: str, factory: Callable[..., Any]) -> str:
+    """Makes `factory(**env_kwargs)` (one gymnasium `Env` per call) the env `factory:NAME`;
+    returns that id. For envs that cannot be imported by name; the workers receive the factory
+    pickled with cloudpickle, so a lambda or a class defined in a notebook works."""
+    if not callable(factory):
+        raise TypeError(f"env_factory={factory!r} is not callable; pass a function making one env")
+    _FACTORIES[name] = factory
+    return FACTORY + name
+
+
+def is_python_env(env_id: str) -> bool:
+    """Whether `env_id` names a Python env stepped in worker processes."""
+    return env_id.startswith(PYTHON_SOURCES)
+
+
+def _gymnasium_make(gym_id: str, kwargs: dict[str, Any]) -> Any:
+    import gymnasium
+
+    return gymnasium.make(gym_id, **kwargs)
+
+
+def _call(factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """`factory(**kwargs)`, with `max_episode_steps` (gymnasium.make's and EnvPool's name for
+    the time limit) applied as gymnasium's TimeLimit: an env of a factory has none otherwise,
+    and an episode that never ends holds its evaluation forever."""
+    kwargs = dict(kwargs)
+    steps = kwargs.pop("max_episode_steps", None)
+    env = factory(**kwargs)
+    if steps is None:
+        return env
+    import gymnasium
+
+    return gymnasium.wrappers.TimeLimit(env, int(steps))
+
+
+def python_factory(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """A picklable function making one env of `env_id` (a Python source)."""
+    if env_id.startswith(GYMNASIUM):
+        return functools.partial(_gymnasium_make, env_id[len(GYMNASIUM) :], dict(env_kwargs))
+    name = env_id[len(FACTORY) :]
+    if name not in _FACTORIES:
+        raise KeyError(name)
+    return functools.partial(_call, _FACTORIES[name], dict(env_kwargs))
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _build(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, str | None]:
+    """One env of a Python source, or the one-line reason it cannot be made."""
+    name = f"config.env_id={env_id!r}"
+    try:
+        factory = python_factory(env_id, env_kwargs)
+    except KeyError:
+        return None, (
+            f"{name} names no registered factory; pass env_factory= to train() (or "
+            "register_env_factory) in the process that runs it"
+        )
+    try:
+        env = factory()
+    except ModuleNotFoundError as e:
+        module = e.name or env_id.split(":")[1]  # gymnasium re-raises without the name
+        return None, (
+            f"{name}: cannot import module {module!r}; make it importable (pip install -e your "
+            "package, or add its folder to PYTHONPATH)"
+        )
+    except Exception as e:  # noqa: BLE001  the user's code: any error is reported in one line
+        return None, _gymnasium_problem(env_id, env_kwargs, e) or (
+            f"{name}: making the env failed with {_one_line(e)}"
+        )
+    return env, None
+
+
+def _gymnasium_problem(env_id: str, env_kwargs: dict[str, Any], e: BaseException) -> str | None:
+    import gymnasium
+
+    if not env_id.startswith(GYMNASIUM):
+        return None
+    gym_id = env_id[len(GYMNASIUM) :]
+    if isinstance(e, gymnasium.error.NameNotFound | gymnasium.error.NamespaceNotFound):
+        ids = list(gymnasium.registry)
+        close = difflib.get_close_matches(gym_id.split(":")[-1], ids, n=3, cutoff=0.5)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return (
+            f"config.env_id={env_id!r} is not a registered gymnasium env{hint}; register it, "
+            "or name its module: gymnasium:my_pkg.envs:MyEnv-v0"
+        )
+    if isinstance(e, TypeError) and "must inherit from the gymnasium.Env" in str(e):
+        return (
+            f"config.env_id={env_id!r} does not make a gymnasium.Env ({_one_line(e)[:120]}); "
+            "make its entry point return one gymnasium.Env (the workers step copies of it)"
+        )
+    if isinstance(e, TypeError):
+        return (
+            f"config.env_kwargs={env_kwargs!r} rejected by gymnasium.make for {gym_id}: "
+            f"{_one_line(e)}"
+        )
+    return None
+
+
+def _env_problem(env_id: str, env: Any) -> str | None:
+    import gymnasium
+
+    name = f"config.env_id={env_id!r}"
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        return (
+            f"{name} makes a VectorEnv; make it return one gymnasium.Env (jaxrl_dist steps "
+            "copies of it in worker processes)"
+        )
+    if not isinstance(env, gymnasium.Env):
+        return f"{name} made a {type(env).__name__}, not a gymnasium.Env; return a gymnasium.Env"
+    inner = env
+    while isinstance(inner, gymnasium.Wrapper):
+        if isinstance(inner, gymnasium.wrappers.Autoreset):
+            return (
+                f"{name} is wrapped in gymnasium's Autoreset; drop the wrapper (the workers "
+                "reset each env on the step after its episode ends, as EnvPool does)"
+            )
+        inner = inner.env
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _python_check(env_id: str, kwargs_repr: str, env_kwargs: Any) -> tuple[Any, str | None]:
+    """(the spaces' adapter, None) or (None, a one-line problem): two envs are built, their
+    spaces checked and compared."""
+    from jaxrl_dist.envs.spaces import SpaceAdapter, spaces_problem
+
+    kwargs = dict(env_kwargs)
+    envs = []
+    try:
+        for _ in range(2):
+            env, problem = _build(env_id, kwargs)
+            if problem:
+                return None, problem
+            envs.append(env)
+            problem = _env_problem(env_id, env)
+            if problem:
+                return None, problem
+        first, second = envs
+        problem = spaces_problem(first.observation_space, first.action_space)
+        if problem:
+            return None, f"config.env_id={env_id!r}: {problem}"
+        if (first.observation_space, first.action_space) != (
+            second.observation_space,
+            second.action_space,
+        ):
+            return None, (
+                f"config.env_id={env_id!r}: its spaces change between instances "
+                f"({first.observation_space} then {second.observation_space}); every env a "
+                "run makes must have the same spaces"
+            )
+        return SpaceAdapter(first.observation_space, first.action_space), None
+    finally:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001, S110  closing a probe env: nothing to report
+                pass
+
+
+def _python(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, str | None]:
+    kwargs, _ = split_obs_indices(env_kwargs)
+    frozen = tuple(sorted(kwargs.items(), key=lambda kv: kv[0]))
+    try:
+        return _python_check(env_id, repr(frozen), frozen)
+    except TypeError:  # unhashable kwargs values: no cache
+        return _python_check.__wrapped__(env_id, repr(frozen), frozen)
+
+
+def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """A one-line problem with `env_id`/`env_kwargs` for its source, or None."""
+    if env_id.startswith(JAX_SOURCES):
+        return (
+            f"config.env_id={env_id!r} is a JAX env, stepped by runtime='anakin'; set "
+            "config.runtime='anakin' (Sebulba steps EnvPool and Python envs)"
+        )
+    if not is_python_env(env_id):
+        return envpool_env.check_env(env_id, env_kwargs)
+    adapter, problem = _python(env_id, env_kwargs)
+    if problem:
+        return problem
+    _, indices = split_obs_indices(env_kwargs)
+    return obs_indices_problem(indices, adapter.obs_shape)
+
+
+def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
+    """What the networks need to know about `env_id`'s envs (after `check_env` passed)."""
+    if not is_python_env(env_id):
+        return envpool_env.env_spec(env_id, env_kwargs)
+    adapter, problem = _python(env_id, env_kwargs)
+    if problem:
+        raise ValueError(problem)
+    spec = adapter.spec()
+    _, indices = split_obs_indices(env_kwargs)
+    return spec if indices is None else spec._replace(obs_shape=(len(indices),))
+
+
+def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """Why `env_id` cannot be stepped inside XLA (the XLA actor loop), or None."""
+    if is_python_env(env_id):
+        return (
+            f"config.actor_loop='xla' steps EnvPool inside XLA; {env_id} is a Python env: use "
+            "config.actor_loop='python'"
+        )
+    return envpool_env.xla_loop_problem(env_id, env_kwargs)
+
+
+def default_workers(num_envs: int, batch_size: int, cpus: int | None = None) -> int:
+    """Python envs' worker processes: as many as cores (at most one per env) such that every
+    worker holds the same number of envs and a recv batch is whole workers."""
+    cpus = cpus or len(os.sched_getaffinity(0))
+    for workers in range(min(cpus, num_envs), 0, -1):
+        if num_envs % workers == 0 and batch_size % (num_envs // workers) == 0:
+            return workers
+    return num_envs  # unreachable for batch_size | num_envs: one env per worker always fits
+
+
+def make_env(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_envs: int,
+    batch_size: int,
+    *,
+    seed: int,
+    num_threads: int = 0,
+    thread_affinity_offset: int = -1,
+    restart: Callable[[str], bool] | None = None,
+    step_timeout_s: float = 60.0,
+) -> Any:
+    """A pool of `num_envs` envs in EnvPool's gymnasium protocol; env `i` seeded `seed + i`.
+
+    `batch_size < num_envs`: asynchronous, `recv()` returns the first `batch_size` envs to
+    finish (`info["env_id"]`). EnvPool: `num_threads` C++ threads (0: one per batch slot),
+    pinned from `thread_affinity_offset` if >= 0. Python envs: `num_threads` worker processes
+    (0: `default_workers`); a failed worker is replaced when `restart(reason)` allows it, and
+    one silent for `step_timeout_s` counts as failed. `env_kwargs["obs_indices"]` cuts the
+    observations (`envs/observation.py`)."""
+    if not is_python_env(env_id):
+        return envpool_env.make_env(
+            env_id,
+            env_kwargs,
+            num_envs,
+            batch_size,
+            seed=seed,
+            num_threads=num_threads,
+            thread_affinity_offset=thread_affinity_offset,
+        )
+    from jaxrl_dist.envs.process_pool import ProcessPool
+
+    kwargs, indices = split_obs_indices(env_kwargs)
+    spec = env_spec(env_id, kwargs)
+    pool = ProcessPool(
+        python_factory(env_id, kwargs),
+        env_id,
+        num_envs,
+        batch_size,
+        num_threads or default_workers(num_envs, batch_size),
+        seed=seed,
+        obs_shape=spec.obs_shape,
+        obs_dtype=spec.obs_dtype,
+        restart=restart,
+        step_timeout_s=step_timeout_s,
+    )
+    return pool if indices is None else ObservationSubset(pool, indices)

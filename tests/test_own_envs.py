@@ -1,0 +1,310 @@
+"""A user's own environments (`docs/guides/your-own-environment.md`): a gymnasium env defined
+in `own_envs.py` trained by PPO and Rainbow through `scripts/train.py`, with an evaluation env
+of its own, checkpoints, `scripts/evaluate.py` and an exact resume; its worker processes'
+faults; and the bad inputs refused before anything is written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from cli_refusal import assert_refused
+from own_envs import CORRIDOR_ID, FAULTY_ID, JAX_CORRIDOR_ID
+from train_runs import ROOT, train_main
+
+PPO = os.path.join(ROOT, "configs", "ppo_cartpole.py")
+RAINBOW = os.path.join(ROOT, "configs", "rainbow_cartpole.py")
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# The corridor's module is importable where the tests are: the user's PYTHONPATH.
+USER_PATH = {"PYTHONPATH": os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")])}
+
+CORRIDOR = [f"--config.env_id={CORRIDOR_ID}", "--config.stop_at_eval_return=1.0"]
+
+
+def _script(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", name), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, **USER_PATH},
+    )
+
+
+def test_ppo_learns_the_corridor_through_train_py_and_evaluates_on_its_own_env(tmp_path):
+    """`scripts/train.py --config.env_id=gymnasium:own_envs:KeyCorridor-v0`: PPO opens the door
+    (return 1, the optimum), evaluated on an env of its own (`eval_env_kwargs`): a time limit
+    of exactly the shortest path's 12 steps, so only the optimal path scores. The checkpoint
+    plays through `scripts/evaluate.py`, on the run's evaluation env."""
+    workdir = str(tmp_path / "ppo")
+    out = _script(
+        "train.py",
+        "--config",
+        PPO,
+        "--workdir",
+        workdir,
+        *CORRIDOR,
+        "--config.total_env_steps=60000",
+        "--config.eval_every_updates=4",
+        "--config.eval_env_kwargs.max_episode_steps=12",  # 3 steps left, 9 right: no detour
+        "--config.eval_episodes=4",
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.load(open(os.path.join(workdir, "summary.json")))
+    assert summary["best_eval_return"] == 1.0, summary["evals"]
+    assert summary["stop_reason"].startswith("eval return")
+    assert os.listdir(os.path.join(workdir, "checkpoints"))
+
+    out = _script("evaluate.py", workdir, "--episodes", "3", "--json", str(tmp_path / "e.json"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.load(open(tmp_path / "e.json"))
+    assert record["env_id"] == CORRIDOR_ID and record["returns"] == [[1.0]] * 3
+
+
+def test_rainbow_learns_the_corridor(tmp_path):
+    summary = train_main(
+        RAINBOW,
+        str(tmp_path / "rainbow"),
+        *CORRIDOR,
+        "--config.total_env_steps=60000",
+        "--config.eval_every_updates=100",
+        "--config.algo.v_max=2.0",  # returns are at most 1
+        "--config.learning_curve=false",
+    )
+    assert summary["best_eval_return"] == 1.0, summary["evals"]
+
+
+DETERMINISTIC = [
+    f"--config.env_id={CORRIDOR_ID}",
+    "--config.deterministic=true",
+    "--config.async_envs=false",
+    "--config.envs_per_actor=8",
+    "--config.batch_size=8",
+    "--config.unroll_length=16",
+    "--config.env_epoch_updates=3",
+    "--config.eval_every_updates=4",
+    "--config.eval_episodes=2",
+    "--config.checkpoint_every_updates=4",
+    "--config.stop_at_eval_return=none",
+    "--config.learning_curve=false",
+    "--config.algo.anneal_lr=false",
+]
+
+
+def test_a_deterministic_run_resumes_to_the_same_params(tmp_path):
+    """10 updates in one go, and 5 then `--resume` to 10: bit-identical params (the resume
+    rebuilds the worker processes' envs of its env epoch by replaying their actions)."""
+    whole = train_main(
+        PPO, str(tmp_path / "whole"), *DETERMINISTIC, "--config.total_env_steps=1280"
+    )
+    half = str(tmp_path / "half")
+    first = train_main(PPO, half, *DETERMINISTIC, "--config.total_env_steps=640")
+    resumed = train_main(PPO, half, *DETERMINISTIC, "--config.total_env_steps=1280", "--resume")
+    assert (whole["updates"], first["updates"], resumed["updates"]) == (10, 5, 10)
+    assert resumed["initial_params_sha256"] == first["params_sha256"]
+    assert resumed["params_sha256"] == whole["params_sha256"]
+
+
+# ----------------------------------------------------------------------------- worker faults
+FAULTS = [
+    f"--config.env_id={FAULTY_ID}",
+    "--config.total_env_steps=4000",
+    "--config.eval_every_updates=0",
+    "--config.learning_curve=false",
+    "--config.actor_hang_timeout_s=2",
+    "--config.async_envs=false",  # every recv waits for every worker: a hang is noticed
+]
+
+
+@pytest.mark.parametrize("fault", ["raise", "hang", "kill"])
+def test_a_failed_worker_is_restarted_and_the_run_finishes(tmp_path, fault):
+    """A worker whose env raises, hangs (no answer within actor_hang_timeout_s) or is killed
+    with SIGKILL is replaced within the actors' restart budget; the run reaches its end."""
+    once = f"--config.env_kwargs.once={str(tmp_path / 'faulted')!r}"
+    summary = train_main(
+        PPO + ":quick", str(tmp_path / fault), *FAULTS, f"--config.env_kwargs.fault={fault!r}", once
+    )
+    assert summary["env_steps"] >= 4000
+    assert summary["actor_restarts"] >= 1
+
+
+def test_a_worker_that_keeps_failing_stops_the_run_within_the_budget(tmp_path):
+    from jaxrl_dist.config.cli import main
+
+    workdir = str(tmp_path / "run")
+    flags = [*FAULTS, "--config.actor_max_restarts=2"]  # every env raises at its step 20
+    code = main(["--config", PPO + ":quick", "--workdir", workdir, "--quiet", *flags])
+    assert code == 1
+    summary = json.load(open(os.path.join(workdir, "summary.json")))
+    assert "restart budget is spent" in summary["stop_reason"]
+    assert summary["actor_restarts"] == 2
+
+
+def test_a_nan_observation_stops_the_run_with_the_reason(tmp_path, capsys):
+    from jaxrl_dist.config.cli import main
+
+    workdir = str(tmp_path / "run")
+    flags = [*FAULTS, "--config.env_kwargs.fault='nan'"]
+    code = main(["--config", PPO + ":quick", "--workdir", workdir, "--quiet", *flags])
+    assert code == 1
+    summary = json.load(open(os.path.join(workdir, "summary.json")))
+    assert "returned a NaN or infinite observation" in summary["stop_reason"]
+    assert summary["actor_restarts"] == 0  # not a fault a restart mends
+    assert os.listdir(os.path.join(workdir, "checkpoints"))  # the final checkpoint
+
+
+# ----------------------------------------------------------------------------- bad inputs
+BAD = [
+    (["--config.env_id=gymnasium:KeyCoridor-v0"], "is not a registered gymnasium env"),
+    (["--config.env_id=gymnasium:no_such_pkg:Maze-v0"], "cannot import module 'no_such_pkg'"),
+    ([f"--config.env_id={CORRIDOR_ID}", "--config.env_kwargs.size=3"], "rejected by gymnasium"),
+    (["--config.env_id=gymnasium:own_envs:VectorCorridor-v0"], "does not make a gymnasium.Env"),
+    (["--config.env_id=gymnasium:own_envs:AutoresetCorridor-v0"], "Autoreset"),
+    (["--config.env_id=gymnasium:own_envs:ShiftingCorridor-v0"], "spaces change between"),
+    (["--config.env_id=gymnasium:own_envs:TextCorridor-v0"], "observation space Text"),
+    (["--config.env_id=gymnasium:own_envs:MultiActionCorridor-v0"], "action space MultiDiscrete"),
+    (["--config.env_id=gymnasium:own_envs:BrokenCorridor-v0"], "making the env failed"),
+    (
+        [f"--config.env_id={CORRIDOR_ID}", "--config.actor_loop=xla", "--config.async_envs=false"],
+        "is a Python env",
+    ),
+    ([f"--config.env_id={CORRIDOR_ID}", "--config.env_thread_affinity_offset=0"], "set it to -1"),
+    (
+        [f"--config.env_id={CORRIDOR_ID}", "--config.eval_env_id=CartPole-v1"],
+        "evaluate on an env with the same spaces",
+    ),
+    (
+        [f"--config.env_id={CORRIDOR_ID}", "--config.eval_env_id=gymnasium:Nope-v0"],
+        "config.eval_env_id='gymnasium:Nope-v0' is not a registered",
+    ),
+    (["--config.env_id=jax:own_envs:make_jax_corridor"], "runtime='anakin'"),
+    (["--config.env_id=factory:maze"], "names no registered factory"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "needle"), BAD)
+def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, overrides, needle):
+    assert_refused(PPO + ":quick", overrides, needle, tmp_path, capsys)
+
+
+ANAKIN = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")
+BAD_ON_ANAKIN = [
+    ([f"--config.env_id={CORRIDOR_ID}"], "runtime='sebulba'"),
+    (["--config.env_id=jax:no_such_pkg:make"], "cannot import module 'no_such_pkg'"),
+    (["--config.env_id=jax:own_envs:make_nothing"], "has no callable 'make_nothing'"),
+    (["--config.env_id=jax:own_envs"], "write jax:MODULE:FACTORY"),
+    (["--config.env_id=jax:own_envs:KeyCorridor"], "not methods of the params"),
+    (["--config.env_id=jax:own_envs:broken_corridor"], "OSError: the corridor's map"),
+    (["--config.env_id=jax:own_envs:JaxCorridorNoParams"], "has no default_params"),
+    ([f"--config.env_id={JAX_CORRIDOR_ID}", "--config.env_kwargs.width=3"], "TypeError"),
+    (
+        [f"--config.env_id={JAX_CORRIDOR_ID}", "--config.eval_env_kwargs.length=8"],
+        "evaluate on an env with the same spaces",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "needle"), BAD_ON_ANAKIN)
+def test_bad_input_on_anakin_is_one_line_exit_2_nothing_written(
+    tmp_path, capsys, overrides, needle
+):
+    assert_refused(ANAKIN + ":quick", overrides, needle, tmp_path, capsys)
+
+
+def test_a_board_game_on_anakin_refuses_an_eval_env(tmp_path, capsys):
+    config = os.path.join(ROOT, "configs", "anakin_ppo_tictactoe.py:quick")
+    overrides = ["--config.eval_env_id=CartPole-v1"]
+    assert_refused(config, overrides, "leave config.eval_env_id and", tmp_path, capsys)
+
+
+# ----------------------------------------------------------------------------- JAX envs
+def test_a_jax_env_class_learns_on_anakin_with_seeds_vmapped(tmp_path):
+    """`jax:own_envs:make_jax_corridor` (a class with gymnax's API, not gymnax's base class):
+    4 seeds in one program, each reaching the optimum on an eval env with a tighter time limit
+    (16 steps; the shortest path takes 12)."""
+    summary = train_main(
+        ANAKIN,
+        str(tmp_path / "jax"),
+        f"--config.env_id={JAX_CORRIDOR_ID}",
+        "--config.num_seeds=4",
+        "--config.total_env_steps=60000",
+        "--config.stop_at_eval_return=1.0",
+        "--config.eval_every_updates=4",
+        "--config.eval_env_kwargs.max_episode_steps=16",  # 4 steps of slack, not 28
+        "--config.algo.learning_rate=1e-3",
+        "--config.algo.anneal_lr=false",
+        # Sparse reward: at CartPole's 0.01 one seed in 8 stayed in a loop for 60k steps.
+        "--config.algo.entropy_cost=0.03",
+        "--config.learning_curve=false",
+    )
+    assert [s["best_eval_return"] for s in summary["seeds"]] == [1.0] * 4, summary["seeds"]
+
+
+def test_train_takes_an_env_factory(tmp_path):
+    """`Trainer(config, workdir, env_factory=...)`: a lambda over a class of the caller's,
+    registered as `factory:NAME` and stepped in worker processes."""
+    from own_envs import KeyCorridor
+
+    from jaxrl_dist import Trainer, load_config
+
+    config = load_config(
+        PPO,
+        stop_at_eval_return=1.0,
+        eval_every_updates=4,
+        env_id="factory:corridor",
+        learning_curve=False,
+        # The class alone has no time limit (gymnasium.make adds the registered one).
+        **{"env_kwargs.max_episode_steps": 40},
+    )
+    workdir = str(tmp_path / "run")
+    factory = lambda **kw: KeyCorridor(**kw)  # noqa: E731  a lambda: pickled by value
+    run = Trainer(config, workdir, quiet=True, env_factory=factory).run()
+    assert run.summary["best_eval_return"] == 1.0
+    assert json.load(open(os.path.join(workdir, "config.json")))["env_id"] == "factory:corridor"
+
+
+# ----------------------------------------------------------------------------- the pool itself
+def test_the_process_pool_speaks_envpools_protocol():
+    """Async recv batches are whole workers by env id; the step after an episode's end is a
+    reset step; truncation (the TimeLimit) and termination stay apart; seeds reproduce."""
+    from jaxrl_dist.envs import make_env
+
+    env = make_env(CORRIDOR_ID, {}, 4, 2, seed=3, num_threads=2)
+    try:
+        env.async_reset()
+        obs, reward, terminated, truncated, info = env.recv()
+        assert obs.shape == (2, 20) and obs.dtype == np.float32
+        assert set(info["env_id"]) in ({0, 1}, {2, 3}) and not info["elapsed_step"].any()
+        np.testing.assert_array_equal(obs.argmax(1), [6, 6])  # cell 3, no key
+        ends = {}
+        for _ in range(400):  # always left: the key (cell 0), then stuck until truncated
+            env.send(np.zeros(2, np.int32), info["env_id"])
+            obs, reward, terminated, truncated, info = env.recv()
+            for i, steps, tr in zip(info["env_id"], info["elapsed_step"], truncated, strict=True):
+                if tr:
+                    ends[int(i)] = int(steps)
+            assert not terminated.any() and not reward.any()
+        assert ends == {0: 40, 1: 40, 2: 40, 3: 40}
+    finally:
+        env.close()
+
+
+def test_a_factory_is_checked_like_a_registered_env():
+    """`register_env_factory` (what `train(config, env_factory=...)` uses): a factory returning
+    something else than one gymnasium.Env is refused in one line."""
+    import gymnasium
+    from own_envs import KeyCorridor
+
+    from jaxrl_dist.envs import check_env, env_spec, register_env_factory
+
+    assert check_env(register_env_factory("corridor", KeyCorridor), {}) is None
+    assert env_spec("factory:corridor", {"length": 4}).obs_shape == (8,)
+    env_id = register_env_factory("number", lambda: 3)
+    assert "made a int, not a gymnasium.Env" in check_env(env_id, {})
+    env_id = register_env_factory("vector", lambda: gymnasium.vector.SyncVectorEnv([KeyCorridor]))
+    assert "makes a VectorEnv" in check_env(env_id, {})
+    with pytest.raises(TypeError, match="not callable"):
+        register_env_factory("bad", "own_envs:KeyCorridor")
