@@ -49,6 +49,7 @@ from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.data.segments import SegmentBuffer
 from jaxrl_dist.envs import EnvSpec, make_env
 from jaxrl_dist.envs.games import random_legal
+from jaxrl_dist.envs.sources import default_workers, is_python_env, python_factory
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.threads import POLL_S, put_until_stopped, switch_interval
@@ -71,8 +72,51 @@ def raw_batch(config: TrainConfig, sync: bool) -> int:
 
 def raw_threads(config: TrainConfig, sync: bool) -> int:
     """EnvPool C++ threads of a raw pool: the run's, or with auto (0) one per env of a `recv()`,
-    so the async ceiling is the same whether the run steps an async pool or a sync one."""
+    so the async ceiling is the same whether the run steps an async pool or a sync one. A
+    Python env's worker processes: the run's, or the pool's own default for the layout."""
+    if is_python_env(config.env_id):
+        return config.env_threads_per_actor or default_workers(
+            config.envs_per_actor, raw_batch(config, sync)
+        )
     return config.env_threads_per_actor or raw_batch(config, sync)
+
+
+def raw_gymnasium(config: TrainConfig, spec: EnvSpec, seconds: float) -> dict:
+    """Random-action SPS of gymnasium's own `AsyncVectorEnv` (one env per worker process) with
+    as many workers as the run's pools have (`raw_threads`), one per actor thread, stepped in
+    lockstep by a Python thread each: the Python env's ceiling without jaxrl_dist's pool."""
+    import gymnasium
+
+    workers = raw_threads(config, sync=False)
+    factory = python_factory(config.env_id, config.env_kwargs)
+    counts = [0] * config.num_actor_threads
+    stop = threading.Event()
+    stepping = threading.Barrier(config.num_actor_threads + 1)
+
+    def step(i: int):
+        env = gymnasium.vector.AsyncVectorEnv([factory] * workers, context="spawn")
+        env.reset(seed=1000 + i)
+        rng, first = np.random.default_rng(i), True
+        while not stop.is_set():
+            env.step(_random_actions(spec, rng, workers))
+            counts[i] += workers
+            if first:
+                stepping.wait(timeout=600)
+                first = False
+        env.close()
+
+    threads = [threading.Thread(target=step, args=(i,)) for i in range(config.num_actor_threads)]
+    for t in threads:
+        t.start()
+    stepping.wait(timeout=600)
+    time.sleep(warmup_s(seconds))
+    start_count, start = sum(counts), time.perf_counter()
+    time.sleep(seconds)
+    sps = (sum(counts) - start_count) / (time.perf_counter() - start)
+    stop.set()
+    for t in threads:
+        t.join()
+    return {"sps": sps, "workers": workers, "vector_envs": config.num_actor_threads}
 
 
 def _random_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -31,11 +31,13 @@ import stages  # noqa: E402
 
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
+from jaxrl_dist.envs.sources import is_python_env  # noqa: E402
 from jaxrl_dist.sebulba.engine import SebulbaEngine  # noqa: E402
 
 STAGES = (
     "raw_sync",
     "raw_async",
+    "raw_gymnasium",
     "actors",
     "learner",
     "sync_baseline",
@@ -89,6 +91,7 @@ def _version(package: str) -> str | None:
 MEASURE = {
     "raw_sync": lambda config, spec, seconds: stages.raw_envpool(config, spec, seconds, sync=True),
     "raw_async": lambda config, spec, seconds: stages.raw_envpool(config, spec, seconds, False),
+    "raw_gymnasium": stages.raw_gymnasium,
     "actors": lambda config, spec, seconds: stages.actors_alone(config, seconds),
     "learner": lambda config, spec, seconds: stages.learner_alone(config, seconds),
     "sync_baseline": lambda config, spec, seconds: stages.sync_baseline(config, seconds),
@@ -165,6 +168,9 @@ def summarize(result: dict) -> None:
     if ratios:  # central inference against local, repeat by repeat
         result["central_over_local"] = float(np.median(ratios))
         result["central_over_local_per_repeat"] = ratios
+    if "raw_gymnasium" in measured:  # a Python env: the ceiling without jaxrl_dist's pool
+        raw = measured["raw_gymnasium"]["sps"]
+        result["over_raw_gymnasium"] = {s: _figure(res) / raw for s, res in measured.items()}
     if "raw_async" not in measured:
         return
     raw = measured["raw_async"]["sps"]
@@ -173,8 +179,9 @@ def summarize(result: dict) -> None:
 
 
 LABELS = {
-    "raw_sync": "raw EnvPool sync, random actions",
-    "raw_async": "raw EnvPool async, random actions",
+    "raw_sync": "raw pool sync, random actions",
+    "raw_async": "raw pool async, random actions",
+    "raw_gymnasium": "raw gymnasium AsyncVectorEnv, random actions",
     "actors": "actors alone (inference, rollouts dropped)",
     "learner": "learner alone, host transfer (samples/s)",
     "sync_baseline": "synchronous act-step-update loop",
@@ -309,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if not is_python_env(config.env_id) and "raw_gymnasium" in which:
+        which.remove("raw_gymnasium")  # EnvPool's own envs: raw_async is the ceiling
     if config.actor_loop == "xla" and "end_to_end_central" in which:
         which.remove("end_to_end_central")  # inference runs inside the jitted unroll
         print(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -52,10 +53,10 @@ def is_python_env(env_id: str) -> bool:
     return env_id.startswith(PYTHON_SOURCES)
 
 
-def _gymnasium_make(gym_id: str, kwargs: dict[str, Any]) -> Any:
+def _gymnasium_make(spec: Any, kwargs: dict[str, Any]) -> Any:
     import gymnasium
 
-    return gymnasium.make(gym_id, **kwargs)
+    return gymnasium.make(spec, **kwargs)
 
 
 def _call(factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -75,11 +76,23 @@ def _call(factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
 def python_factory(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]:
     """A picklable function making one env of `env_id` (a Python source)."""
     if env_id.startswith(GYMNASIUM):
-        return functools.partial(_gymnasium_make, env_id[len(GYMNASIUM) :], dict(env_kwargs))
+        import gymnasium
+
+        # The registration as this process sees it (its module imported here): a worker needs
+        # no registry of its own, so an env registered in the user's script works too.
+        module, _, gym_id = env_id[len(GYMNASIUM) :].rpartition(":")
+        if module:  # gymnasium's module:ID form: the module registers the env on import
+            importlib.import_module(module)
+        spec = gymnasium.spec(gym_id)
+        return functools.partial(_gymnasium_make, spec, dict(env_kwargs))
     name = env_id[len(FACTORY) :]
     if name not in _FACTORIES:
         raise KeyError(name)
     return functools.partial(_call, _FACTORIES[name], dict(env_kwargs))
+
+
+def _raise(error: BaseException) -> Any:
+    raise error
 
 
 def _one_line(e: BaseException) -> str:
@@ -94,9 +107,11 @@ def _build(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, str | None]:
         factory = python_factory(env_id, env_kwargs)
     except KeyError:
         return None, (
-            f"{name} names no registered factory; pass env_factory= to train() (or "
+            f"{name} names no registered factory; pass env_factory= to Trainer (or call "
             "register_env_factory) in the process that runs it"
         )
+    except Exception as e:  # noqa: BLE001  gymnasium's registry lookup: reported below
+        factory = functools.partial(_raise, e)
     try:
         env = factory()
     except ModuleNotFoundError as e:
