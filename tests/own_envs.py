@@ -208,3 +208,119 @@ class JaxCorridorNoParams(JaxCorridor):
     """Gymnax's API without `default_params` (refused: the run would have no params)."""
 
     default_params = None
+
+
+# ----------------------------------------------------------------------------- PettingZoo games
+def _pettingzoo():
+    from pettingzoo import AECEnv, ParallelEnv
+
+    class Nim(AECEnv):
+        """Nim on one heap of `stones`: each move takes 1 to `take` stones; who takes the
+        last stone wins (+1, the other -1). PettingZoo classic's observation: the stones
+        left (Discrete) and the legal moves. Optimal play leaves a multiple of take + 1."""
+
+        metadata = {"name": "nim_v0", "is_parallelizable": False}
+
+        def __init__(self, stones: int = 10, take: int = 3):
+            super().__init__()
+            self.stones0, self.take = stones, take
+            self.possible_agents = ["player_0", "player_1"]
+            self._obs = spaces.Dict(
+                {
+                    "observation": spaces.Discrete(stones + 1),
+                    "action_mask": spaces.MultiBinary(take),
+                }
+            )
+
+        def observation_space(self, agent):
+            return self._obs
+
+        def action_space(self, agent):
+            return spaces.Discrete(self.take)
+
+        def observe(self, agent):
+            mask = np.array([k + 1 <= self.stones for k in range(self.take)], np.int8)
+            return {"observation": self.stones, "action_mask": mask}
+
+        def reset(self, seed=None, options=None):
+            self.agents = list(self.possible_agents)
+            self.stones = self.stones0
+            self.rewards = dict.fromkeys(self.agents, 0.0)
+            self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+            self.terminations = dict.fromkeys(self.agents, False)
+            self.truncations = dict.fromkeys(self.agents, False)
+            self.infos = {a: {} for a in self.agents}
+            self.agent_selection = self.agents[0]
+
+        def step(self, action):
+            mover = self.agent_selection
+            if self.terminations[mover] or self.truncations[mover]:
+                self._was_dead_step(action)
+                return
+            self.stones -= min(int(action) + 1, self.stones)
+            self.rewards = dict.fromkeys(self.agents, 0.0)
+            other = self.agents[1 - self.agents.index(mover)]
+            if self.stones == 0:
+                self.rewards[mover], self.rewards[other] = 1.0, -1.0
+                self.terminations = dict.fromkeys(self.agents, True)
+            self._cumulative_rewards[mover] = 0.0
+            self.agent_selection = other
+            self._accumulate_rewards()
+
+    class Match(ParallelEnv):
+        """Two agents see the same random target (one of 3) and are each rewarded 1 for
+        choosing it; 5 rounds. Simultaneous moves, per-agent rewards."""
+
+        metadata = {"name": "match_v0"}
+
+        def __init__(self, rounds: int = 5):
+            self.rounds = rounds
+            self.possible_agents = ["a", "b"]
+
+        def observation_space(self, agent):
+            return spaces.Discrete(3)
+
+        def action_space(self, agent):
+            return spaces.Discrete(3)
+
+        def reset(self, seed=None, options=None):
+            self.rng = (
+                np.random.default_rng(seed)
+                if seed is not None or not hasattr(self, "rng")
+                else self.rng
+            )
+            self.agents, self.t = list(self.possible_agents), 0
+            self.target = int(self.rng.integers(3))
+            return dict.fromkeys(self.agents, self.target), {a: {} for a in self.agents}
+
+        def step(self, actions):
+            rewards = {a: float(actions[a] == self.target) for a in self.agents}
+            self.t += 1
+            self.target = int(self.rng.integers(3))
+            done = self.t >= self.rounds
+            obs = dict.fromkeys(self.agents, self.target)
+            terms = dict.fromkeys(self.agents, False)
+            truncs = dict.fromkeys(self.agents, done)
+            infos = {a: {} for a in self.agents}
+            if done:
+                self.agents = []
+            return obs, rewards, terms, truncs, infos
+
+    return Nim, Match
+
+
+Nim, Match = _pettingzoo()
+
+
+def make_nim(**kwargs):
+    """`pettingzoo:own_envs:make_nim`."""
+    return Nim(**kwargs)
+
+
+def make_match(**kwargs):
+    """`pettingzoo:own_envs:make_match`."""
+    return Match(**kwargs)
+
+
+NIM_ID = "pettingzoo:own_envs:make_nim"
+MATCH_ID = "pettingzoo:own_envs:make_match"

@@ -5,13 +5,14 @@ faults; and the bad inputs refused before anything is written."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from cli_refusal import assert_refused
-from own_envs import CORRIDOR_ID, FAULTY_ID, JAX_CORRIDOR_ID
+from own_envs import CORRIDOR_ID, FAULTY_ID, JAX_CORRIDOR_ID, MATCH_ID, NIM_ID
 from train_runs import ROOT, train_main
 
 PPO = os.path.join(ROOT, "configs", "ppo_cartpole.py")
@@ -62,6 +63,20 @@ def test_ppo_learns_the_corridor_through_train_py_and_evaluates_on_its_own_env(t
     assert out.returncode == 0, out.stderr[-3000:]
     record = json.load(open(tmp_path / "e.json"))
     assert record["env_id"] == CORRIDOR_ID and record["returns"] == [[1.0]] * 3
+    assert record["env_kwargs"] == {"max_episode_steps": 12}  # the run's evaluation env
+
+    # Another env of the same spaces: the corridor from another start cell.
+    other = "{'start': 1, 'max_episode_steps': 40}"
+    flags = ["--episodes", "2", "--eval_env_kwargs", other, "--json", str(tmp_path / "e2.json")]
+    out = _script("evaluate.py", workdir, *flags)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.load(open(tmp_path / "e2.json"))
+    assert record["env_kwargs"] == {"start": 1, "max_episode_steps": 40}
+    assert len(record["returns"]) == 2
+
+    out = _script("evaluate.py", workdir, "--eval_env_id", "CartPole-v1")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "other spaces than the policy's env" in out.stderr
 
 
 def test_rainbow_learns_the_corridor(tmp_path):
@@ -220,6 +235,70 @@ def test_a_board_game_on_anakin_refuses_an_eval_env(tmp_path, capsys):
     assert_refused(config, overrides, "leave config.eval_env_id and", tmp_path, capsys)
 
 
+# ----------------------------------------------------------------------------- PettingZoo
+TICTACTOE_PPO = os.path.join(ROOT, "configs", "ppo_tictactoe.py")
+NIM = [
+    f"--config.env_id={NIM_ID}",
+    "--config.seats.games=(('learner', 'learner'), ('learner', 'random'), ('random', 'learner'))",
+    "--config.seats.opening_plies=0",
+    "--config.envs_per_actor=24",
+]
+
+
+def test_nim_by_self_play_beats_random_in_both_seats(tmp_path):
+    """A turn-based PettingZoo AEC game of the tests' own (Nim, PettingZoo classic's
+    observation and action mask) on the seats: a third of the games self-play, the learner in
+    either seat against random in the rest; evaluated greedy against random in each seat."""
+    summary = train_main(
+        TICTACTOE_PPO,
+        str(tmp_path / "nim"),
+        *NIM,
+        "--config.total_env_steps=60000",
+        "--config.eval_every_updates=10",
+        "--config.eval_episodes=100",
+        "--config.stop_at_eval_return=0.9",
+        "--config.learning_curve=false",
+    )
+    best = max(summary["evals"], key=lambda e: e["return_worst_seat"])
+    assert best["return_seat0"] >= 0.85 and best["return_seat1"] >= 0.85, summary["evals"]
+
+
+def test_a_parallel_pettingzoo_env_trains_with_agents_per_env(tmp_path):
+    """A simultaneous-move PettingZoo env (two agents matching a shown target, per-agent
+    rewards) as one stream per (env, agent): both agents reach every round's reward."""
+    summary = train_main(
+        PPO,
+        str(tmp_path / "match"),
+        f"--config.env_id={MATCH_ID}",
+        "--config.agents_per_env=2",
+        "--config.total_env_steps=60000",
+        "--config.eval_every_updates=4",
+        "--config.stop_at_eval_return=5.0",
+        "--config.learning_curve=false",
+    )
+    assert summary["best_eval_return"] == 5.0, summary["evals"]
+
+
+BAD_PETTINGZOO = [
+    ([f"--config.env_id={MATCH_ID}"], "set --config.agents_per_env=2"),
+    ([f"--config.env_id={NIM_ID}"], "say who plays each seat"),
+    (["--config.env_id=pettingzoo:own_envs"], "write pettingzoo:MODULE:FACTORY"),
+    (["--config.env_id=pettingzoo:own_envs:make_corridor_game"], "has no callable"),
+    (["--config.env_id=pettingzoo:own_envs:KeyCorridor"], "not a PettingZoo AECEnv"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "needle"), BAD_PETTINGZOO)
+def test_bad_pettingzoo_input_is_one_line_exit_2(tmp_path, capsys, overrides, needle):
+    assert_refused(PPO + ":quick", overrides, needle, tmp_path, capsys)
+
+
+def test_a_pettingzoo_game_refuses_a_scripted_player_it_has_not(tmp_path, capsys):
+    games = "--config.seats.games=(('learner', 'heuristic'), ('heuristic', 'learner'))"
+    overrides = [*NIM[:1], games]
+    assert_refused(TICTACTOE_PPO + ":quick", overrides, "'heuristic' player", tmp_path, capsys)
+
+
 # ----------------------------------------------------------------------------- JAX envs
 def test_a_jax_env_class_learns_on_anakin_with_seeds_vmapped(tmp_path):
     """`jax:own_envs:make_jax_corridor` (a class with gymnax's API, not gymnax's base class):
@@ -308,3 +387,24 @@ def test_a_factory_is_checked_like_a_registered_env():
     assert "makes a VectorEnv" in check_env(env_id, {})
     with pytest.raises(TypeError, match="not callable"):
         register_env_factory("bad", "own_envs:KeyCorridor")
+
+
+# ----------------------------------------------------------------------------- the guide
+GUIDE = os.path.join(ROOT, "docs", "guides", "your-own-environment.md")
+GUIDE_PRINTS = ["1.0", "5.0", "[1.0, 1.0, 1.0, 1.0]"]  # what each example prints last
+
+
+@pytest.mark.parametrize("index", range(len(GUIDE_PRINTS)))
+def test_the_guides_examples_run_as_scripts(tmp_path, index):
+    """Each Python block of docs/guides/your-own-environment.md, saved as a script and run
+    from the checkout (its runs written under tmp_path): it prints what its comment says."""
+    with open(GUIDE) as f:
+        block = re.findall(r"```python\n(.*?)```", f.read(), re.S)[index]
+    block = block.replace('"runs/', f'"{tmp_path}/')
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == GUIDE_PRINTS[index], out.stdout[-2000:]

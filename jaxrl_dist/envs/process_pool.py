@@ -63,11 +63,10 @@ def _worker_main(conn: Any) -> None:
         sys.path[:] = path
         import cloudpickle
 
-        from jaxrl_dist.envs.spaces import SpaceAdapter
+        from jaxrl_dist.envs.steppers import ObservationError, make_stepper
 
         factory = cloudpickle.loads(payload)
-        envs = [factory() for _ in seeds]
-        adapter = SpaceAdapter(envs[0].observation_space, envs[0].action_space)
+        envs = [make_stepper(factory()) for _ in seeds]
     except BaseException:  # noqa: BLE001  reported to the parent, which names the env
         conn.send(("error", traceback.format_exc()))
         return
@@ -83,33 +82,24 @@ def _worker_main(conn: Any) -> None:
             conn.send(("render", envs[0].render()))
             continue
         _, local, actions, force_reset = message
+        rows = []
         try:
-            rows = []
             for j, action in zip(local, actions, strict=True):
                 if ended[j] or force_reset:
-                    raw, _ = envs[j].reset(seed=seeds[j] if fresh[j] else None)
-                    fresh[j], reward, terminated, truncated, elapsed[j] = (
-                        False,
-                        0.0,
-                        False,
-                        False,
-                        0,
-                    )
+                    row = envs[j].reset(seeds[j] if fresh[j] else None)
+                    fresh[j], elapsed[j] = False, 0
                 else:
-                    raw, reward, terminated, truncated, _ = envs[j].step(adapter.env_action(action))
+                    row = envs[j].step(action)
                     elapsed[j] += 1
-                ended[j] = bool(terminated or truncated)
-                problem = adapter.observation_problem(raw)
-                if problem:
-                    conn.send(("contract", f"{name} {problem}"))
-                    return
-                obs = adapter.observation(raw)
-                rows.append((obs, float(reward), bool(terminated), bool(truncated), elapsed[j]))
+                ended[j] = row[2] or row[3]
+                rows.append((*row, elapsed[j]))
+        except ObservationError as e:  # not a fault a restart mends
+            conn.send(("contract", f"{name} {e}"))
+            return
         except BaseException:  # noqa: BLE001  the parent restarts this worker
             conn.send(("error", traceback.format_exc()))
             return
-        obs, reward, terminated, truncated, steps = zip(*rows, strict=True)
-        conn.send(("step", (local, np.stack(obs), reward, terminated, truncated, steps)))
+        conn.send(("step", rows))
 
 
 def _last_line(text: str) -> str:
@@ -122,10 +112,9 @@ class ProcessPool:
     """`num_envs` Python envs in `num_workers` processes (module doc).
 
     Args:
-      factory: builds one env (a gymnasium `Env`); pickled with cloudpickle for the workers.
+      factory: builds one env (a gymnasium `Env`, or a PettingZoo game: `steppers.py`);
+        pickled with cloudpickle for the workers.
       name: the env as the user named it, for messages.
-      obs_shape, obs_dtype: the agent's observation (`SpaceAdapter`), for the synthesised
-        steps of a failed worker.
       restart: asked before a failed worker is replaced (spends one restart of the actors'
         budget); None: never.
     """
@@ -139,8 +128,6 @@ class ProcessPool:
         num_workers: int,
         *,
         seed: int,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
         restart: Callable[[str], bool] | None = None,
         step_timeout_s: float = 60.0,
     ):
@@ -156,10 +143,11 @@ class ProcessPool:
         self._payload = cloudpickle.dumps(factory)
         self._per_worker = num_envs // num_workers
         self._restart, self._timeout_s = restart, step_timeout_s
-        self._last_obs = np.zeros((num_envs, *obs_shape), obs_dtype)
-        self._elapsed = np.zeros(num_envs, np.int64)
+        self._last: list[tuple | None] = [None] * num_envs  # each env's last row
         self._ready: deque[tuple] = deque()  # finished envs' rows, oldest first
-        self._pending: dict[int, tuple[np.ndarray, float]] = {}  # worker -> (envs, sent at)
+        # worker -> its requests in flight, oldest first: (envs, sent at); a worker answers in
+        # order, so any subset of envs can be sent at any time, as to an EnvPool.
+        self._pending: dict[int, deque[tuple[np.ndarray, float]]] = {}
         self.cut_episodes = 0
         self._restarts = [0] * num_workers
         self._procs: list[Any] = [None] * num_workers
@@ -214,10 +202,13 @@ class ProcessPool:
         self._restarts[w] += 1
         self._spawn(w)
         self._await_ready(w)
-        envs, _ = self._pending.pop(w, (np.zeros(0, np.int64), 0.0))
+        requests = self._pending.pop(w, ())
+        envs = np.concatenate([ids for ids, _ in requests]) if requests else []
         for i in envs:  # the step in flight ends the episode, cut at its last observation
-            self._elapsed[i] += 1
-            self._ready.append((i, self._last_obs[i], 0.0, False, True, self._elapsed[i]))
+            if self._last[i] is None:
+                raise WorkerError(f"{self._name}: env worker {w} failed before its first step")
+            obs, reward, _, _, extra, steps = self._last[i]
+            self._ready.append((i, obs, np.zeros_like(reward), False, True, extra, steps + 1))
         self.cut_episodes += len(envs)
 
     def _kill(self, w: int) -> None:
@@ -240,11 +231,9 @@ class ProcessPool:
         worker = env_ids // self._per_worker
         for w in np.unique(worker):
             rows = np.flatnonzero(worker == w)
-            if w in self._pending:
-                raise RuntimeError(f"env worker {w} has a step in flight; recv() it first")
             ids = env_ids[rows]
             acts = [None] * len(rows) if action is None else list(action[rows])
-            self._pending[int(w)] = (ids, time.monotonic())
+            self._pending.setdefault(int(w), deque()).append((ids, time.monotonic()))
             try:
                 self._conns[w].send(("step", ids - w * self._per_worker, acts, force_reset))
             except (BrokenPipeError, OSError):
@@ -260,20 +249,12 @@ class ProcessPool:
         rows = [self._ready.popleft() for _ in range(batch)]
         if batch == self.config["num_envs"]:
             rows.sort(key=lambda row: row[0])  # a sync pool answers in env order
-        ids, obs, reward, terminated, truncated, elapsed = zip(*rows, strict=True)
-        info = {"env_id": np.array(ids, np.int32), "elapsed_step": np.array(elapsed, np.int32)}
-        return (
-            np.stack(obs),
-            np.array(reward, np.float32),
-            np.array(terminated, bool),
-            np.array(truncated, bool),
-            info,
-        )
+        return _combine(rows)
 
     def _collect(self) -> None:
         """Waits for the next workers' answers (or a failure) and files them."""
         now = time.monotonic()
-        deadline = min(sent for _, sent in self._pending.values()) + self._timeout_s
+        deadline = min(q[0][1] for q in self._pending.values()) + self._timeout_s
         conns = {self._conns[w]: w for w in self._pending}
         for conn in multiprocessing.connection.wait(list(conns), max(0.0, deadline - now)):
             w = conns[conn]
@@ -289,14 +270,15 @@ class ProcessPool:
             if kind == "error":
                 self._replace(w, f"the env raised {_last_line(body)}")
                 continue
-            _, obs, reward, terminated, truncated, elapsed = body
-            ids, _ = self._pending.pop(w)  # answered in the order they were sent
-            self._last_obs[ids] = obs
-            self._elapsed[ids] = elapsed
-            self._ready.extend(zip(ids, obs, reward, terminated, truncated, elapsed, strict=True))
+            ids, _ = self._pending[w].popleft()  # answered in the order they were sent
+            if not self._pending[w]:
+                del self._pending[w]
+            for i, row in zip(ids, body, strict=True):
+                self._last[i] = row
+                self._ready.append((i, *row))
         now = time.monotonic()
-        for w, (_, sent) in list(self._pending.items()):
-            if now - sent > self._timeout_s:
+        for w, requests in list(self._pending.items()):
+            if now - requests[0][1] > self._timeout_s:
                 self._replace(w, f"no answer within {self._timeout_s:g}s (hung)")
 
     def reset(self, **_: Any) -> tuple[np.ndarray, dict[str, Any]]:
@@ -344,6 +326,30 @@ class ProcessPool:
                     pass
                 self._kill(w)
         self._conns = [None] * len(self._conns)
+
+
+def _combine(rows: list[tuple]) -> tuple:
+    """Rows `(env, obs, reward, terminated, truncated, extra, elapsed)` as one `recv()` result:
+    EnvPool's layouts, chosen by the rows themselves. A game's rows (`extra` holds
+    `current_player`) give every seat's observation and reward, `[games * players, ...]` with
+    `info["players"]`; dict observations (a simultaneous task) are stacked key by key."""
+    ids, obs, reward, terminated, truncated, extra, elapsed = zip(*rows, strict=True)
+    info = {"env_id": np.array(ids, np.int32), "elapsed_step": np.array(elapsed, np.int32)}
+    if extra[0] is not None:  # a turn-based game
+        players = len(reward[0])
+        info["players"] = {
+            "env_id": np.repeat(info["env_id"], players),
+            "id": np.tile(np.arange(players, dtype=np.int32), len(ids)),
+        }
+        info["current_player"] = np.array([e["current_player"] for e in extra], np.int32)
+        info["legal_action_mask"] = np.stack([e["legal_action_mask"] for e in extra])
+        stacked, rewards = np.concatenate(obs), np.concatenate(reward)
+    elif isinstance(obs[0], dict):
+        stacked = {key: np.stack([o[key] for o in obs]) for key in obs[0]}
+        rewards = np.stack(reward)
+    else:
+        stacked, rewards = np.stack(obs), np.array(reward, np.float32)
+    return stacked, rewards, np.array(terminated, bool), np.array(truncated, bool), info
 
 
 if __name__ == "__main__":  # a worker: `python -m jaxrl_dist.envs.process_pool FD`

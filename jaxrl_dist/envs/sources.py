@@ -31,8 +31,9 @@ from jaxrl_dist.envs.observation import (
 )
 
 GYMNASIUM = "gymnasium:"
+PETTINGZOO = "pettingzoo:"
 FACTORY = "factory:"
-PYTHON_SOURCES = (GYMNASIUM, FACTORY)
+PYTHON_SOURCES = (GYMNASIUM, PETTINGZOO, FACTORY)
 JAX_SOURCES = ("jax:", "gymnax:")
 
 _FACTORIES: dict[str, Callable[..., Any]] = {}
@@ -85,6 +86,14 @@ def python_factory(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]
             importlib.import_module(module)
         spec = gymnasium.spec(gym_id)
         return functools.partial(_gymnasium_make, spec, dict(env_kwargs))
+    if env_id.startswith(PETTINGZOO):
+        module, _, attr = env_id[len(PETTINGZOO) :].rpartition(":")
+        if not module or not attr:
+            raise ValueError(f"write {PETTINGZOO}MODULE:FACTORY, e.g. pettingzoo:my_pkg.games:nim")
+        factory = getattr(importlib.import_module(module), attr, None)
+        if not callable(factory):
+            raise ValueError(f"module {module} has no callable {attr!r}")
+        return functools.partial(_call, factory, dict(env_kwargs))
     name = env_id[len(FACTORY) :]
     if name not in _FACTORIES:
         raise KeyError(name)
@@ -176,12 +185,32 @@ def _env_problem(env_id: str, env: Any) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=64)
-def _python_check(env_id: str, kwargs_repr: str, env_kwargs: Any) -> tuple[Any, str | None]:
-    """(the spaces' adapter, None) or (None, a one-line problem): two envs are built, their
-    spaces checked and compared."""
+def _spaces_of(env: Any) -> tuple:
+    """What must agree between two envs of a run: the spaces (every agent's for PettingZoo)."""
+    if hasattr(env, "possible_agents"):
+        agents = list(env.possible_agents)
+        return (agents, [(env.observation_space(a), env.action_space(a)) for a in agents])
+    return (env.observation_space, env.action_space)
+
+
+def _spec_problem(env_id: str, env: Any) -> tuple[EnvSpec | None, str | None]:
     from jaxrl_dist.envs.spaces import SpaceAdapter, spaces_problem
 
+    if env_id.startswith(PETTINGZOO):
+        from jaxrl_dist.envs.pettingzoo_env import pettingzoo_problem, pettingzoo_spec
+
+        problem = pettingzoo_problem(env)
+        return (None, problem) if problem else (pettingzoo_spec(env), None)
+    problem = _env_problem(env_id, env) or spaces_problem(env.observation_space, env.action_space)
+    if problem:
+        return None, problem
+    return SpaceAdapter(env.observation_space, env.action_space).spec(), None
+
+
+@functools.lru_cache(maxsize=64)
+def _python_check(env_id: str, kwargs_repr: str, env_kwargs: Any) -> tuple[Any, str | None]:
+    """(the env's `EnvSpec`, None) or (None, a one-line problem): two envs are built, their
+    spaces checked and compared."""
     kwargs = dict(env_kwargs)
     envs = []
     try:
@@ -190,23 +219,17 @@ def _python_check(env_id: str, kwargs_repr: str, env_kwargs: Any) -> tuple[Any, 
             if problem:
                 return None, problem
             envs.append(env)
-            problem = _env_problem(env_id, env)
-            if problem:
-                return None, problem
-        first, second = envs
-        problem = spaces_problem(first.observation_space, first.action_space)
+        spec, problem = _spec_problem(env_id, envs[0])
         if problem:
-            return None, f"config.env_id={env_id!r}: {problem}"
-        if (first.observation_space, first.action_space) != (
-            second.observation_space,
-            second.action_space,
-        ):
+            prefix = "" if problem.startswith("config.") else f"config.env_id={env_id!r}: "
+            return None, prefix + problem
+        first, second = (_spaces_of(env) for env in envs)
+        if first != second:
             return None, (
-                f"config.env_id={env_id!r}: its spaces change between instances "
-                f"({first.observation_space} then {second.observation_space}); every env a "
-                "run makes must have the same spaces"
+                f"config.env_id={env_id!r}: its spaces change between instances ({first} then "
+                f"{second}); every env a run makes must have the same spaces"
             )
-        return SpaceAdapter(first.observation_space, first.action_space), None
+        return spec, None
     finally:
         for env in envs:
             try:
@@ -233,21 +256,20 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         )
     if not is_python_env(env_id):
         return envpool_env.check_env(env_id, env_kwargs)
-    adapter, problem = _python(env_id, env_kwargs)
+    spec, problem = _python(env_id, env_kwargs)
     if problem:
         return problem
     _, indices = split_obs_indices(env_kwargs)
-    return obs_indices_problem(indices, adapter.obs_shape)
+    return obs_indices_problem(indices, spec.obs_shape)
 
 
 def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
     """What the networks need to know about `env_id`'s envs (after `check_env` passed)."""
     if not is_python_env(env_id):
         return envpool_env.env_spec(env_id, env_kwargs)
-    adapter, problem = _python(env_id, env_kwargs)
+    spec, problem = _python(env_id, env_kwargs)
     if problem:
         raise ValueError(problem)
-    spec = adapter.spec()
     _, indices = split_obs_indices(env_kwargs)
     return spec if indices is None else spec._replace(obs_shape=(len(indices),))
 
@@ -305,7 +327,6 @@ def make_env(
     from jaxrl_dist.envs.process_pool import ProcessPool
 
     kwargs, indices = split_obs_indices(env_kwargs)
-    spec = env_spec(env_id, kwargs)
     pool = ProcessPool(
         python_factory(env_id, kwargs),
         env_id,
@@ -313,8 +334,6 @@ def make_env(
         batch_size,
         num_threads or default_workers(num_envs, batch_size),
         seed=seed,
-        obs_shape=spec.obs_shape,
-        obs_dtype=spec.obs_dtype,
         restart=restart,
         step_timeout_s=step_timeout_s,
     )

@@ -22,7 +22,7 @@ from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, env_policies, evaluation_state
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.data import flows
-from jaxrl_dist.envs import EnvSpec, env_spec
+from jaxrl_dist.envs import EnvSpec, check_env, env_spec
 from jaxrl_dist.run.checkpoint import restore_params, restructure_like, tree_difference
 from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import them from here
     STEP_CHOICES,
@@ -100,6 +100,32 @@ class Policy:
     @property
     def env_kwargs(self) -> dict[str, Any]:
         return dict(self.description["env_kwargs"])
+
+    def eval_env(
+        self, env_id: str | None = None, env_kwargs: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The env to evaluate on: `env_id`/`env_kwargs` if given (`env_kwargs` None with an
+        `env_id`: none), else the run's evaluation env (`config.eval_env_id`/`eval_env_kwargs`),
+        else the training env; ValueError (one line) if the env is refused or its spaces are
+        not this policy's."""
+        run = self.meta.get("config") or {}
+        given_id = env_id or run.get("eval_env_id") or ""
+        kwargs = env_kwargs if env_kwargs is not None else run.get("eval_env_kwargs")
+        if kwargs is None:
+            kwargs = {} if given_id else self.env_kwargs
+        env = (given_id or self.env_id, dict(kwargs))
+        if env == (self.env_id, self.env_kwargs):
+            return env
+        flag = "--eval_env_id" if env_id or env_kwargs is not None else "config.eval_env_id"
+        problem = check_env(*env)
+        if problem:
+            raise ValueError(f"{flag}: {problem}")
+        if env_spec(*env) != self.spec:
+            raise ValueError(
+                f"{flag}: {env[0]} with {env[1]} has other spaces than the policy's env "
+                f"{self.env_id}; evaluate on an env with the same spaces"
+            )
+        return env
 
     @property
     def eval_opponent(self) -> str:

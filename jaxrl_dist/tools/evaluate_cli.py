@@ -18,6 +18,7 @@ prints one `error: ...` line and exits 2, before anything is written.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import logging
 import os
@@ -92,6 +93,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "checkpoint's opponent pool), the learner taking each seat in turn (default: the run's "
         "config.seats.eval_opponent)",
     )
+    p.add_argument(
+        "--eval_env_id",
+        help="evaluate on this env (default: the run's evaluation env, config.eval_env_id, or "
+        "its training env); the policy must take its spaces",
+    )
+    p.add_argument(
+        "--eval_env_kwargs",
+        help="that env's kwargs as a Python dict, e.g. \"{'reward_clip': False}\" (default: the "
+        "run's evaluation env's)",
+    )
     p.add_argument("--follow", action="store_true", help="evaluate new checkpoints as they come")
     p.add_argument("--poll_s", type=float, default=5.0, help="--follow: seconds between looks")
     p.add_argument(
@@ -115,6 +126,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"--video {args.video!r}: only animated GIFs are written; name a .gif")
     if args.opponent is not None and not is_opponent_name(args.opponent):
         raise UsageError(f"--opponent {args.opponent!r}: choose {OPPONENT_NAMES}")
+    if args.eval_env_kwargs is not None:
+        args.eval_env_kwargs = _literal_dict("--eval_env_kwargs", args.eval_env_kwargs)
     if args.poll_s <= 0 or args.idle_exit_s < 0:
         raise UsageError("--poll_s must be > 0 and --idle_exit_s >= 0")
     if args.follow:
@@ -125,6 +138,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                 f"drop --{given[0]}"
             )
     return args
+
+
+def _literal_dict(flag: str, text: str) -> dict[str, Any]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} {text!r}: give a Python dict, e.g. \"{{'size': 9}}\"")
+    return value
 
 
 def run_dir_of(path: str, ckpt_dir: str) -> str:
@@ -159,8 +182,9 @@ def evaluate_once(args: argparse.Namespace) -> int:
         if problem:
             raise ValueError(problem)
     seed = _seed(args, policy)
-    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent)
-    record = eval_record(policy, result, args.mode, seed, args.opponent)
+    env = policy.eval_env(args.eval_env_id, args.eval_env_kwargs)
+    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent, env)
+    record = eval_record(policy, result, args.mode, seed, args.opponent, env)
     record.update(exact_losses(policy, record))
     print(TABLE_HEADER)
     print(table_row(record), flush=True)
@@ -190,7 +214,12 @@ def _seed(args: argparse.Namespace, policy: Policy) -> int:
 
 
 def evaluate(
-    policy: Policy, episodes: int, greedy: bool, seed: int, opponent: str | None = None
+    policy: Policy,
+    episodes: int,
+    greedy: bool,
+    seed: int,
+    opponent: str | None = None,
+    env: tuple[str, dict[str, Any]] | None = None,
 ) -> EvalResult:
     """The first episode of each of `episodes` new envs. New envs each time (not one Evaluator
     kept for --follow): EnvPool seeds an env only when it is made, so only new envs give every
@@ -204,7 +233,8 @@ def evaluate(
     player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
     if players > 1 and opponent.startswith(POOL):
         player = policy_player(pool_policy(policy, opponent), episodes)
-    setup = EvalSetup(policy.env_id, policy.env_kwargs, episodes, seed, actor, device)
+    env_id, env_kwargs = env or (policy.env_id, policy.env_kwargs)
+    setup = EvalSetup(env_id, env_kwargs, episodes, seed, actor, device)
     evaluator = make_evaluator(
         setup,
         num_players=players,
@@ -239,7 +269,12 @@ def exact_losses(policy: Policy, record: dict[str, Any]) -> dict[str, float]:
 
 
 def eval_record(
-    policy: Policy, result: EvalResult, mode: str, seed: int, opponent: str | None = None
+    policy: Policy,
+    result: EvalResult,
+    mode: str,
+    seed: int,
+    opponent: str | None = None,
+    env: tuple[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON of one evaluation: the step, the stats, and per-episode `returns`
     (`[episodes][agents]`) and `lengths` (`[episodes]`); a turn-based game's names its
@@ -249,7 +284,8 @@ def eval_record(
         **({"opponent": opponent or policy.eval_opponent} if games else {}),
         "step": policy.step,
         "env_steps": policy.meta.get("env_steps"),
-        "env_id": policy.env_id,
+        "env_id": (env or (policy.env_id,))[0],
+        **({"env_kwargs": env[1]} if env and env[1] != policy.env_kwargs else {}),
         "algorithm": policy.description["algorithm"],
         "mode": mode,
         "seed": seed,
@@ -358,8 +394,9 @@ def _follow_step(ckpt_dir: str, step: int, args: argparse.Namespace) -> dict[str
         _say(f"note: {e}; skipped")
         return None
     seed = _seed(args, policy)
-    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent)
-    record = eval_record(policy, result, args.mode, seed, args.opponent)
+    env = policy.eval_env(args.eval_env_id, args.eval_env_kwargs)
+    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent, env)
+    record = eval_record(policy, result, args.mode, seed, args.opponent, env)
     _say(table_row(record))
     return record
 
