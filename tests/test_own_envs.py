@@ -391,7 +391,7 @@ def test_a_factory_is_checked_like_a_registered_env():
 
 # ----------------------------------------------------------------------------- the guide
 GUIDE = os.path.join(ROOT, "docs", "guides", "your-own-environment.md")
-GUIDE_PRINTS = ["1.0", "5.0", "[1.0, 1.0, 1.0, 1.0]"]  # what each example prints last
+GUIDE_PRINTS = ["1.0", "5.0", "True", "[1.0, 1.0, 1.0, 1.0]"]  # what each example prints last
 
 
 @pytest.mark.parametrize("index", range(len(GUIDE_PRINTS)))

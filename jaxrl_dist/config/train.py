@@ -34,14 +34,13 @@ class TrainConfig:
     """
 
     algorithm: str = "impala"  # the registered agent: impala, ppo, rainbow, r2d2
-    # An EnvPool id or gymnasium:ID (Sebulba), a gymnax/pgx id or jax:module:factory (Anakin);
-    # docs/guides/your-own-environment.md. `env_kwargs` go to the env's maker.
+    # An EnvPool id, gymnasium:ID or pettingzoo:module:factory (Sebulba); a gymnax or pgx id or
+    # jax:module:factory (Anakin). docs/guides/your-own-environment.md.
     env_id: str = "CartPole-v1"
-    env_kwargs: dict = dataclasses.field(default_factory=dict)
-    # Evaluation's own env ("": the training env) and its kwargs (None: the training env's
-    # when eval_env_id is "", else none); the policy must take both envs' spaces.
+    env_kwargs: dict = dataclasses.field(default_factory=dict)  # for the env's maker
+    # Evaluation's own env ("": the training env); the policy must take both envs' spaces.
     eval_env_id: str = ""
-    eval_env_kwargs: dict | None = None
+    eval_env_kwargs: dict | None = None  # None: the training env's (with eval_env_id: none)
     seed: int = 0  # the root of every random stream (params, envs, evaluation)
     # "sebulba": EnvPool envs stepped by actor threads feeding a separate learner; "anakin":
     # JAX envs (gymnax) stepped and learned from inside one jitted function (`jaxrl_dist/anakin`),
