@@ -17,7 +17,7 @@ What runs how:
   the pages report;
 - every Python block of the docs: the getting-started page's (on the tour's run), the learner
   functions guide's, the Python API and writing-an-agent guides' (`test_readme.py`), and
-  your-own-environment's, each run as a script (`test_own_envs.py`).
+  your-own-environment's, each run as a script (`test_own_env_guide.py`).
 """
 
 import glob
@@ -197,9 +197,9 @@ def test_the_learner_functions_guide_runs():
 def test_every_python_block_of_the_docs_is_run_by_a_test():
     run_here = {"README.md": 2, "getting-started.md": 1, "learner-functions.md": 1}
     run_in_test_readme = {"python-api.md": 1, "writing-an-agent.md": 1}
-    run_in_test_own_envs = {"your-own-environment.md": 4}
+    run_in_test_own_env_guide = {"your-own-environment.md": 4}
     found = {os.path.basename(p): len(_blocks(p, "python")) for p in PAGES}
-    want = {**run_here, **run_in_test_readme, **run_in_test_own_envs}
+    want = {**run_here, **run_in_test_readme, **run_in_test_own_env_guide}
     assert {k: v for k, v in found.items() if v} == want
 
 

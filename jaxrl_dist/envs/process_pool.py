@@ -75,7 +75,10 @@ def _worker_main(conn: Any) -> None:
     ended = [True] * len(envs)  # the next step is a reset step
     elapsed = [0] * len(envs)
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent is gone (killed): nothing left to answer
+            return
         if message[0] == "close":
             break
         if message[0] == "render":

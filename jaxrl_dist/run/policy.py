@@ -114,13 +114,11 @@ class Policy:
         if kwargs is None:
             kwargs = {} if given_id else self.env_kwargs
         env = (given_id or self.env_id, dict(kwargs))
-        if env == (self.env_id, self.env_kwargs):
-            return env
         flag = "--eval_env_id" if env_id or env_kwargs is not None else "config.eval_env_id"
-        problem = check_env(*env)
+        problem = check_env(*env)  # the training env too: a Python env's module may be missing
         if problem:
-            raise ValueError(f"{flag}: {problem}")
-        if env_spec(*env) != self.spec:
+            raise ValueError(problem if env[0] == self.env_id else f"{flag}: {problem}")
+        if env != (self.env_id, self.env_kwargs) and env_spec(*env) != self.spec:
             raise ValueError(
                 f"{flag}: {env[0]} with {env[1]} has other spaces than the policy's env "
                 f"{self.env_id}; evaluate on an env with the same spaces"
