@@ -5,8 +5,10 @@ faults; and the bad inputs refused before anything is written."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -34,7 +36,7 @@ def _script(name: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_ppo_learns_the_corridor_through_train_py_and_evaluates_on_its_own_env(tmp_path):
+def test_ppo_learns_the_corridor_through_train_py_and_evaluates_on_its_own_env(tmp_path, capsys):
     """`scripts/train.py --config.env_id=gymnasium:own_envs:KeyCorridor-v0`: PPO opens the door
     (return 1, the optimum), evaluated on an env of its own (`eval_env_kwargs`): a time limit
     of exactly the shortest path's 12 steps, so only the optimal path scores. The checkpoint
@@ -64,18 +66,21 @@ def test_ppo_learns_the_corridor_through_train_py_and_evaluates_on_its_own_env(t
     assert record["env_id"] == CORRIDOR_ID and record["returns"] == [[1.0]] * 3
     assert record["env_kwargs"] == {"max_episode_steps": 12}  # the run's evaluation env
 
+    # The script's main in this process (the corridor's module is importable here too).
+    from jaxrl_dist.tools.evaluate_cli import main as evaluate_main
+
     # Another env of the same spaces: the corridor from another start cell.
     other = "{'start': 1, 'max_episode_steps': 40}"
     flags = ["--episodes", "2", "--eval_env_kwargs", other, "--json", str(tmp_path / "e2.json")]
-    out = _script("evaluate.py", workdir, *flags)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert evaluate_main([workdir, *flags]) == 0
     record = json.load(open(tmp_path / "e2.json"))
     assert record["env_kwargs"] == {"start": 1, "max_episode_steps": 40}
     assert len(record["returns"]) == 2
 
-    out = _script("evaluate.py", workdir, "--eval_env_id", "CartPole-v1")
-    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert "other spaces than the policy's env" in out.stderr
+    capsys.readouterr()
+    assert evaluate_main([workdir, "--eval_env_id", "CartPole-v1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "other spaces than the policy's env" in err, err
 
 
 def test_rainbow_learns_the_corridor(tmp_path):
@@ -120,6 +125,41 @@ def test_a_deterministic_run_resumes_to_the_same_params(tmp_path):
     assert (whole["updates"], first["updates"], resumed["updates"]) == (10, 5, 10)
     assert resumed["initial_params_sha256"] == first["params_sha256"]
     assert resumed["params_sha256"] == whole["params_sha256"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_whole_process_group_stops_the_run_cleanly(tmp_path, sig):
+    """SIGINT to the run's process group, as a terminal's Ctrl-C sends it, or SIGTERM, as
+    `timeout` or a cluster's scheduler sends it: the workers (in sessions of their own) are not
+    interrupted mid-step, so the run stops as a signalled run does, with no worker restarted:
+    its checkpoint, exit 0; and no worker process is left behind."""
+    workdir = tmp_path / "run"
+    args = [os.path.join(ROOT, "scripts", "train.py"), "--config", PPO + ":quick"]
+    args += ["--workdir", str(workdir), "--quiet", *CORRIDOR[:1]]
+    args += ["--config.total_env_steps=100000000", "--config.log_every_updates=2"]
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **USER_PATH},
+        start_new_session=True,  # its own process group, as a shell gives a command
+    )
+    metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + 120
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.2)
+    pgrep = ["pgrep", "-P", str(proc.pid), "-f", "jaxrl_dist.envs.process_pool"]
+    workers = subprocess.run(pgrep, capture_output=True, text=True).stdout.split()
+    assert workers
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.load(open(workdir / "summary.json"))
+    assert (summary["stop_reason"], summary["actor_restarts"]) == (sig.name, 0)
+    time.sleep(1)
+    left = [p for p in workers if os.path.exists(f"/proc/{p}")]
+    assert not left, f"worker processes {left} outlived the run"
 
 
 # ----------------------------------------------------------------------------- worker faults

@@ -175,6 +175,10 @@ class ProcessPool:
             [sys.executable, "-m", __name__, str(child.fileno())],
             pass_fds=(child.fileno(),),
             stdin=subprocess.DEVNULL,
+            # Its own session: a Ctrl-C (or a signal to the run's process group) stops the run,
+            # which then closes its workers, instead of killing them mid-step; a worker whose
+            # parent is gone leaves at its next read.
+            start_new_session=True,
         )
         child.close()
         conn = multiprocessing.connection.Connection(parent.detach())
