@@ -322,5 +322,12 @@ def make_match(**kwargs):
     return Match(**kwargs)
 
 
+def make_steering_match(**kwargs):
+    """The Match env with continuous actions: refused (PettingZoo envs need Discrete ones)."""
+    env = Match(**kwargs)
+    env.action_space = lambda agent: spaces.Box(-1.0, 1.0, (2,), np.float32)
+    return env
+
+
 NIM_ID = "pettingzoo:own_envs:make_nim"
 MATCH_ID = "pettingzoo:own_envs:make_match"

@@ -226,6 +226,7 @@ BAD = [
         "is a Python env",
     ),
     ([f"--config.env_id={CORRIDOR_ID}", "--config.env_thread_affinity_offset=0"], "set it to -1"),
+    ([f"--config.env_id={CORRIDOR_ID}", "--config.env_threads_per_actor=3"], "cannot hold 32 envs"),
     (
         [f"--config.env_id={CORRIDOR_ID}", "--config.eval_env_id=CartPole-v1"],
         "evaluate on an env with the same spaces",
@@ -312,3 +313,76 @@ def test_a_factory_is_checked_like_a_registered_env():
     assert "makes a VectorEnv" in check_env(env_id, {})
     with pytest.raises(TypeError, match="not callable"):
         register_env_factory("bad", "own_envs:KeyCorridor")
+
+
+def _killed_worker_pool():
+    """A sync pool of 2 envs in one worker process, whose worker the test kills."""
+    from jaxrl_dist.envs import make_env
+
+    return make_env(CORRIDOR_ID, {}, 2, 2, seed=0, num_threads=1, restart=lambda why: True)
+
+
+def test_a_replaced_workers_envs_end_their_episodes_truncated_not_silently():
+    """Subset sends (as the seats make them): env 0's step is answered, then the worker dies
+    with env 1's in flight. Env 1's episode ends truncated at once; env 0's at its next send
+    (not a silent reset inside an episode); then both start new episodes."""
+    pool = _killed_worker_pool()
+    try:
+        pool.async_reset()
+        pool.recv()
+        for _ in range(3):
+            pool.step(np.ones(2, np.int32))
+        pool.send(np.ones(1, np.int32), np.array([0]))
+        pool._collect()  # env 0's answer is in
+        os.kill(pool._procs[0].pid, signal.SIGKILL)
+        pool.send(np.ones(1, np.int32), np.array([1]))
+        obs, reward, terminated, truncated, info = pool.recv()
+        assert list(info["env_id"]) == [0, 1] and list(info["elapsed_step"]) == [4, 4]
+        assert list(truncated) == [False, True]  # env 1 cut in flight
+        _, _, terminated, truncated, info = pool.step(np.ones(2, np.int32))
+        assert list(info["elapsed_step"]) == [5, 0] and list(truncated) == [True, False]
+        assert pool.cut_episodes == 2
+        _, _, _, truncated, info = pool.step(np.ones(2, np.int32))
+        assert list(info["elapsed_step"]) == [0, 1] and not truncated.any()
+    finally:
+        pool.close()
+
+
+def test_a_worker_dying_on_a_reset_step_adds_no_phantom_episode():
+    """Both episodes ended (truncated at the time limit); the worker dies while their reset
+    steps are in flight: the new worker answers those reset steps, nothing is cut."""
+    pool = _killed_worker_pool()
+    try:
+        pool.async_reset()
+        pool.recv()
+        for _ in range(40):  # always left: stuck at the key until the 40-step limit
+            *_, truncated, info = pool.step(np.zeros(2, np.int32))
+        assert truncated.all() and list(info["elapsed_step"]) == [40, 40]
+        pool.send(np.zeros(2, np.int32), np.arange(2))
+        os.kill(pool._procs[0].pid, signal.SIGKILL)
+        _, reward, terminated, truncated, info = pool.recv()
+        assert list(info["elapsed_step"]) == [0, 0] and not (terminated | truncated).any()
+        assert pool.cut_episodes == 0
+    finally:
+        pool.close()
+
+
+def test_an_answer_waiting_in_the_socket_is_no_hang(tmp_path):
+    """The parent busy past the step timeout with two requests queued on one worker: both
+    answers are waiting, so no worker is declared hung and replaced."""
+    from jaxrl_dist.envs import make_env
+
+    restarts = []
+    pool = make_env(
+        CORRIDOR_ID, {}, 2, 2, seed=0, num_threads=1, restart=restarts.append, step_timeout_s=1
+    )
+    try:
+        pool.async_reset()
+        pool.recv()
+        pool.send(np.ones(1, np.int32), np.array([0]))
+        pool.send(np.ones(1, np.int32), np.array([1]))
+        time.sleep(1.5)
+        *_, truncated, info = pool.recv()
+        assert not restarts and not truncated.any() and list(info["elapsed_step"]) == [1, 1]
+    finally:
+        pool.close()

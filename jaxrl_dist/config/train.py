@@ -40,7 +40,7 @@ class TrainConfig:
     env_kwargs: dict = dataclasses.field(default_factory=dict)  # for the env's maker
     # Evaluation's own env ("": the training env); the policy must take both envs' spaces.
     eval_env_id: str = ""
-    eval_env_kwargs: dict | None = None  # None: the training env's (with eval_env_id: none)
+    eval_env_kwargs: dict | None = None  # over the training env's kwargs; with eval_env_id: its
     seed: int = 0  # the root of every random stream (params, envs, evaluation)
     # "sebulba": EnvPool envs stepped by actor threads feeding a separate learner; "anakin":
     # JAX envs (gymnax) stepped and learned from inside one jitted function (`jaxrl_dist/anakin`),
@@ -327,12 +327,12 @@ class TrainConfig:
 
     @property
     def eval_env(self) -> tuple[str, dict]:
-        """(env id, env kwargs) of evaluation: the training env unless `eval_env_id` or
-        `eval_env_kwargs` say otherwise."""
-        env_id = self.eval_env_id or self.env_id
-        if self.eval_env_kwargs is not None:
-            return env_id, dict(self.eval_env_kwargs)
-        return env_id, dict(self.env_kwargs) if not self.eval_env_id else {}
+        """(env id, env kwargs) of evaluation: the training env with `eval_env_kwargs` over its
+        own kwargs (train with clipped rewards, evaluate unclipped), or `eval_env_id` with
+        `eval_env_kwargs` alone."""
+        if self.eval_env_id:
+            return self.eval_env_id, dict(self.eval_env_kwargs or {})
+        return self.env_id, {**self.env_kwargs, **(self.eval_env_kwargs or {})}
 
     @property
     def replay_batch_size(self) -> int:

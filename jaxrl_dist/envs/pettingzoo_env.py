@@ -14,7 +14,9 @@
 
 PettingZoo classic's observation `{"observation", "action_mask"}` is understood: the view is
 `"observation"`, the legal moves `"action_mask"`; other envs' observations are the view and
-every action is legal. Every agent must have the same spaces. The episode ends when every agent
+every action is legal. Every agent must have the same spaces, and Discrete actions. A Parallel
+env's agent that leaves before the episode's end keeps its last observation, with reward 0,
+until the episode ends. The episode ends when every agent
 is done; `terminated` if any agent terminated, else `truncated`.
 """
 
@@ -62,6 +64,8 @@ def pettingzoo_problem(env: Any) -> str | None:
                 f"gives agent {agent!r} other spaces than {agents[0]!r}; every agent needs the same"
             )
     view, _ = _split_space(first[0])
+    if not hasattr(first[1], "n"):
+        return f"has {type(first[1]).__name__} actions; a PettingZoo env needs Discrete ones"
     return spaces_problem(view, first[1])
 
 
@@ -102,7 +106,10 @@ class AecStepper(_Views):
 
     def _observe(self) -> tuple[np.ndarray, dict]:
         env = self.env
-        raws = [env.observe(agent) for agent in self.agents]
+        # Agents that left the game keep their last observation (PettingZoo does not promise
+        # to observe them).
+        self._last.update({agent: env.observe(agent) for agent in env.agents})
+        raws = [self._last[agent] for agent in self.agents]
         to_move = env.agent_selection
         extra = {
             "current_player": self.agents.index(to_move),
@@ -112,6 +119,7 @@ class AecStepper(_Views):
 
     def reset(self, seed: int | None) -> tuple:
         self.env.reset(seed=seed)
+        self._last = {}
         obs, extra = self._observe()
         return obs, np.zeros(len(self.agents), np.float32), False, False, extra
 
@@ -123,14 +131,16 @@ class AecStepper(_Views):
         env = self.env
         reward = np.zeros(len(self.agents), np.float32)
         env.step(self.adapter.env_action(action))
+        terminated = False  # seen on the way: an env may drop the agents that are done
         while True:
             for s, agent in enumerate(self.agents):
                 reward[s] += float(env.rewards.get(agent, 0.0))
+            terminated = terminated or any(env.terminations.values())
             over = not env.agents or all(self._done(a) for a in env.agents)
             if over or not self._done(env.agent_selection):
                 break
             env.step(None)  # an agent done before the game's end: PettingZoo's dead step
-        terminated = over and any(env.terminations.values())
+        terminated = over and terminated
         obs, extra = self._observe()
         if over:
             extra["legal_action_mask"] = np.ones_like(extra["legal_action_mask"])

@@ -82,7 +82,10 @@ def _worker_main(conn: Any) -> None:
         if message[0] == "close":
             break
         if message[0] == "render":
-            conn.send(("render", envs[0].render()))
+            try:
+                conn.send(("render", envs[0].render()))
+            except Exception:  # noqa: BLE001  reported to the parent's render()
+                conn.send(("error", traceback.format_exc()))
             continue
         _, local, actions, force_reset = message
         rows = []
@@ -150,7 +153,8 @@ class ProcessPool:
         self._ready: deque[tuple] = deque()  # finished envs' rows, oldest first
         # worker -> its requests in flight, oldest first: (envs, sent at); a worker answers in
         # order, so any subset of envs can be sent at any time, as to an EnvPool.
-        self._pending: dict[int, deque[tuple[np.ndarray, float]]] = {}
+        self._pending: dict[int, deque[tuple]] = {}  # (envs, actions, force reset, since)
+        self._cut: set[int] = set()  # envs whose worker was replaced while they were mid-episode
         self.cut_episodes = 0
         self._restarts = [0] * num_workers
         self._procs: list[Any] = [None] * num_workers
@@ -182,8 +186,8 @@ class ProcessPool:
         )
         child.close()
         conn = multiprocessing.connection.Connection(parent.detach())
+        self._procs[w], self._conns[w] = proc, conn  # before the send: close() reaps them
         conn.send((list(sys.path), self._payload, self._name, seeds))
-        self._procs[w], self._conns[w] = proc, conn
 
     def _await_ready(self, w: int) -> None:
         conn = self._conns[w]
@@ -192,14 +196,18 @@ class ProcessPool:
         try:
             kind, body = conn.recv()
         except EOFError:
-            kind, body = "error", f"exit code {self._procs[w].wait()}"
+            kind, body = "error", f"exit code {self._exit_code(w)}"
         if kind != "ready":
             raise WorkerError(
                 f"{self._name}: env worker {w} could not build its envs: {_last_line(body)}"
             )
 
     def _replace(self, w: int, reason: str) -> None:
-        """Worker `w` failed: restart it if the budget allows, its envs' episodes cut."""
+        """Worker `w` failed: restart it if the budget allows. Its envs that were mid-episode
+        end there, truncated at their last observation (counted in `cut_episodes`): those in
+        flight at once, the others (their last row with the actor, or in `_ready`) at their
+        next `send`. Requests in flight that were reset steps go to the new worker as they
+        were (its envs reset on their first step)."""
         if self._restart is None or not self._restart(f"env worker {w}: {reason}"):
             raise WorkerError(
                 f"{self._name}: env worker {w} failed ({reason}) and the restart budget is spent"
@@ -209,14 +217,42 @@ class ProcessPool:
         self._restarts[w] += 1
         self._spawn(w)
         self._await_ready(w)
-        requests = self._pending.pop(w, ())
-        envs = np.concatenate([ids for ids, _ in requests]) if requests else []
-        for i in envs:  # the step in flight ends the episode, cut at its last observation
-            if self._last[i] is None:
-                raise WorkerError(f"{self._name}: env worker {w} failed before its first step")
-            obs, reward, _, _, extra, steps = self._last[i]
-            self._ready.append((i, obs, np.zeros_like(reward), False, True, extra, steps + 1))
-        self.cut_episodes += len(envs)
+        requests = self._pending.pop(w, deque())
+        in_flight = {int(i) for ids, *_ in requests for i in ids}
+        for i in self._worker_envs(w):
+            if i not in in_flight and self._mid_episode(i):
+                self._cut.add(i)
+        for ids, actions, force_reset, _ in requests:
+            resets = [force_reset or not self._mid_episode(i) for i in ids]
+            for i, reset in zip(ids, resets, strict=True):
+                if not reset:
+                    self._cut_now(int(i))
+            again = [j for j, reset in enumerate(resets) if reset]
+            if again:
+                kept = None if actions is None else actions[again]
+                self._send_to(w, ids[again], kept, force_reset)
+
+    def _worker_envs(self, w: int) -> range:
+        return range(w * self._per_worker, (w + 1) * self._per_worker)
+
+    def _mid_episode(self, i: int) -> bool:
+        """Whether env `i`'s last row left it inside an episode (its next step is no reset)."""
+        last = self._last[i]
+        return last is not None and not (last[2] or last[3])
+
+    def _cut_now(self, i: int) -> None:
+        """Env `i`'s episode ends here, truncated at its last observation (its worker died)."""
+        obs, reward, _, _, extra, steps = self._last[i]
+        row = (obs, np.zeros_like(reward), False, True, extra, steps + 1)
+        self._last[i] = row
+        self._ready.append((i, *row))
+        self.cut_episodes += 1
+
+    def _exit_code(self, w: int) -> int | None:
+        try:
+            return self._procs[w].wait(5.0)
+        except subprocess.TimeoutExpired:
+            return None
 
     def _kill(self, w: int) -> None:
         proc, conn = self._procs[w], self._conns[w]
@@ -235,16 +271,28 @@ class ProcessPool:
         self._request(np.asarray(env_id), np.asarray(action), force_reset=False)
 
     def _request(self, env_ids: np.ndarray, action: np.ndarray | None, force_reset: bool) -> None:
+        if self._cut:  # envs whose worker was replaced mid-episode: their episode ends now
+            cut = np.array([int(i) in self._cut and not force_reset for i in env_ids], bool)
+            for i in env_ids[cut]:
+                self._cut.discard(int(i))
+                self._cut_now(int(i))
+            self._cut.difference_update(int(i) for i in env_ids)  # a reset starts afresh
+            env_ids = env_ids[~cut]
+            action = None if action is None else action[~cut]
         worker = env_ids // self._per_worker
         for w in np.unique(worker):
             rows = np.flatnonzero(worker == w)
-            ids = env_ids[rows]
-            acts = [None] * len(rows) if action is None else list(action[rows])
-            self._pending.setdefault(int(w), deque()).append((ids, time.monotonic()))
-            try:
-                self._conns[w].send(("step", ids - w * self._per_worker, acts, force_reset))
-            except (BrokenPipeError, OSError):
-                pass  # a dead worker: recv() finds it and restarts it
+            self._send_to(
+                int(w), env_ids[rows], None if action is None else action[rows], force_reset
+            )
+
+    def _send_to(self, w: int, ids: np.ndarray, action: np.ndarray | None, force: bool) -> None:
+        acts = [None] * len(ids) if action is None else list(action)
+        self._pending.setdefault(w, deque()).append((ids, action, force, time.monotonic()))
+        try:
+            self._conns[w].send(("step", ids - w * self._per_worker, acts, force))
+        except (BrokenPipeError, OSError):
+            pass  # a dead worker: recv() finds it and restarts it
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The first `batch_size` envs to finish their step (EnvPool's `recv`)."""
@@ -261,14 +309,14 @@ class ProcessPool:
     def _collect(self) -> None:
         """Waits for the next workers' answers (or a failure) and files them."""
         now = time.monotonic()
-        deadline = min(q[0][1] for q in self._pending.values()) + self._timeout_s
+        deadline = min(q[0][-1] for q in self._pending.values()) + self._timeout_s
         conns = {self._conns[w]: w for w in self._pending}
         for conn in multiprocessing.connection.wait(list(conns), max(0.0, deadline - now)):
             w = conns[conn]
             try:
                 kind, body = conn.recv()
             except (EOFError, OSError):
-                self._replace(w, f"the process died (exit code {self._procs[w].wait()})")
+                self._replace(w, f"the process died (exit code {self._exit_code(w)})")
                 continue
             if kind == "contract":
                 raise EnvContractError(
@@ -277,15 +325,19 @@ class ProcessPool:
             if kind == "error":
                 self._replace(w, f"the env raised {_last_line(body)}")
                 continue
-            ids, _ = self._pending[w].popleft()  # answered in the order they were sent
-            if not self._pending[w]:
+            ids, *_ = self._pending[w].popleft()  # answered in the order they were sent
+            if self._pending[w]:  # the next request's clock starts now: the worker is on it
+                nxt = self._pending[w][0]
+                self._pending[w][0] = (*nxt[:-1], max(nxt[-1], time.monotonic()))
+            else:
                 del self._pending[w]
             for i, row in zip(ids, body, strict=True):
                 self._last[i] = row
                 self._ready.append((i, *row))
         now = time.monotonic()
         for w, requests in list(self._pending.items()):
-            if now - requests[0][1] > self._timeout_s:
+            # An answer already waiting in the socket is no hang (the parent was busy).
+            if now - requests[0][-1] > self._timeout_s and not self._conns[w].poll(0):
                 self._replace(w, f"no answer within {self._timeout_s:g}s (hung)")
 
     def reset(self, **_: Any) -> tuple[np.ndarray, dict[str, Any]]:
@@ -304,9 +356,14 @@ class ProcessPool:
         return self.recv()
 
     def render(self) -> np.ndarray:
-        """Env 0's frame (`render_mode="rgb_array"` in its kwargs), `[1, H, W, 3]`."""
+        """Env 0's frame (`render_mode="rgb_array"` in its kwargs), `[1, H, W, 3]`; between
+        steps (nothing in flight for its worker)."""
+        if 0 in self._pending:
+            raise RuntimeError("render() with a step in flight; recv() it first")
         self._conns[0].send(("render",))
         kind, frame = self._conns[0].recv()
+        if kind != "render":
+            raise RuntimeError(f"{self._name}: rendering failed: {_last_line(frame)}")
         return np.asarray(frame)[None]
 
     def _check_sync(self, what: str) -> None:

@@ -46,6 +46,7 @@ def register_env_factory(name: str, factory: Callable[..., Any]) -> str:
     if not callable(factory):
         raise TypeError(f"env_factory={factory!r} is not callable; pass a function making one env")
     _FACTORIES[name] = factory
+    _python_check.cache_clear()  # a name given to another factory: check it afresh
     return FACTORY + name
 
 
@@ -282,6 +283,24 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
             "config.actor_loop='python'"
         )
     return envpool_env.xla_loop_problem(env_id, env_kwargs)
+
+
+def worker_layout_problem(num_envs: int, batch_size: int, workers: int) -> str | None:
+    """Why `workers` worker processes (0: `default_workers`) cannot hold an actor's envs, or
+    None: each worker holds the same number of envs, and a `recv()` batch is whole workers."""
+    if not workers:
+        return None
+    per = num_envs // workers if num_envs % workers == 0 else 0
+    if per and batch_size % per == 0:
+        return None
+    fits = [
+        w for w in range(1, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0
+    ]
+    return (
+        f"config.env_threads_per_actor={workers} worker processes cannot hold {num_envs} envs "
+        f"with recv() batches of {batch_size} (each worker the same envs, a batch whole "
+        f"workers); use 0 (automatic) or one of {fits}"
+    )
 
 
 def default_workers(num_envs: int, batch_size: int, cpus: int | None = None) -> int:

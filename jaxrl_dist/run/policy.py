@@ -104,16 +104,19 @@ class Policy:
     def eval_env(
         self, env_id: str | None = None, env_kwargs: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """The env to evaluate on: `env_id`/`env_kwargs` if given (`env_kwargs` None with an
-        `env_id`: none), else the run's evaluation env (`config.eval_env_id`/`eval_env_kwargs`),
-        else the training env; ValueError (one line) if the env is refused or its spaces are
-        not this policy's."""
-        run = self.meta.get("config") or {}
-        given_id = env_id or run.get("eval_env_id") or ""
-        kwargs = env_kwargs if env_kwargs is not None else run.get("eval_env_kwargs")
-        if kwargs is None:
-            kwargs = {} if given_id else self.env_kwargs
-        env = (given_id or self.env_id, dict(kwargs))
+        """The env to evaluate on, as `TrainConfig.eval_env` chooses it: `env_id` with
+        `env_kwargs` alone, or this policy's env with `env_kwargs` over its own kwargs, else
+        the run's evaluation env (`config.eval_env_id`/`eval_env_kwargs`); ValueError (one
+        line) if the env is refused or its spaces are not this policy's."""
+        if env_id:
+            env = (env_id, dict(env_kwargs or {}))
+        elif env_kwargs is not None:
+            env = (self.env_id, {**self.env_kwargs, **env_kwargs})
+        else:
+            run = self.meta.get("config") or {}
+            extra = run.get("eval_env_kwargs") or {}
+            own = run.get("eval_env_id")
+            env = (own, dict(extra)) if own else (self.env_id, {**self.env_kwargs, **extra})
         flag = "--eval_env_id" if env_id or env_kwargs is not None else "config.eval_env_id"
         problem = check_env(*env)  # the training env too: a Python env's module may be missing
         if problem:

@@ -21,7 +21,7 @@ from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data.flows import snapshot_bytes
 from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
-from jaxrl_dist.envs.sources import is_python_env
+from jaxrl_dist.envs.sources import is_python_env, worker_layout_problem
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import Learner, host_metrics
@@ -67,6 +67,10 @@ class SebulbaEngine(Engine):
         problem = problem or config.process_problem(jax.process_count())
         if not problem and config.actor_loop == "xla":
             problem = xla_loop_problem(config.env_id, config.env_kwargs)
+        if not problem and is_python_env(config.env_id):
+            problem = worker_layout_problem(
+                config.envs_per_actor, config.env_batch_size, config.env_threads_per_actor
+            )
         if not problem and is_python_env(config.env_id) and config.env_thread_affinity_offset >= 0:
             problem = (
                 f"config.env_thread_affinity_offset={config.env_thread_affinity_offset} pins "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import logging
 import os
@@ -100,8 +101,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--eval_env_kwargs",
-        help="that env's kwargs as a Python dict, e.g. \"{'reward_clip': False}\" (default: the "
-        "run's evaluation env's)",
+        help="kwargs as a Python dict, e.g. \"{'reward_clip': False}\": with --eval_env_id that "
+        "env's; without, over the policy's training env's own (default: the run's evaluation env)",
     )
     p.add_argument("--follow", action="store_true", help="evaluate new checkpoints as they come")
     p.add_argument("--poll_s", type=float, default=5.0, help="--follow: seconds between looks")
@@ -198,8 +199,11 @@ def evaluate_once(args: argparse.Namespace) -> int:
         v = record["video"]
         cut = f", cut at {VIDEO_MAX_FRAMES} frames" if v["cut"] else ""
         print(f"video: {args.video} ({v['frames']} frames, return {v['return']:.1f}{cut})")
+    # Another env than the run's evaluation env gets a file of its own (named by a digest).
+    other = env != policy.eval_env()
+    tag = "_env" + hashlib.sha256(repr(env).encode()).hexdigest()[:8] if other else ""
     out = args.json or os.path.join(
-        run_dir_of(args.run_dir, ckpt_dir), "eval", f"step_{policy.step}_{args.mode}.json"
+        run_dir_of(args.run_dir, ckpt_dir), "eval", f"step_{policy.step}_{args.mode}{tag}.json"
     )
     _write_json(out, record)
     print(f"wrote {out}")
