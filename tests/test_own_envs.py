@@ -145,15 +145,20 @@ def test_a_signal_to_the_whole_process_group_stops_the_run_cleanly(tmp_path, sig
         env={**os.environ, **USER_PATH},
         start_new_session=True,  # its own process group, as a shell gives a command
     )
-    metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + 120
-    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
-        time.sleep(0.2)
-    pgrep = ["pgrep", "-P", str(proc.pid), "-f", "jaxrl_dist.envs.process_pool"]
-    workers = subprocess.run(pgrep, capture_output=True, text=True).stdout.split()
-    assert workers
-    os.killpg(proc.pid, sig)
-    _, err = proc.communicate(timeout=60)
+    try:
+        metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + 120
+        while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.2)
+        pgrep = ["pgrep", "-P", str(proc.pid), "-f", "jaxrl_dist.envs.process_pool"]
+        workers = subprocess.run(pgrep, capture_output=True, text=True).stdout.split()
+        assert workers
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a run that did not stop must not outlive the test
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 0, err[-3000:]
     summary = json.load(open(workdir / "summary.json"))
     assert (summary["stop_reason"], summary["actor_restarts"]) == (sig.name, 0)
