@@ -3,6 +3,7 @@ game (Nim) trained by self-play on the seats, a PettingZoo Parallel env on `agen
 JAX env class on Anakin with seeds vmapped; and their bad inputs, refused before anything is
 written. The envs are `own_envs.py`'s."""
 
+import collections
 import os
 
 import pytest
@@ -39,6 +40,47 @@ def test_nim_by_self_play_beats_random_in_both_seats(tmp_path):
     )
     best = max(summary["evals"], key=lambda e: e["return_worst_seat"])
     assert best["return_seat0"] >= 0.85 and best["return_seat1"] >= 0.85, summary["evals"]
+
+
+def test_a_pettingzoo_game_takes_pools_and_masks_as_the_built_in_games_do(tmp_path, monkeypatch):
+    """Nim with an opponent pool and masks: seat 1 of the self-play games learns nothing
+    (`learning_mask`) and plays the starting params greedily (`exploration_mask`); the pool's
+    snapshots play seat 1 of other games. Every snapshot move is recorded: greedy only, the
+    starting params throughout, later snapshots too, while the learner learns."""
+    from jaxrl_dist.acting import opponent_pool
+    from jaxrl_dist.run.checkpoint import tree_digest
+
+    played = collections.defaultdict(int)  # (greedy, params digest) -> moves
+    original = opponent_pool.snapshot_policy
+
+    def recording(core, device, rows, greedy, key):
+        act = original(core, device, rows, greedy, key)
+
+        def recorded(params, view, legal_mask):
+            played[greedy, tree_digest(params)] += len(view)
+            return act(params, view, legal_mask)
+
+        return recorded
+
+    monkeypatch.setattr(opponent_pool, "snapshot_policy", recording)
+    summary = train_main(
+        TICTACTOE_PPO,
+        str(tmp_path / "nim"),
+        *NIM[:1],
+        "--config.seats.games=(('learner', 'learner'), ('learner', 'pool'), ('learner', 'random'))",
+        *NIM[2:],
+        "--config.seats.learning_mask=(True, False)",
+        "--config.seats.exploration_mask=(True, False)",
+        "--config.seats.pool_every_updates=4",
+        "--config.total_env_steps=8000",
+        "--config.eval_every_updates=0",
+        "--config.learning_curve=false",
+    )
+    start = summary["initial_params_sha256"]
+    assert {greedy for greedy, _ in played} == {True}
+    assert played[True, start] > 100  # the frozen seat (and the first snapshot)
+    assert {digest for _, digest in played} - {start}  # later snapshots played
+    assert summary["params_sha256"] != start
 
 
 def test_a_parallel_pettingzoo_env_trains_with_agents_per_env(tmp_path):
