@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -149,7 +150,7 @@ class JaxCorridor:
 
     @property
     def default_params(self):
-        return CorridorParams()
+        return corridor_params()()
 
     def observation_space(self, params):
         from gymnax.environments import spaces as jax_spaces
@@ -183,7 +184,10 @@ class JaxCorridor:
         return self._obs(state), state, opened.astype(jnp.float32), opened, {"truncated": truncated}
 
 
-def _corridor_params():
+@functools.cache
+def corridor_params():
+    """The JAX corridor's params class (made on first use: the gymnasium envs' worker
+    processes import this module, and flax would add half a second to each)."""
     import flax.struct
 
     @flax.struct.dataclass
@@ -191,9 +195,6 @@ def _corridor_params():
         max_steps_in_episode: int = 40
 
     return Params
-
-
-CorridorParams = _corridor_params()
 
 
 def make_jax_corridor(**kwargs):
@@ -211,7 +212,9 @@ class JaxCorridorNoParams(JaxCorridor):
 
 
 # ----------------------------------------------------------------------------- PettingZoo games
+@functools.cache
 def _pettingzoo():
+    """The PettingZoo games' classes (made on first use, as `corridor_params`)."""
     from pettingzoo import AECEnv, ParallelEnv
 
     class Nim(AECEnv):
@@ -309,22 +312,21 @@ def _pettingzoo():
     return Nim, Match
 
 
-Nim, Match = _pettingzoo()
-
-
 def make_nim(**kwargs):
     """`pettingzoo:own_envs:make_nim`."""
-    return Nim(**kwargs)
+    nim, _ = _pettingzoo()
+    return nim(**kwargs)
 
 
 def make_match(**kwargs):
     """`pettingzoo:own_envs:make_match`."""
-    return Match(**kwargs)
+    _, match = _pettingzoo()
+    return match(**kwargs)
 
 
 def make_steering_match(**kwargs):
     """The Match env with continuous actions: refused (PettingZoo envs need Discrete ones)."""
-    env = Match(**kwargs)
+    env = make_match(**kwargs)
     env.action_space = lambda agent: spaces.Box(-1.0, 1.0, (2,), np.float32)
     return env
 
