@@ -89,34 +89,55 @@ def raw_gymnasium(config: TrainConfig, spec: EnvSpec, seconds: float) -> dict:
 
     workers = raw_threads(config, sync=False)
     factory = python_factory(config.env_id, config.env_kwargs)
-    counts = [0] * config.num_actor_threads
-    stop = threading.Event()
-    stepping = threading.Barrier(config.num_actor_threads + 1)
 
-    def step(i: int):
+    def start(i: int):
         env = gymnasium.vector.AsyncVectorEnv([factory] * workers, context="spawn")
         env.reset(seed=1000 + i)
-        rng, first = np.random.default_rng(i), True
-        while not stop.is_set():
-            env.step(_random_actions(spec, rng, workers))
-            counts[i] += workers
-            if first:
-                stepping.wait(timeout=600)
-                first = False
-        env.close()
+        rng = np.random.default_rng(i)
 
-    threads = [threading.Thread(target=step, args=(i,)) for i in range(config.num_actor_threads)]
+        def step() -> int:
+            env.step(_random_actions(spec, rng, workers))
+            return workers
+
+        return step, env.close
+
+    sps = _stepped_sps(config.num_actor_threads, start, seconds)
+    return {"sps": sps, "workers": workers, "vector_envs": config.num_actor_threads}
+
+
+def _stepped_sps(num_threads: int, start: Any, seconds: float) -> float:
+    """Env steps per second of `num_threads` Python threads, thread `i` stepping what
+    `start(i) -> (step, close)` built (`step()` returns the env steps it took), measured for
+    `seconds` once every thread has stepped once and a warm-up has passed: building the envs
+    (seconds for 100+ Atari envs) is not measured."""
+    counts = [0] * num_threads
+    stop = threading.Event()
+    stepping = threading.Barrier(num_threads + 1)  # every env built and stepping
+
+    def run(i: int):
+        try:
+            step, close = start(i)
+            counts[i] += step()
+            stepping.wait(timeout=600)
+            while not stop.is_set():
+                counts[i] += step()
+            close()
+        except BaseException:
+            stepping.abort()  # the main thread's wait raises instead of waiting 600 s
+            raise
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(num_threads)]
     for t in threads:
         t.start()
     stepping.wait(timeout=600)
     time.sleep(warmup_s(seconds))
-    start_count, start = sum(counts), time.perf_counter()
+    start_count, started = sum(counts), time.perf_counter()
     time.sleep(seconds)
-    sps = (sum(counts) - start_count) / (time.perf_counter() - start)
+    sps = (sum(counts) - start_count) / (time.perf_counter() - started)
     stop.set()
     for t in threads:
         t.join()
-    return {"sps": sps, "workers": workers, "vector_envs": config.num_actor_threads}
+    return sps
 
 
 def _random_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -137,11 +158,8 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     learner's own moves and each of its seats' final observations: one more per seat and game).
     """
     batch, pool_threads = raw_batch(config, sync), raw_threads(config, sync)
-    counts = [0] * config.num_actor_threads
-    stop = threading.Event()
-    stepping = threading.Barrier(config.num_actor_threads + 1)  # every pool built and stepping
 
-    def step(i: int):
+    def start(i: int):
         pinned = pool_affinity(config.env_thread_affinity_offset, i, pool_threads)
         env = make_env(
             config.env_id,
@@ -155,8 +173,8 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
         rng = np.random.default_rng(i)
         legal = random_legal(rng).choose
         env.async_reset()
-        first = True
-        while not stop.is_set():
+
+        def step() -> int:
             *_, info = env.recv()
             ids = info["env_id"]
             if "legal_action_mask" in info:  # a board game: a random legal move (an illegal
@@ -164,30 +182,11 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
             else:
                 actions = _random_actions(spec, rng, len(ids))
             env.send(actions, ids)
-            counts[i] += len(ids)
-            if first:
-                stepping.wait(timeout=600)
-                first = False
-        env.close()
+            return len(ids)
 
-    def guarded(i: int):
-        try:
-            step(i)
-        except BaseException:
-            stepping.abort()  # the main thread's wait raises instead of waiting 600 s
-            raise
+        return step, env.close
 
-    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(config.num_actor_threads)]
-    for t in threads:
-        t.start()
-    stepping.wait(timeout=600)  # pool creation (seconds for 100+ Atari envs) is not measured
-    time.sleep(warmup_s(seconds))
-    start_count, start = sum(counts), time.perf_counter()
-    time.sleep(seconds)
-    sps = (sum(counts) - start_count) / (time.perf_counter() - start)
-    stop.set()
-    for t in threads:
-        t.join()
+    sps = _stepped_sps(config.num_actor_threads, start, seconds)
     return {
         "sps": sps,
         "num_envs": config.envs_per_actor,

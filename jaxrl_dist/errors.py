@@ -11,6 +11,12 @@ class NonFiniteError(RunError):
     """A non-finite loss or gradient: the state is not saved (the last checkpoint is kept)."""
 
 
+def one_line(e: BaseException) -> str:
+    """`e` as one line for a message: its type and the first line of its text."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
 class UsageError(ValueError):
     """Bad command-line input; one line."""
 

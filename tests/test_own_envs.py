@@ -150,7 +150,7 @@ def test_a_ctrl_c_to_the_whole_process_group_stops_the_run_cleanly(tmp_path):
         while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
             time.sleep(0.2)
-        pgrep = ["pgrep", "-P", str(proc.pid), "-f", "jaxrl_dist.envs.process_pool"]
+        pgrep = ["pgrep", "-P", str(proc.pid), "-f", "jaxrl_dist.envs.steppers"]
         workers = subprocess.run(pgrep, capture_output=True, text=True).stdout.split()
         assert workers
         os.killpg(proc.pid, sig)

@@ -48,7 +48,7 @@ def _jax_env_check(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
 
 def anakin_eval_env_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     """What is wrong with the evaluation's own JAX env, or None (`eval_env_problem`)."""
-    if config.env_id in PGX_GAMES and config.eval_env != (config.env_id, config.env_kwargs):
+    if config.env_id in PGX_GAMES and config.own_eval_env:
         return (
             f"config.eval_env_id={config.eval_env_id!r}: {config.env_id}'s evaluation plays the "
             "run's own game against config.seats.eval_opponent; leave config.eval_env_id and "
@@ -61,9 +61,7 @@ def anakin_eval_env_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
 
 def make_eval_env(config: TrainConfig, env: Any) -> Any:
     """The env evaluations play: `env` (the training env), or the config's own eval env."""
-    if config.eval_env == (config.env_id, dict(config.env_kwargs)):
-        return env
-    return make_jax_env(*config.eval_env)
+    return make_jax_env(*config.eval_env) if config.own_eval_env else env
 
 
 def anakin_spec(config: TrainConfig) -> EnvSpec:

@@ -327,12 +327,13 @@ class TrainConfig:
 
     @property
     def eval_env(self) -> tuple[str, dict]:
-        """(env id, env kwargs) of evaluation: the training env with `eval_env_kwargs` over its
-        own kwargs (train with clipped rewards, evaluate unclipped), or `eval_env_id` with
-        `eval_env_kwargs` alone."""
-        if self.eval_env_id:
-            return self.eval_env_id, dict(self.eval_env_kwargs or {})
-        return self.env_id, {**self.env_kwargs, **(self.eval_env_kwargs or {})}
+        """(env id, env kwargs) of evaluation (`eval_env_of`)."""
+        return eval_env_of(self.env_id, self.env_kwargs, self.eval_env_id, self.eval_env_kwargs)
+
+    @property
+    def own_eval_env(self) -> bool:
+        """Whether evaluation plays another env than the training env."""
+        return self.eval_env != (self.env_id, dict(self.env_kwargs))
 
     @property
     def replay_batch_size(self) -> int:
@@ -403,3 +404,14 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def eval_env_of(
+    env_id: str, env_kwargs: dict, eval_env_id: str = "", eval_env_kwargs: dict | None = None
+) -> tuple[str, dict]:
+    """(env id, env kwargs) evaluation plays: the training env with `eval_env_kwargs` over its
+    own kwargs (train with clipped rewards, evaluate unclipped), or `eval_env_id` with
+    `eval_env_kwargs` alone. `config.eval_env` and `scripts/evaluate.py`'s flags alike."""
+    if eval_env_id:
+        return eval_env_id, dict(eval_env_kwargs or {})
+    return env_id, {**env_kwargs, **(eval_env_kwargs or {})}

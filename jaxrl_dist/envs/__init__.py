@@ -3,7 +3,7 @@ statistics. `make_env`, `check_env`, `env_spec` and `xla_loop_problem` answer fo
 named by an `env_id` (`envs/sources.py`).
 
 Names are imported on first use, so a Python env's worker process (which imports
-`envs/process_pool.py`) does not import JAX.
+`envs/steppers.py`) does not import JAX.
 """
 
 from typing import TYPE_CHECKING

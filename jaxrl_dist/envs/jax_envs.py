@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 from typing import Any, NamedTuple
 
 import jax
@@ -40,6 +39,8 @@ import numpy as np
 
 from jaxrl_dist.envs.envpool_env import EnvSpec
 from jaxrl_dist.envs.observation import obs_indices_problem, split_obs_indices
+from jaxrl_dist.envs.user_code import FactoryError, load_factory
+from jaxrl_dist.errors import one_line
 
 GYMNAX_PREFIX = "gymnax:"
 USER_PREFIX = "jax:"  # a user's own JAX env: jax:module:factory (`_user_env`)
@@ -214,10 +215,10 @@ def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     if env_id.startswith(USER_PREFIX):
         try:
             make_jax_env(env_id, env_kwargs)
-        except UserEnvError as e:
+        except FactoryError as e:
             return str(e)
         except Exception as e:  # noqa: BLE001  the user's code: any error in one line
-            return f"config.env_id={env_id!r}: {_one_line(e)}"
+            return f"config.env_id={env_id!r}: {one_line(e)}"
         return None
     if env_id.startswith(("gymnasium:", "factory:")):
         return (
@@ -249,15 +250,6 @@ def make_jax_env(env_id: str, env_kwargs: dict[str, Any]) -> JaxEnv:
     return JaxEnv(env_id.removeprefix(GYMNAX_PREFIX), env_kwargs)
 
 
-class UserEnvError(ValueError):
-    """A `jax:module:factory` env that cannot be used; the message is one line with the fix."""
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
 def _user_env(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """`jax:module:factory`: `module.factory(**kwargs)` returns a JAX env with gymnax's API, or
     `(env, params)` as `gymnax.make` does. The env has `default_params` (unless the factory
@@ -268,38 +260,25 @@ def _user_env(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     subclass is stepped through its `step_env`; any other class's `step` must not reset by
     itself: the wrapper resets on the step after `done`, as EnvPool does."""
     name = f"config.env_id={env_id!r}"
-    parts = env_id[len(USER_PREFIX) :].split(":")
-    if len(parts) != 2 or not all(parts):
-        raise UserEnvError(f"{name}: write jax:MODULE:FACTORY, e.g. jax:my_pkg.envs:make_maze")
-    module_name, attr = parts
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        raise UserEnvError(
-            f"{name}: cannot import module {e.name or module_name!r}; make it importable (pip "
-            "install -e your package, or add its folder to PYTHONPATH)"
-        ) from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise UserEnvError(f"{name}: module {module_name} has no callable {attr!r}")
+    factory = load_factory(env_id, USER_PREFIX)
     made = factory(**kwargs)
     env, params = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
     missing = [
         m for m in ("reset", "step", "observation_space", "action_space") if not hasattr(env, m)
     ]
     if missing:
-        raise UserEnvError(
+        raise FactoryError(
             f"{name} made a {type(env).__name__} without {', '.join(missing)}; return an env "
             "with gymnax's API (docs/guides/your-own-environment.md)"
         )
     if not callable(env.observation_space) or not callable(env.action_space):
-        raise UserEnvError(
+        raise FactoryError(
             f"{name} made a {type(env).__name__}, whose spaces are not methods of the params "
             "(gymnax's API); a gymnasium env runs on runtime='sebulba' as gymnasium:ID"
         )
     if params is None:
         if getattr(env, "default_params", None) is None:
-            raise UserEnvError(
+            raise FactoryError(
                 f"{name}: its env has no default_params; give it one, or return (env, params)"
             )
         params = env.default_params

@@ -5,7 +5,7 @@
 wherever an EnvPool does:
 
 - `num_envs` envs over `num_workers` processes, a block of envs each. A worker is a fresh
-  interpreter (`python -m jaxrl_dist.envs.process_pool`), not a fork (the parent runs JAX's
+  interpreter (`python -m jaxrl_dist.envs.steppers`), not a fork (the parent runs JAX's
   threads) nor multiprocessing's `spawn` (which re-runs the user's script unless it is
   guarded by `if __name__ == "__main__"`); it gets the parent's `sys.path` and the env factory
   pickled with cloudpickle (a lambda or a class of a notebook works) over a socket.
@@ -32,7 +32,6 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +42,7 @@ from jaxrl_dist.errors import RunError
 
 log = logging.getLogger(__name__)
 
+WORKER_MODULE = "jaxrl_dist.envs.steppers"  # a worker: `python -m` it with the socket's fd
 START_TIMEOUT_S = 120.0  # a worker's imports and env construction
 RESTART_SEED_STRIDE = 1_000_003  # a replaced worker's seeds: apart from every env's first
 
@@ -55,57 +55,10 @@ class EnvContractError(RunError):
     """An env broke its declared spaces (wrong observation shape or dtype, NaN)."""
 
 
-# ---------------------------------------------------------------------------- worker side
-def _worker_main(conn: Any) -> None:
-    """A worker process: builds its envs and answers step requests until told to close."""
-    try:
-        path, payload, name, seeds = conn.recv()
-        sys.path[:] = path
-        import cloudpickle
-
-        from jaxrl_dist.envs.steppers import ObservationError, make_stepper
-
-        factory = cloudpickle.loads(payload)
-        envs = [make_stepper(factory()) for _ in seeds]
-    except BaseException:  # noqa: BLE001  reported to the parent, which names the env
-        conn.send(("error", traceback.format_exc()))
-        return
-    conn.send(("ready", None))
-    fresh = [True] * len(envs)  # no reset yet: the first uses the env's seed
-    ended = [True] * len(envs)  # the next step is a reset step
-    elapsed = [0] * len(envs)
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):  # the parent is gone (killed): nothing left to answer
-            return
-        if message[0] == "close":
-            break
-        if message[0] == "render":
-            try:
-                conn.send(("render", envs[0].render()))
-            except Exception:  # noqa: BLE001  reported to the parent's render()
-                conn.send(("error", traceback.format_exc()))
-            continue
-        _, local, actions, force_reset = message
-        rows = []
-        try:
-            for j, action in zip(local, actions, strict=True):
-                if ended[j] or force_reset:
-                    row = envs[j].reset(seeds[j] if fresh[j] else None)
-                    fresh[j], elapsed[j] = False, 0
-                else:
-                    row = envs[j].step(action)
-                    elapsed[j] += 1
-                ended[j] = row[2] or row[3]
-                rows.append((*row, elapsed[j]))
-        except ObservationError as e:  # not a fault a restart mends
-            conn.send(("contract", f"{name} {e}"))
-            return
-        except BaseException:  # noqa: BLE001  the parent restarts this worker
-            conn.send(("error", traceback.format_exc()))
-            return
-        conn.send(("step", rows))
+def layout_fits(num_envs: int, batch_size: int, workers: int) -> bool:
+    """Whether `workers` processes can hold `num_envs` envs with `recv()` batches of
+    `batch_size`: every worker the same number of envs, a batch whole workers."""
+    return num_envs % workers == 0 and batch_size % (num_envs // workers) == 0
 
 
 def _last_line(text: str) -> str:
@@ -139,7 +92,7 @@ class ProcessPool:
     ):
         import cloudpickle
 
-        if num_envs % num_workers or batch_size % (num_envs // num_workers):
+        if not layout_fits(num_envs, batch_size, num_workers):
             raise ValueError(
                 f"{num_envs} envs over {num_workers} workers with recv batches of {batch_size}: "
                 "each worker must hold the same number of envs, and a batch whole workers"
@@ -176,7 +129,7 @@ class ProcessPool:
         again = self._restarts[w] * RESTART_SEED_STRIDE
         seeds = [(self._seed + first + j + again) % 2**31 for j in range(self._per_worker)]
         proc = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(child.fileno())],
+            [sys.executable, "-m", WORKER_MODULE, str(child.fileno())],
             pass_fds=(child.fileno(),),
             stdin=subprocess.DEVNULL,
             # Its own session: a Ctrl-C (or a signal to the run's process group) stops the run,
@@ -414,7 +367,3 @@ def _combine(rows: list[tuple]) -> tuple:
     else:
         stacked, rewards = np.stack(obs), np.array(reward, np.float32)
     return stacked, rewards, np.array(terminated, bool), np.array(truncated, bool), info
-
-
-if __name__ == "__main__":  # a worker: `python -m jaxrl_dist.envs.process_pool FD`
-    _worker_main(multiprocessing.connection.Connection(int(sys.argv[1])))

@@ -29,6 +29,9 @@ from jaxrl_dist.envs.observation import (
     obs_indices_problem,
     split_obs_indices,
 )
+from jaxrl_dist.envs.process_pool import ProcessPool, layout_fits
+from jaxrl_dist.envs.user_code import FactoryError, import_problem, load_factory
+from jaxrl_dist.errors import one_line
 
 GYMNASIUM = "gymnasium:"
 PETTINGZOO = "pettingzoo:"
@@ -88,51 +91,31 @@ def python_factory(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]
         spec = gymnasium.spec(gym_id)
         return functools.partial(_gymnasium_make, spec, dict(env_kwargs))
     if env_id.startswith(PETTINGZOO):
-        module, _, attr = env_id[len(PETTINGZOO) :].rpartition(":")
-        if not module or not attr:
-            raise ValueError(f"write {PETTINGZOO}MODULE:FACTORY, e.g. pettingzoo:my_pkg.games:nim")
-        factory = getattr(importlib.import_module(module), attr, None)
-        if not callable(factory):
-            raise ValueError(f"module {module} has no callable {attr!r}")
-        return functools.partial(_call, factory, dict(env_kwargs))
+        return functools.partial(_call, load_factory(env_id, PETTINGZOO), dict(env_kwargs))
     name = env_id[len(FACTORY) :]
     if name not in _FACTORIES:
         raise KeyError(name)
     return functools.partial(_call, _FACTORIES[name], dict(env_kwargs))
 
 
-def _raise(error: BaseException) -> Any:
-    raise error
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
 def _build(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, str | None]:
     """One env of a Python source, or the one-line reason it cannot be made."""
     name = f"config.env_id={env_id!r}"
-    try:
-        factory = python_factory(env_id, env_kwargs)
-    except KeyError:
+    if env_id.startswith(FACTORY) and env_id[len(FACTORY) :] not in _FACTORIES:
         return None, (
             f"{name} names no registered factory; pass env_factory= to Trainer (or call "
             "register_env_factory) in the process that runs it"
         )
-    except Exception as e:  # noqa: BLE001  gymnasium's registry lookup: reported below
-        factory = functools.partial(_raise, e)
     try:
-        env = factory()
+        env = python_factory(env_id, env_kwargs)()
+    except FactoryError as e:
+        return None, str(e)
     except ModuleNotFoundError as e:
         module = e.name or env_id.split(":")[1]  # gymnasium re-raises without the name
-        return None, (
-            f"{name}: cannot import module {module!r}; make it importable (pip install -e your "
-            "package, or add its folder to PYTHONPATH)"
-        )
+        return None, import_problem(name, module)
     except Exception as e:  # noqa: BLE001  the user's code: any error is reported in one line
         return None, _gymnasium_problem(env_id, env_kwargs, e) or (
-            f"{name}: making the env failed with {_one_line(e)}"
+            f"{name}: making the env failed with {one_line(e)}"
         )
     return env, None
 
@@ -153,13 +136,13 @@ def _gymnasium_problem(env_id: str, env_kwargs: dict[str, Any], e: BaseException
         )
     if isinstance(e, TypeError) and "must inherit from the gymnasium.Env" in str(e):
         return (
-            f"config.env_id={env_id!r} does not make a gymnasium.Env ({_one_line(e)[:120]}); "
+            f"config.env_id={env_id!r} does not make a gymnasium.Env ({one_line(e)[:120]}); "
             "make its entry point return one gymnasium.Env (the workers step copies of it)"
         )
     if isinstance(e, TypeError):
         return (
             f"config.env_kwargs={env_kwargs!r} rejected by gymnasium.make for {gym_id}: "
-            f"{_one_line(e)}"
+            f"{one_line(e)}"
         )
     return None
 
@@ -288,14 +271,9 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
 def worker_layout_problem(num_envs: int, batch_size: int, workers: int) -> str | None:
     """Why `workers` worker processes (0: `default_workers`) cannot hold an actor's envs, or
     None: each worker holds the same number of envs, and a `recv()` batch is whole workers."""
-    if not workers:
+    if not workers or layout_fits(num_envs, batch_size, workers):
         return None
-    per = num_envs // workers if num_envs % workers == 0 else 0
-    if per and batch_size % per == 0:
-        return None
-    fits = [
-        w for w in range(1, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0
-    ]
+    fits = [w for w in range(1, num_envs + 1) if layout_fits(num_envs, batch_size, w)]
     return (
         f"config.env_threads_per_actor={workers} worker processes cannot hold {num_envs} envs "
         f"with recv() batches of {batch_size} (each worker the same envs, a batch whole "
@@ -308,7 +286,7 @@ def default_workers(num_envs: int, batch_size: int, cpus: int | None = None) -> 
     worker holds the same number of envs and a recv batch is whole workers."""
     cpus = cpus or len(os.sched_getaffinity(0))
     for workers in range(min(cpus, num_envs), 0, -1):
-        if num_envs % workers == 0 and batch_size % (num_envs // workers) == 0:
+        if layout_fits(num_envs, batch_size, workers):
             return workers
     return num_envs  # unreachable for batch_size | num_envs: one env per worker always fits
 
@@ -343,8 +321,6 @@ def make_env(
             num_threads=num_threads,
             thread_affinity_offset=thread_affinity_offset,
         )
-    from jaxrl_dist.envs.process_pool import ProcessPool
-
     kwargs, indices = split_obs_indices(env_kwargs)
     pool = ProcessPool(
         python_factory(env_id, kwargs),

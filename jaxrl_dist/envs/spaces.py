@@ -1,5 +1,5 @@
 """Gymnasium spaces as the networks see them: an `EnvSpec`, and the observation and action
-conversions a Python env's worker applies (`envs/process_pool.py`).
+conversions a Python env's worker applies (`envs/steppers.py`).
 
 Observations:
 - Box of any rank: as is (float64 narrowed to float32; JAX runs without x64);

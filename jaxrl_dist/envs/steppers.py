@@ -1,4 +1,5 @@
-"""One Python env as a worker process steps it (`process_pool.py`): `reset(seed)` and
+"""A Python env's worker process (`process_pool.py` starts it: `python -m
+jaxrl_dist.envs.steppers FD`), and one env as it steps it: `reset(seed)` and
 `step(action)` return `(obs, reward, terminated, truncated, extra)` in the agent's arrays,
 checked against the env's declared spaces on every call (`ObservationError`).
 
@@ -10,6 +11,9 @@ checked against the env's declared spaces on every call (`ObservationError`).
 
 from __future__ import annotations
 
+import multiprocessing.connection
+import sys
+import traceback
 from typing import Any
 
 from jaxrl_dist.envs.spaces import SpaceAdapter
@@ -55,3 +59,61 @@ def make_stepper(env: Any) -> Any:
 
         return pettingzoo_stepper(env)
     return GymStepper(env)
+
+
+def _worker_main(conn: Any) -> None:
+    """A worker process: builds its envs and answers step requests until told to close."""
+    try:
+        path, payload, name, seeds = conn.recv()
+        sys.path[:] = path
+        import cloudpickle
+
+        factory = cloudpickle.loads(payload)
+        envs = [make_stepper(factory()) for _ in seeds]
+    except BaseException:  # noqa: BLE001  reported to the parent, which names the env
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready", None))
+    fresh = [True] * len(envs)  # no reset yet: the first uses the env's seed
+    ended = [True] * len(envs)  # the next step is a reset step
+    elapsed = [0] * len(envs)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent is gone (killed): nothing left to answer
+            return
+        if message[0] == "close":
+            break
+        if message[0] == "render":
+            try:
+                conn.send(("render", envs[0].render()))
+            except Exception:  # noqa: BLE001  reported to the parent's render()
+                conn.send(("error", traceback.format_exc()))
+            continue
+        _, local, actions, force_reset = message
+        rows = []
+        try:
+            for j, action in zip(local, actions, strict=True):
+                if ended[j] or force_reset:
+                    row = envs[j].reset(seeds[j] if fresh[j] else None)
+                    fresh[j], elapsed[j] = False, 0
+                else:
+                    row = envs[j].step(action)
+                    elapsed[j] += 1
+                ended[j] = row[2] or row[3]
+                rows.append((*row, elapsed[j]))
+        except ObservationError as e:  # not a fault a restart mends
+            conn.send(("contract", f"{name} {e}"))
+            return
+        except BaseException:  # noqa: BLE001  the parent restarts this worker
+            conn.send(("error", traceback.format_exc()))
+            return
+        conn.send(("step", rows))
+
+
+if __name__ == "__main__":  # a worker: `python -m jaxrl_dist.envs.steppers FD`
+    # The package's module, not this `__main__` copy: `pettingzoo_env.py` raises that
+    # module's ObservationError, which the worker must recognise.
+    from jaxrl_dist.envs import steppers
+
+    steppers._worker_main(multiprocessing.connection.Connection(int(sys.argv[1])))

@@ -21,6 +21,7 @@ import numpy as np
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, env_policies, evaluation_state
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
+from jaxrl_dist.config.train import eval_env_of
 from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec
 from jaxrl_dist.run.checkpoint import restore_params, restructure_like, tree_difference
@@ -101,23 +102,27 @@ class Policy:
     def env_kwargs(self) -> dict[str, Any]:
         return dict(self.description["env_kwargs"])
 
+    @property
+    def run_eval_env(self) -> tuple[str, dict[str, Any]]:
+        """The env the run evaluated on (`config.eval_env`; its training env for a run that
+        kept no config)."""
+        run = self.meta.get("config") or {}
+        return eval_env_of(
+            self.env_id, self.env_kwargs, run.get("eval_env_id", ""), run.get("eval_env_kwargs")
+        )
+
     def eval_env(
         self, env_id: str | None = None, env_kwargs: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """The env to evaluate on, as `TrainConfig.eval_env` chooses it: `env_id` with
-        `env_kwargs` alone, or this policy's env with `env_kwargs` over its own kwargs, else
-        the run's evaluation env (`config.eval_env_id`/`eval_env_kwargs`); ValueError (one
-        line) if the env is refused or its spaces are not this policy's."""
-        if env_id:
-            env = (env_id, dict(env_kwargs or {}))
-        elif env_kwargs is not None:
-            env = (self.env_id, {**self.env_kwargs, **env_kwargs})
+        """The env to evaluate on, chosen from `env_id`/`env_kwargs` as `config.eval_env`
+        chooses (`eval_env_of`), else the run's own (`run_eval_env`); ValueError (one line) if
+        the env is refused or its spaces are not this policy's."""
+        given = bool(env_id) or env_kwargs is not None
+        if given:
+            env = eval_env_of(self.env_id, self.env_kwargs, env_id or "", env_kwargs)
         else:
-            run = self.meta.get("config") or {}
-            extra = run.get("eval_env_kwargs") or {}
-            own = run.get("eval_env_id")
-            env = (own, dict(extra)) if own else (self.env_id, {**self.env_kwargs, **extra})
-        flag = "--eval_env_id" if env_id or env_kwargs is not None else "config.eval_env_id"
+            env = self.run_eval_env
+        flag = "--eval_env_id" if given else "config.eval_env_id"
         problem = check_env(*env)  # the training env too: a Python env's module may be missing
         if problem:
             raise ValueError(problem if env[0] == self.env_id else f"{flag}: {problem}")

@@ -67,9 +67,9 @@ def eval_env_problem(
     """What is wrong with the evaluation's own env (`config.eval_env_id`/`eval_env_kwargs`):
     the engine's `check` of it, or spaces the trained policy cannot take; None when it is the
     training env or fits."""
-    env_id, kwargs = config.eval_env
-    if (env_id, kwargs) == (config.env_id, dict(config.env_kwargs)):
+    if not config.own_eval_env:
         return None
+    env_id, kwargs = config.eval_env
     problem = check(env_id, kwargs)
     if problem:
         return problem.replace("config.env_id", "config.eval_env_id").replace(

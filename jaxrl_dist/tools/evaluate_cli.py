@@ -200,7 +200,7 @@ def evaluate_once(args: argparse.Namespace) -> int:
         cut = f", cut at {VIDEO_MAX_FRAMES} frames" if v["cut"] else ""
         print(f"video: {args.video} ({v['frames']} frames, return {v['return']:.1f}{cut})")
     # Another env than the run's evaluation env gets a file of its own (named by a digest).
-    other = env != policy.eval_env()
+    other = env != policy.run_eval_env
     tag = "_env" + hashlib.sha256(repr(env).encode()).hexdigest()[:8] if other else ""
     out = args.json or os.path.join(
         run_dir_of(args.run_dir, ckpt_dir), "eval", f"step_{policy.step}_{args.mode}{tag}.json"
