@@ -11,10 +11,11 @@ packed again, so a check cut off keeps what it measured. The parts, most wanted 
 
 1. `breakout`: Breakout-v5 (`configs/impala_atari.py`) end to end against raw EnvPool async at
    the same layout, the config as written (the Python actor loop) and the XLA-loop layouts
-   that may keep the learner fed (`sweep.py --grid gpu_actors`: actor threads, envs per thread);
-2. `central_local`: central against local inference, 8 actor threads (`throughput.py`);
-3. `determinism`: two deterministic runs give identical params (`tests/gpu_determinism_runs.py`);
-4. `anakin_ppo`: Anakin PPO CartPole against `purejaxrl_ppo.py` at 1, 8 and 256 seeds;
+   that may keep the learner fed (`sweep.py --grid gpu_actors`: two env groups per actor
+   thread, actor threads, envs per thread);
+2. `anakin_ppo`: Anakin PPO CartPole against `purejaxrl_ppo.py` at 1, 8 and 256 seeds;
+3. `central_local`: central against local inference, 8 actor threads (`throughput.py`);
+4. `determinism`: two deterministic runs give identical params (`tests/gpu_determinism_runs.py`);
 5. `recurrent`: what an LSTM core costs (`recurrent_throughput.py`);
 6. `learning`: IMPALA on Breakout for the time left, its curve saved (`learning_curve.png`).
 
@@ -194,11 +195,11 @@ def learning_headline(out_dir: str) -> str:
 
 
 PARTS = (
-    Part("breakout", breakout_command, cap_s=260, min_s=60, headline=breakout_headline),
+    Part("breakout", breakout_command, cap_s=300, min_s=60, headline=breakout_headline),
+    Part("anakin_ppo", anakin_command, 150, 45, anakin_headline),
     Part("central_local", central_local_command, 120, 50, central_local_headline),
     Part("determinism", determinism_command, 60, 30, determinism_headline),
-    Part("anakin_ppo", anakin_command, 120, 45, anakin_headline),
-    Part("recurrent", recurrent_command, 80, 40, recurrent_headline),
+    Part("recurrent", recurrent_command, 100, 40, recurrent_headline),
     Part("learning", learning_command, None, LEARNING_MARGIN_S + 30, learning_headline),
 )
 

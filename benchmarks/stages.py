@@ -314,6 +314,19 @@ def _training_lines(metrics_path: str) -> list[str]:
         return [line for line in f if "charts/sps" in line]
 
 
+FINAL_EPISODE_STEPS = 100
+
+
+def short_final_episode(config: TrainConfig) -> dict | None:
+    """The evaluation env's kwargs with EnvPool's episode cap at `FINAL_EPISODE_STEPS`: the
+    run's final evaluation comes after the window and is not measured, yet an untrained greedy
+    Breakout agent that never fires plays the whole 27,000-step cap (a minute on one env). A
+    Python env keeps its kwargs (its maker may take no such argument)."""
+    if is_python_env(config.eval_env[0]):
+        return config.eval_env_kwargs
+    return {**(config.eval_env_kwargs or {}), "max_episode_steps": FINAL_EPISODE_STEPS}
+
+
 def end_to_end(config: TrainConfig, seconds: float) -> dict:
     """The real trainer (evaluation and checkpoints off), stopped `seconds` after its first log
     line, so compilation and start-up never eat into the window. Steady-state SPS is the rate
@@ -325,6 +338,7 @@ def end_to_end(config: TrainConfig, seconds: float) -> dict:
         max_wall_time_s=0.0,
         eval_every_updates=0,
         eval_episodes=1,
+        eval_env_kwargs=short_final_episode(config),
         checkpoint_every_updates=0,
         stop_at_eval_return=None,
         log_every_updates=min(config.log_every_updates, 20),

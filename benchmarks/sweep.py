@@ -50,11 +50,14 @@ GRIDS = {
         "learner_dtype": [{"network.dtype": "bfloat16"}],
     },
     # The actor layouts that may keep a GPU learner fed with the XLA loop (each actor thread
-    # waits for its sync pool, then for its unroll's inference): more threads sharing the 16
-    # cores, fewer envs each, against the base (the Python loop). `benchmarks/gpu_check.py`.
+    # waits for its sync pool, then for its unroll's inference): two env groups per actor
+    # thread stepped in turn, more threads sharing the 16 cores, against the base (the Python
+    # loop); the points share one raw-EnvPool ceiling where the layout is the same.
+    # `benchmarks/gpu_check.py`, most wanted first.
     "gpu_actors": {
         "actor_layout": [
             {**XLA, "num_actor_threads": "2"},
+            {**XLA, "num_actor_threads": "2", "env_groups_per_actor": "2"},
             {**XLA, "num_actor_threads": "4", "envs_per_actor": "64", "env_threads_per_actor": "4"},
             {**XLA, "num_actor_threads": "8", "envs_per_actor": "32", "env_threads_per_actor": "2"},
         ],

@@ -20,9 +20,10 @@ def hanging_make_unroll(*args, **kwargs):
         time.sleep(3600)
         return handle
 
-    def stuck(params, handle, carry):
-        shape = jax.ShapeDtypeStruct(handle.shape, handle.dtype)
-        return unroll(params, io_callback(forever, shape, handle), carry)
+    def stuck(params, handles, carry):
+        first = handles[0]
+        shape = jax.ShapeDtypeStruct(first.shape, first.dtype)
+        return unroll(params, (io_callback(forever, shape, first), *handles[1:]), carry)
 
     return start, stuck
 

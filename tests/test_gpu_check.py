@@ -13,7 +13,7 @@ import tarfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_CHECK = os.path.join(ROOT, "benchmarks", "gpu_check.py")
-PARTS = ("breakout", "central_local", "anakin_ppo", "recurrent", "learning")
+PARTS = ("breakout", "anakin_ppo", "central_local", "recurrent", "learning")
 
 
 def _check(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:

@@ -59,20 +59,30 @@ def _python_stream(num_envs: int, steps: int, params: float):
     return rows, np.stack(actions), episodes
 
 
-def test_unroll_matches_a_python_loop_step_for_step():
+@pytest.mark.parametrize("groups", [1, 2, 4])
+def test_unroll_matches_a_python_loop_step_for_step(groups):
+    """One pool, or the same envs in 2 or 4 pools stepped in turn (`env_groups_per_actor`),
+    each seeded as its envs are in one pool: the same rows, actions and episodes as the Python
+    loop on one pool."""
     num_envs, width, t, unrolls, params = 8, 4, 12, 3, np.float32(0.5)
     rows, actions, episodes = _python_stream(num_envs, t * unrolls, params)
-    env = make_env("CartPole-v1", ENV_KWARGS, num_envs, num_envs, seed=5, num_threads=1)
-    handle, recv, send, _ = env.xla()
+    n = num_envs // groups
+    envs = [
+        make_env("CartPole-v1", ENV_KWARGS, n, n, seed=5 + g * n, num_threads=1)
+        for g in range(groups)
+    ]
+    xla = [env.xla() for env in envs]
     core = _pole_core()
-    start, unroll = make_unroll(core, recv, send, unroll_length=t, width=width)
-    env.async_reset()
+    pools = [(recv, send) for _, recv, send, _ in xla]
+    start, unroll = make_unroll(core, pools, unroll_length=t, width=width)
+    for env in envs:
+        env.async_reset()
     state = core.init_state(None, num_envs, None)
-    handle, carry = jax.jit(start)(handle, state)
+    handles, carry = jax.jit(start)(tuple(h for h, *_ in xla), state)
     unroll = jax.jit(unroll)
     returns, lengths = [], []
     for k in range(unrolls):
-        handle, carry, out = unroll(params, handle, carry)
+        handles, carry, out = unroll(params, handles, carry)
         out = jax.device_get(out)
         assert len(out.rollouts) == num_envs // width
         for part, r in enumerate(out.rollouts):
@@ -87,7 +97,8 @@ def test_unroll_matches_a_python_loop_step_for_step():
             np.testing.assert_array_equal(r.agent_extras["calls"], calls)
         returns.append(out.episode_return[out.ended])
         lengths.append(out.episode_length[out.ended])
-    env.close()
+    for env in envs:
+        env.close()
     # The episodes read where `ended` are EpisodeTracker's, in the same order (time, then env).
     want_returns = np.concatenate([e[0] for e in episodes[1:]])
     want_lengths = np.concatenate([e[1] for e in episodes[1:]])
@@ -101,11 +112,12 @@ def test_a_run_with_the_xla_actor_loop_trains_on_device_rollouts(tmp_path):
         "configs/impala_cartpole.py:quick",
         actor_loop="xla",
         async_envs=False,
+        env_groups_per_actor=2,  # one group steps while the policy acts on the other
         total_env_steps=12_800,
         log_every_updates=5,
     )
     summary = Trainer(config, str(tmp_path), quiet=True).run().summary
-    # 32 envs x 20 steps per unroll, cut into two rollouts of 16: the learner batch.
+    # 2 groups x 16 envs x 20 steps per unroll, cut into two rollouts of 16: the learner batch.
     assert summary["env_steps"] >= 12_800 and summary["updates"] == summary["env_steps"] // 320
     assert summary["episodes"] > 0 and summary["actor_restarts"] == 0
     with open(tmp_path / "metrics.jsonl") as f:
@@ -121,6 +133,9 @@ def test_a_run_with_the_xla_actor_loop_trains_on_device_rollouts(tmp_path):
         ({"actor_loop": "xla", "async_envs": True}, "async_envs"),
         ({"actor_loop": "xla", "async_envs": False, "inference.client": "server"}, "inference"),
         ({"actor_loop": "xla", "async_envs": False, "actor_hang_timeout_s": 0}, "actor_hang"),
+        ({"env_groups_per_actor": 2}, "env_groups_per_actor"),  # the Python loop
+        ({"actor_loop": "xla", "async_envs": False, "env_groups_per_actor": 3}, "env_groups"),
+        ({"actor_loop": "xla", "async_envs": False, "env_groups_per_actor": 0}, "env_groups"),
     ],
 )
 def test_the_xla_actor_loop_refuses_what_it_cannot_do(overrides, field):

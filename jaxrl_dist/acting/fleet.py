@@ -191,18 +191,22 @@ class Fleet:
         key = jax.random.fold_in(self._root, g)
         key = jax.random.fold_in(key, restarts) if again else key
 
-        def make(generation: int = 0):
+        def make(generation: int = 0, group: int = 0):
+            """The actor's EnvPool, or with `env_groups_per_actor` its group `group`: envs
+            `group * n ..` of the actor's, seeded as one pool of them all would be."""
             if cfg.deterministic:
                 path = (LOCKSTEP_SEED_PURPOSE, generation, g, *again)
             else:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
-            threads = cfg.env_threads_per_actor or cfg.env_batch_size
+            groups = cfg.env_groups_per_actor
+            num_envs, batch = cfg.envs_per_actor // groups, cfg.env_batch_size // groups
+            threads = cfg.env_threads_per_actor or batch
             env = make_env(
                 cfg.env_id,
                 cfg.env_kwargs,
-                cfg.envs_per_actor,
-                cfg.env_batch_size,
-                seed=derive_seed(cfg.seed, *path),
+                num_envs,
+                batch,
+                seed=(derive_seed(cfg.seed, *path) + group * num_envs) & 0x7FFF_FFFF,
                 num_threads=cfg.env_threads_per_actor,
                 thread_affinity_offset=pool_affinity(cfg.env_thread_affinity_offset, g, threads),
                 restart=self._budget.allow_for,  # a Python env's worker: the actors' budget
@@ -229,6 +233,7 @@ class Fleet:
                 identity=self._identity(slot),
                 key=key,
                 shared=self._shared,
+                groups=cfg.env_groups_per_actor,
             )
             actor.start()
             return actor

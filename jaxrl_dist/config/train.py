@@ -57,6 +57,9 @@ class TrainConfig:
     # pool: `acting/xla_actor.py`). An unroll still running after `actor_hang_timeout_s` (a
     # `recv` inside XLA cannot time out) stops the run.
     actor_loop: str = "python"
+    # XLA loop: each actor's envs in this many sync EnvPools stepped in turn inside the unroll,
+    # one group's envs stepping while the policy acts on the next group's (1 = one pool).
+    env_groups_per_actor: int = 1
     actor_hang_timeout_s: float = 60.0  # an XLA-loop unroll running longer stops the run
     # CPython's GIL switch interval during the run (`sys.setswitchinterval`; 0 keeps Python's
     # 5 ms): a thread waiting for the GIL beside one running Python waits up to this long.
@@ -157,6 +160,7 @@ class TrainConfig:
             "env_epoch_updates",
             "agents_per_env",
             "actor_hang_timeout_s",
+            "env_groups_per_actor",
             "num_seeds",
         )
         for name in positive:
@@ -300,6 +304,12 @@ class TrainConfig:
     def _check_actor_loop(self) -> None:
         if self.actor_loop not in ACTOR_LOOPS:
             fail("actor_loop", self.actor_loop, f"must be one of {ACTOR_LOOPS}")
+        groups = self.env_groups_per_actor
+        if groups > 1 and self.actor_loop != "xla":
+            fail("env_groups_per_actor", groups, "> 1 needs config.actor_loop='xla'")
+        if self.envs_per_actor % groups:
+            why = f"must divide config.envs_per_actor={self.envs_per_actor}"
+            fail("env_groups_per_actor", groups, why)
         if self.actor_loop != "xla":
             return
         fix = {  # what the jitted loop does not do, and the fix
