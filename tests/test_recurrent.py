@@ -207,19 +207,26 @@ def test_xla_actor_segments_replay_exactly_on_the_learner():
     config = NetworkConfig(torso="mlp", hidden_sizes=(8,), core="gru", core_size=16)
     model = make_policy_model(config, spec)
     core, params = sampling_actor(model), model.init(jax.random.PRNGKey(4))
-    env = make_env("CartPole-v1", {}, 8, 8, seed=5)
-    handle, recv, send, _ = env.xla()
+    # two env groups stepped in turn (env_groups_per_actor=2): each keeps its envs' memory
+    envs = [make_env("CartPole-v1", {}, 4, 4, seed=5 + 4 * g) for g in range(2)]
+    xla = [env.xla() for env in envs]
     start, unroll = make_unroll(
-        core, recv, send, unroll_length=16, width=8, action_dtype=env.spec._action_spec[-1][0]
+        core,
+        [(recv, send) for _, recv, send, _ in xla],
+        unroll_length=16,
+        width=8,
+        action_dtype=envs[0].spec._action_spec[-1][0],
     )
-    env.async_reset()
+    for env in envs:
+        env.async_reset()
     state = core.init_state(ActorIdentity(0, 1), 8, jax.random.PRNGKey(6))
-    handle, carry = jax.jit(start)(handle, state)
+    handles, carry = jax.jit(start)(tuple(h for h, *_ in xla), state)
     rollouts, unroll = [], jax.jit(unroll)
     for _ in range(3):
-        handle, carry, out = unroll(params, handle, carry)
+        handles, carry, out = unroll(params, handles, carry)
         rollouts += [r._replace(policy_version=jnp.zeros((16, 8), jnp.int32)) for r in out.rollouts]
-    env.close()
+    for env in envs:
+        env.close()
     _check_segments(model, params, rollouts)
 
 

@@ -28,6 +28,7 @@ REFUSES = {
     "async_envs": "JAX envs step together",
     "env_threads_per_actor": "no EnvPool",
     "actor_loop": _NO_ACTORS,
+    "env_groups_per_actor": _NO_ACTORS,
     "actor_hang_timeout_s": _NO_ACTORS,
     "env_thread_affinity_offset": "no EnvPool",
     "queue_size": "no queue: each rollout is learned from in the program",

@@ -7,6 +7,7 @@ USES = {
     "async_envs": "async EnvPools (half the envs per recv)",
     "env_threads_per_actor": "EnvPool's C++ threads",
     "actor_loop": "the Python loop or the jitted XLA unroll",
+    "env_groups_per_actor": "the XLA unroll's env groups stepped in turn",
     "actor_hang_timeout_s": "a hung XLA unroll stops the run",
     "env_thread_affinity_offset": "EnvPool thread pinning",
     "unroll_length": "T, steps per segment",
