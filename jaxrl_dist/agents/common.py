@@ -19,6 +19,7 @@ from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, RecurrentActorCritic, make_actor_critic
 from jaxrl_dist.networks.cores import reset_core_state, unroll_one_step
+from jaxrl_dist.networks.torsos import CONV_TORSOS
 from jaxrl_dist.ops.running_stats import (
     RunningStats,
     init_running_stats,
@@ -84,6 +85,16 @@ def injected_optimizer(
         return optax.chain(*clip, build(learning_rate))
 
     return optax.inject_hyperparams(clipped)(learning_rate=learning_rate)
+
+
+def sgd_loop_unroll(network_config: NetworkConfig, steps: int) -> int:
+    """`lax.scan`'s `unroll` for a loop of `steps` gradient steps: all of them on a CPU when
+    the torso convolves, else 1. XLA:CPU runs a convolution whose weights a while loop carries
+    about 11x slower (the Nature CNN, forward and backward: 2.7 s against 0.24 s per 256
+    samples, jax 0.10.2; `benchmarks/results/cpu/diagnosis_atari_learner/`); unrolled, the
+    loop is no while loop. Call it while tracing: it reads the backend."""
+    convolves = network_config.torso in CONV_TORSOS
+    return steps if convolves and jax.default_backend() == "cpu" else 1
 
 
 def initial_hparams(config: Any, names: Sequence[str]) -> dict[str, jax.Array]:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 Activation = Callable[[jax.Array], jax.Array]
 
 ACTIVATIONS: dict[str, Activation] = {"tanh": nn.tanh, "relu": nn.relu}
+CONV_TORSOS = ("nature_cnn", "impala_resnet")  # the torsos that convolve
 
 # IMPALA ResNet convs use LeCun-normal (flax's default, as in Cleanba, Huang et al. 2023): with
 # gain-sqrt(2) orthogonal init the six un-normalised residual blocks inflate activations ~50x.

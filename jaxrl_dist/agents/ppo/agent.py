@@ -32,6 +32,7 @@ from jaxrl_dist.agents.common import (
     masked_mean,
     sampling_actor,
     sequence_inputs,
+    sgd_loop_unroll,
     with_hparams,
 )
 from jaxrl_dist.agents.ppo.config import RUNTIME_HPARAMS, PPOConfig
@@ -74,7 +75,8 @@ def make_ppo(
             metrics["grad_norm"] = optax.tree.norm(grads)
             return (params, opt_state), metrics
 
-        return jax.lax.scan(sgd_step, (params, opt_state), minibatches)
+        unroll = sgd_loop_unroll(network_config, steps_per_update)
+        return jax.lax.scan(sgd_step, (params, opt_state), minibatches, unroll=unroll)
 
     def update(state: LearnerState, rollout: Rollout):
         assert_rollout_shapes(rollout)

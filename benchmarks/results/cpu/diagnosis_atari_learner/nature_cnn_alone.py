@@ -1,6 +1,7 @@
-"""The Nature CNN alone on XLA:CPU: forward, forward + backward, and the same in a `lax.scan`
-(README.md beside this file)."""
+"""The Nature CNN alone on XLA:CPU: forward, forward + backward, the same in a `lax.scan`, and
+in an SGD loop that carries the params, rolled and unrolled (README.md beside this file)."""
 
+import functools
 import time
 
 import flax.linen as nn
@@ -46,8 +47,20 @@ def main() -> None:
     for name, fn in (("fwd", jax.jit(model.apply)), ("fwd+bwd", jax.jit(jax.grad(loss)))):
         dt = timed(fn, params, x)
         print(f"{name}: {dt * 1000:.0f} ms per {BATCH} samples ({BATCH / dt:,.0f} samples/s)")
-    dt = timed(jax.jit(scanned), params, jnp.zeros((4, *x.shape), jnp.uint8), repeats=1) / 4
+    xs = jnp.zeros((4, *x.shape), jnp.uint8)
+    dt = timed(jax.jit(scanned), params, xs, repeats=1) / 4
     print(f"fwd+bwd in lax.scan: {dt * 1000:.0f} ms per {BATCH} samples")
+
+    def sgd(p, xs, unroll):  # the params carried by the loop, as in an SGD loop
+        def body(p, x):
+            return jax.tree.map(lambda a, b: a - 1e-3 * b, p, jax.grad(loss)(p, x)), None
+
+        return jax.lax.scan(body, p, xs, unroll=unroll)[0]
+
+    for unroll in (1, 4):
+        loop = jax.jit(functools.partial(sgd, unroll=unroll))
+        dt = timed(loop, params, xs, repeats=1) / 4
+        print(f"SGD loop, unroll={unroll}: {dt * 1000:.0f} ms per {BATCH} samples")
 
 
 if __name__ == "__main__":
