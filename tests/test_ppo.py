@@ -123,3 +123,16 @@ def test_ppo_atari_quick_runs(tmp_path):
     summary = train_run(f"{config_file}:quick", str(tmp_path / "run"), env=OPTIMISED)
     num_updates = RunShape(config.total_env_steps, config.steps_per_update).num_updates
     assert summary["updates"] == num_updates and summary["final_eval_return"] is not None
+
+
+def test_a_conv_torso_s_sgd_steps_are_unrolled_on_a_cpu():
+    """XLA:CPU runs a convolution whose weights a while loop carries ~11x slower, so PPO's SGD
+    loop is unrolled there for the conv torsos, and stays a loop for an MLP (whose compile a
+    long unrolled loop would only slow down)."""
+    from jaxrl_dist.agents.common import sgd_loop_unroll
+    from jaxrl_dist.networks import NetworkConfig
+
+    assert jax.default_backend() == "cpu"
+    assert sgd_loop_unroll(NetworkConfig(torso="nature_cnn"), 16) == 16
+    assert sgd_loop_unroll(NetworkConfig(torso="impala_resnet"), 4) == 4
+    assert sgd_loop_unroll(NetworkConfig(torso="mlp"), 16) == 1
