@@ -4,22 +4,12 @@ in an SGD loop that carries the params, rolled and unrolled (README.md beside th
 import functools
 import time
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.networks.torsos import NatureCNNTorso
+
 BATCH = 256
-
-
-class Nature(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        x = x.astype(jnp.float32) / 255.0
-        x = nn.relu(nn.Conv(32, (8, 8), (4, 4), padding="VALID")(x))
-        x = nn.relu(nn.Conv(64, (4, 4), (2, 2), padding="VALID")(x))
-        x = nn.relu(nn.Conv(64, (3, 3), (1, 1), padding="VALID")(x))
-        x = nn.relu(nn.Dense(512)(x.reshape(x.shape[0], -1)))
-        return nn.Dense(6)(x)
 
 
 def timed(fn, *args, repeats: int = 5) -> float:
@@ -31,8 +21,8 @@ def timed(fn, *args, repeats: int = 5) -> float:
 
 
 def main() -> None:
-    model = Nature()
-    x = jnp.zeros((BATCH, 84, 84, 4), jnp.uint8)
+    model = NatureCNNTorso()  # the library's own torso: EnvPool's uint8 [N, C, H, W] frames
+    x = jnp.zeros((BATCH, 4, 84, 84), jnp.uint8)
     params = model.init(jax.random.PRNGKey(0), x)
 
     def loss(p, x):
