@@ -12,7 +12,8 @@ Rows (CartPole-v1 with its velocities hidden, `env_kwargs.obs_indices=(0, 2)`):
 Each row runs the config with its LSTM and with `--config.network.core=none` (the same torso
 and heads), alternating `--repeat` times; SPS is timed after the first update (compilation
 done), evaluation and checkpoints off. The cost is `1 - median(lstm SPS / none SPS)` over the
-pairs. Written to `benchmarks/results/<device>/recurrent_throughput.json` and `.md`.
+pairs. Written to `benchmarks/results/<device>/recurrent_throughput.json` and `.md` after every
+row, so a run cut off by a timeout keeps the rows it finished.
 """
 
 from __future__ import annotations
@@ -85,9 +86,10 @@ def main() -> None:
     names = args.rows.split(",")
     if not set(names) <= set(ROWS):
         parser.error(f"--rows {args.rows!r}: choose from {','.join(ROWS)}")
-    rows = {name: measure(*ROWS[name], args.steps, args.repeat) for name in names}
-    result = {"environment": environment(), "steps": args.steps, "rows": rows}
-    write_result(args.out_dir, "recurrent_throughput", result, markdown(result))
+    result = {"environment": environment(), "steps": args.steps, "rows": {}}
+    for name in names:  # written after every row: a run cut off keeps the rows it measured
+        result["rows"][name] = measure(*ROWS[name], args.steps, args.repeat)
+        write_result(args.out_dir, "recurrent_throughput", result, markdown(result))
 
 
 if __name__ == "__main__":
