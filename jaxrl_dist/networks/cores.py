@@ -20,6 +20,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.ops.loops import time_unroll
+
 CORES = ("none", "lstm", "gru")
 
 PyTree = Any
@@ -77,6 +79,11 @@ class RecurrentCore(nn.Module):
             return cell(reset_core_state(state, first_t), x)
 
         scan = nn.scan(
-            step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0
+            step,
+            variable_broadcast="params",
+            split_rngs={"params": False},
+            in_axes=0,
+            out_axes=0,
+            unroll=time_unroll(features.shape[0]),  # a GPU's loop costs: see ops/loops.py
         )
         return scan(cell, state, (features.astype(jnp.float32), first))

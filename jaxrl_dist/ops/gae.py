@@ -14,6 +14,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.ops.loops import time_unroll
+
 Array = chex.Array
 Numeric = chex.Numeric
 
@@ -67,6 +69,10 @@ def truncated_generalized_advantage_estimation(
         return acc, acc
 
     _, advantage_t = jax.lax.scan(
-        body, jnp.zeros_like(delta_t[0]), (delta_t, discount_t * lambda_), reverse=True
+        body,
+        jnp.zeros_like(delta_t[0]),
+        (delta_t, discount_t * lambda_),
+        reverse=True,
+        unroll=time_unroll(delta_t.shape[0]),
     )
     return jax.lax.select(stop_target_gradients, jax.lax.stop_gradient(advantage_t), advantage_t)

@@ -22,6 +22,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.ops.loops import time_unroll
+
 Array = chex.Array
 Numeric = chex.Numeric
 
@@ -48,7 +50,8 @@ def _scan_recursion(td_errors: Array, decay: Array) -> Array:
         acc = td_error + a * acc
         return acc, acc
 
-    _, acc = jax.lax.scan(body, jnp.zeros_like(td_errors[0]), (td_errors, decay), reverse=True)
+    zeros, unroll = jnp.zeros_like(td_errors[0]), time_unroll(td_errors.shape[0])
+    _, acc = jax.lax.scan(body, zeros, (td_errors, decay), reverse=True, unroll=unroll)
     return acc
 
 
