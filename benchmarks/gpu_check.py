@@ -10,15 +10,15 @@ status, wall time and headline figure) are rewritten and, with `--archive`, the 
 packed again, so a check cut off keeps what it measured. The parts, most wanted first:
 
 1. `breakout`: Breakout-v5 (`configs/impala_atari.py`) end to end against raw EnvPool async at
-   the same layout, the config as written (the Python actor loop) and the XLA-loop layouts
-   that may keep the learner fed (`sweep.py --grid gpu_actors`: two env groups per actor
-   thread, actor threads, envs per thread);
+   the same layout, the config as written (the XLA actor loop, two env groups per actor
+   thread) and the other layouts (`sweep.py --grid gpu_actors`: the Python loop on async
+   pools, the XLA loop on one pool, actor threads, envs per thread);
 2. `anakin_ppo`: Anakin PPO CartPole against `purejaxrl_ppo.py` at 1, 8 and 256 seeds;
 3. `central_local`: central against local inference, 8 actor threads (`throughput.py`);
 4. `determinism`: two deterministic runs give identical params (`tests/gpu_determinism_runs.py`);
 5. `recurrent`: what an LSTM core costs (`recurrent_throughput.py`, each row written as it ends);
-6. `learning_xla`: IMPALA on Breakout in the XLA loop with two env groups per actor thread (the
-   Atari default's candidate) for at most 210 s, its curve saved;
+6. `learning_python`: IMPALA on Breakout with the Python actor loop on async pools (the
+   default until 2026-11-27) for at most 210 s, its curve saved;
 7. `learning`: IMPALA on Breakout, the config as written, for the time left, its curve saved
    (`learning_curve.png`); with 6, the two loops' returns at the same env steps.
 
@@ -54,7 +54,11 @@ CONFIGS = os.path.join(ROOT, "configs")
 ATARI = os.path.join(CONFIGS, "impala_atari.py")
 CARTPOLE = os.path.join(CONFIGS, "impala_cartpole.py")
 PY = sys.executable
-PYTHON_LOOP = ["--config.actor_loop=python", "--config.async_envs=True"]
+PYTHON_LOOP = (
+    "--config.actor_loop=python",
+    "--config.async_envs=True",
+    "--config.env_groups_per_actor=1",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,12 +204,10 @@ def learning_headline(out_dir: str, name: str = "learning") -> str:
     )
 
 
-# The Atari default's candidate (item 2 of issue 41): the XLA loop with two env groups per actor
-# thread, the fastest Breakout layout on an H100. It learns beside the config as written, for the
-# same seed and a fixed wall time, so both curves can be read at the same env steps.
-XLA_GROUPS = ("--config.actor_loop=xla", "--config.async_envs=False")
-XLA_GROUPS += ("--config.env_groups_per_actor=2",)
-CANDIDATE_CAP_S = 210
+# The Python actor loop (the Atari default until 2026-11-27) learns beside the config as written
+# (the XLA loop, two env groups per actor thread), for the same seed and a fixed wall time, so
+# both curves can be read at the same env steps.
+PYTHON_CAP_S = 210
 
 PARTS = (
     Part("breakout", breakout_command, cap_s=300, min_s=60, headline=breakout_headline),
@@ -214,11 +216,11 @@ PARTS = (
     Part("determinism", determinism_command, 60, 30, determinism_headline),
     Part("recurrent", recurrent_command, 160, 40, recurrent_headline),
     Part(
-        "learning_xla",
-        functools.partial(learning_command, name="learning_xla", extra=XLA_GROUPS),
-        CANDIDATE_CAP_S,
+        "learning_python",
+        functools.partial(learning_command, name="learning_python", extra=PYTHON_LOOP),
+        PYTHON_CAP_S,
         LEARNING_MARGIN_S + 30,
-        functools.partial(learning_headline, name="learning_xla"),
+        functools.partial(learning_headline, name="learning_python"),
     ),
     Part("learning", learning_command, None, LEARNING_MARGIN_S + 30, learning_headline),
 )
@@ -361,7 +363,7 @@ def check(args: argparse.Namespace, argv: list[str] | None) -> int:
             record = run_part(part, out_dir, args.tiny, timeout, env)
         result["parts"].append(record)
         save(result, out_dir, args.archive)
-    for name in ("learning_xla", "learning"):
+    for name in ("learning_python", "learning"):
         shutil.rmtree(os.path.join(out_dir, name, "checkpoints"), ignore_errors=True)
     print(markdown(result))
     return 0 if all(r["status"] == "ok" for r in result["parts"]) else 1

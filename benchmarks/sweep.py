@@ -35,10 +35,12 @@ FRAME_SKIP = 4
 
 # Each factor: a name and its values, each value a dict of `--config.` overrides. The base
 # (the config as written) is always measured first and is the reference of every factor.
-XLA = {"actor_loop": "xla", "async_envs": "False"}
+XLA = {"actor_loop": "xla", "async_envs": "False", "env_groups_per_actor": "1"}  # one pool
+PYTHON = {"actor_loop": "python", "async_envs": "True", "env_groups_per_actor": "1"}
 GRIDS = {
     # One GPU and 16 cores (the H100 machine), Breakout with the IMPALA ResNet, from
-    # impala_atari.py's 2 actor threads x 128 envs (64 per recv) x 8 EnvPool threads. Run it in
+    # impala_atari.py's 2 actor threads x 128 envs (two XLA-loop env groups of 64) x 8 EnvPool
+    # threads. Run it in
     # parts that fit a 10-minute device call (`--factors`, README "One GPU with 16 cores").
     "gpu": {
         "switch_interval_s": [{"switch_interval_s": v} for v in ("0.0005", "0.001")],
@@ -46,18 +48,18 @@ GRIDS = {
         "pinning": [{"env_thread_affinity_offset": v} for v in ("0", "2")],
         "envs_per_actor": [{"envs_per_actor": v} for v in ("64", "256")],
         "num_actor_threads": [{"num_actor_threads": v} for v in ("1", "4")],
-        "actor_loop": [XLA],
+        "actor_loop": [PYTHON],
         "learner_dtype": [{"network.dtype": "bfloat16"}],
     },
-    # The actor layouts that may keep a GPU learner fed with the XLA loop (each actor thread
-    # waits for its sync pool, then for its unroll's inference): two env groups per actor
-    # thread stepped in turn, more threads sharing the 16 cores, against the base (the Python
-    # loop); the points share one raw-EnvPool ceiling where the layout is the same.
+    # The actor layouts that may keep a GPU learner fed, against the base (the config: the XLA
+    # loop, two env groups per actor thread stepped in turn): the Python loop on async pools
+    # (the default until 2026-11-27), the XLA loop on one sync pool per thread, more threads
+    # sharing the 16 cores; the points share one raw-EnvPool ceiling where the layout is the same.
     # `benchmarks/gpu_check.py`, most wanted first.
     "gpu_actors": {
         "actor_layout": [
+            PYTHON,
             {**XLA, "num_actor_threads": "2"},
-            {**XLA, "num_actor_threads": "2", "env_groups_per_actor": "2"},
             {**XLA, "num_actor_threads": "4", "envs_per_actor": "64", "env_threads_per_actor": "4"},
             {**XLA, "num_actor_threads": "8", "envs_per_actor": "32", "env_threads_per_actor": "2"},
         ],

@@ -92,10 +92,10 @@ def test_an_unknown_part_is_a_one_line_error_and_writes_nothing(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_the_candidate_learning_part_trains_the_xla_groups_layout_in_its_own_folder(tmp_path):
-    """The Atari default's candidate: its own workdir and headline, the XLA loop with two env
-    groups, the same wall-time rule as `learning`, and flags the config accepts (checked in
-    process, as train.py would: no run, so no suite time)."""
+def test_the_python_loop_learning_part_trains_beside_the_default_in_its_own_folder(tmp_path):
+    """The Python actor loop learns beside the Atari config as written (the XLA loop, two env
+    groups): its own workdir and headline, the same wall-time rule as `learning`, and flags the
+    config accepts (checked in process, as train.py would: no run, so no suite time)."""
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     import gpu_check
 
@@ -103,15 +103,18 @@ def test_the_candidate_learning_part_trains_the_xla_groups_layout_in_its_own_fol
 
     parts = {p.name: p for p in gpu_check.PARTS}
     names = [p.name for p in gpu_check.PARTS]
-    assert names.index("learning_xla") == names.index("learning") - 1
-    argv = parts["learning_xla"].command(str(tmp_path), False, 200)
-    assert argv[argv.index("--workdir") + 1] == str(tmp_path / "learning_xla")
-    assert f"--config.max_wall_time_s={200 - gpu_check.LEARNING_MARGIN_S}" in argv
-    config, _ = parse_args(argv[2:])
-    assert (config.actor_loop, config.async_envs, config.env_groups_per_actor) == ("xla", False, 2)
-    assert config.env_id == "Breakout-v5" and config.learning_curve
-    (tmp_path / "learning_xla").mkdir()
-    (tmp_path / "learning_xla" / "summary.json").write_text(
+    assert names.index("learning_python") == names.index("learning") - 1
+    layouts = {}
+    for name in ("learning_python", "learning"):
+        argv = parts[name].command(str(tmp_path), False, 200)
+        assert argv[argv.index("--workdir") + 1] == str(tmp_path / name)
+        assert f"--config.max_wall_time_s={200 - gpu_check.LEARNING_MARGIN_S}" in argv
+        config, _ = parse_args(argv[2:])
+        assert config.env_id == "Breakout-v5" and config.learning_curve
+        layouts[name] = (config.actor_loop, config.async_envs, config.env_groups_per_actor)
+    assert layouts == {"learning_python": ("python", True, 1), "learning": ("xla", False, 2)}
+    (tmp_path / "learning_python").mkdir()
+    (tmp_path / "learning_python" / "summary.json").write_text(
         json.dumps({"env_steps": 1000, "wall_time_s": 10.0, "sps": 100.0, "final_eval_return": 4})
     )
-    assert parts["learning_xla"].headline(str(tmp_path)).startswith("1,000 env steps in 10 s")
+    assert parts["learning_python"].headline(str(tmp_path)).startswith("1,000 env steps in 10 s")
