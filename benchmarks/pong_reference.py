@@ -1,0 +1,154 @@
+"""Pong runs of this library against published PPO curves at the same emulator frames.
+
+    python benchmarks/pong_reference.py --runs DIR [DIR ...] --out PREFIX
+
+Each run directory holds a `metrics.jsonl` (`scripts/train.py`'s workdir or a copy of it);
+its training episode returns are binned by emulator frames (agent steps x the frame skip,
+4). The references (`benchmarks/results/cpu/learning/pong_reference/`, `SOURCES.md` says
+where each came from):
+
+- `sb3_ppo/`: RL Baselines3 Zoo's PPO on PongNoFrameskip-v4 (DLR-RM/rl-trained-agents), the
+  same Nature CNN and 8 x 128 rollout, 4 epochs, lr 2.5e-4: the 8 envs' Monitor files, whose
+  episode lengths are emulator frames; one seed. Binned like the runs (global frames taken as
+  8 x each env's own frames: the envs step in lockstep).
+- `baselines_ppo2_from_svg.csv`: openai/baselines' ppo2 on PongNoFrameskip-v4, the average of
+  6 runs, read back from the plot's SVG coordinates in `benchmarks_atari10M.htm`.
+
+Both references play without sticky actions (v4); this library's runs play the Machado et
+al. 2018 protocol (sticky actions 0.25, whole games), which is harder. Writes `OUT.md` (the
+table) and `OUT.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import os
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE = os.path.join(HERE, "results", "cpu", "learning", "pong_reference")
+FRAME_SKIP = 4
+
+
+def run_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(frames at each log, mean episode return of the episodes it saw, how many) of a run."""
+    frames, returns, counts = [], [], []
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row.get("charts/episodes", 0) > 0 and "charts/episode_return" in row:
+                frames.append(row["env_steps"] * FRAME_SKIP)
+                returns.append(row["charts/episode_return"])
+                counts.append(row["charts/episodes"])
+    return np.array(frames), np.array(returns), np.array(counts)
+
+
+def sb3_episodes(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(global frames at each episode's end, its return, 1) over the 8 Monitor files."""
+    files = sorted(glob.glob(os.path.join(folder, "*.monitor.csv")))
+    frames, returns = [], []
+    for path in files:
+        with open(path) as f:
+            next(f)  # the Monitor's JSON header
+            rows = list(csv.DictReader(f))
+        lengths = np.cumsum([int(r["l"]) for r in rows])
+        frames.extend(len(files) * lengths)
+        returns.extend(float(r["r"]) for r in rows)
+    order = np.argsort(frames)
+    return np.array(frames)[order], np.array(returns)[order], np.ones(len(frames))
+
+
+def binned(frames, returns, counts, edges) -> list[float | None]:
+    """The episode-weighted mean return in each [edges[i], edges[i + 1]) window."""
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        inside = (frames >= lo) & (frames < hi)
+        weight = counts[inside].sum()
+        out.append(float((returns[inside] * counts[inside]).sum() / weight) if weight else None)
+    return out
+
+
+def baselines_ppo2(path: str) -> tuple[np.ndarray, np.ndarray]:
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(f) if r["algo"] == "ppo2"]
+    return np.array([float(r["frames"]) for r in rows]), np.array(
+        [float(r["return"]) for r in rows]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", nargs="+", required=True, help="run directories")
+    parser.add_argument("--out", required=True, help="path prefix for OUT.md and OUT.png")
+    parser.add_argument("--bin-frames", type=float, default=500_000)
+    args = parser.parse_args()
+    runs = {os.path.basename(os.path.normpath(d)): run_episodes(d) for d in args.runs}
+    top = max(r[0].max() for r in runs.values())
+    edges = np.arange(0, top + args.bin_frames, args.bin_frames)
+    table = {name: binned(*r, edges) for name, r in runs.items()}
+    sb3 = binned(*sb3_episodes(os.path.join(REFERENCE, "sb3_ppo")), edges)
+    ppo2_frames, ppo2_returns = baselines_ppo2(
+        os.path.join(REFERENCE, "baselines_ppo2_from_svg.csv")
+    )
+    centers = (edges[:-1] + edges[1:]) / 2
+    ppo2 = np.interp(centers, ppo2_frames, ppo2_returns).tolist()
+    write_table(args.out + ".md", edges, table, sb3, ppo2)
+    plot(args.out + ".png", runs, edges, table, sb3, (ppo2_frames, ppo2_returns), top)
+
+
+def _cell(v: float | None) -> str:
+    return "" if v is None else f"{v:.2f}"
+
+
+def write_table(path: str, edges, table: dict, sb3: list, ppo2: list) -> None:
+    names = list(table)
+    lines = [
+        "| frames (M) | " + " | ".join(names) + " | mean of runs | SB3 Zoo PPO (v4, 1 seed) "
+        "| baselines ppo2 (v4, 6 runs) |",
+        "|---|" + "---:|" * (len(names) + 3),
+    ]
+    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        cells = [table[n][i] for n in names]
+        seen = [c for c in cells if c is not None]
+        mean = sum(seen) / len(seen) if seen else None
+        lines.append(
+            f"| {lo / 1e6:.1f}-{hi / 1e6:.1f} | "
+            + " | ".join(_cell(c) for c in cells)
+            + f" | {_cell(mean)} | {_cell(sb3[i])} | {_cell(ppo2[i])} |"
+        )
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def plot(path: str, runs: dict, edges, table: dict, sb3: list, ppo2: tuple, top: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    centers = (edges[:-1] + edges[1:]) / 2 / 1e6
+    for name in runs:
+        values = [np.nan if v is None else v for v in table[name]]
+        ax.plot(centers, values, marker="o", ms=3, label=f"jaxrl_dist PPO, {name} (sticky 0.25)")
+    sb3_values = [np.nan if v is None else v for v in sb3]
+    ax.plot(centers, sb3_values, "k--", label="SB3 Zoo PPO, PongNoFrameskip-v4 (1 seed)")
+    inside = ppo2[0] <= top * 1.05
+    ax.plot(ppo2[0][inside] / 1e6, ppo2[1][inside], "k:", label="baselines ppo2, v4 (6 runs)")
+    ax.set_xlabel("emulator frames (M)")
+    ax.set_ylabel("training episode return")
+    ax.set_ylim(-21.5, max(-10, np.nanmax(sb3_values[: len(centers)]) + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("Pong, PPO with the Nature CNN, 8 x 128 samples an update")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
