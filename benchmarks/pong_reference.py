@@ -15,8 +15,10 @@ where each came from):
   6 runs, read back from the plot's SVG coordinates in `benchmarks_atari10M.htm`.
 
 Both references play without sticky actions (v4); this library's runs play the Machado et
-al. 2018 protocol (sticky actions 0.25, whole games), which is harder. Writes `OUT.md` (the
-table) and `OUT.png`.
+al. 2018 protocol (sticky actions 0.25, whole games), which is harder. The update matches
+(8 segments x 128 steps, 4 epochs x 4 minibatches), the envs do not: `ppo_atari.py` steps 2
+actor threads x 16 async envs, SB3 8 envs in lockstep. Writes `OUT.md` (the table) and
+`OUT.png`.
 """
 
 from __future__ import annotations
@@ -31,23 +33,31 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "results", "cpu", "learning", "pong_reference")
-FRAME_SKIP = 4
+Episodes = tuple[np.ndarray, np.ndarray, np.ndarray]  # frames at the end, return, weight
 
 
-def run_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def frame_skip(run_dir: str) -> int:
+    """The run's emulator frames per agent step: its `env_kwargs.frame_skip`, else EnvPool's
+    Atari default of 4."""
+    with open(os.path.join(run_dir, "config.json")) as f:
+        return int(json.load(f).get("env_kwargs", {}).get("frame_skip", 4))
+
+
+def run_episodes(run_dir: str) -> Episodes:
     """(frames at each log, mean episode return of the episodes it saw, how many) of a run."""
+    skip = frame_skip(run_dir)
     frames, returns, counts = [], [], []
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         for line in f:
             row = json.loads(line)
             if row.get("charts/episodes", 0) > 0 and "charts/episode_return" in row:
-                frames.append(row["env_steps"] * FRAME_SKIP)
+                frames.append(row["env_steps"] * skip)
                 returns.append(row["charts/episode_return"])
                 counts.append(row["charts/episodes"])
     return np.array(frames), np.array(returns), np.array(counts)
 
 
-def sb3_episodes(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sb3_episodes(folder: str) -> Episodes:
     """(global frames at each episode's end, its return, 1) over the 8 Monitor files."""
     files = sorted(glob.glob(os.path.join(folder, "*.monitor.csv")))
     frames, returns = [], []
@@ -62,7 +72,9 @@ def sb3_episodes(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(frames)[order], np.array(returns)[order], np.ones(len(frames))
 
 
-def binned(frames, returns, counts, edges) -> list[float | None]:
+def binned(
+    frames: np.ndarray, returns: np.ndarray, counts: np.ndarray, edges: np.ndarray
+) -> list[float | None]:
     """The episode-weighted mean return in each [edges[i], edges[i + 1]) window."""
     out = []
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
@@ -73,6 +85,7 @@ def binned(frames, returns, counts, edges) -> list[float | None]:
 
 
 def baselines_ppo2(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(frames, return) of the ppo2 line read back from openai/baselines' plot."""
     with open(path) as f:
         rows = [r for r in csv.DictReader(f) if r["algo"] == "ppo2"]
     return np.array([float(r["frames"]) for r in rows]), np.array(
@@ -87,10 +100,15 @@ def main() -> None:
     parser.add_argument("--bin-frames", type=float, default=500_000)
     args = parser.parse_args()
     runs = {os.path.basename(os.path.normpath(d)): run_episodes(d) for d in args.runs}
+    empty = [name for name, r in runs.items() if not len(r[0])]
+    if empty:
+        parser.error(f"--runs {', '.join(empty)}: no finished episode in metrics.jsonl")
     top = max(r[0].max() for r in runs.values())
-    edges = np.arange(0, top + args.bin_frames, args.bin_frames)
+    edges = np.arange(top // args.bin_frames + 2) * args.bin_frames  # [lo, hi): top inside
     table = {name: binned(*r, edges) for name, r in runs.items()}
-    sb3 = binned(*sb3_episodes(os.path.join(REFERENCE, "sb3_ppo")), edges)
+    sb3_frames, sb3_returns, sb3_counts = sb3_episodes(os.path.join(REFERENCE, "sb3_ppo"))
+    upto = sb3_frames <= top  # the last window as far as the runs went, no further
+    sb3 = binned(sb3_frames[upto], sb3_returns[upto], sb3_counts[upto], edges)
     ppo2_frames, ppo2_returns = baselines_ppo2(
         os.path.join(REFERENCE, "baselines_ppo2_from_svg.csv")
     )
@@ -104,7 +122,7 @@ def _cell(v: float | None) -> str:
     return "" if v is None else f"{v:.2f}"
 
 
-def write_table(path: str, edges, table: dict, sb3: list, ppo2: list) -> None:
+def write_table(path: str, edges: np.ndarray, table: dict, sb3: list, ppo2: list) -> None:
     names = list(table)
     lines = [
         "| frames (M) | " + " | ".join(names) + " | mean of runs | SB3 Zoo PPO (v4, 1 seed) "
@@ -125,7 +143,9 @@ def write_table(path: str, edges, table: dict, sb3: list, ppo2: list) -> None:
     print("\n".join(lines))
 
 
-def plot(path: str, runs: dict, edges, table: dict, sb3: list, ppo2: tuple, top: float) -> None:
+def plot(
+    path: str, runs: dict, edges: np.ndarray, table: dict, sb3: list, ppo2: tuple, top: float
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -142,7 +162,9 @@ def plot(path: str, runs: dict, edges, table: dict, sb3: list, ppo2: tuple, top:
     ax.plot(ppo2[0][inside] / 1e6, ppo2[1][inside], "k:", label="baselines ppo2, v4 (6 runs)")
     ax.set_xlabel("emulator frames (M)")
     ax.set_ylabel("training episode return")
-    ax.set_ylim(-21.5, max(-10, np.nanmax(sb3_values[: len(centers)]) + 1))
+    shown = [v for r in table.values() for v in r if v is not None]
+    shown += [v for v in sb3 if v is not None] + list(ppo2[1][inside])
+    ax.set_ylim(-21.5, max(-10.0, max(shown) + 1))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title("Pong, PPO with the Nature CNN, 8 x 128 samples an update")

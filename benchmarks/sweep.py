@@ -69,10 +69,7 @@ GRIDS = {
         "switch_interval_s": [{"switch_interval_s": "0.0005"}],
         "env_threads_per_actor": [{"env_threads_per_actor": "1"}],
         "pinning": [{"env_thread_affinity_offset": "1"}],
-        "actor_loop": [
-            {"actor_loop": "python", "async_envs": "True"},
-            {"actor_loop": "python", "async_envs": "True", "switch_interval_s": "0.0005"},
-        ],
+        "actor_loop": [PYTHON, {**PYTHON, "switch_interval_s": "0.0005"}],
     },
     # Tests: two points, seconds each.
     "smoke": {"switch_interval_s": [{"switch_interval_s": "0.0005"}]},

@@ -322,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         which.remove("end_to_end_central")  # inference runs inside the jitted unroll
         print(
             "end_to_end_central: skipped (the XLA actor loop has no central inference; "
-            "measure it with --config.actor_loop=python --config.async_envs=True)"
+            "measure it with --config.actor_loop=python --config.async_envs=True "
+            "--config.env_groups_per_actor=1)"
         )
     name = args.name or _default_name(cli.config)
     print(f"{name}: {', '.join(which)} for {args.seconds:g}s each", flush=True)

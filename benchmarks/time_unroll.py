@@ -13,7 +13,8 @@ each run once per unroll in alternation, in one process (SPS after the first upd
   forward and backward scans, `recurrent_throughput.py`'s row).
 
 `--force-gpu-rule` applies the GPU rule on any backend (for the CPU's side of the table).
-Written to `DIR/time_unroll.json` and `.md` after every row.
+Written to `DIR/time_unroll.json` and `.md` after every row: each run's SPS and, in brackets,
+its seconds to the first update (compilation).
 """
 
 from __future__ import annotations
@@ -38,14 +39,19 @@ CASES = {"anakin_ppo": (ANAKIN, {}), "anakin_ppo_lstm": ROWS["anakin_ppo"]}
 
 
 def measure(case: str, unrolls: list[int], steps: int, repeat: int) -> dict:
+    """SPS and seconds to the first update (compilation) per unroll; the order of the unrolls
+    turns round every repeat, so neither always runs first."""
     config, overrides = CASES[case]
-    runs: dict[str, list[float]] = {str(u): [] for u in unrolls}
-    for _ in range(repeat):
-        for unroll in unrolls:
+    runs = {str(u): [] for u in unrolls}
+    first_update = {str(u): [] for u in unrolls}
+    for i in range(repeat):
+        for unroll in unrolls if i % 2 == 0 else unrolls[::-1]:
             loops.GPU_TIME_UNROLL = unroll
-            runs[str(unroll)].append(library_sps(config, steps, **overrides)["sps"])
-            print(f"{case} unroll {unroll}: {runs[str(unroll)][-1]:,.0f} SPS", flush=True)
-    return {"steps": steps, "sps": runs}
+            run = library_sps(config, steps, **overrides)
+            runs[str(unroll)].append(run["sps"])
+            first_update[str(unroll)].append(run["first_update_s"])
+            print(f"{case} unroll {unroll}: {run['sps']:,.0f} SPS", flush=True)
+    return {"steps": steps, "sps": runs, "first_update_s": first_update}
 
 
 def markdown(result: dict) -> str:
@@ -62,7 +68,10 @@ def markdown(result: dict) -> str:
         "|---|---:|" + "---:|" * len(result["unrolls"]),
     ]
     for name, row in result["rows"].items():
-        cells = [", ".join(f"{s:,.0f}" for s in row["sps"][str(u)]) for u in result["unrolls"]]
+        cells = []
+        for u in result["unrolls"]:
+            pairs = zip(row["sps"][str(u)], row["first_update_s"][str(u)], strict=True)
+            cells.append(", ".join(f"{sps:,.0f} ({first:.1f} s)" for sps, first in pairs))
         lines.append(f"| {name} | {row['steps']:,} | " + " | ".join(cells) + " |")
     if "baseline_sps" in result:
         lines += ["", f"PureJaxRL-style baseline, 1 seed: {result['baseline_sps']:,.0f} SPS"]

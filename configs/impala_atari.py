@@ -34,10 +34,11 @@ def get_config(variant=None):
     # unroll (the XLA actor loop, `env_groups_per_actor=2`): one group's envs step while the
     # policy acts on the other's. Breakout end to end: 13,005 SPS against 10,940 for the Python
     # loop on 2 async pools (H100, 10 s windows), 12,609 against 11,195 in a 150 s learning run
-    # each with the same returns at the same env steps (H200). Eight EnvPool threads per pool.
+    # in steady state with no difference in returns over its first 1.4M env steps (H200, one
+    # seed each). Eight EnvPool threads per pool.
     # The batch of 64 segments (the paper's is 32) is what was measured.
     c.num_actor_threads = 2
-    c.envs_per_actor = 128  # two env groups of 64; one rollout = 128 segments
+    c.envs_per_actor = 128  # two env groups of 64; one unroll = two rollouts of 64 segments
     c.env_threads_per_actor = 8
     c.actor_loop = "xla"
     c.async_envs = False
@@ -72,10 +73,10 @@ def get_config(variant=None):
         # The small-CPU-box settings (2 cores, measured: benchmarks/results/cpu/): the ResNet
         # learner takes ~100 transitions/s and bounds everything, so one actor thread with 8
         # envs (two env groups of 4) keeps it fed (its queue is full half the time); a short
-        # smoke run. On this box the XLA loop's quick run took 14 s against the Python loop's 21.
+        # smoke run.
         c.num_actor_threads = 1
         c.envs_per_actor = 8
-        c.env_threads_per_actor = 0  # one per env in a recv() batch: 4
+        c.env_threads_per_actor = 0  # one EnvPool thread per env of a pool: 4
         c.batch_size = 4
         c.unroll_length = 8
         c.total_env_steps = 8 * 4 * 4  # 4 updates

@@ -196,3 +196,21 @@ def test_tanh_squash_needs_finite_bounds():
     with pytest.raises(ValueError, match="tanh_squash"):
         make_policy_model(NetworkConfig(torso="mlp", tanh_squash=True), spec)
     make_policy_model(NetworkConfig(torso="mlp"), spec)  # clipping copes with infinite bounds
+
+
+def test_the_xla_loops_hint_on_the_atari_default_leads_to_a_valid_config(tmp_path):
+    """impala_atari.py runs the XLA loop in two env groups: a setting that loop refuses names
+    the Python loop *with one group*, and following the hint builds."""
+    from jaxrl_dist.config.cli import parse_args
+    from jaxrl_dist.config.errors import ConfigError
+
+    args = ["--config", os.path.join(ROOT, "configs", "impala_atari.py"), "--workdir", "w"]
+    with pytest.raises(ConfigError) as refused:
+        parse_args([*args, "--config.inference.client=server"])
+    hint = str(refused.value)
+    assert "actor_loop='python' with config.env_groups_per_actor=1" in hint
+    config, _ = parse_args(
+        [*args, "--config.inference.client=server", "--config.actor_loop=python"]
+        + ["--config.env_groups_per_actor=1", "--config.async_envs=True"]
+    )
+    assert (config.actor_loop, config.env_groups_per_actor) == ("python", 1)

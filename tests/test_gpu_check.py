@@ -92,11 +92,13 @@ def test_an_unknown_part_is_a_one_line_error_and_writes_nothing(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_the_python_loop_learning_part_trains_beside_the_default_in_its_own_folder(tmp_path):
+def test_the_python_loop_learning_part_trains_beside_the_default_in_its_own_folder(
+    tmp_path, monkeypatch
+):
     """The Python actor loop learns beside the Atari config as written (the XLA loop, two env
     groups): its own workdir and headline, the same wall-time rule as `learning`, and flags the
     config accepts (checked in process, as train.py would: no run, so no suite time)."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
     import gpu_check
 
     from jaxrl_dist.config.cli import parse_args

@@ -63,11 +63,12 @@ def test_gae_and_vtrace_unrolled_equal_rolled(gpu_rule):
     jax.tree.map(np.testing.assert_array_equal, rolled, unrolled)
 
 
-def test_recurrent_core_unrolled_equals_rolled_forward_and_backward(gpu_rule):
-    core = RecurrentCore("lstm", 8)
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_core_unrolled_equals_rolled_forward_and_backward(gpu_rule, kind):
+    core = RecurrentCore(kind, 8)
     features = jax.random.normal(jax.random.key(1), (T, B, 5))
     first = jnp.zeros((T, B), bool).at[10, 1].set(True)  # a reset inside the sequence
-    state = initial_core_state("lstm", B, 8)
+    state = initial_core_state(kind, B, 8)
     params = core.init(jax.random.key(2), state, features, first)
 
     def loss_and_grad(p):

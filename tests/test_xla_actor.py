@@ -157,6 +157,30 @@ def test_the_xla_actor_loop_refuses_64_bit_envs_before_the_run():
     assert "\n" not in str(e.value) and "actor_loop='python'" in str(e.value)
 
 
+def test_the_xla_actor_loop_refuses_actor_devices_envpool_has_no_xla_calls_for(monkeypatch):
+    """EnvPool registers its XLA calls for CPUs and CUDA GPUs: a TPU actor is refused in one
+    line before the run (here a CPU device reporting itself as a TPU)."""
+    from jaxrl_dist.envs.envpool_env import xla_device_problem
+
+    assert xla_device_problem(["cpu", "gpu"]) is None
+    assert "not tpu" in xla_device_problem(["cpu", "tpu"])
+
+    class Tpu:
+        platform = "tpu"
+
+    devices = [Tpu()]
+    monkeypatch.setattr(
+        "jaxrl_dist.sebulba.engine.learner_devices",
+        lambda config: type("D", (), {"actor_devices": devices})(),
+    )
+    config = load_config("configs/impala_cartpole.py:quick", actor_loop="xla", async_envs=False)
+    with pytest.raises(ConfigError, match="EnvPool provides for CPUs and CUDA GPUs only") as e:
+        SebulbaEngine.machine(config)
+    assert "\n" not in str(e.value) and "env_groups_per_actor=1" in str(e.value)
+    devices[:] = []  # no TPU: the check passes on to the env's own
+    SebulbaEngine.machine(config)
+
+
 def test_a_hung_unroll_stops_the_run_with_its_reason(tmp_path):
     """An unroll that never returns (here a callback that sleeps an hour, as a `recv` stuck
     inside XLA would) stops the run within the watchdog's limit: exit 1, the reason in the

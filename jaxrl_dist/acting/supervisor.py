@@ -135,7 +135,7 @@ class Supervisor:
                 f"{self._what} {thread.index} has been inside one jitted EnvPool unroll for "
                 f"{stuck_s:.0f}s (a recv inside XLA cannot time out), so the run stops; raise "
                 "config.actor_hang_timeout_s if unrolls are that slow, or use "
-                "config.actor_loop='python'"
+                "config.actor_loop='python' with config.env_groups_per_actor=1"
             )
 
     def join(self, timeout_s: float) -> None:

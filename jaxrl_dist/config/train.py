@@ -326,7 +326,7 @@ class TrainConfig:
             if bad:
                 raise ConfigError(
                     f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
-                    "config.actor_loop='python'"
+                    "config.actor_loop='python' with config.env_groups_per_actor=1"
                 )
 
     def _check_runtime(self) -> None:

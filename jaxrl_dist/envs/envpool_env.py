@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import warnings
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -89,6 +90,22 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     return obs_indices_problem(indices, spec.obs_shape)
 
 
+XLA_PLATFORMS = ("cpu", "gpu")  # where EnvPool registers its XLA calls (its xla_template.py)
+
+
+def xla_device_problem(platforms: Iterable[str]) -> str | None:
+    """Why actors on devices of these `platforms` cannot run the XLA actor loop, or None:
+    EnvPool's XLA calls exist for CPUs and CUDA GPUs only (a TPU actor would fail to compile)."""
+    other = sorted(set(platforms) - set(XLA_PLATFORMS))
+    if not other:
+        return None
+    return (
+        "config.actor_loop='xla' runs EnvPool's XLA calls on the actor devices, which EnvPool "
+        f"provides for CPUs and CUDA GPUs only, not {'/'.join(other)}; use "
+        "config.actor_loop='python' with config.env_groups_per_actor=1"
+    )
+
+
 def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     """Why `env_id` cannot run the XLA actor loop, or None. EnvPool's XLA interface hands XLA
     buffers of the env's own dtypes, which JAX declares in its canonical ones: without
@@ -99,7 +116,7 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         return (
             "config.actor_loop='xla' steps EnvPool inside XLA, where "
             "config.env_kwargs.obs_indices cannot cut the observations; use "
-            "config.actor_loop='python'"
+            "config.actor_loop='python' with config.env_groups_per_actor=1"
         )
     if jax.config.jax_enable_x64:
         return None
@@ -114,7 +131,7 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         return (
             f"config.actor_loop='xla' cannot step {env_id}: its observations or actions are "
             f"{'/'.join(wide)}, which JAX without x64 cannot pass through EnvPool's XLA "
-            "interface; use config.actor_loop='python'"
+            "interface; use config.actor_loop='python' with config.env_groups_per_actor=1"
         )
     return None
 

@@ -1,14 +1,16 @@
 """How far a scan over time is unrolled, per backend: the one rule the time recursions share.
 
-On a GPU every iteration of an XLA while loop copies its condition to the host and waits for
-it, and a loop body of a few kernels (a GAE or V-trace step: one fused kernel and a slice
-update) is too small for XLA to capture as a CUDA graph, so each of its kernels is launched
-from the host too. Unrolled by 16, the 128 steps of a PPO rollout are 8 iterations of a body
-large enough to capture. XLA:CPU has no such cost, and unrolling a recurrent cell's scan there
-makes it slower (Anakin PPO with an LSTM 64: 8,900 against 20,100 SPS unrolled by 8, 2 cores,
-jax 0.10.2), so the CPU keeps the rolled loop. Unrolled, GAE and V-trace give the same bits;
-a recurrent core's parameter gradients (a sum over the steps, which XLA may add in another
-order) agree to float32's last bits (`tests/test_time_unroll.py`).
+On a GPU a scan is an XLA while loop, and each iteration's kernels are launched apart: a body
+of a few kernels (a GAE or V-trace step: one fused kernel and a slice update) is even too
+small for XLA to capture as a CUDA graph, so its kernels are launched from the host one by one
+(the thunk sequences in `benchmarks/results/nvidia-h200/gpu_check_20261127/`). Unrolled by 16,
+the 128 steps of a PPO rollout are 8 iterations of a body large enough to capture: on an H200
+Anakin PPO went from 83,377 to 94,415 SPS, and with an LSTM core from 3,587 to 9,792
+(`benchmarks/time_unroll.py`); the price is compile time (an IMPALA LSTM's first update 9 s
+-> 46 s, cold). XLA:CPU has no such cost, and unrolling a recurrent cell's scan there makes it
+slower, so the CPU keeps the rolled loop. Unrolled, GAE and V-trace give the same bits on
+XLA:CPU, and a recurrent core's parameter gradients (a sum over the steps, which XLA may add
+in another order) agree to float32's last bits (`tests/test_time_unroll.py`).
 """
 
 import jax

@@ -21,6 +21,7 @@ from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data.flows import snapshot_bytes
 from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
+from jaxrl_dist.envs.envpool_env import xla_device_problem
 from jaxrl_dist.envs.sources import is_python_env, worker_layout_problem
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
@@ -79,6 +80,10 @@ class SebulbaEngine(Engine):
         if problem:
             raise ConfigError(problem)
         devices = learner_devices(config)
+        if config.actor_loop == "xla":
+            problem = xla_device_problem(d.platform for d in devices.actor_devices)
+            if problem:
+                raise ConfigError(problem)
         spec = env_spec(config.env_id, config.env_kwargs)
         problem = multi_agent_problem(config, spec) or video_problem(config)
         problem = problem or eval_env_problem(config, spec, check_env, env_spec)
