@@ -121,3 +121,15 @@ def test_steps_saved_before_packing_still_restore(tmp_path):
         restored, meta = ckpt.restore(abstract_like(state))
     assert meta == {"updates": 4} and _bits(restored) == _bits(state)
     np.testing.assert_array_equal(restore_params(str(tmp_path))["w"], state.params["w"])
+
+
+def test_a_run_and_its_step_split_at_the_last_at_sign_only_for_a_step():
+    from jaxrl_dist.run.checkpoint_steps import split_step
+
+    assert split_step("runs/a") == ("runs/a", "latest")
+    assert split_step("runs/a@best") == ("runs/a", "best")
+    assert split_step("runs/a@latest") == ("runs/a", "latest")
+    assert split_step("runs/a@1200") == ("runs/a", "1200")
+    assert split_step("runs/me@host/run") == ("runs/me@host/run", "latest")  # part of the path
+    assert split_step("runs/a@b@40") == ("runs/a@b", "40")
+    assert split_step("@best") == ("@best", "latest")  # no run before it: a path, not found

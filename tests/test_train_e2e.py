@@ -11,6 +11,7 @@ import pytest
 from train_runs import train_main
 
 from jaxrl_dist.config.cli import parse_args
+from jaxrl_dist.config.errors import ConfigError
 from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -172,13 +173,29 @@ def test_breakout_quick_runs_and_logs_sps(tmp_path):
 
 
 def test_warm_start_takes_params_but_not_counters(tmp_path):
+    """From a run's latest params by default, or the step `@STEP` names; a step the run does
+    not hold is refused in one line that lists the ones it does."""
+    from jaxrl_dist.run.checkpoint import restore_params, tree_digest
+    from jaxrl_dist.run.preflight import _warm_params
+
     quick = ["--config", f"{CARTPOLE}:quick", "--workdir", "unused"]
-    config, _ = parse_args(quick)
+    config, _ = parse_args([*quick, "--config.checkpoint_every_updates=10"])
     first = Trainer(config, str(tmp_path / "a"), quiet=True).run().summary
-    config, _ = parse_args([*quick, f"--config.warm_start={tmp_path / 'a'}"])
+    source = str(tmp_path / "a")
+    steps = first["checkpoint_steps"]
+    assert len(steps) >= 2 and steps[-1] == first["latest_checkpoint_step"]
+    like = restore_params(source)
+    assert tree_digest(_warm_params(source, like)) == first["params_sha256"]
+    assert tree_digest(_warm_params(f"{source}@latest", like)) == first["params_sha256"]
+    earlier = tree_digest(restore_params(source, steps[0]))
+    assert earlier != first["params_sha256"]
+    config, _ = parse_args([*quick, f"--config.warm_start={source}@{steps[0]}"])
     second = Trainer(config, str(tmp_path / "b"), quiet=True).run().summary
-    assert second["initial_params_sha256"] == first["params_sha256"]
+    assert second["initial_params_sha256"] == earlier
     assert second["updates"] == first["updates"]  # counted from zero again, same budget
+    with pytest.raises(ConfigError, match=r"step 999 is not a checkpoint .* available: ") as e:
+        _warm_params(f"{source}@999", like)
+    assert "\n" not in str(e.value) and "config.warm_start=" in str(e.value)
 
 
 def test_max_policy_lag_drops_stale_rollouts(tmp_path):

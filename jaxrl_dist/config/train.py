@@ -120,7 +120,7 @@ class TrainConfig:
     # Logs, and `learning_curve.png` in the work dir at the end (scripts/plot.py draws it any time).
     log_every_updates: int = 10
     learning_curve: bool = True  # draw learning_curve.png at the end
-    warm_start: str = ""  # a run's work dir or checkpoint dir: start from its params
+    warm_start: str = ""  # RUN[@latest|@best|@STEP] (a work or checkpoint dir): its params
     # Deterministic mode: sync EnvPools, each update takes one unroll of every actor, acted with
     # the newest params (actors wait for the learner), batched in actor order. Slower; the data,
     # and so the run, do not depend on thread timing or on how actors are spread over processes.

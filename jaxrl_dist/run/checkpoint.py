@@ -344,10 +344,11 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
 
 
-def restore_params_like(path: str, params_shapes: Any) -> Any:
-    """Params of another run (its work dir or checkpoint dir) in the tree structure of
-    `params_shapes`. Raises FileNotFoundError, or ValueError if they do not fit."""
-    params = restore_params(path)
+def restore_params_like(path: str, params_shapes: Any, step: int | None = None) -> Any:
+    """Params of another run (its work dir or checkpoint dir; its `step`, else the latest) in
+    the tree structure of `params_shapes`. Raises FileNotFoundError, or ValueError if they do
+    not fit."""
+    params = restore_params(path, step)
     problem = tree_difference(params, params_shapes)
     if problem:
         raise ValueError(f"the params under {path!r} do not match this network ({problem})")

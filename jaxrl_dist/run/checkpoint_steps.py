@@ -86,6 +86,15 @@ def _retried(read: Callable[[], Any], what: str, check: Callable[[], None] = lam
     raise ValueError(f"{what} cannot be read ({first_line(error)}); choose another --step")
 
 
+def split_step(spec: str) -> tuple[str, str]:
+    """`RUN[@latest|@best|@STEP]` -> (RUN, which step; "latest" when none is named). Only
+    those three forms after the last `@` name a step: any other `@` belongs to the path."""
+    path, at, which = spec.rpartition("@")
+    if at and path and (which in ("latest", "best") or which.isdigit()):
+        return path, which
+    return spec, "latest"
+
+
 def resolve_step(path: str, which: str | int = "latest") -> int:
     """The checkpoint step `which` names in the run at `path`.
 

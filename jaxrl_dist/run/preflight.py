@@ -22,6 +22,7 @@ from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
+from jaxrl_dist.run.checkpoint_steps import resolve_step, split_step
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
 from jaxrl_dist.run.opponents import named_player
@@ -193,14 +194,20 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
     return Prepared(spec, devices, agent, flow, warm_params)
 
 
-def _warm_params(path: str, like: Any) -> Any:
-    """The params of the run at `path`, shaped like `like`; ConfigError (one line)."""
+def _warm_params(spec: str, like: Any) -> Any:
+    """The params of the run `spec` names (`RUN[@latest|@best|@STEP]`), shaped like `like`;
+    ConfigError (one line)."""
+    path, which = split_step(spec)
     try:
-        return restore_params_like(path, like)
+        step = resolve_step(path, which)
     except FileNotFoundError:
-        raise ConfigError(f"config.warm_start={path!r} holds no checkpoint") from None
+        raise ConfigError(f"config.warm_start={spec!r} holds no checkpoint") from None
+    except ValueError as e:  # no such step, or no evaluated step for @best
+        raise ConfigError(f"config.warm_start={spec!r}: {e}") from None
+    try:
+        return restore_params_like(path, like, step)
     except ValueError:
         raise ConfigError(
-            f"config.warm_start={path!r}: its params do not match this config's network "
+            f"config.warm_start={spec!r}: its params do not match this config's network "
             "(different torso, sizes or env); warm-start from a run with the same network"
         ) from None
