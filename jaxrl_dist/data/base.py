@@ -1,8 +1,11 @@
 """The data seam's contract: actors write items, the learner loop reads batches.
 
-A data flow is a class with `write(item) -> seconds waited` (any actor thread), `read(updates)
--> Batch | None` (the main thread; None once the run stops), `size` and `check_actors` (called
-at least every `POLL_S` while `read` waits, so a dead actor never hangs the learner). Env steps
+A data flow is a class with `write(item) -> seconds waited` (any actor thread), `read(updates,
+wait=True) -> Batch | None` (the main thread; None once the run stops), `size` and
+`check_actors` (called at least every `POLL_S` while `read` waits, so a dead actor never hangs
+the learner). `read(updates, wait=False)` never waits: it returns `NOT_READY` while a batch is
+not ready (a learner loop serving several flows polls them in turn, and checks the actors
+itself). Env steps
 are counted where data enters the seam and reported with each batch, so the trainer counts what
 was acted, whatever the learner does with it.
 """
@@ -14,6 +17,16 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxrl_dist.types import Rollout
+
+
+class NotReady:
+    """`read(..., wait=False)`'s answer while no batch is ready (the flow keeps what it took)."""
+
+    def __repr__(self) -> str:
+        return "NOT_READY"
+
+
+NOT_READY = NotReady()
 
 
 class QueueItem(NamedTuple):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from jaxrl_dist.data.base import Batch
+from jaxrl_dist.data.base import NOT_READY, Batch, NotReady
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.threads import POLL_S, put_until_stopped
 from jaxrl_dist.types import concatenate_rollouts
@@ -48,6 +48,9 @@ class OnPolicyQueue:
         self._need, self._max_lag, self._ordered = items_per_batch, max_policy_lag, in_actor_order
         self._stop_writers, self._stop = stop_writers, stop_reading
         self.check_actors: Callable[[], None] = lambda: None
+        # What `read` has taken towards the next batch: items, their env steps, stragglers.
+        self._got: list = []
+        self._steps = self._dropped = 0
 
     @staticmethod
     def env_steps_per_update(unroll_length: int, batch_size: int) -> float:
@@ -60,23 +63,27 @@ class OnPolicyQueue:
     def write(self, item) -> float:
         return put_until_stopped(self._queue, item, self._stop_writers)
 
-    def read(self, updates: int) -> Batch | None:
+    def read(self, updates: int, wait: bool = True) -> Batch | NotReady | None:
         """The next batch (None once the run stops). Never waits without checking the actors:
         `check_actors()` runs at least every `POLL_S` while the queue is empty (it restarts dead
         actors, or raises RunError), and none delivering for `ACTOR_DEAD_TIMEOUT_S` raises
-        RunError."""
-        got, steps, dropped = [], 0, 0
-        last_item = time.monotonic()
+        RunError. With `wait=False` it takes what the queue holds now and returns `NOT_READY`
+        short of a batch, keeping what it took for the next call (the caller checks the
+        actors); it never takes more than one batch's items, so back-pressure stays."""
         if self._stop.is_set():
             return None
-        self.check_actors()
-        while len(got) < self._need:
+        if wait:
+            self.check_actors()
+        last_item = time.monotonic()
+        while len(self._got) < self._need:
             if self._stop.is_set():
                 return None
             try:
-                item = self._queue.get(timeout=POLL_S)
+                item = self._queue.get(timeout=POLL_S) if wait else self._queue.get_nowait()
                 last_item = time.monotonic()
             except queue.Empty:
+                if not wait:
+                    return NOT_READY
                 if self._stop.is_set():  # no restarts while stopping
                     continue
                 self.check_actors()
@@ -84,12 +91,14 @@ class OnPolicyQueue:
                     msg = f"no rollout for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
                     raise RunError(msg) from None
                 continue
-            steps += item.rollout.unroll_length * item.rollout.batch_size
+            self._steps += item.rollout.unroll_length * item.rollout.batch_size
             lag = updates - int(item.rollout.policy_version.min())
             if self._max_lag and lag > self._max_lag:
-                dropped += 1
+                self._dropped += 1
                 continue  # a straggler: acted with params too old to learn from
-            got.append(item)
+            self._got.append(item)
+        got, steps, dropped = self._got, self._steps, self._dropped
+        self._got, self._steps, self._dropped = [], 0, 0
         env_actions = None
         if self._ordered:  # items in actor order (a stable sort): columns in global actor order
             got.sort(key=lambda item: item.actor_index)

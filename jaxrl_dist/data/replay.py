@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 import jaxrl_dist.data.snapshot as snapshot
-from jaxrl_dist.data.base import Batch, QueueItem
+from jaxrl_dist.data.base import NOT_READY, Batch, NotReady, QueueItem
 from jaxrl_dist.data.rate_limiter import RateLimiter
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.threads import POLL_S
@@ -216,18 +216,23 @@ class UniformReplay:
     def _stopped(self) -> bool:
         return self._stop.is_set() or self._read_stop.is_set()
 
-    def read(self, updates: int) -> Batch | None:
+    def read(self, updates: int, wait: bool = True) -> Batch | NotReady | None:
         """Samples `batch_size` held segments uniformly with replacement: a `[T + 1, batch_size]`
         rollout of copies. Returns None once `stop` or `read_stop` is set.
 
         Waits while the limiter forbids sampling (too little data, or each segment already
         sampled `samples_per_insert` times); meanwhile calls `check_actors()` each `POLL_S` (its
-        errors propagate) and raises RunError if no segment arrives for `dead_timeout_s`.
+        errors propagate) and raises RunError if no segment arrives for `dead_timeout_s`. With
+        `wait=False` it returns `NOT_READY` instead of waiting (the caller checks the actors).
         `updates` is unused (the replay has no policy-lag limit).
         """
         del updates
         with self._cond:
             seen, last = self._limiter.inserted, time.monotonic()
+            if not wait:
+                if self._stopped():
+                    return None
+                return self._sample() if self._limiter.can_sample(self._items()) else NOT_READY
         while True:
             with self._cond:
                 start = time.perf_counter()
@@ -239,11 +244,7 @@ class UniformReplay:
                 if self._stopped():
                     return None
                 if ready:
-                    data, ids = self._draw()
-                    self._limiter.record_sample()
-                    env_steps, self._env_steps = self._env_steps, 0
-                    self._cond.notify_all()
-                    return Batch(data, env_steps, 0, None, ids)
+                    return self._sample()
                 inserted = self._limiter.inserted
             self.check_actors()  # outside the lock: it may restart actors that write
             now = time.monotonic()
@@ -251,3 +252,12 @@ class UniformReplay:
                 seen, last = inserted, now
             elif now - last > self._dead_timeout_s:
                 raise RunError(f"no data inserted for {self._dead_timeout_s:g}s from live actors")
+
+    def _sample(self) -> Batch:
+        """Under the lock, the limiter allowing it: a drawn batch, recorded as sampled, with the
+        env steps inserted since the last one."""
+        data, ids = self._draw()
+        self._limiter.record_sample()
+        env_steps, self._env_steps = self._env_steps, 0
+        self._cond.notify_all()
+        return Batch(data, env_steps, 0, None, ids)
