@@ -30,6 +30,9 @@ class Report(NamedTuple):
       save_now: process 0 asks every process to save before this update (a new best, or
         `checkpoint_every_s` due).
       new_hparams: process 0 has new hyperparameters for every process.
+      ready: the learners (lanes) whose data is ready here, a bitmask (one learner: 1). The
+        agreement holds their AND: a lane steps only when its batch is ready on every
+        process (`run/lanes.py` picks one in turn).
     """
 
     status: int
@@ -40,13 +43,15 @@ class Report(NamedTuple):
     episodes: int = 0
     save_now: int = 0
     new_hparams: int = 0
+    ready: int = 1
 
 
 class Agreement(NamedTuple):
     """What every process concluded from all reports.
 
     Attributes:
-      totals: each count summed over the processes (a `Report` whose status is unused).
+      totals: each count summed over the processes (a `Report` whose status is unused; its
+        `ready` is the AND of the processes' masks).
       go: True to update; False to stop.
       stop_reason: why the run stops ("" when it goes on).
       failed: the first failed process, or None.
@@ -63,7 +68,8 @@ class Agreement(NamedTuple):
 def agree(rows: np.ndarray) -> Agreement:
     """Reads the gathered `[processes, len(Report._fields)]` rows."""
     reports = [Report(*map(int, row)) for row in rows]
-    totals = Report(0, *(int(v) for v in rows[:, 1:].sum(axis=0)))
+    ready = int(np.bitwise_and.reduce(rows[:, Report._fields.index("ready")]))
+    totals = Report(0, *(int(v) for v in rows[:, 1:].sum(axis=0)))._replace(ready=ready)
     status = rows[:, 0]
     failed = np.flatnonzero(status == FAILED)
     if failed.size:
