@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from jaxrl_dist.envs.envpool_env import PYTHON_LOOP_FIX
 from jaxrl_dist.errors import RunError
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,7 @@ class Supervisor:
             raise RunError(
                 f"{self._what} {thread.index} has been inside one jitted EnvPool unroll for "
                 f"{stuck_s:.0f}s (a recv inside XLA cannot time out), so the run stops; raise "
-                "config.actor_hang_timeout_s if unrolls are that slow, or use "
-                "config.actor_loop='python' with config.env_groups_per_actor=1"
+                f"config.actor_hang_timeout_s if unrolls are that slow, or use {PYTHON_LOOP_FIX}"
             )
 
     def join(self, timeout_s: float) -> None:

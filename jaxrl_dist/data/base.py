@@ -5,9 +5,8 @@ wait=True) -> Batch | None` (the main thread; None once the run stops), `size` a
 `check_actors` (called at least every `POLL_S` while `read` waits, so a dead actor never hangs
 the learner). `read(updates, wait=False)` never waits: it returns `NOT_READY` while a batch is
 not ready (a learner loop serving several flows polls them in turn, and checks the actors
-itself). Env steps
-are counted where data enters the seam and reported with each batch, so the trainer counts what
-was acted, whatever the learner does with it.
+itself). Env steps are counted where data enters the seam and reported with each batch, so the
+trainer counts what was acted, whatever the learner does with it.
 """
 
 from __future__ import annotations

@@ -228,11 +228,11 @@ class UniformReplay:
         """
         del updates
         with self._cond:
-            seen, last = self._limiter.inserted, time.monotonic()
             if not wait:
                 if self._stopped():
                     return None
                 return self._sample() if self._limiter.can_sample(self._items()) else NOT_READY
+            seen, last = self._limiter.inserted, time.monotonic()
         while True:
             with self._cond:
                 start = time.perf_counter()

@@ -90,6 +90,8 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     return obs_indices_problem(indices, spec.obs_shape)
 
 
+# How to leave the XLA actor loop: a config in env groups (impala_atari.py's) needs one group too.
+PYTHON_LOOP_FIX = "config.actor_loop='python' with config.env_groups_per_actor=1"
 XLA_PLATFORMS = ("cpu", "gpu")  # where EnvPool registers its XLA calls (its xla_template.py)
 
 
@@ -101,8 +103,7 @@ def xla_device_problem(platforms: Iterable[str]) -> str | None:
         return None
     return (
         "config.actor_loop='xla' runs EnvPool's XLA calls on the actor devices, which EnvPool "
-        f"provides for CPUs and CUDA GPUs only, not {'/'.join(other)}; use "
-        "config.actor_loop='python' with config.env_groups_per_actor=1"
+        f"provides for CPUs and CUDA GPUs only, not {'/'.join(other)}; use {PYTHON_LOOP_FIX}"
     )
 
 
@@ -115,8 +116,7 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     if OBS_INDICES in env_kwargs:
         return (
             "config.actor_loop='xla' steps EnvPool inside XLA, where "
-            "config.env_kwargs.obs_indices cannot cut the observations; use "
-            "config.actor_loop='python' with config.env_groups_per_actor=1"
+            f"config.env_kwargs.obs_indices cannot cut the observations; use {PYTHON_LOOP_FIX}"
         )
     if jax.config.jax_enable_x64:
         return None
@@ -131,7 +131,7 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         return (
             f"config.actor_loop='xla' cannot step {env_id}: its observations or actions are "
             f"{'/'.join(wide)}, which JAX without x64 cannot pass through EnvPool's XLA "
-            "interface; use config.actor_loop='python' with config.env_groups_per_actor=1"
+            f"interface; use {PYTHON_LOOP_FIX}"
         )
     return None
 

@@ -1,6 +1,5 @@
 """Pure RL maths on trajectories and transitions, rlax naming (`v_tm1`, `r_t`, `discount_t`)."""
 
-from jaxrl_dist.ops import loops
 from jaxrl_dist.ops.gae import truncated_generalized_advantage_estimation
 from jaxrl_dist.ops.multistep import n_step_bootstrapped_returns
 from jaxrl_dist.ops.transforms import signed_hyperbolic, signed_parabolic
@@ -14,7 +13,6 @@ from jaxrl_dist.ops.vtrace import VTraceOutput, vtrace_td_error_and_advantage
 
 __all__ = [
     "VTraceOutput",
-    "loops",
     "categorical_double_q_learning",
     "categorical_l2_project",
     "double_q_learning",
