@@ -8,6 +8,7 @@ import os
 import pytest
 
 from jaxrl_dist.config import SECTIONS, ConfigError, TrainConfig
+from jaxrl_dist.config.agents import AgentSection
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.run.fields import SHELL_FIELDS
@@ -20,6 +21,7 @@ QUICK = {
 }
 # A valid value other than the default for each field an engine refuses (with what the
 # config's own checks need beside it).
+SOLO = "solo"  # `with_fields` builds the one-agent section
 NOT_DEFAULT = {
     "num_seeds": {"num_seeds": 2},
     "replay.batch_size": {"replay.batch_size": 16},
@@ -54,7 +56,23 @@ NOT_DEFAULT = {
     "agents_per_env": {"agents_per_env": 2},
     "team_reward": {"team_reward": True},
     "replay.tolerance": {"replay.tolerance": 4.0},
+    # Set on the built config (`with_fields`): an agent section is not a command-line value.
+    "agents": {"agents": SOLO},
+    "learning_mask": {"agents": SOLO, "learning_mask": (True,)},
+    "exploration_mask": {"agents": SOLO, "exploration_mask": (False,)},
 }
+BUILT = ("agents", "learning_mask", "exploration_mask")
+
+
+def with_fields(spec: str, fields: dict):
+    """`load_config(spec)` with `fields`: the command-line ones as overrides, `BUILT` ones
+    replaced on the built config (the agent section "solo" takes the config's own agent)."""
+    config = load_config(spec, **{k: v for k, v in fields.items() if k not in BUILT})
+    built = {k: v for k, v in fields.items() if k in BUILT}
+    if "agents" in built:
+        own = {f: getattr(config, f) for f in ("algorithm", "algo", "network", "replay")}
+        built["agents"] = (AgentSection("solo", **own),)
+    return dataclasses.replace(config, **built)
 
 
 def run_fields() -> list[str]:
@@ -95,7 +113,7 @@ def test_every_field_is_honoured_used_or_refused_exactly_once(name):
 def test_a_refused_field_stops_the_run_in_one_line_before_anything_is_written(
     name, field, tmp_path
 ):
-    config = load_config(QUICK[name], **NOT_DEFAULT[field])
+    config = with_fields(QUICK[name], NOT_DEFAULT[field])
     workdir = tmp_path / "run"
     with pytest.raises(ConfigError) as e:
         Trainer(config, str(workdir))

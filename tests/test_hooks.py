@@ -16,7 +16,7 @@ from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamError
 from jaxrl_dist.run.trainer import Trainer
-from jaxrl_dist.sebulba import engine as engine_module
+from jaxrl_dist.sebulba import lane as lane_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
@@ -147,7 +147,7 @@ class _RecordingLearner(Learner):
 
 
 def test_learning_rate_changed_from_a_hook_without_recompiling(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine_module, "Learner", _RecordingLearner)
+    monkeypatch.setattr(lane_module, "Learner", _RecordingLearner)
     config = _config(
         "--config.log_every_updates=1",
         "--config.total_env_steps=6400",

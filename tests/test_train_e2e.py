@@ -185,8 +185,11 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
     steps = first["checkpoint_steps"]
     assert len(steps) >= 2 and steps[-1] == first["latest_checkpoint_step"]
     like = restore_params(source)
-    assert tree_digest(_warm_params(source, like)) == first["params_sha256"]
-    assert tree_digest(_warm_params(f"{source}@latest", like)) == first["params_sha256"]
+    env = config.env_id
+    assert tree_digest(_warm_params(source, like, env)) == first["params_sha256"]
+    assert tree_digest(_warm_params(f"{source}@latest", like, env)) == first["params_sha256"]
+    with pytest.raises(ConfigError, match="was trained on CartPole-v1, not Acrobot-v1; warm"):
+        _warm_params(source, like, "Acrobot-v1")  # another game: refused before the shapes
     earlier = tree_digest(restore_params(source, steps[0]))
     assert earlier != first["params_sha256"]
     config, _ = parse_args([*quick, f"--config.warm_start={source}@{steps[0]}"])
@@ -194,7 +197,7 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
     assert second["initial_params_sha256"] == earlier
     assert second["updates"] == first["updates"]  # counted from zero again, same budget
     with pytest.raises(ConfigError, match=r"step 999 is not a checkpoint .* available: ") as e:
-        _warm_params(f"{source}@999", like)
+        _warm_params(f"{source}@999", like, env)
     assert "\n" not in str(e.value) and "config.warm_start=" in str(e.value)
 
 

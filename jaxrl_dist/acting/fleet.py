@@ -26,7 +26,12 @@ import numpy as np
 from jaxrl_dist.acting.actor import Actor, ActorShared, ActorThread
 from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
 from jaxrl_dist.acting.lockstep import LockstepActor, LockstepProgress
-from jaxrl_dist.acting.opponent_pool import SeatPools, seated_roles
+from jaxrl_dist.acting.opponent_pool import (
+    AgentPlayer,
+    SeatPools,
+    seated_roles,
+    snapshot_policy,
+)
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
@@ -35,7 +40,7 @@ from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.agents import AgentStreams
 from jaxrl_dist.envs.games import scripted_player
-from jaxrl_dist.envs.seats import LEARNER, SeatedGame
+from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SeatedGame
 
 ACTOR_SEED_PURPOSE = 1  # derive_seed/fold_in path of the actors' env seeds and keys
 LOCKSTEP_SEED_PURPOSE = 3  # derive_seed path of lockstep actors' env seeds (per env epoch)
@@ -54,6 +59,9 @@ class Fleet:
       start_update: the update the run starts from.
       replay: lockstep resume, `{global actor index: [n, T, num_envs, ...] env actions}`.
       pools: the params of the seats' snapshot roles (`config.seats`), if any.
+      others: the run's other agents by name (`config.agents`), who play the seats named
+        `agent:NAME` with their current params (`sebulba/lane.py`'s `OtherAgent`).
+      greedy: the actors act greedily (`config.exploration_mask`).
     """
 
     def __init__(
@@ -66,9 +74,11 @@ class Fleet:
         start_update: int = 0,
         replay: dict[int, np.ndarray] | None = None,
         pools: SeatPools | None = None,
+        others: dict[str, Any] | None = None,
+        greedy: bool = False,
     ):
         self._config, self._core, self._devices = config, core, devices
-        self._pools = pools
+        self._pools, self._others = pools, others or {}
         self._store, self._shared, self._start = store, shared, start_update
         n = config.num_actor_threads
         self._first = jax.process_index() * n
@@ -89,7 +99,7 @@ class Fleet:
             self._handles = [ServerHandle() for _ in server_devices]
             spawn = self._server_spawner(server_devices, shared.stop)
             self.servers = Supervisor(spawn, len(server_devices), budget, "inference server")
-        self._local_step = jit_inference_step(core)
+        self._local_step = jit_inference_step(core, greedy)
         self.actors = Supervisor(
             self._spawn_actor, n, budget, "actor", hang_timeout_s=config.actor_hang_timeout_s
         )
@@ -166,6 +176,20 @@ class Fleet:
         return spawn
 
     # ------------------------------------------------------------------ actors
+    def _players(self, device: jax.Device, num_games: int, key: jax.Array) -> dict[str, Any]:
+        """One actor's players of the pools' snapshot roles and of the other agents' seats
+        (`agent:NAME`, with that agent's current params), on `device`."""
+        # A one-agent run's pool players keep the key they always had.
+        pool_key, others_key = jax.random.split(key) if self._others else (key, key)
+        players = {}
+        if self._pools:
+            players = self._pools.players(self._core, device, num_games, pool_key)
+        keys = jax.random.split(others_key, max(1, len(self._others)))
+        for (name, other), k in zip(sorted(self._others.items()), keys, strict=False):
+            act = snapshot_policy(other.core, device, num_games, other.greedy, k)
+            players[AGENT_ROLE + name] = AgentPlayer(other.store, device, act)
+        return players
+
     def _client(self, slot: int, key: jax.Array):
         cfg, identity = self._config, self._identity(slot)
         if self._handles:
@@ -218,9 +242,9 @@ class Fleet:
             return seated(cfg, env, seed, snapshots)
 
         snapshots = None  # this actor's snapshot players: the pools' params on its device
-        if self._pools:
-            device = self._devices[slot % len(self._devices)]
-            snapshots = functools.partial(self._pools.players, self._core, device)
+        device = self._devices[slot % len(self._devices)]
+        if self._pools or self._others:
+            snapshots = functools.partial(self._players, device)
 
         if cfg.actor_loop == "xla":
             device = self._devices[slot % len(self._devices)]

@@ -227,6 +227,18 @@ class PoolPlayer(Player):
         return self._device[sid]
 
 
+class AgentPlayer(Player):
+    """Plays a seat with another agent of the run (`agent:NAME`, `config.agents`): its newest
+    published params from its params store, on this actor's device."""
+
+    def __init__(self, store: Any, device: jax.Device, act: Callable[[PyTree, Any, Any], Any]):
+        self._store, self._device, self._act = store, device, act
+
+    def act(self, obs: np.ndarray, legal_mask: np.ndarray, games: np.ndarray) -> np.ndarray:
+        params, _ = self._store.get(self._device)
+        return np.asarray(self._act(params, obs, legal_mask), np.int32)
+
+
 def snapshot_policy(
     core: ActorCore, device: jax.Device, rows: int, greedy: bool, key: jax.Array
 ) -> Callable[[PyTree, Any, Any], np.ndarray]:

@@ -60,16 +60,22 @@ class PolicyClient(Protocol):
         """Re-initialises this actor's per-env state from `key` (lockstep: at every unroll)."""
 
 
-def make_inference_step(core: ActorCore) -> Callable:
+def make_inference_step(core: ActorCore, greedy: bool = False) -> Callable:
     """`step(params, obs [N, ...], rows [N], first [N], state [R, ...]) -> (action, env_action,
     extras, core_state, state)`: gathers the per-env actor state of `rows`, starts the episodes
     of `first`, acts, scatters the new state back; `core_state` is what each row acted from.
-    Jit it with the state donated; rows may repeat a padding row whose result is ignored."""
+    Jit it with the state donated; rows may repeat a padding row whose result is ignored.
+    `greedy`: the policy's mode (Q-agents: epsilon 0), with zeros for `act`'s extras (an
+    agent that acts so learns off-policy, or not at all: `config.exploration_mask`)."""
 
     def step(params, obs, rows, first, state):
         picked = core.start_episodes(jax.tree.map(lambda s: s[rows], state), first)
         core_state = core.core_state(picked)
-        action, extras, picked = core.act(params, obs, picked)
+        action, extras, sampled = core.act(params, obs, picked)
+        if greedy:  # the sampled act's values go unused: XLA drops that work
+            action, sampled = core.greedy_act(params, obs, picked)
+            extras = jax.tree.map(jnp.zeros_like, extras)
+        picked = sampled
         state = jax.tree.map(lambda s, new: s.at[rows].set(new), state, picked)
         return action, core.env_action(action), extras, core_state, state
 
@@ -139,7 +145,7 @@ class LocalClient:
         return ActResult(action, env_action, extras, version, core_state)
 
 
-def jit_inference_step(core: ActorCore) -> Any:
-    """The jitted, state-donating `make_inference_step(core)`: one per process, shared by every
-    local client (jit caches a compile per device and shape)."""
-    return jax.jit(make_inference_step(core), donate_argnums=4)
+def jit_inference_step(core: ActorCore, greedy: bool = False) -> Any:
+    """The jitted, state-donating `make_inference_step(core, greedy)`: one per process, shared
+    by every local client (jit caches a compile per device and shape)."""
+    return jax.jit(make_inference_step(core, greedy), donate_argnums=4)

@@ -176,7 +176,7 @@ class AnakinEngine(Engine):
             updates = max(1, min(budget, int(CHUNK_S / max(self._seconds_per_update, 1e-9))))
         return Ready(updates=updates, stopped=self._stop_requested.is_set())
 
-    def advance(self, updates: int, at_update: int) -> Stepped:
+    def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
         start = time.perf_counter()
         self.carry = self.anakin.train(self.carry, jnp.int32(updates))
         totals = jax.device_get(local_replica(self.carry.totals))

@@ -48,4 +48,7 @@ REFUSES = {
     "agents_per_env": "agent rows run on Sebulba",
     "team_reward": "agent rows run on Sebulba",
     "replay.tolerance": "the sample-to-insert ratio is exact",
+    "agents": "one learner in the carry; several agents run on config.runtime='sebulba'",
+    "learning_mask": "per agent of config.agents",
+    "exploration_mask": "per agent of config.agents",
 }

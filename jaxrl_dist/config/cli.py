@@ -53,12 +53,18 @@ def load_config(spec: str, **overrides: object) -> TrainConfig:
 
 def _build(raw: dict, overrides: dict[str, str]) -> TrainConfig:
     name = overrides.get("algorithm", raw.get("algorithm", "impala"))
+    algo_cls = algo_config_of(name, "config.algorithm")
+    raw = apply_overrides(raw, overrides, algo_cls, algo_config_of)
+    return build_config(raw, algo_cls, algo_config_of)
+
+
+def algo_config_of(name: str, field: str = "config.agents.NAME.algorithm") -> type:
+    """The config class of registered algorithm `name`; ConfigError naming the choices."""
     if name not in agents.REGISTRY:
         raise ConfigError(
-            f"config.algorithm={name!r} is not registered; choose one of {sorted(agents.REGISTRY)}"
+            f"{field}={name!r} is not registered; choose one of {sorted(agents.REGISTRY)}"
         )
-    algo_cls = agents.get(name).config_cls
-    return build_config(apply_overrides(raw, overrides, algo_cls), algo_cls)
+    return agents.get(name).config_cls
 
 
 def parse_args(argv: list[str]) -> tuple[TrainConfig, argparse.Namespace]:

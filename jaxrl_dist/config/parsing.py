@@ -9,8 +9,10 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
+from jaxrl_dist.config.agents import AGENT_FIELDS, AGENT_SECTIONS, AgentSection, build_agents
 from jaxrl_dist.config.errors import ConfigError
 from jaxrl_dist.config.train import SECTIONS, TrainConfig
 
@@ -116,13 +118,22 @@ def _build_dataclass(cls: type, values: dict, prefix: str) -> Any:
         raise ConfigError(str(e).splitlines()[0]) from None
 
 
-def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type) -> dict:
-    """Applies `{"a.b": "value"}` overrides to a nested dict, typed by the dataclass fields."""
+def apply_overrides(
+    raw: dict,
+    overrides: dict[str, str],
+    algo_config_cls: type,
+    algo_config_of: Callable[[str], type] | None = None,
+) -> dict:
+    """Applies `{"a.b": "value"}` overrides to a nested dict, typed by the dataclass fields;
+    `agents.NAME.field[.sub]` sets one agent's (`algo_config_of(algorithm)` types its algo)."""
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
     group_classes = {**SECTIONS, "algo": algo_config_cls}
     top_hints = _field_types(TrainConfig)
     for dotted, text in overrides.items():
         parts = dotted.split(".")
+        if parts[0] == "agents" and len(parts) > 2:
+            raw["agents"] = _agent_override(raw.get("agents"), parts, text, algo_config_of)
+            continue
         if parts[0] in DICT_FIELDS and len(parts) == 2:  # one key of a dict field
             value = _parse_value(text, DICT_FIELDS[parts[0]], dotted)
             if raw.get(parts[0]) is None:  # eval_env_kwargs' None: the training env's
@@ -141,14 +152,71 @@ def apply_overrides(raw: dict, overrides: dict[str, str], algo_config_cls: type)
     return raw
 
 
-def build_config(raw: dict, algo_config_cls: type) -> TrainConfig:
-    """Validates a nested dict into a `TrainConfig` (raises `ConfigError`)."""
+def _agent_override(
+    agents: Any, parts: list[str], text: str, algo_config_of: Callable[[str], type] | None
+) -> tuple:
+    """`config.agents` with `agents.NAME.field[.sub]=text` applied to agent NAME's dict."""
+    dotted = ".".join(parts)
+    agents = [dict(a) for a in agents or ()]
+    mine = [a for a in agents if a.get("name") == parts[1]]
+    if not mine:
+        names = ", ".join(str(a.get("name")) for a in agents) or "none"
+        raise ConfigError(f"config.{dotted}: no agent {parts[1]!r} in config.agents ({names})")
+    agent, field = mine[0], parts[2]
+    classes = dict(AGENT_SECTIONS)
+    if algo_config_of is not None:
+        classes["algo"] = algo_config_of(agent.get("algorithm", AgentSection.algorithm))
+    if len(parts) == 4 and field in classes:
+        hints = _field_types(classes[field])
+        if parts[3] not in hints:
+            raise _unknown(dotted, list(hints))
+        agent[field] = {
+            **(agent.get(field) or {}),
+            parts[3]: _parse_value(text, hints[parts[3]], dotted),
+        }
+        return tuple(agents)
+    hints = {k: v for k, v in _field_types(AgentSection).items() if k not in classes}
+    if len(parts) == 4 and field == "schedules":
+        agent[field] = {**(agent.get(field) or {}), parts[3]: text}
+        return tuple(agents)
+    if len(parts) != 3 or field not in hints:
+        raise _unknown(dotted, list(hints) + list(classes))
+    agent[field] = _parse_value(text, hints[field], dotted)
+    return tuple(agents)
+
+
+def build_config(
+    raw: dict, algo_config_cls: type, algo_config_of: Callable[[str], type] | None = None
+) -> TrainConfig:
+    """Validates a nested dict into a `TrainConfig` (raises `ConfigError`); `config.agents`'
+    algos are built with `algo_config_of(algorithm)`'s classes, and the first agent's fields
+    fill the top-level ones (which a config with agents must leave unset)."""
     raw = dict(raw)
+    agents = _agents(raw, algo_config_of)
     sections = {
         name: _build_dataclass(cls, dict(raw.pop(name, {}) or {}), f"{name}.")
         for name, cls in {**SECTIONS, "algo": algo_config_cls}.items()
     }
+    if agents:  # the first agent's fields in the top-level places
+        top = {f: getattr(agents[0], f) for f in AGENT_FIELDS if f != "batch_size"}
+        raw, sections = {**raw, **top, "agents": agents}, {**sections, **top}
     return _build_dataclass(TrainConfig, {**raw, **sections}, "")
+
+
+def _agents(raw: dict, algo_config_of: Callable[[str], type] | None) -> tuple:
+    """`raw["agents"]` built (popped from `raw`); a top-level agent field beside it refused."""
+    agents = raw.pop("agents", None)
+    if not agents:
+        return ()
+    given = [f for f in AGENT_FIELDS if f in raw and f != "batch_size"]
+    if given:
+        raise ConfigError(
+            f"config.{given[0]} is set beside config.agents; give each agent its own "
+            f"(config.agents.NAME.{given[0]}=...)"
+        )
+    if algo_config_of is None:
+        raise ConfigError("config.agents needs the algorithm registry: use load_config")
+    return build_agents(agents, algo_config_of, _build_dataclass)
 
 
 def jsonable(value: Any) -> Any:

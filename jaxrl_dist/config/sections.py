@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_dist.envs.seats import FROZEN_ROLE, LEARNER_ROLE, SCRIPTED_ROLES, SNAPSHOT_ROLES
+from jaxrl_dist.envs.seats import (
+    AGENT_ROLE,
+    FROZEN_ROLE,
+    LEARNER_ROLE,
+    SCRIPTED_ROLES,
+    SNAPSHOT_ROLES,
+)
 
 CLIENTS = ("local", "server")
 
@@ -193,18 +199,6 @@ class SeatsConfig:
     opening_plies: int = 0  # random opening moves before the seats play
 
     def __post_init__(self):
-        known = (LEARNER_ROLE, *SNAPSHOT_ROLES, *SCRIPTED_ROLES)
-        for pattern in self.games:
-            unknown = set(pattern) - set(known)
-            if unknown:
-                _bad(
-                    "seats",
-                    "games",
-                    self.games,
-                    f"names unknown roles {sorted(unknown)}; use one of {known}",
-                )
-            if LEARNER_ROLE not in pattern:
-                _bad("seats", "games", self.games, f"has a game {pattern} without the learner")
         if len({len(p) for p in self.games}) > 1:
             _bad("seats", "games", self.games, "must give every game the same number of seats")
         if self.eval_opponent not in SCRIPTED_ROLES and not names_checkpoint(self.eval_opponent):
@@ -220,14 +214,6 @@ class SeatsConfig:
             mask = getattr(self, name)
             if mask and len(mask) != seats:
                 _bad("seats", name, mask, f"must give one bool per seat ({seats}) or be empty")
-        for pattern in self.games:
-            if LEARNER_ROLE not in self.learned(pattern):
-                _bad(
-                    "seats",
-                    "learning_mask",
-                    self.learning_mask,
-                    f"leaves game {pattern} without a learning seat",
-                )
         if self.pool_capacity < 1:
             _bad("seats", "pool_capacity", self.pool_capacity, "must be >= 1")
         if self.pool_every_updates < 1:
@@ -242,6 +228,27 @@ class SeatsConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.games)
+
+    def role_problem(self) -> str | None:
+        """What is wrong with the roles of a one-agent run's games (one line), or None; with
+        `config.agents` the games name agents instead (`config/agents.py` checks them). An
+        agent's view may name the run's other agents (`agent:NAME`)."""
+        known = (LEARNER_ROLE, *SNAPSHOT_ROLES, *SCRIPTED_ROLES)
+        for pattern in self.games:
+            unknown = {r for r in pattern if r not in known and not r.startswith(AGENT_ROLE)}
+            if unknown:
+                return (
+                    f"config.seats.games={self.games!r} names unknown roles {sorted(unknown)}; "
+                    f"use one of {known}"
+                )
+            if LEARNER_ROLE not in pattern:
+                return f"config.seats.games={self.games!r} has a game {pattern} without the learner"
+            if LEARNER_ROLE not in self.learned(pattern):
+                return (
+                    f"config.seats.learning_mask={self.learning_mask!r} leaves game {pattern} "
+                    "without a learning seat"
+                )
+        return None
 
     def learned(self, pattern: tuple[str, ...]) -> tuple[str, ...]:
         """`pattern` with the learner's seats that `learning_mask` turns off made "frozen"."""

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from typing import Any
 
+from jaxrl_dist.config.agents import agents_problem
 from jaxrl_dist.config.engines import ENGINES
 from jaxrl_dist.config.errors import ConfigError, fail
 from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig, WandbConfig
@@ -144,6 +145,12 @@ class TrainConfig:
     # Agents_per_env > 1: every agent learns from the team's summed reward.
     team_reward: bool = False
     algo: Any = None
+    # Several learning agents in one run (`config/agents.py`): named sections, each with its
+    # own algorithm, algo, network, replay, schedules, batch_size and warm_start (the top-level
+    # ones then stay unset); seats name the agents. Empty: one agent, the top-level fields.
+    agents: tuple = ()
+    learning_mask: tuple[bool, ...] = ()  # per agent: False plays its params, never updated
+    exploration_mask: tuple[bool, ...] = ()  # per agent: False acts greedily (Q: epsilon 0)
 
     def __post_init__(self):
         positive = (
@@ -207,6 +214,10 @@ class TrainConfig:
                 self.agents_per_env,
                 "> 1 works without config.seats and deterministic mode",
             )
+        problem = agents_problem(self)
+        problem = problem or (None if self.agents else self.seats.role_problem())
+        if problem:
+            raise ConfigError(problem)
         self._check_actor_loop()
         self._check_runtime()
         if self.seats.enabled and self.deterministic:

@@ -45,6 +45,8 @@ POOL_ROLE = "pool"  # a frozen snapshot of the learner from the run's opponent p
 FROZEN_ROLE = "frozen"  # the learner's policy as the run started (init or warm start)
 SCRIPTED_ROLES = ("random", "heuristic", "perfect")
 SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
+# "agent:NAME": another agent of the run (`config.agents`), played with its current params.
+AGENT_ROLE = "agent:"
 LEARNER = LEARNER_ROLE
 OPENING = "<opening>"  # who makes a game's random opening moves (no role can be named so)
 

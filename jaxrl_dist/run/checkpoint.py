@@ -213,9 +213,10 @@ def _reader(directory: str) -> ocp.CheckpointManager:
     )
 
 
-def restore_params(path: str, step: int | None = None) -> Any:
+def restore_params(path: str, step: int | None = None, agent: str | None = None) -> Any:
     """The params of a run's checkpoint (host arrays), whatever its optimizer was and whatever
-    devices and processes saved it (restored onto one local device, then fetched)."""
+    devices and processes saved it (restored onto one local device, then fetched); of agent
+    `agent` where the run had several (`config.agents`; ValueError without one)."""
     directory = find_checkpoint_dir(path)
     if directory is None:
         raise FileNotFoundError(f"no checkpoint under {path}")
@@ -232,7 +233,19 @@ def restore_params(path: str, step: int | None = None) -> Any:
         stored = local_replica(_read_stored(manager, step, layout, None))
     finally:
         manager.close()
-    return jax.device_get(packing.unpack(stored, layout, None)["params"])
+    return jax.device_get(agent_state(packing.unpack(stored, layout, None), agent)["params"])
+
+
+def agent_state(state: Any, agent: str | None) -> Any:
+    """Agent `agent`'s learner state in a saved state: the state itself for a one-agent run,
+    `state["agents"][agent]` for several (ValueError naming them when `agent` is not one)."""
+    if not (isinstance(state, dict) and "agents" in state):
+        return state
+    names = sorted(state["agents"])
+    if agent not in state["agents"]:
+        given = f"has no agent {agent!r}" if agent else "holds several agents"
+        raise ValueError(f"the run {given} ({', '.join(names)}); name one of them")
+    return state["agents"][agent]
 
 
 def _read_stored(
@@ -344,11 +357,13 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
 
 
-def restore_params_like(path: str, params_shapes: Any, step: int | None = None) -> Any:
-    """Params of another run (its work dir or checkpoint dir; its `step`, else the latest) in
-    the tree structure of `params_shapes`. Raises FileNotFoundError, or ValueError if they do
-    not fit."""
-    params = restore_params(path, step)
+def restore_params_like(
+    path: str, params_shapes: Any, step: int | None = None, agent: str | None = None
+) -> Any:
+    """Params of another run (its work dir or checkpoint dir; its `step`, else the latest;
+    its agent `agent` where it had several) in the tree structure of `params_shapes`. Raises
+    FileNotFoundError, or ValueError if they do not fit."""
+    params = restore_params(path, step, agent)
     problem = tree_difference(params, params_shapes)
     if problem:
         raise ValueError(f"the params under {path!r} do not match this network ({problem})")

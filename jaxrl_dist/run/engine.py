@@ -39,6 +39,8 @@ class Ready(NamedTuple):
       stopped: the engine will not step: a stop was asked for (Sebulba: its data seam saw it
         before a batch came).
       failure: what ended this process's data (an actor beyond its restart budget, ...).
+      ready: the engine's learners (lanes, `lanes.py`) whose batch is ready here, a bitmask;
+        every process's are ANDed, and `advance` gets the result (no step when it is 0).
     """
 
     updates: int = 1
@@ -48,6 +50,7 @@ class Ready(NamedTuple):
     episodes: int = 0
     stopped: bool = False
     failure: RunError | None = None
+    ready: int = 1
 
 
 class Stepped(NamedTuple):
@@ -166,9 +169,10 @@ class Engine(abc.ABC):
         updates, at most `budget` (process 0's count is the one every process makes)."""
 
     @abc.abstractmethod
-    def advance(self, updates: int, at_update: int) -> Stepped:
-        """The step: `updates` updates from update `at_update`; raises NonFiniteError (the
-        state is then not saved) or ProcessLostError."""
+    def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
+        """The step: `updates` updates from update `at_update`, of a learner set in `ready` (the
+        lanes ready on every process); raises NonFiniteError (the state is then not saved) or
+        ProcessLostError."""
 
     @abc.abstractmethod
     def log_record(self, metrics: dict[str, float], counters: Any) -> dict[str, float]:

@@ -12,6 +12,8 @@ from typing import Any
 
 from rich.console import Console
 
+RETURN = "charts/episode_return"
+
 
 class MetricLogger:
     """Writes namespaced scalar metrics (`losses/`, `charts/`, `stats/`, `eval/`, `timers/`).
@@ -96,6 +98,8 @@ class Progress:
         self._quiet = quiet
 
     def line(self, env_steps: int, metrics: dict[str, float]) -> None:
+        """One progress line: env steps, SPS, the training return and policy lag (or the
+        evaluation's return)."""
         if self._quiet:
             return
         pct = 100.0 * env_steps / max(1, self._total)
@@ -107,14 +111,16 @@ class Progress:
                 f"[green]eval return {ev:8.1f}[/] (+/- {std:.1f})"
             )
             return
-        ret = metrics.get("charts/episode_return")
-        pct = 100.0 * env_steps / max(1, self._total)
         parts = [
             f"[bold]{env_steps:>10,d}[/] steps ({pct:4.0f}%)",
             f"SPS {metrics.get('charts/sps', 0.0):>8,.0f}",
-            f"return {ret:8.1f}" if ret is not None else "return      n/a",
-            f"lag {metrics.get('stats/policy_lag', 0.0):5.2f}",
         ]
+        agents = [k[: -len(RETURN)] for k in metrics if k.endswith("/" + RETURN)]
+        for prefix in agents or [""]:  # several agents (`config.agents`): each one's
+            ret = metrics.get(prefix + RETURN)
+            ret = f"{ret:8.1f}" if ret is not None else "     n/a"
+            lag = metrics.get(f"{prefix}stats/policy_lag", 0.0)
+            parts += [f"{prefix}return {ret}", f"{prefix}lag {lag:5.2f}"]
         self._console.print(" | ".join(parts))
 
     def message(self, text: str) -> None:

@@ -233,21 +233,43 @@ class Policy:
         return {AGENT_VIEW: view, ACTION_MASK: mask}
 
 
-def load_policy(path: str, step: str | int = "latest") -> Policy:
+def load_policy(path: str, step: str | int = "latest", agent: str | None = None) -> Policy:
     """The policy of checkpoint `step` ("latest", "best" or a number) of the run at `path`
-    (its work dir or checkpoints dir)."""
-    return load_policy_at(checkpoint_dir(path), resolve_step(path, step))
+    (its work dir or checkpoints dir); of its agent `agent` where it had several
+    (`config.agents`)."""
+    return load_policy_at(checkpoint_dir(path), resolve_step(path, step), agent)
 
 
-def load_policy_at(directory: str, step: int) -> Policy:
-    """The policy of a listed `step` of a checkpoint dir. Raises StepGoneError if the step was
-    deleted since it was listed (a run keeps only its newest checkpoints)."""
+def load_policy_at(directory: str, step: int, agent: str | None = None) -> Policy:
+    """The policy of a listed `step` of a checkpoint dir (of agent `agent` where the run had
+    several). Raises StepGoneError if the step was deleted since it was listed (a run keeps
+    only its newest checkpoints), ValueError (one line) for an agent it does not have."""
     meta = read_meta(directory, step)
-    description = policy_description(meta, step)
-    agent = build_agent(description)
-    params = read_step(directory, step, "the params", lambda: restore_params(directory, step))
-    params = _fit_params(params, agent, step)
-    return Policy(params, agent, description, step, meta=meta, directory=directory)
+    description = policy_description(_agent_meta(meta, step, agent), step)
+    built = build_agent(description)
+    params = read_step(
+        directory, step, "the params", lambda: restore_params(directory, step, agent)
+    )
+    params = _fit_params(params, built, step)
+    return Policy(params, built, description, step, meta=meta, directory=directory)
+
+
+def _agent_meta(meta: dict[str, Any], step: int, agent: str | None) -> dict[str, Any]:
+    """`meta` with agent `agent`'s policy description as its "policy" (a run of several
+    agents keeps each one's in `meta["policies"]`); ValueError naming the agents when `agent`
+    is not one of them, or is given for a one-agent run."""
+    policies = meta.get("policies")
+    if policies is None:
+        if agent is not None:
+            raise ValueError(f"step {step} holds one agent; leave the agent (--agent) out")
+        return meta
+    if agent not in policies:
+        given = f"has no agent {agent!r}" if agent else "holds several agents"
+        raise ValueError(
+            f"step {step} {given} ({', '.join(policies)}); name one: load_policy(run, "
+            "agent=NAME), scripts/evaluate.py RUN --agent NAME"
+        )
+    return {**meta, "policy": policies[agent]}
 
 
 def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:

@@ -17,12 +17,13 @@ import numpy as np
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, with_schedules
 from jaxrl_dist.config import ConfigError, TrainConfig
+from jaxrl_dist.config.agents import AgentView, agent_views
 from jaxrl_dist.data import DataFlow, flows
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.envs.seats import LEARNER, SNAPSHOT_ROLES
+from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import restore_params_like
-from jaxrl_dist.run.checkpoint_steps import resolve_step, split_step
+from jaxrl_dist.run.checkpoint_steps import checkpoint_dir, read_meta, resolve_step, split_step
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
 from jaxrl_dist.run.opponents import named_player
@@ -38,6 +39,17 @@ class Prepared:
 
     spec: EnvSpec
     devices: Devices
+    agent: Agent
+    flow: DataFlow
+    warm_params: Any = None
+    lanes: tuple[PreparedLane, ...] = ()  # every agent's (`config.agents`); the first above
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedLane:
+    """One agent of the run (`config/agents.py`): its view, agent, data flow and warm start."""
+
+    view: AgentView
     agent: Agent
     flow: DataFlow
     warm_params: Any = None
@@ -125,6 +137,7 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
                     "needs its own samples; turn its config.seats.learning_mask off too"
                 )
     names = {name for pattern in seats.games for name in pattern} | {seats.eval_opponent}
+    names = {name for name in names if not name.startswith(AGENT_ROLE)}  # the run's agents
     for name in sorted(names - {LEARNER, *SNAPSHOT_ROLES}) if seats.enabled else ():
         try:  # a checkpoint opponent is loaded now: a bad path fails before any training
             named_player(name, config.env_id, 1, np.random.default_rng(0))
@@ -155,12 +168,23 @@ def scheduled_agent(agent: Agent, config: TrainConfig, num_updates: int) -> Agen
 
 
 def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine]) -> Prepared:
-    """Devices, the work directory, the algorithm, its data flow and what `engine` refuses,
-    the warm-start params; ConfigError. `engine.machine` checks the env and the devices."""
+    """Devices, the work directory, each agent's algorithm, data flow and warm start, what
+    `engine` refuses; ConfigError. `engine.machine` checks the env and the devices (for every
+    agent's view of the run)."""
     problem = refusal(config, engine)  # before the machine checks: they may read those fields
+    roles = {role for pattern in config.seats.games for role in pattern}
+    named = sorted(r for r in roles if r.startswith(AGENT_ROLE)) if not config.agents else []
+    if named:
+        problem = (
+            f"config.seats.games names {named[0]!r}, but config.agents is empty; "
+            "name agents in config.agents, or use a role of one agent's run"
+        )
     if problem:
         raise ConfigError(problem)
-    spec, devices = engine.machine(config)
+    views = agent_views(config)
+    spec, devices = engine.machine(views[0].config)
+    for view in views[1:]:
+        engine.machine(view.config)
     ckpt_dir = os.path.join(workdir, "checkpoints")
     has_ckpt = os.path.isdir(ckpt_dir) and bool(os.listdir(ckpt_dir))
     if has_ckpt and not resume:
@@ -168,19 +192,36 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
             f"{workdir} already holds a run's checkpoints; pass --resume to continue "
             "it, or choose another --workdir (nothing was overwritten)"
         )
+    problem = wandb_problem(config)
+    if problem:
+        raise ConfigError(problem)
+    lanes = tuple(_prepare_lane(view, spec, engine) for view in views)
+    first = lanes[0]
+    return Prepared(spec, devices, first.agent, first.flow, first.warm_params, lanes)
+
+
+def _prepare_lane(view: AgentView, spec: EnvSpec, engine: type[Engine]) -> PreparedLane:
+    """One agent's algorithm, data flow, schedules and warm start; ConfigError."""
+    config = view.config
     entry = agents.get(config.algorithm)
     flow = flows.get(entry.data)
     problem = entry.check(config.algo, config) or flow.check(config)
-    problem = problem or engine.problem(config, flow) or wandb_problem(config)
+    problem = problem or engine.problem(config, flow)
+    if not problem and view.learning and not view.exploring and not flow.replays:
+        problem = (
+            f"config.exploration_mask makes agent {view.name!r} greedy, but it learns "
+            f"on-policy ({config.algorithm}) from its own samples; turn its "
+            "config.learning_mask off too, or let it explore"
+        )
     if problem:
-        raise ConfigError(problem)
+        raise ConfigError(_named(problem, view))
     shape = RunShape(config.total_env_steps, flow.env_steps_per_update(config))
     try:
         agent = entry.make(config.algo, config.network, spec, shape)
         agent = scheduled_agent(agent, config, shape.num_updates)
         init_shapes = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     except (ValueError, TypeError) as e:
-        raise ConfigError(str(e).splitlines()[0]) from None
+        raise ConfigError(_named(str(e).splitlines()[0], view)) from None
     if agent.learner.priorities != flow.priorities:
         raise ConfigError(
             f"algorithm {config.algorithm!r}: its learner "
@@ -190,23 +231,41 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
         )
     warm_params = None
     if config.warm_start:
-        warm_params = _warm_params(config.warm_start, agent.learner.actor_params(init_shapes))
-    return Prepared(spec, devices, agent, flow, warm_params)
+        like = agent.learner.actor_params(init_shapes)
+        warm_params = _warm_params(config.warm_start, like, config.env_id, view.warm_start_agent)
+    return PreparedLane(view, agent, flow, warm_params)
 
 
-def _warm_params(spec: str, like: Any) -> Any:
-    """The params of the run `spec` names (`RUN[@latest|@best|@STEP]`), shaped like `like`;
-    ConfigError (one line)."""
+def _named(problem: str, view: AgentView) -> str:
+    """A problem found in agent `view`'s fields, in `config.agents.NAME.` terms."""
+    if view.name == LEARNER or problem.startswith("config.exploration_mask"):
+        return problem
+    return problem.replace("config.", f"config.agents.{view.name}.", 1)
+
+
+def _warm_params(spec: str, like: Any, env_id: str, agent: str | None = None) -> Any:
+    """The params of the run `spec` names (`RUN[@latest|@best|@STEP]`; its agent `agent` if
+    it had several), shaped like `like`, trained on `env_id`; ConfigError (one line)."""
     path, which = split_step(spec)
     try:
         step = resolve_step(path, which)
+        source = read_meta(checkpoint_dir(path), step).get("policy", {}).get("env_id", env_id)
     except FileNotFoundError:
         raise ConfigError(f"config.warm_start={spec!r} holds no checkpoint") from None
     except ValueError as e:  # no such step, or no evaluated step for @best
         raise ConfigError(f"config.warm_start={spec!r}: {e}") from None
+    if source != env_id:
+        raise ConfigError(
+            f"config.warm_start={spec!r} was trained on {source}, not {env_id}; warm-start "
+            "from a run of the same env"
+        )
     try:
-        return restore_params_like(path, like, step)
-    except ValueError:
+        return restore_params_like(path, like, step, agent)
+    except ValueError as e:
+        if "agent" in str(e):  # a run of several agents: which one
+            raise ConfigError(
+                f"config.warm_start={spec!r}: {e} with config.agents.NAME.warm_start_agent"
+            ) from None
         raise ConfigError(
             f"config.warm_start={spec!r}: its params do not match this config's network "
             "(different torso, sizes or env); warm-start from a run with the same network"

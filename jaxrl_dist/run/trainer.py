@@ -197,10 +197,13 @@ class Trainer:
             # ---- the engine's next step, agreed by every process: all step, or all stop
             steps_before = counters.env_steps
             ready = engine.prepare(self._budget(counters), counters.updates)
-            updates = self._agree(run, ready)
-            if updates is None:
+            agreed = self._agree(run, ready)
+            if agreed is None:
                 return
-            stepped = engine.advance(updates, counters.updates)
+            updates, lanes = agreed
+            if not lanes:  # several learners, none ready on every process: poll again
+                continue
+            stepped = engine.advance(updates, counters.updates, lanes)
             if self._startup_s is None:
                 self._started(run)
             counters.updates += updates
@@ -237,10 +240,11 @@ class Trainer:
                 marks.append(-(-(every - counters.env_steps % every) // per_update))
         return max(1, min(marks))
 
-    def _agree(self, run: Session, ready: Ready) -> int | None:
+    def _agree(self, run: Session, ready: Ready) -> tuple[int, int] | None:
         """Every process reports its status and counts (`agreement.Report`); all act alike:
-        the step's updates (process 0's), or None to stop. Raises this process's failure, or a
-        RunError naming the failed process."""
+        the step's updates (process 0's) and the learners ready on every process (a bitmask),
+        or None to stop. Raises this process's failure, or a RunError naming the failed
+        process."""
         status = CONTINUE
         if ready.failure is not None:
             status = FAILED
@@ -255,6 +259,7 @@ class Trainer:
             episodes=ready.episodes,
             save_now=int(self._save_now),
             new_hparams=int(self.hparams.has_pending),
+            ready=ready.ready,
         )
         outcome = agree(self.cluster.gather(np.array(report, np.int64)))
         counters, totals = run.counters, outcome.totals
@@ -272,7 +277,7 @@ class Trainer:
         # the data's env steps count from the step that learns from them.
         self._serve_requests(run, outcome.requests)
         counters.env_steps += totals.env_steps
-        return outcome.requests.updates
+        return outcome.requests.updates, totals.ready
 
     def _serve_requests(self, run: Session, requests: Report) -> None:
         """Before the next step: a save process 0 asked for (a new best, or

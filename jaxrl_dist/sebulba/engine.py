@@ -13,43 +13,35 @@ import time
 from typing import Any
 
 import jax
-import numpy as np
 
-from jaxrl_dist.acting.actor import ActorShared, ActorStats
-from jaxrl_dist.acting.fleet import Fleet
-from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import ConfigError
-from jaxrl_dist.data.flows import snapshot_bytes
+from jaxrl_dist.data.base import NOT_READY
 from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
 from jaxrl_dist.envs.envpool_env import xla_device_problem
 from jaxrl_dist.envs.sources import is_python_env, worker_layout_problem
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.learning.distributed import Cluster, ProcessLostError, lost_message
-from jaxrl_dist.learning.learner import Learner, host_metrics
+from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
-from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
+from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped
 from jaxrl_dist.run.evaluator import EvalSetup
+from jaxrl_dist.run.lanes import Rotation
+from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import (
     Prepared,
     eval_env_problem,
     learner_devices,
     multi_agent_problem,
 )
-from jaxrl_dist.sebulba.evaluation import make_evaluator
+from jaxrl_dist.sebulba.evaluation import MultiAgentEvaluator, make_evaluator
 from jaxrl_dist.sebulba.fields import REFUSES, USES
-from jaxrl_dist.sebulba.log_window import LogWindow
-from jaxrl_dist.sebulba.resume import (
-    ReplayLog,
-    put_replay,
-    replay_for_actors,
-    restore_checkpoint,
-    restore_replay_contents,
-    seat_pools,
-)
+from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items
+from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
 from jaxrl_dist.sebulba.videos import EvalVideos, video_problem
+from jaxrl_dist.threads import POLL_S
 
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
+POLL_SLEEP_S = 0.001  # several agents: between polls of their data seams
 
 
 class SebulbaEngine(Engine):
@@ -116,85 +108,105 @@ class SebulbaEngine(Engine):
         """`stop_requested` ends the learner's waits for data; the actors' waits end when the
         engine `stop`s."""
         super().__init__(config, prepared, cluster)
-        self.learner = Learner(prepared.agent.learner, prepared.devices, config.seed)
-        self._stop_actors = threading.Event()
-        self.data = prepared.flow.host(
-            config,
-            num_processes=cluster.count,
-            process_index=cluster.index,
-            stop_writers=self._stop_actors,
-            stop_reading=stop_requested,
-        )
-        self.store = ParamsStore(prepared.devices.actor_devices)
-        self.stats = ActorStats()
-        self.replay_log = None  # deterministic mode: the env actions since the epoch began
-        if config.deterministic:  # a checkpoint of another layout is not replayed
-            fields = ("unroll_length", "envs_per_actor", "batch_size")
-            layout = {field: getattr(config, field) for field in fields}
-            self.replay_log = ReplayLog(config.env_epoch_updates, layout)
-        self.state: Any = None  # the newest learner state; the one before it was donated
-        self.fleet: Fleet | None = None
-        self.pools = None  # the seats' snapshot roles (opponent pool, frozen start)
-        self._actor_replay: dict[int, np.ndarray] = {}  # lockstep resume, by global actor
-        self._window: LogWindow | None = None
-        self._actors: dict[str, Any] | None = None  # the actors' stats in this log window
-        self._reported = (0, 0)  # (restarts, episodes) in the last agreement
-        self._batch, self._read_from = None, 0.0
+        several = len(prepared.lanes) > 1
+        self.lanes = [
+            Lane(lane, prepared.devices, cluster, stop_requested, f"{lane.view.name}/" * several)
+            for lane in prepared.lanes
+        ]
+        for lane in self.lanes:
+            lane.agent_obs_shape = self.spec.obs_shape
+        self._single = not several
+        # Several agents: how to rebuild each one's acting network, for every checkpoint.
+        self._policies = {
+            lane.name: describe_policy(lane.config, self.spec) for lane in self.lanes if several
+        }
+        self._rotation = Rotation(len(self.lanes))
+        self._last_metrics: dict[str, dict[str, float]] = {}
+        self._clock = (time.monotonic(), 0)  # the run's (time, env steps) at the last log
+
+    @property
+    def _lane(self) -> Lane:
+        """The one lane of a one-agent run."""
+        return self.lanes[0]
 
     def saved_abstract(self) -> Any:
-        return jax.eval_shape(self.agent.learner.init, jax.random.PRNGKey(0))
+        shapes = {
+            lane.name: jax.eval_shape(lane.agent.learner.init, jax.random.PRNGKey(0))
+            for lane in self.lanes
+        }
+        return shapes[self._lane.name] if self._single else {"agents": shapes}
 
     # ------------------------------------------------------------------ the state
     def begin(self, ckpt: Any, resume: bool) -> dict[str, Any] | None:
-        cfg, cluster, learner = self.config, self._cluster, self.learner
-        state, meta = learner.init_state(), None
+        cfg, cluster = self.config, self._cluster
+        states = {lane.name: lane.learner.init_state() for lane in self.lanes}
+        meta, updates = None, dict.fromkeys(states, 0)
         if resume:
-            columns = cfg.process_batch_size(cluster.count)
+            lane = self._lane
+            columns = lane.config.process_batch_size(cluster.count)
             columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
-            state, meta, full = restore_checkpoint(ckpt, state, self.replay_log, columns)
-            if self._flow.replays or self._flow.saves(cfg, self.spec.obs_shape):
-                restore_replay_contents(ckpt, self.data, cfg.replay.min_size, cluster.is_primary)
-            self._actor_replay = replay_for_actors(full, cfg.envs_per_actor)
-        elif self._warm_params is not None:
-            state = learner.core.with_params(state, learner.put_state(self._warm_params))
-        self.state = state
-        update = 0 if meta is None else Counters.from_meta(meta).updates
-        params = learner.actor_params(state)
-        self.pools = seat_pools(cfg, ckpt, params, update=update, resume=resume, cluster=cluster)
-        self.store.publish(params, update)
+            template = states[lane.name] if self._single else {"agents": states}
+            state, meta, full = restore_checkpoint(ckpt, template, lane.replay_log, columns)
+            lane.actor_replay = replay_for_actors(full, cfg.envs_per_actor)
+            if self._single:
+                states[lane.name] = state
+                updates[lane.name] = Counters.from_meta(meta).updates
+            else:
+                states = state["agents"]
+                updates = {n: a["updates"] for n, a in meta["agents"].items()}
+        for lane in self.lanes:
+            items = ckpt if self._single else LaneItems(ckpt, lane.name)
+            lane.begin(items, states[lane.name], updates[lane.name], resume)
         return meta
 
     def saved(self, step: int) -> Saved:
-        meta, replay, items = {}, None, {}
-        window = self.replay_log.window(step) if self.replay_log is not None else None
+        meta, replay = {}, None
+        lane = self._lane
+        window = lane.replay_log.window(step) if lane.replay_log is not None else None
         if window is not None:
-            meta["replay"] = self.replay_log.meta(step)
+            meta["replay"] = lane.replay_log.meta(step)
             replay = put_replay(window, self.devices.batch_sharding(axis=2))
-        if self._flow.saves(self.config, self.spec.obs_shape):
-            items["data"] = snapshot_bytes(self.data)
-        if self.pools:
-            items["pool"] = self.pools.to_bytes()
-        return Saved(self.state, meta, replay, items)
+        if self._single:
+            return Saved(lane.state, meta, replay, lane.items())
+        meta["agents"] = {lane.name: {"updates": lane.updates} for lane in self.lanes}
+        meta["policies"] = self._policies
+        items = join_items({lane.name: lane.items() for lane in self.lanes})
+        state = {"agents": {lane.name: lane.state for lane in self.lanes}}
+        return Saved(state, meta, replay, items)
+
+    def _per_agent(self, get: Any) -> Any:
+        """`get(lane)` of the one lane, or `{name: get(lane)}` of several."""
+        if self._single:
+            return get(self._lane)
+        return {lane.name: get(lane) for lane in self.lanes}
 
     def policy_params(self) -> Any:
-        return self.learner.actor_params(self.state)
+        return self._per_agent(Lane.policy_params)
 
     def eval_params(self) -> Any:
-        """The params store's copy on the first actor device (never donated)."""
-        return self.store.get(self.devices.actor_devices[0])[0]
+        """The params stores' copies on the first actor device (never donated)."""
+        return self._per_agent(Lane.eval_params)
 
     def digests(self) -> tuple[str, str]:
-        return tree_digest(self.policy_params()), tree_digest(self.state)
+        return tree_digest(self.policy_params()), tree_digest(self._per_agent(lambda x: x.state))
 
     def hparams(self) -> dict[str, Any]:
-        return self.learner.core.hparams(self.state)
+        lane = self._lane  # several agents: the first agent's (run/hparams.py)
+        return lane.learner.core.hparams(lane.state)
 
     def set_hparams(self, hparams: dict[str, Any]) -> None:
-        self.state = self.learner.core.with_hparams(self.state, self.learner.put_state(hparams))
+        lane = self._lane
+        lane.state = lane.learner.core.with_hparams(lane.state, lane.learner.put_state(hparams))
 
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
+        if not self._single:
+            players = {lane.name: (lane.agent.actor, lane.greedy) for lane in self.lanes}
+            evaluator = MultiAgentEvaluator(
+                cfg, players, self.devices.actor_devices[0], self.spec.num_players
+            )
+            return evaluator, None
         setup = EvalSetup(
             *cfg.eval_env,
             cfg.eval_episodes,
@@ -213,94 +225,103 @@ class SebulbaEngine(Engine):
         return evaluator, videos
 
     def start(self, counters: Counters) -> None:
-        cfg = self.config
-        shared = ActorShared(
-            write=self.data.write,
-            stop=self._stop_actors,
-            stats=self.stats,
-            unroll_length=cfg.unroll_length,
-            segments_per_rollout=cfg.rollout_segments(jax.process_count()),
-            sync=cfg.sync_collection,
-        )
-        self.fleet = Fleet(
-            cfg,
-            self.agent.actor,
-            self.devices.actor_devices,
-            self.store,
-            shared,
-            start_update=counters.updates,
-            replay=self._actor_replay,
-            pools=self.pools,
-        )
-        self.data.check_actors = self.fleet.check
-        self._window = LogWindow(counters.env_steps)
+        for lane in self.lanes:
+            others = {o.name: o.other() for o in self.lanes if o is not lane}
+            lane.start(counters.updates, others, counters.env_steps)
+        self._clock = (time.monotonic(), counters.env_steps)
 
     def prepare(self, budget: int, at_update: int) -> Ready:
-        """One update: reads this process's batch (None once a stop was asked for: the data
-        seam reads the run's stop flag), and what the actors counted since the last agreement."""
-        self._read_from = time.perf_counter()  # queue_get_s: from here to the update's start
+        """This process's part of the next update: the lanes whose batch is ready (a one-agent
+        run waits for its batch; several agents poll theirs without waiting, `lanes.py`), and
+        what the actors counted since the last agreement. Not ready at a stop."""
+        failure, stopped, mask, steps, dropped = None, False, 0, 0, 0
         try:
-            batch, failure = self.data.read(at_update), None
+            if self._single:
+                batch = self._lane.read(wait=True)
+                stopped, mask = batch is None, int(batch is not None)
+                fresh = [batch] if batch is not None else []
+            else:
+                stopped, mask, fresh = self._poll()
         except RunError as e:
-            batch, failure = None, e
-        self._batch = batch
-        # Taken when the batch came: in lockstep mode the actors then wait for the next params,
-        # so the log window holds exactly the unrolls learned so far (not a racing one).
-        self._actors = self.stats.drain(into=self._actors)
-        restarts, episodes = self.fleet.restarts, self.stats.episodes_finished
-        before, self._reported = self._reported, (restarts, episodes)
-        ready = Ready(restarts=restarts - before[0], episodes=episodes - before[1])
-        if batch is None:
-            return ready._replace(stopped=True, failure=failure)
-        return ready._replace(env_steps=batch.env_steps, dropped=batch.dropped)
+            failure, fresh = e, []
+        for batch in fresh:
+            steps, dropped = steps + batch.env_steps, dropped + batch.dropped
+        restarts = episodes = 0
+        for lane in self.lanes:
+            r, e = lane.counts()
+            restarts, episodes = restarts + r, episodes + e
+        ready = Ready(restarts=restarts, episodes=episodes, env_steps=steps, dropped=dropped)
+        if failure is not None or stopped:
+            return ready._replace(stopped=True, failure=failure, ready=0)
+        return ready._replace(ready=mask)
 
-    def advance(self, updates: int, at_update: int) -> Stepped:
-        batch, self._batch = self._batch, None
-        t1 = time.perf_counter()
-        if self.replay_log is not None:
-            self.replay_log.record(at_update, batch.env_actions)
-        self._window.lags.append(at_update - float(np.mean(batch.data.policy_version)))
-        device_batch = self.learner.put_batch(batch.data)
-        t2 = time.perf_counter()
-        metrics, priorities = self._update(device_batch, at_update)
-        if priorities is not None:  # a prioritized replay takes them back
-            self.data.update_priorities(batch.sample_ids, self.learner.process_rows(priorities))
-        t3 = time.perf_counter()
-        params = self.learner.actor_params(self.state)
-        self.store.publish(params, at_update + 1)
-        if self.pools:  # self-play opponents: a snapshot every pool_every_updates
-            self.pools.offer(params, at_update + 1)
-        self._window.add_timers(
-            queue_get_s=t1 - self._read_from,  # the read, the agreement and its requests
-            transfer_s=t2 - t1,
-            update_s=t3 - t2,
-            publish_s=time.perf_counter() - t3,
-        )
-        return Stepped(metrics)
+    def _poll(self) -> tuple[bool, int, list]:
+        """Several agents: reads every learning lane without waiting until one has a batch, or
+        `POLL_S` passed (then the actors are checked). (stopped, the ready lanes' mask, the
+        batches read now)."""
+        deadline, fresh = time.monotonic() + POLL_S, []
+        while True:
+            mask = 0
+            for i, lane in enumerate(self.lanes):
+                if not lane.learning:
+                    continue
+                had = lane.batch is not None and lane.batch is not NOT_READY
+                batch = lane.read(wait=False)
+                if batch is None:
+                    return True, 0, fresh
+                if batch is not NOT_READY:
+                    mask |= 1 << i
+                    if not had:
+                        fresh.append(batch)
+            if mask or time.monotonic() > deadline:
+                break
+            time.sleep(POLL_SLEEP_S)
+        if not mask:
+            for lane in self.lanes:
+                if lane.fleet is not None:
+                    lane.fleet.check()  # RunError once the restart budget is spent
+        return False, mask, fresh
 
-    def _update(self, device_batch: Any, at_update: int) -> tuple[dict[str, float], Any]:
-        """One update of the learner state (donated) -> (metrics, the batch's priorities or
-        None); raises NonFiniteError on a bad metric, before anything is published."""
-        try:
-            new_state, metrics, priorities = self.learner.update(self.state, device_batch)
-            metrics = host_metrics(metrics)
-        except jax.errors.JaxRuntimeError as e:
-            if self._cluster.count == 1:
-                raise
-            raise ProcessLostError(lost_message(e)) from None
-        check_finite(metrics, f"at update {at_update + 1}")  # the state before was donated
-        self.state = new_state
-        return metrics, priorities
+    def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
+        lane = self.lanes[self._rotation.pick(ready)]
+        metrics = lane.advance()
+        if self._single:
+            return Stepped(metrics)
+        self._last_metrics[lane.name] = metrics
+        return Stepped({f"{lane.prefix}{k}": v for k, v in metrics.items()})
 
     def log_record(self, metrics: dict[str, float], counters: Counters) -> dict[str, float]:
-        """Every process's window (a gather) as one record; this process's servers."""
-        actors, self._actors = self._actors or self.stats.drain(), None
-        totals = self._window.totals(actors, self.data.size)
-        record = self._window.record(metrics, counters, self._cluster.gather(totals))
-        record.update(self.fleet.inference_record())
+        """Every process's window (a gather per lane) as one record."""
+        if self._single:
+            lane = self._lane
+            return lane.record(metrics, counters, self._cluster.gather(lane.window_totals()))
+        record = {}
+        for lane in self.lanes:
+            rows = self._cluster.gather(lane.window_totals())
+            record.update(lane.record(self._last_metrics.get(lane.name, {}), counters, rows))
+        now, (then, steps) = time.monotonic(), self._clock
+        record["charts/sps"] = (counters.env_steps - steps) / max(1e-9, now - then)
+        record["charts/updates"] = counters.updates
+        self._clock = (now, counters.env_steps)
         return record
 
+    def summary(self, counters: Counters, evals: list[dict[str, Any]]) -> dict[str, Any]:
+        if self._single:
+            return {}
+        return {
+            "agents": {
+                lane.name: {
+                    "learning": lane.learning,
+                    "updates": lane.updates,
+                    "env_steps": lane.env_steps,
+                    "params_sha256": tree_digest(lane.policy_params()),
+                }
+                for lane in self.lanes
+            }
+        }
+
     def stop(self) -> None:
-        self._stop_actors.set()
-        if self.fleet is not None:
-            self.fleet.join(timeout_s=ACTOR_JOIN_TIMEOUT_S)
+        for lane in self.lanes:
+            lane.stop_actors.set()
+        for lane in self.lanes:
+            lane.stop(timeout_s=ACTOR_JOIN_TIMEOUT_S)

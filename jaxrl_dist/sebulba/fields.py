@@ -38,6 +38,9 @@ USES = {
     "seats": "turn-based games: roles, masks, the opponent pool, openings, evaluation",
     "agents_per_env": "simultaneous agents, one stream each",
     "team_reward": "agents learn from the team's reward",
+    "agents": "several learning agents, a lane each (learner, data, params, pool, actors)",
+    "learning_mask": "agents that play without learning",
+    "exploration_mask": "agents that act greedily",
 }
 
 REFUSES = {

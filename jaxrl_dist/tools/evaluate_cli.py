@@ -30,6 +30,7 @@ from typing import Any
 import jax
 
 from jaxrl_dist.envs.games import tictactoe_exact_losses
+from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
 from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
 from jaxrl_dist.run.opponents import (
@@ -82,6 +83,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("run_dir", help="a run's work dir (or its checkpoints dir)")
     p.add_argument("--step", help="latest (default), best or a step number")
+    p.add_argument("--agent", help="the agent to evaluate, of a run of several (config.agents)")
     p.add_argument("--episodes", type=int, default=10, help="episodes (one per env)")
     p.add_argument("--mode", default="greedy", help="greedy or sampled actions")
     p.add_argument("--seed", type=int, help=f"env seed (default: the run's + {SEED_OFFSET})")
@@ -91,7 +93,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--opponent",
         help="turn-based games: random, heuristic, perfect, checkpoint:PATH[@STEP] "
         "(another run's greedy policy) or pool:ID|latest (a snapshot of the evaluated "
-        "checkpoint's opponent pool), the learner taking each seat in turn (default: the run's "
+        "checkpoint's opponent pool) or agent:NAME (another agent of the evaluated step, of a "
+        "run of several), the learner taking each seat in turn (default: the run's "
         "config.seats.eval_opponent)",
     )
     p.add_argument(
@@ -125,7 +128,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"--step {args.step!r}: give latest, best or a step number")
     if args.video is not None and not args.video.lower().endswith(".gif"):
         raise UsageError(f"--video {args.video!r}: only animated GIFs are written; name a .gif")
-    if args.opponent is not None and not is_opponent_name(args.opponent):
+    agent = args.opponent is not None and args.opponent.startswith(AGENT_ROLE)
+    if args.opponent is not None and not (is_opponent_name(args.opponent) or agent):
         raise UsageError(f"--opponent {args.opponent!r}: choose {OPPONENT_NAMES}")
     if args.eval_env_kwargs is not None:
         args.eval_env_kwargs = _literal_dict("--eval_env_kwargs", args.eval_env_kwargs)
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 def evaluate_once(args: argparse.Namespace) -> int:
     """Evaluates one checkpoint (and records a video): prints the table, writes the JSON."""
     ckpt_dir = checkpoint_dir(args.run_dir)
-    policy = load_policy(args.run_dir, args.step or "latest")
+    policy = load_policy(args.run_dir, args.step or "latest", args.agent)
     if args.video is not None:  # before anything is evaluated or written
         problem = pillow_problem() or render_problem(policy.env_id, policy.env_kwargs)
         if problem:
@@ -237,6 +241,9 @@ def evaluate(
     player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
     if players > 1 and opponent.startswith(POOL):
         player = policy_player(pool_policy(policy, opponent), episodes)
+    if players > 1 and opponent.startswith(AGENT_ROLE):  # another agent of the same step
+        name = opponent[len(AGENT_ROLE) :]
+        player = policy_player(load_policy_at(policy.directory, policy.step, name), episodes)
     env_id, env_kwargs = env or (policy.env_id, policy.env_kwargs)
     setup = EvalSetup(env_id, env_kwargs, episodes, seed, actor, device)
     evaluator = make_evaluator(
@@ -390,7 +397,7 @@ def _follow_step(ckpt_dir: str, step: int, args: argparse.Namespace) -> dict[str
     """Evaluates one step for --follow: its record, or None with a note if it was deleted
     (a run keeps only its newest checkpoints) before it could be read."""
     try:
-        policy = load_policy_at(ckpt_dir, step)
+        policy = load_policy_at(ckpt_dir, step, args.agent)
     except StepGoneError:
         _say(f"note: step {step} was deleted before it could be read (retention); skipped")
         return None

@@ -1,0 +1,291 @@
+"""One agent's part of a Sebulba run (issue 40): its learner state, data seam, params store,
+opponent pools, actors and log window. A one-agent run is one lane; `config.agents` makes one
+per agent (`engine.py` steps them in turn, `run/lanes.py`).
+
+Each learning agent has its own actors: they play the games of `config.seats.games` that name
+it, its seats as streams it learns from, the other agents' seats played inside the adapter with
+those agents' current params (`AgentPlayer`, from their params stores). An agent whose
+`learning_mask` bit is off has no actors, no data and no updates: its params store holds its
+starting params for the others' games, unchanged to the last bit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxrl_dist.acting.actor import ActorShared, ActorStats
+from jaxrl_dist.acting.fleet import Fleet
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.data import snapshot as npz
+from jaxrl_dist.data.base import NOT_READY
+from jaxrl_dist.data.flows import snapshot_bytes
+from jaxrl_dist.errors import RunError
+from jaxrl_dist.learning.distributed import ProcessLostError, lost_message
+from jaxrl_dist.learning.learner import Learner, host_metrics
+from jaxrl_dist.run.counters import Counters
+from jaxrl_dist.run.engine import check_finite
+from jaxrl_dist.sebulba.log_window import LogWindow
+from jaxrl_dist.sebulba.resume import (
+    ReplayLog,
+    restore_replay_contents,
+    seat_pools,
+)
+
+
+class OtherAgent(NamedTuple):
+    """What an agent's actors need to play another agent's seats: its actor half, its params
+    store and whether it acts greedily."""
+
+    core: Any
+    store: ParamsStore
+    greedy: bool
+
+
+class Lane:
+    """One agent's learner, data seam, params store, pools and actors (see the module
+    docstring). `prefix` names its log keys ("" for a one-agent run, else "NAME/")."""
+
+    def __init__(
+        self,
+        prepared: Any,
+        devices: Any,
+        cluster: Any,
+        stop_requested: threading.Event,
+        prefix: str = "",
+    ):
+        view = prepared.view
+        self.name, self.prefix = view.name, prefix
+        self.config = cfg = view.config
+        self.learning, self.greedy = view.learning, not view.exploring
+        self.agent, self.flow, self._warm = prepared.agent, prepared.flow, prepared.warm_params
+        self._devices, self._cluster = devices, cluster
+        self.learner = Learner(prepared.agent.learner, devices, cfg.seed)
+        self.stop_actors = threading.Event()
+        self.data = None
+        if self.learning:
+            self.data = prepared.flow.host(
+                cfg,
+                num_processes=cluster.count,
+                process_index=cluster.index,
+                stop_writers=self.stop_actors,
+                stop_reading=stop_requested,
+            )
+        self.store = ParamsStore(devices.actor_devices)
+        self.stats = ActorStats()
+        self.replay_log = None  # deterministic mode: the env actions since the epoch began
+        if cfg.deterministic:  # a checkpoint of another layout is not replayed
+            fields = ("unroll_length", "envs_per_actor", "batch_size")
+            self.replay_log = ReplayLog(cfg.env_epoch_updates, {f: getattr(cfg, f) for f in fields})
+        self.state: Any = None  # the newest learner state; the one before it was donated
+        self.updates = 0  # this agent's own updates (its params' version)
+        self.env_steps = 0  # several agents: the env steps its actors made (all processes)
+        self.fleet: Fleet | None = None
+        self.pools = None  # the seats' snapshot roles (opponent pool, frozen start)
+        self.actor_replay: dict[int, np.ndarray] = {}  # lockstep resume, by global actor
+        self.window: LogWindow | None = None
+        self._actors: dict[str, Any] | None = None  # the actors' stats in this log window
+        self._reported = (0, 0)  # (restarts, episodes) in the last agreement
+        self.batch: Any = None  # the batch read and not yet learned from
+        self._read_from = 0.0
+
+    # ------------------------------------------------------------------ the state
+    def begin(self, ckpt: Any, state: Any, updates: int, resume: bool) -> None:
+        """Takes `state` (restored, or fresh: then the warm start's params go in) at `updates`
+        updates; `ckpt` gives this lane's saved items (`LaneItems`)."""
+        cfg, learner = self.config, self.learner
+        if resume and self.data is not None:
+            if self.flow.replays or self.flow.saves(cfg, self.agent_obs_shape):
+                restore_replay_contents(
+                    ckpt, self.data, cfg.replay.min_size, self._cluster.is_primary
+                )
+        elif not resume and self._warm is not None:
+            state = learner.core.with_params(state, learner.put_state(self._warm))
+        self.state, self.updates = state, updates
+        params = learner.actor_params(state)
+        if self.learning:
+            self.pools = seat_pools(
+                cfg, ckpt, params, update=updates, resume=resume, cluster=self._cluster
+            )
+        self.store.publish(params, updates)
+
+    agent_obs_shape: tuple = ()  # the env's observation shape (set by the engine)
+
+    def items(self) -> dict[str, bytes]:
+        """This process's checkpoint items: the replay's contents and the opponent pools."""
+        items = {}
+        if self.data is not None and self.flow.saves(self.config, self.agent_obs_shape):
+            items["data"] = snapshot_bytes(self.data)
+        if self.pools:
+            items["pool"] = self.pools.to_bytes()
+        return items
+
+    def policy_params(self) -> Any:
+        return self.learner.actor_params(self.state)
+
+    def eval_params(self) -> Any:
+        """The params store's copy on the first actor device (never donated)."""
+        return self.store.get(self._devices.actor_devices[0])[0]
+
+    # ------------------------------------------------------------------ acting
+    def start(self, start_update: int, others: dict[str, OtherAgent], env_steps: int) -> None:
+        """Starts this lane's actors (none when it does not learn)."""
+        self.window = LogWindow(env_steps)
+        if not self.learning:
+            return
+        cfg = self.config
+        shared = ActorShared(
+            write=self.data.write,
+            stop=self.stop_actors,
+            stats=self.stats,
+            unroll_length=cfg.unroll_length,
+            segments_per_rollout=cfg.rollout_segments(jax.process_count()),
+            sync=cfg.sync_collection,
+        )
+        self.fleet = Fleet(
+            cfg,
+            self.agent.actor,
+            self._devices.actor_devices,
+            self.store,
+            shared,
+            start_update=start_update,
+            replay=self.actor_replay,
+            pools=self.pools,
+            others=others,
+            greedy=self.greedy,
+        )
+        self.data.check_actors = self.fleet.check
+
+    def other(self) -> OtherAgent:
+        """This agent as the others' actors see it."""
+        return OtherAgent(self.agent.actor, self.store, self.greedy)
+
+    def stop(self, timeout_s: float) -> None:
+        self.stop_actors.set()
+        if self.fleet is not None:
+            self.fleet.join(timeout_s=timeout_s)
+
+    # ------------------------------------------------------------------ learning
+    def read(self, wait: bool) -> Any:
+        """Reads this lane's next batch into `self.batch` (kept until `advance`): the batch, or
+        `NOT_READY` (without waiting), None at a stop; RunError from the actors."""
+        if self.batch is None or self.batch is NOT_READY:
+            if self.batch is None:
+                self._read_from = time.perf_counter()
+            # A one-agent run waits (a flow of research code may not take `wait`).
+            updates = self.updates
+            self.batch = self.data.read(updates) if wait else self.data.read(updates, wait=False)
+        return self.batch
+
+    def counts(self) -> tuple[int, int]:
+        """(restarts, episodes) of this lane's actors since the last call; drains the actors'
+        stats into the log window's (taken when a batch came: in lockstep mode the actors then
+        wait for the next params, so the window holds exactly the unrolls learned so far)."""
+        self._actors = self.stats.drain(into=self._actors)
+        restarts = self.fleet.restarts if self.fleet is not None else 0
+        now = (restarts, self.stats.episodes_finished)
+        before, self._reported = self._reported, now
+        return now[0] - before[0], now[1] - before[1]
+
+    def advance(self) -> dict[str, float]:
+        """One update from the batch read; publishes the new params (to the pools too)."""
+        batch, self.batch = self.batch, None
+        t1 = time.perf_counter()
+        if self.replay_log is not None:
+            self.replay_log.record(self.updates, batch.env_actions)
+        self.window.lags.append(self.updates - float(np.mean(batch.data.policy_version)))
+        device_batch = self.learner.put_batch(batch.data)
+        t2 = time.perf_counter()
+        metrics, priorities = self._update(device_batch)
+        if priorities is not None:  # a prioritized replay takes them back
+            self.data.update_priorities(batch.sample_ids, self.learner.process_rows(priorities))
+        t3 = time.perf_counter()
+        self.updates += 1
+        params = self.learner.actor_params(self.state)
+        self.store.publish(params, self.updates)
+        if self.pools:  # self-play opponents: a snapshot every pool_every_updates
+            self.pools.offer(params, self.updates)
+        self.window.add_timers(
+            queue_get_s=t1 - self._read_from,  # the read, the agreement and its requests
+            transfer_s=t2 - t1,
+            update_s=t3 - t2,
+            publish_s=time.perf_counter() - t3,
+        )
+        return metrics
+
+    def _update(self, device_batch: Any) -> tuple[dict[str, float], Any]:
+        """One update of the learner state (donated) -> (metrics, the batch's priorities or
+        None); raises NonFiniteError on a bad metric, before anything is published."""
+        try:
+            new_state, metrics, priorities = self.learner.update(self.state, device_batch)
+            metrics = host_metrics(metrics)
+        except jax.errors.JaxRuntimeError as e:
+            if self._cluster.count == 1:
+                raise
+            raise ProcessLostError(lost_message(e)) from None
+        where = f"at update {self.updates + 1}" + (f" of agent {self.name}" if self.prefix else "")
+        check_finite(metrics, where)  # the state before was donated
+        self.state = new_state
+        return metrics, priorities
+
+    def window_totals(self) -> np.ndarray:
+        """This process's log window (`LogWindow.totals`)."""
+        actors, self._actors = self._actors or self.stats.drain(), None
+        return self.window.totals(actors, self.data.size if self.data is not None else 0)
+
+    def record(self, metrics: dict[str, float], counters: Counters, rows: np.ndarray) -> dict:
+        """The log record of this lane from every process's `window_totals` (`rows`), its keys
+        prefixed; `counters` the run's (this lane's updates replace the run's)."""
+        if self.prefix:
+            self.env_steps += int(np.atleast_2d(rows)[:, 0].sum())  # actor_env_steps
+            own = {"updates": self.updates, "env_steps": self.env_steps}
+            counters = Counters(**{**counters.to_meta(), **own})
+        record = self.window.record(metrics, counters, rows)
+        if self.fleet is not None:
+            record.update(self.fleet.inference_record())
+        return {self.prefix + k: v for k, v in record.items()}
+
+
+class LaneItems:
+    """A checkpoint's per-process items as one lane of several sees them: each item holds every
+    lane's arrays, keyed "NAME/<key>" (`join_items`); `restore_data` gives this lane's."""
+
+    def __init__(self, ckpt: Any, name: str):
+        self._ckpt, self._prefix = ckpt, f"{name}/"
+
+    def latest_step(self) -> int | None:
+        return self._ckpt.latest_step()
+
+    def restore_data(self, step: int, item: str = "data") -> bytes | None:
+        saved = self._ckpt.restore_data(step, item)
+        if saved is None:
+            return None
+        arrays = npz.from_bytes(saved)
+        mine = {k[len(self._prefix) :]: v for k, v in arrays.items() if k.startswith(self._prefix)}
+        return npz.to_bytes(mine) if mine else None
+
+
+def join_items(per_lane: dict[str, dict[str, bytes]]) -> dict[str, bytes]:
+    """Every lane's items as one of each: `{item: bytes}` whose arrays are keyed "NAME/<key>"."""
+    joined: dict[str, dict[str, np.ndarray]] = {}
+    for name, items in per_lane.items():
+        for item, data in items.items():
+            arrays = npz.from_bytes(data)
+            joined.setdefault(item, {}).update({f"{name}/{k}": v for k, v in arrays.items()})
+    return {item: npz.to_bytes(arrays) for item, arrays in joined.items()}
+
+
+def ready_failure(lanes: list[Lane]) -> RunError | None:
+    """Checks every learning lane's actors (restarting dead ones); the RunError that ends the
+    run, or None."""
+    try:
+        for lane in lanes:
+            if lane.fleet is not None:
+                lane.fleet.check()
+    except RunError as e:
+        return e
+    return None

@@ -1,0 +1,102 @@
+"""`config.agents` (issue 40): named agents, their views, overrides and every refusal that
+needs no registry lookup beyond the algorithms' config classes. Pure: no JAX program runs."""
+
+import os
+import re
+
+import pytest
+
+from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.agents import agent_views
+from jaxrl_dist.config.cli import load_config
+
+TWO = "configs/two_agents_tictactoe.py:quick"
+GAMES = "seats.games"
+
+
+def test_each_agent_sees_the_run_from_its_own_seats():
+    config = load_config(TWO)
+    rb, ppo = agent_views(config)
+    assert (rb.name, rb.config.algorithm, rb.config.batch_size) == ("rb", "rainbow", 128)
+    assert (ppo.name, ppo.config.algorithm, ppo.config.batch_size) == ("ppo", "ppo", 16)
+    assert type(rb.config.algo).__name__ != type(ppo.config.algo).__name__
+    assert ("learner", "agent:ppo") in rb.config.seats.games
+    assert ("agent:rb", "learner") in ppo.config.seats.games
+    assert ("learner", "pool") in rb.config.seats.games  # its own pool only
+    assert all("agent:rb" not in g for g in rb.config.seats.games)
+    assert rb.config.streams_per_actor == ppo.config.streams_per_actor == 32
+    assert (rb.learning, rb.exploring) == (True, True)
+    # The top-level agent fields are the first agent's.
+    assert (config.algorithm, config.algo) == ("rainbow", rb.config.algo)
+
+
+def test_a_run_without_agents_is_one_agent_named_learner():
+    config = load_config("configs/ppo_tictactoe.py:quick")
+    (view,) = agent_views(config)
+    assert view.name == "learner" and view.config is config
+
+
+def test_overrides_reach_one_agent():
+    config = load_config(
+        TWO,
+        **{
+            "agents.ppo.algo.learning_rate": "1e-4",
+            "agents.rb.replay.min_size": "100",
+            "agents.rb.batch_size": "64",
+            "agents.ppo.schedules.entropy_cost": "linear:end=0.1",
+            "learning_mask": "(True, False)",
+            GAMES: "(('rb','ppo'),('ppo','rb'),('rb','random'))",
+        },
+    )
+    rb, ppo = agent_views(config)
+    assert ppo.config.algo.learning_rate == 1e-4 and rb.config.algo.learning_rate != 1e-4
+    assert rb.config.replay.min_size == 100 and rb.config.batch_size == 64
+    assert ppo.config.schedules == {"entropy_cost": "linear:end=0.1"}
+    assert (rb.learning, ppo.learning) == (True, False)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({GAMES: "(('rb','bob'),('ppo','rb'))"}, "names 'bob', which is no agent"),
+        ({GAMES: "(('rb','random'),('random','rb'))"}, "agent 'ppo' plays no seat"),
+        ({"learning_mask": "(True,)"}, "one bool per agent of config.agents (2: rb, ppo)"),
+        ({"exploration_mask": "(True, True, False)"}, "one bool per agent"),
+        ({"learning_mask": "(False, False)"}, "at least one agent must learn"),
+        ({GAMES: "(('rb','ppo'),('ppo','pool:rb'))"}, "'pool:rb' plays in game"),
+        ({GAMES: "(('learner','ppo'),('ppo','rb'))"}, "names 'learner'"),
+        ({GAMES: "(('rb','ppo'),('random','random'))"}, "where no agent learns"),
+        ({"deterministic": "True", "async_envs": "False"}, "not supported with several"),
+        ({"actor_loop": "xla", "async_envs": "False"}, "not supported with several"),
+        ({"seats.learning_mask": "(True, False)"}, "with config.agents use config.learning_mask"),
+        ({"algorithm": "ppo"}, "config.algorithm is set beside config.agents"),
+        ({"agents.bob.batch_size": "3"}, "no agent 'bob' in config.agents (rb, ppo)"),
+        ({"agents.rb.algorithm": "dqn9"}, "config.agents.rb.algorithm='dqn9' is not registered"),
+        ({"agents.rb.algo.bogus": "1"}, "config.agents.rb.algo.bogus is not a config field"),
+        ({"agents.rb.batch_size": "-1"}, "config.agents.rb.batch_size=-1 must be >= 0"),
+    ],
+)
+def test_bad_agent_configs_are_refused_in_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=None) as error:
+        load_config(TWO, **overrides)
+    text = str(error.value)
+    assert message in text and "\n" not in text, text
+
+
+def test_masks_without_agents_are_refused():
+    with pytest.raises(ConfigError, match="config.learning_mask is per agent"):
+        load_config("configs/ppo_tictactoe.py:quick", learning_mask="(True,)")
+
+
+def test_one_agent_runs_keep_their_seat_checks():
+    with pytest.raises(ConfigError, match="names unknown roles"):
+        load_config("configs/ppo_tictactoe.py:quick", **{GAMES: "(('learner','bot'),)"})
+
+
+def test_the_guides_views_block_prints_what_it_says(capsys):
+    page = os.path.join(os.path.dirname(__file__), "..", "docs", "guides", "several-agents.md")
+    (block,) = re.findall(r"```python\n(.*?)```", open(page).read(), re.S)
+    exec(compile(block, "several-agents.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    said = [line[2:] for line in block.splitlines() if line.startswith("# ")]
+    assert printed == said

@@ -1,0 +1,156 @@
+"""Two learning agents of different algorithms in one Sebulba run (issue 40): a Rainbow agent
+and a PPO agent on tic-tac-toe (`configs/two_agents_tictactoe.py:quick`), each with its own
+learner, data flow, params and opponent pool; then an agent learning against the PPO agent
+warm-started from that run and held fixed (`learning_mask`)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.data import snapshot
+from jaxrl_dist.run.checkpoint import Checkpointer, restore_params, tree_digest
+from jaxrl_dist.run.hooks import Hooks, mean_return
+from jaxrl_dist.run.trainer import Trainer
+
+CONFIG = "configs/two_agents_tictactoe.py:quick"
+# Checkpoints at the end only, with Rainbow's replay; 20 evaluation games per agent and pair.
+RUN = {"checkpoint_every_updates": 0, "eval_episodes": 20, "agents.rb.replay.save": True}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("two") / "run")
+    seen = []
+
+    def metric(returns):
+        seen.append(np.shape(returns))
+        return mean_return(returns)
+
+    hooks = Hooks(reward_metric=metric)
+    summary = Trainer(load_config(CONFIG, **RUN), workdir, quiet=True, hooks=hooks).run().summary
+    return workdir, summary, seen
+
+
+def test_each_agent_learns_on_its_own(run):
+    workdir, summary, _ = run
+    agents = summary["agents"]
+    assert set(agents) == {"rb", "ppo"}
+    # Each agent's updates follow its own data: Rainbow's replay (4 samples per insert, 128
+    # a batch: an update per 32 moves), PPO's queue (16 segments of 16 moves: one per 256).
+    rb, ppo = agents["rb"], agents["ppo"]
+    assert rb["updates"] + ppo["updates"] == summary["updates"]
+    assert rb["env_steps"] + ppo["env_steps"] >= summary["env_steps"] * 0.8
+    assert ppo["updates"] >= ppo["env_steps"] // 256 - 2
+    assert rb["updates"] >= (rb["env_steps"] - 256) / 32 * 0.5  # learning starts at 256
+    assert rb["params_sha256"] != ppo["params_sha256"]
+    records = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+    keys = set().union(*records)
+    for name in ("rb", "ppo"):
+        assert {f"{name}/losses/loss", f"{name}/charts/updates", f"{name}/stats/policy_lag"} <= keys
+    assert "rb/losses/q_mean" in keys and "ppo/losses/approx_kl" in keys
+
+
+def test_the_reward_metric_sees_every_agents_returns(run):
+    _, summary, seen = run
+    assert seen == [(20, 2)]
+    best = summary["best_eval"]
+    assert best["return"] == pytest.approx((best["rb/return"] + best["ppo/return"]) / 2)
+    # The agents against each other, from the first's side.
+    assert {"rb_vs_ppo/win_rate", "rb_vs_ppo/return_worst_seat"} <= set(best)
+
+
+def test_a_resume_takes_back_every_agent_exactly(run, tmp_path):
+    """Learner states (params, optimizers), Rainbow's replay and both opponent pools."""
+    workdir, summary, _ = run
+    copy = str(tmp_path / "run")
+    shutil.copytree(workdir, copy)
+    trainer = Trainer(load_config(CONFIG, **RUN), copy, resume=True, quiet=True)
+    with Checkpointer(os.path.join(copy, "checkpoints"), create=False) as ckpt:
+        step = ckpt.latest_step()
+        saved = {
+            item: snapshot.from_bytes(ckpt.restore_data(step, item)) for item in ("data", "pool")
+        }
+        trainer.engine.begin(ckpt, resume=True)
+    back = trainer.engine.saved(step)
+    assert tree_digest(back.state) == summary["state_sha256"]
+    assert back.meta["agents"] == {
+        name: {"updates": a["updates"]} for name, a in summary["agents"].items()
+    }
+    assert {k.split("/")[0] for k in saved["data"]} == {"rb"}  # PPO's queue is not saved
+    assert {k.split("/")[0] for k in saved["pool"]} == {"rb", "ppo"}
+    for item, arrays in saved.items():
+        again = snapshot.from_bytes(back.process_items[item])
+        assert again.keys() == arrays.keys()
+        for key, array in arrays.items():
+            np.testing.assert_array_equal(again[key], array, err_msg=f"{item} {key}")
+
+
+def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
+    """PPO from the first run plays every game, fixed (`learning_mask` off); a fresh Rainbow
+    agent learns against it. The fixed params end bit-identical to the source's."""
+    workdir, _, _ = run
+    fixed = restore_params(workdir, agent="ppo")
+    config = load_config(
+        CONFIG,
+        **RUN,
+        learning_mask="(True, False)",
+        **{
+            "seats.games": "(('rb','ppo'),('ppo','rb'))",
+            "agents.ppo.warm_start": workdir + "@latest",
+            "total_env_steps": "4000",
+        },
+    )
+    summary = Trainer(config, str(tmp_path / "fixed"), quiet=True).run().summary
+    ppo, rb = summary["agents"]["ppo"], summary["agents"]["rb"]
+    assert (ppo["learning"], ppo["updates"], ppo["env_steps"]) == (False, 0, 0)
+    assert ppo["params_sha256"] == tree_digest(fixed)
+    assert rb["updates"] > 0 and summary["env_steps"] >= 4000
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"agents.ppo.warm_start": "{run}"}, None),  # builds: the agent of the same name
+        ({"agents.rb.warm_start": "{run}", "agents.rb.warm_start_agent": "ppo"}, "do not match"),
+        (
+            {"agents.ppo.warm_start": "{run}", "agents.ppo.warm_start_agent": "bob"},
+            "no agent 'bob'",
+        ),
+        ({"exploration_mask": "(True, False)"}, "makes agent 'ppo' greedy, but it learns"),
+    ],
+)
+def test_bad_agent_runs_are_refused_before_anything_is_written(run, tmp_path, overrides, message):
+    workdir, _, _ = run
+    overrides = {k: v.format(run=workdir) for k, v in overrides.items()}
+    target = tmp_path / "refused"
+    config = load_config(CONFIG, **RUN, **overrides)
+    if message is None:
+        Trainer(config, str(target), quiet=True)
+        return
+    with pytest.raises(ConfigError, match=message) as error:
+        Trainer(config, str(target), quiet=True)
+    assert "\n" not in str(error.value) and not target.exists()
+
+
+def test_one_agent_of_the_run_is_loaded_and_evaluated_by_name(run, tmp_path, capsys):
+    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.tools.evaluate_cli import main as evaluate_main
+
+    workdir, summary, _ = run
+    policy = load_policy(workdir, agent="ppo")
+    assert policy.description["algorithm"] == "ppo"
+    assert tree_digest(policy.params) == summary["agents"]["ppo"]["params_sha256"]
+    with pytest.raises(ValueError, match=r"holds several agents \(rb, ppo\); name one"):
+        load_policy(workdir)
+    out = tmp_path / "rb.json"
+    argv = [workdir, "--agent", "rb", "--episodes", "4", "--opponent", "agent:ppo"]
+    assert evaluate_main([*argv, "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["opponent"] == "agent:ppo" and record["episodes"] == 4
+    assert evaluate_main([workdir, "--episodes", "4"]) == 2
+    assert "--agent NAME" in capsys.readouterr().err
