@@ -53,9 +53,9 @@ def get_config(variant=None):
             ("ppo", "pool:ppo"),
         ),
     }
-    c.envs_per_actor = 32  # games per agent's actor: 8 patterns, 4 each
-    c.total_env_steps = 2_000_000  # both agents' moves
-    c.eval_every_updates = 1_000  # updates of both agents (rb makes most)
+    c.envs_per_actor = 32  # games per agent's actor (the games naming it, cycled)
+    c.total_env_steps = 1_000_000  # both agents' moves: about 500k each
+    c.eval_every_updates = 1_000  # updates of both agents (rb makes 8 in 9)
     c.log_every_updates = 100
     c.checkpoint_every_updates = 4_000
     if variant == "quick":

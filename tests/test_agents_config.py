@@ -83,8 +83,33 @@ def test_bad_agent_configs_are_refused_in_one_line(overrides, message):
     assert message in text and "\n" not in text, text
 
 
+FORAGING = "configs/two_agents_foraging.py:quick"
+
+
+def test_slots_give_each_agent_its_own_agents_of_every_env():
+    a, b = agent_views(load_config(FORAGING))
+    assert a.config.agent_slots == ("learner", "agent:b") and a.config.streams_per_actor == 32
+    assert b.config.agent_slots == ("agent:a", "learner") and b.config.recv_rows == 16
+    assert a.config.network.hidden_sizes != b.config.network.hidden_sizes
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"agent_slots": "('a', 'c')"}, "config.agent_slots names 'c', which is no agent"),
+        ({"agent_slots": "('a', 'a')"}, "agent 'b' plays no slot of config.agent_slots"),
+        ({"agent_slots": "()"}, "name the agent of each with config.agent_slots"),
+        ({"learning_mask": "(False, False)"}, "at least one agent must learn"),
+    ],
+)
+def test_bad_slots_are_refused_in_one_line(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(FORAGING, **overrides)
+    assert message in str(error.value) and "\n" not in str(error.value), str(error.value)
+
+
 def test_masks_without_agents_are_refused():
-    with pytest.raises(ConfigError, match="config.learning_mask is per agent"):
+    with pytest.raises(ConfigError, match="config.learning_mask names or masks agents of"):
         load_config("configs/ppo_tictactoe.py:quick", learning_mask="(True,)")
 
 

@@ -60,8 +60,9 @@ NOT_DEFAULT = {
     "agents": {"agents": SOLO},
     "learning_mask": {"agents": SOLO, "learning_mask": (True,)},
     "exploration_mask": {"agents": SOLO, "exploration_mask": (False,)},
+    "agent_slots": {"agents": SOLO, "agent_slots": ("solo",)},
 }
-BUILT = ("agents", "learning_mask", "exploration_mask")
+BUILT = ("agents", "learning_mask", "exploration_mask", "agent_slots")
 
 
 def with_fields(spec: str, fields: dict):

@@ -19,7 +19,12 @@ from jaxrl_dist.run.trainer import Trainer
 
 CONFIG = "configs/two_agents_tictactoe.py:quick"
 # Checkpoints at the end only, with Rainbow's replay; 20 evaluation games per agent and pair.
-RUN = {"checkpoint_every_updates": 0, "eval_episodes": 20, "agents.rb.replay.save": True}
+RUN = {
+    "checkpoint_every_updates": 0,
+    "eval_episodes": 20,
+    "agents.rb.replay.save": True,
+    "learning_curve": True,
+}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +58,16 @@ def test_each_agent_learns_on_its_own(run):
     for name in ("rb", "ppo"):
         assert {f"{name}/losses/loss", f"{name}/charts/updates", f"{name}/stats/policy_lag"} <= keys
     assert "rb/losses/q_mean" in keys and "ppo/losses/approx_kl" in keys
+
+
+def test_the_plot_draws_a_curve_per_agent(run):
+    from jaxrl_dist.run.curves import _series
+
+    workdir, _, _ = run
+    assert os.path.isfile(os.path.join(workdir, "learning_curves_agents.png"))
+    keys = ["rb/charts/episode_return", "ppo/charts/episode_return"]
+    train = _series(os.path.join(workdir, "metrics.jsonl"), keys)
+    assert all(len(points) >= 3 for points in train)
 
 
 def test_the_reward_metric_sees_every_agents_returns(run):
@@ -154,3 +169,23 @@ def test_one_agent_of_the_run_is_loaded_and_evaluated_by_name(run, tmp_path, cap
     assert record["opponent"] == "agent:ppo" and record["episodes"] == 4
     assert evaluate_main([workdir, "--episodes", "4"]) == 2
     assert "--agent NAME" in capsys.readouterr().err
+
+
+def test_two_agents_share_a_simultaneous_move_task(tmp_path):
+    """Foraging with agent "a" in each env's first slot and "b" in its second: each learns
+    from its own slot, and the reward metric gets one column per slot."""
+    seen = []
+
+    def metric(returns):
+        seen.append(np.shape(returns))
+        return mean_return(returns)
+
+    config = load_config("configs/two_agents_foraging.py:quick", eval_episodes=6)
+    hooks = Hooks(reward_metric=metric)
+    summary = Trainer(config, str(tmp_path / "f"), quiet=True, hooks=hooks).run().summary
+    a, b = summary["agents"]["a"], summary["agents"]["b"]
+    assert a["updates"] > 0 and b["updates"] > 0 and a["params_sha256"] != b["params_sha256"]
+    assert seen == [(6, 2)]
+    assert {"a/return", "b/return"} <= set(summary["best_eval"])
+    with pytest.raises(ConfigError, match=r"config.agent_slots=\('a',\) must name one agent"):
+        load_config("configs/two_agents_foraging.py:quick", agent_slots="('a',)")

@@ -237,7 +237,10 @@ class Fleet:
                 step_timeout_s=cfg.actor_hang_timeout_s,
             )
             if cfg.agents_per_env > 1:
-                return AgentStreams(env, cfg.agents_per_env, cfg.team_reward)
+                players_key = jax.random.fold_in(key, SEAT_PLAYERS_SEED_PURPOSE)
+                players = snapshots(env.config["num_envs"], players_key) if cfg.agent_slots else {}
+                slots = cfg.agent_slots
+                return AgentStreams(env, cfg.agents_per_env, cfg.team_reward, slots, players)
             seed = derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:])
             return seated(cfg, env, seed, snapshots)
 

@@ -51,4 +51,5 @@ REFUSES = {
     "agents": "one learner in the carry; several agents run on config.runtime='sebulba'",
     "learning_mask": "per agent of config.agents",
     "exploration_mask": "per agent of config.agents",
+    "agent_slots": "per agent of config.agents",
 }

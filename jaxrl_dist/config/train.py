@@ -151,6 +151,8 @@ class TrainConfig:
     agents: tuple = ()
     learning_mask: tuple[bool, ...] = ()  # per agent: False plays its params, never updated
     exploration_mask: tuple[bool, ...] = ()  # per agent: False acts greedily (Q: epsilon 0)
+    # Simultaneous-move tasks with several agents: the agent playing each of an env's agents.
+    agent_slots: tuple[str, ...] = ()
 
     def __post_init__(self):
         positive = (
@@ -368,7 +370,7 @@ class TrainConfig:
         with `agents_per_env` its envs' agents."""
         if self.seats.enabled:
             return self.seats.streams(self.envs_per_actor)
-        return self.envs_per_actor * self.agents_per_env
+        return self.envs_per_actor * self.own_slots
 
     @property
     def recv_rows(self) -> int:
@@ -376,7 +378,15 @@ class TrainConfig:
         `seats` every learner stream (a seated game's `recv()` can return all of them)."""
         if self.seats.enabled:
             return self.streams_per_actor
-        return self.env_batch_size * self.agents_per_env
+        return self.env_batch_size * self.own_slots
+
+    @property
+    def own_slots(self) -> int:
+        """The agents of each env the learner plays: all of them, or in an agent's view of a
+        run of several (`config/agents.py`) its own `agent_slots`."""
+        if self.agent_slots:
+            return sum(slot == "learner" for slot in self.agent_slots)
+        return self.agents_per_env
 
     @property
     def env_batch_size(self) -> int:

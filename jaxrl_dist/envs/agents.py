@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxrl_dist.envs.seats import LEARNER
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
 AGENTS_VIEW = "agents_view"  # EnvPool's (Jumanji's) per-agent observation key
@@ -53,11 +54,32 @@ class AgentStreams:
       pool: a multi-agent EnvPool, gymnasium API, any `batch_size <= num_envs`.
       agents: agents per env.
       team_reward: with per-agent rewards, every agent gets the team's sum instead.
+      slots: who plays each agent of an env (several learning agents in one run,
+        `config.agent_slots` as one agent sees it): `LEARNER` (a stream, numbered `env *
+        own + k` for its k-th own slot) or a name in `players`, whose actions the adapter
+        takes itself (`Player.act(rows, legal_mask, envs)` on the slot's rows); empty: every
+        agent is a stream.
+      players: `{name: Player}` for the slots the learner does not play.
     """
 
-    def __init__(self, pool: Any, agents: int, team_reward: bool = False):
+    def __init__(
+        self,
+        pool: Any,
+        agents: int,
+        team_reward: bool = False,
+        slots: tuple[str, ...] = (),
+        players: dict[str, Any] | None = None,
+    ):
         self._pool, self._agents, self._team = pool, agents, team_reward
-        self.config = {**pool.config, "num_envs": pool.config["num_envs"] * agents}
+        slots = tuple(slots) or (LEARNER,) * agents
+        if len(slots) != agents or LEARNER not in slots:
+            raise ValueError(
+                f"slots must name every one of {agents} agents, the learner among them"
+            )
+        self._own = np.array([i for i, s in enumerate(slots) if s == LEARNER])
+        self._others = {i: (players or {})[s] for i, s in enumerate(slots) if s != LEARNER}
+        self._pending = np.zeros((pool.config["num_envs"], agents), np.int32)  # others' moves
+        self.config = {**pool.config, "num_envs": pool.config["num_envs"] * len(self._own)}
 
     def async_reset(self) -> None:
         self._pool.async_reset()
@@ -66,30 +88,38 @@ class AgentStreams:
         """One pool result as stream rows: `(obs, reward, terminated, truncated, info)` with
         `info["env_id"]` the stream ids, `info["elapsed_step"]` and `info["agent"]`."""
         obs, reward, terminated, truncated, info = self._pool.recv()
-        a = self._agents
+        a, own = self._agents, self._own
         env_id = np.asarray(info["env_id"])
+        every = agent_rows(obs)  # [n * a] rows, env-major
+        for slot, player in self._others.items():  # the other agents move now, as the learner
+            at = np.arange(len(env_id)) * a + slot
+            view, mask = every[AGENT_VIEW][at], every[ACTION_MASK][at]
+            self._pending[env_id, slot] = player.act(view, mask, env_id)
+        keep = (np.arange(len(env_id))[:, None] * a + own).reshape(-1)
+        k = len(own)
         rows = {
-            "env_id": (env_id[:, None] * a + np.arange(a)).reshape(-1).astype(np.int32),
-            "elapsed_step": np.repeat(np.asarray(info["elapsed_step"]), a),
-            "agent": np.tile(np.arange(a, dtype=np.int32), len(env_id)),
+            "env_id": (env_id[:, None] * k + np.arange(k)).reshape(-1).astype(np.int32),
+            "elapsed_step": np.repeat(np.asarray(info["elapsed_step"]), k),
+            "agent": np.tile(own.astype(np.int32), len(env_id)),
         }
-        reward = agent_rewards(reward, a, self._team).reshape(-1)
-        ends = (np.repeat(np.asarray(terminated), a), np.repeat(np.asarray(truncated), a))
-        return agent_rows(obs), reward, *ends, rows
+        reward = agent_rewards(reward, a, self._team)[:, own].reshape(-1)
+        ends = (np.repeat(np.asarray(terminated), k), np.repeat(np.asarray(truncated), k))
+        return {key: v[keep] for key, v in every.items()}, reward, *ends, rows
 
     def send(self, action: np.ndarray, env_id: np.ndarray) -> None:
-        """Actions for streams `env_id`: every agent of each env whose streams it names."""
+        """Actions for streams `env_id`: every stream of each env it names (with the other
+        slots' moves taken at `recv`)."""
         action, stream = np.asarray(action), np.asarray(env_id)
-        envs, agent = np.divmod(stream, self._agents)
-        order = np.lexsort((agent, envs))
-        envs, agent, action = envs[order], agent[order], action[order]
+        k = len(self._own)
+        envs, own = np.divmod(stream, k)
+        order = np.lexsort((own, envs))
+        envs, own, action = envs[order], own[order], action[order]
         unique = np.unique(envs)
-        if (
-            len(envs) != len(unique) * self._agents
-            or (agent != np.tile(np.arange(self._agents), len(unique))).any()
-        ):
+        if len(envs) != len(unique) * k or (own != np.tile(np.arange(k), len(unique))).any():
             raise ValueError("send() must answer every agent of each env it names together")
-        self._pool.send(action.reshape(len(unique), self._agents).astype(np.int32), unique)
+        full = self._pending[unique].copy()
+        full[:, self._own] = action.reshape(len(unique), k)
+        self._pool.send(full.astype(np.int32), unique)
 
     def close(self) -> None:
         self._pool.close()

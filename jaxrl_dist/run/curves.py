@@ -312,44 +312,74 @@ def draw_learning_curve(workdir: str, warn: Callable[[str], None]) -> None:
 
 def draw_seed_curves(workdir: str, num_seeds: int, warn: Callable[[str], None]) -> None:
     """Each seed's training return (`charts/seed<i>_episode_return` in `metrics.jsonl`) and
-    evaluation return (`seed<i>_return` in `evals.jsonl`) against env steps, side by side; a
-    failure to draw is passed to `warn`, never raised."""
+    evaluation return (`seed<i>_return` in `evals.jsonl`) against env steps, side by side, in
+    `learning_curves_seeds.png`; a failure to draw is passed to `warn`, never raised."""
+    seeds = range(num_seeds)
+    draw_keyed_curves(
+        workdir,
+        [f"seed {i}" for i in seeds],
+        ([f"charts/seed{i}_episode_return" for i in seeds], [f"seed{i}_return" for i in seeds]),
+        ("learning_curves_seeds.png", "env steps (per seed)"),
+        warn,
+    )
+
+
+def draw_agent_curves(workdir: str, names: Sequence[str], warn: Callable[[str], None]) -> None:
+    """Each agent's training return (`NAME/charts/episode_return`) and evaluation return
+    (`NAME/return`) of a run of several (`config.agents`), in `learning_curves_agents.png`."""
+    draw_keyed_curves(
+        workdir,
+        list(names),
+        ([f"{n}/{TRAIN_RETURN}" for n in names], [f"{n}/return" for n in names]),
+        ("learning_curves_agents.png", "env steps (all agents)"),
+        warn,
+    )
+
+
+def draw_keyed_curves(
+    workdir: str,
+    labels: list[str],
+    keys: tuple[list[str], list[str]],
+    out: tuple[str, str],
+    warn: Callable[[str], None],
+) -> None:
+    """One line per label: its training key (`metrics.jsonl`) and evaluation key
+    (`evals.jsonl`) against env steps, side by side; `out`: (file name, x label). A failure to
+    draw is passed to `warn`, never raised."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        train = _series(
-            os.path.join(workdir, "metrics.jsonl"), "charts/seed{}_episode_return", num_seeds
-        )
-        evals = _series(os.path.join(workdir, "evals.jsonl"), "seed{}_return", num_seeds)
+        train = _series(os.path.join(workdir, "metrics.jsonl"), keys[0])
+        evals = _series(os.path.join(workdir, "evals.jsonl"), keys[1])
         figure = Figure(figsize=(11, 4.5), dpi=110, layout="constrained")
         FigureCanvasAgg(figure)
         for col, (series, name) in enumerate(((train, "training"), (evals, "evaluation"))):
             ax = figure.add_subplot(1, 2, col + 1)
-            for seed, points in enumerate(series):
+            for label, points in zip(labels, series, strict=True):
                 if points:
-                    ax.plot(*zip(*points, strict=True), lw=1, label=f"seed {seed}")
-            ax.set_xlabel("env steps (per seed)")
+                    ax.plot(*zip(*points, strict=True), lw=1, label=label)
+            ax.set_xlabel(out[1])
             ax.set_ylabel(f"{name} return")
             ax.grid(alpha=0.3)
         figure.axes[0].legend(fontsize="small", ncol=2)
-        path = os.path.join(workdir, "learning_curves_seeds.png")
+        path = os.path.join(workdir, out[0])
         figure.savefig(path + ".tmp.png")
         os.replace(path + ".tmp.png", path)
     except Exception as e:  # noqa: BLE001  a plot must not fail a finished run
-        warn(f"warning: learning_curves_seeds.png not drawn ({type(e).__name__}: {e})")
+        warn(f"warning: {out[0]} not drawn ({type(e).__name__}: {e})")
 
 
-def _series(path: str, key: str, num_seeds: int) -> list[list[tuple[float, float]]]:
-    out: list[list[tuple[float, float]]] = [[] for _ in range(num_seeds)]
+def _series(path: str, keys: list[str]) -> list[list[tuple[float, float]]]:
+    out: list[list[tuple[float, float]]] = [[] for _ in keys]
     if not os.path.exists(path):
         return out
     with open(path) as f:
         for line in f:
             record = json.loads(line)
             steps = record.get("env_steps", record.get("step"))
-            for i in range(num_seeds):
-                value = record.get(key.format(i))
+            for i, key in enumerate(keys):
+                value = record.get(key)
                 if value is not None and steps is not None:
                     out[i].append((float(steps), float(value)))
     return out

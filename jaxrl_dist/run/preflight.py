@@ -172,11 +172,11 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
     `engine` refuses; ConfigError. `engine.machine` checks the env and the devices (for every
     agent's view of the run)."""
     problem = refusal(config, engine)  # before the machine checks: they may read those fields
-    roles = {role for pattern in config.seats.games for role in pattern}
+    roles = {role for pattern in config.seats.games for role in pattern} | set(config.agent_slots)
     named = sorted(r for r in roles if r.startswith(AGENT_ROLE)) if not config.agents else []
     if named:
         problem = (
-            f"config.seats.games names {named[0]!r}, but config.agents is empty; "
+            f"config.seats.games or agent_slots name {named[0]!r}, but config.agents is empty; "
             "name agents in config.agents, or use a role of one agent's run"
         )
     if problem:

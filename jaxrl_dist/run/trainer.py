@@ -28,7 +28,7 @@ from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
-from jaxrl_dist.run.curves import draw_learning_curve, draw_seed_curves
+from jaxrl_dist.run.curves import draw_agent_curves, draw_learning_curve, draw_seed_curves
 from jaxrl_dist.run.engine import Engine, Ready
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamControl
@@ -173,6 +173,9 @@ class Trainer:
             draw_learning_curve(self.workdir, run.progress.message)
             if cfg.num_seeds > 1:
                 draw_seed_curves(self.workdir, cfg.num_seeds, run.progress.message)
+            if len(cfg.agents) > 1:
+                names = [agent.name for agent in cfg.agents]
+                draw_agent_curves(self.workdir, names, run.progress.message)
         if run.logger is not None:
             run.logger.finish_sink(summary, failed=error is not None)
         if error is not None:

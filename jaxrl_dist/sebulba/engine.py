@@ -16,6 +16,7 @@ import jax
 
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data.base import NOT_READY
+from jaxrl_dist.data.on_policy import ACTOR_DEAD_TIMEOUT_S
 from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
 from jaxrl_dist.envs.envpool_env import xla_device_problem
 from jaxrl_dist.envs.sources import is_python_env, worker_layout_problem
@@ -33,7 +34,8 @@ from jaxrl_dist.run.preflight import (
     learner_devices,
     multi_agent_problem,
 )
-from jaxrl_dist.sebulba.evaluation import MultiAgentEvaluator, make_evaluator
+from jaxrl_dist.sebulba.agents_evaluation import MultiAgentEvaluator, SlotEvaluator
+from jaxrl_dist.sebulba.evaluation import make_evaluator
 from jaxrl_dist.sebulba.fields import REFUSES, USES
 from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
@@ -201,12 +203,13 @@ class SebulbaEngine(Engine):
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
+        device = self.devices.actor_devices[0]
+        if not self._single and cfg.agent_slots:
+            cores = {lane.name: lane.agent.actor for lane in self.lanes}
+            return SlotEvaluator(cfg, cores, device, cfg.agent_slots), None
         if not self._single:
             players = {lane.name: (lane.agent.actor, lane.greedy) for lane in self.lanes}
-            evaluator = MultiAgentEvaluator(
-                cfg, players, self.devices.actor_devices[0], self.spec.num_players
-            )
-            return evaluator, None
+            return MultiAgentEvaluator(cfg, players, device, self.spec.num_players), None
         setup = EvalSetup(
             *cfg.eval_env,
             cfg.eval_episodes,
@@ -229,6 +232,7 @@ class SebulbaEngine(Engine):
             others = {o.name: o.other() for o in self.lanes if o is not lane}
             lane.start(counters.updates, others, counters.env_steps)
         self._clock = (time.monotonic(), counters.env_steps)
+        self._last_batch = time.monotonic()  # several agents: when a lane last had a batch
 
     def prepare(self, budget: int, at_update: int) -> Ready:
         """This process's part of the next update: the lanes whose batch is ready (a one-agent
@@ -276,10 +280,15 @@ class SebulbaEngine(Engine):
             if mask or time.monotonic() > deadline:
                 break
             time.sleep(POLL_SLEEP_S)
-        if not mask:
+        now = time.monotonic()
+        if mask or fresh:
+            self._last_batch = now
+        else:
             for lane in self.lanes:
                 if lane.fleet is not None:
                     lane.fleet.check()  # RunError once the restart budget is spent
+            if now - self._last_batch > ACTOR_DEAD_TIMEOUT_S:
+                raise RunError(f"no batch for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors")
         return False, mask, fresh
 
     def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:

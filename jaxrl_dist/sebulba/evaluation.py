@@ -12,12 +12,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.acting.opponent_pool import snapshot_policy
 from jaxrl_dist.envs import derive_seed, xla_loop_problem
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
-from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalResult, EvalSetup, game_stats
+from jaxrl_dist.run.evaluator import (
+    EVAL_SEED_PURPOSE,
+    EvalResult,
+    EvalSetup,
+    game_stats,
+)
 from jaxrl_dist.run.opponents import named_player
 from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
 from jaxrl_dist.types import pad_rows
@@ -182,81 +186,3 @@ def make_evaluator(
     if num_players > 1:
         return GameEvaluator(setup, opponent=opponent, num_players=num_players, player=player)
     return Evaluator(setup, num_agents)
-
-
-class MultiAgentEvaluator:
-    """Several agents of one run (`config.agents`) in a turn-based game: each against the run's
-    evaluation opponent (`config.seats.eval_opponent`) taking each seat in turn, then each pair
-    against each other. `run(params: {name: params}, ...)`'s returns are `[episodes, agents]`
-    (each agent's against the opponent, in `config.agents` order: what `reward_metric` sees);
-    its statistics are each agent's as `NAME/<stat>` and each pair's as `A_vs_B/<stat>` (A's
-    side). Same interface as `Evaluator`."""
-
-    def __init__(
-        self,
-        config: Any,
-        agents: dict[str, tuple[Any, bool]],
-        device: jax.Device,
-        num_players: int,
-    ):
-        """`agents`: `{name: (actor core, greedy)}` in `config.agents` order."""
-        env_id, kwargs = config.eval_env
-        opponent = config.seats.eval_opponent
-        setup = lambda core: EvalSetup(  # noqa: E731
-            env_id, kwargs, config.eval_episodes, config.seed, core, device
-        )
-        self._names = list(agents)
-        self._alone = {
-            name: GameEvaluator(setup(core), opponent=opponent, num_players=num_players)
-            for name, (core, _) in agents.items()
-        }
-        self._others: dict[str, ParamsPlayer] = {}
-        self._pairs = {}
-        for i, a in enumerate(self._names):
-            for b in self._names[i + 1 :]:
-                core_b = agents[b][0]
-                key = jax.random.PRNGKey(derive_seed(config.seed, EVAL_SEED_PURPOSE, 3, i))
-                player = ParamsPlayer(
-                    snapshot_policy(core_b, device, config.eval_episodes, True, key)
-                )
-                self._others[f"{a}_vs_{b}"] = player
-                self._pairs[(a, b)] = GameEvaluator(
-                    setup(agents[a][0]), opponent=b, num_players=num_players, player=player
-                )
-
-    def run(
-        self,
-        params: dict[str, Any],
-        greedy: bool = True,
-        abort: Callable[[], bool] = lambda: False,
-        at_update: int = 0,
-    ) -> EvalResult | None:
-        returns, lengths, extra = [], [], {}
-        for name in self._names:
-            result = self._alone[name].run(params[name], greedy, abort, at_update)
-            if result is None:
-                return None
-            returns.append(result.returns[:, 0])
-            lengths.append(result.lengths)
-            extra.update({f"{name}/{k}": v for k, v in result.stats().items()})
-        for (a, b), evaluator in self._pairs.items():
-            self._others[f"{a}_vs_{b}"].params = jax.device_put(params[b])
-            result = evaluator.run(params[a], greedy, abort, at_update)
-            if result is None:
-                return None
-            extra.update({f"{a}_vs_{b}/{k}": v for k, v in result.stats().items()})
-        return EvalResult(np.stack(returns, axis=1), np.mean(lengths, axis=0), extra)
-
-    def close(self) -> None:
-        for evaluator in [*self._alone.values(), *self._pairs.values()]:
-            evaluator.close()
-
-
-class ParamsPlayer(Player):
-    """Plays a seat with `params` set before each evaluation (another agent's, greedy)."""
-
-    def __init__(self, act: Callable[[Any, Any, Any], Any]):
-        self._act, self.params = act, None
-
-    def act(self, obs: np.ndarray, legal_mask: np.ndarray, games: np.ndarray) -> np.ndarray:
-        return np.asarray(self._act(self.params, obs, legal_mask), np.int32)

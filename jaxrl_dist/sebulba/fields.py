@@ -41,6 +41,7 @@ USES = {
     "agents": "several learning agents, a lane each (learner, data, params, pool, actors)",
     "learning_mask": "agents that play without learning",
     "exploration_mask": "agents that act greedily",
+    "agent_slots": "several agents on a simultaneous-move task, a slot each",
 }
 
 REFUSES = {
