@@ -6,6 +6,7 @@ warm-started from that run and held fixed (`learning_mask`)."""
 import json
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +17,9 @@ from jaxrl_dist.data import snapshot
 from jaxrl_dist.run.checkpoint import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.run.hooks import Hooks, mean_return
 from jaxrl_dist.run.trainer import Trainer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_refusal import assert_refused  # noqa: E402
 
 CONFIG = "configs/two_agents_tictactoe.py:quick"
 # Checkpoints at the end only, with Rainbow's replay; 20 evaluation games per agent and pair.
@@ -37,7 +41,18 @@ def run(tmp_path_factory):
         return mean_return(returns)
 
     hooks = Hooks(reward_metric=metric)
-    summary = Trainer(load_config(CONFIG, **RUN), workdir, quiet=True, hooks=hooks).run().summary
+    trainer = Trainer(load_config(CONFIG, **RUN), workdir, quiet=True, hooks=hooks)
+
+    def change(episodes, env_steps):  # PPO's learning rate, once, mid-run
+        if env_steps >= 6_000 and not trainer.hparams.has_pending and not changed:
+            trainer.set_hyperparams(**{"ppo/learning_rate": 2e-4})
+            changed.append(env_steps)
+
+    changed = []
+    hooks.on_iteration = change
+    summary = Trainer.run(trainer).summary
+    summary["hparams_at_end"] = {k: float(v) for k, v in trainer.engine.hparams().items()}
+    summary["trainer"] = trainer
     return workdir, summary, seen
 
 
@@ -58,6 +73,23 @@ def test_each_agent_learns_on_its_own(run):
     for name in ("rb", "ppo"):
         assert {f"{name}/losses/loss", f"{name}/charts/updates", f"{name}/stats/policy_lag"} <= keys
     assert "rb/losses/q_mean" in keys and "ppo/losses/approx_kl" in keys
+
+
+def test_run_time_hyperparameters_are_each_agents_own(run):
+    from jaxrl_dist.run.hparams import HyperparamError
+
+    _, summary, _ = run
+    at_end = summary["hparams_at_end"]
+    assert at_end["ppo/learning_rate"] == pytest.approx(2e-4)
+    assert at_end["rb/learning_rate"] == pytest.approx(5e-4)  # Rainbow's own, untouched
+    (change,) = summary["hparam_changes"]
+    assert change["values"] == {"ppo/learning_rate": 2e-4}
+    trainer = summary["trainer"]
+    with pytest.raises(HyperparamError, match="bob/learning_rate names no agent's field"):
+        trainer.set_hyperparams(**{"bob/learning_rate": 1e-4})
+    with pytest.raises(HyperparamError, match="entropy_cost cannot change at run time"):
+        trainer.set_hyperparams(**{"ppo/learning_rate": 1e-4, "rb/entropy_cost": 0.1})
+    assert not trainer.hparams.has_pending  # nothing of the refused request was queued
 
 
 def test_the_plot_draws_a_curve_per_agent(run):
@@ -139,17 +171,17 @@ def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
         ({"exploration_mask": "(True, False)"}, "makes agent 'ppo' greedy, but it learns"),
     ],
 )
-def test_bad_agent_runs_are_refused_before_anything_is_written(run, tmp_path, overrides, message):
+def test_bad_agent_runs_are_refused_before_anything_is_written(
+    run, tmp_path, capsys, overrides, message
+):
+    """Through `scripts/train.py`'s main: one line, exit 2, no work dir."""
     workdir, _, _ = run
-    overrides = {k: v.format(run=workdir) for k, v in overrides.items()}
-    target = tmp_path / "refused"
-    config = load_config(CONFIG, **RUN, **overrides)
+    overrides = {**RUN, **{k: v.format(run=workdir) for k, v in overrides.items()}}
     if message is None:
-        Trainer(config, str(target), quiet=True)
+        Trainer(load_config(CONFIG, **overrides), str(tmp_path / "builds"), quiet=True)
         return
-    with pytest.raises(ConfigError, match=message) as error:
-        Trainer(config, str(target), quiet=True)
-    assert "\n" not in str(error.value) and not target.exists()
+    flags = [f"--config.{k}={v}" for k, v in overrides.items()]
+    assert_refused(CONFIG, flags, message, tmp_path, capsys)
 
 
 def test_one_agent_of_the_run_is_loaded_and_evaluated_by_name(run, tmp_path, capsys):

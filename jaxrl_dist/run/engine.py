@@ -101,6 +101,9 @@ class Engine(abc.ABC):
     def __init__(self, config: Any, prepared: Any, cluster: Any):
         """`prepared`: what `preflight.prepare` found (agent, spec, devices, flow, warm start)."""
         self.config, self.agent, self.spec = config, prepared.agent, prepared.spec
+        # Every agent of the run by name (`config.agents`; one-agent runs: "learner").
+        lanes = getattr(prepared, "lanes", ())
+        self.agents = {lane.view.name: lane.agent for lane in lanes} or {"learner": self.agent}
         self.devices, self._flow, self._cluster = prepared.devices, prepared.flow, cluster
         self._warm_params = prepared.warm_params
 

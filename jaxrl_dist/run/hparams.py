@@ -171,13 +171,22 @@ class HyperparamControl:
         self._config = dataclasses.replace(
             self._config, **{name: new for name, (_, new) in changes.items()}
         )
+        new = {name: jnp.asarray(new, jnp.float32) for name, (_, new) in changes.items()}
+        return {**hparams, **new}, changes, self._applied()
+
+    def _applied(self) -> str:
+        """After an apply: who asked (the requests' sources); the control file, if one was
+        queued, renamed `.applied`."""
         self._pending.clear()
         sources, self._sources = ", ".join(dict.fromkeys(self._sources)) or "process 0", []
         if self._file_queued:
             _rename(self._queued, self._path + ".applied")
             self._file_queued = False
-        new = {name: jnp.asarray(new, jnp.float32) for name, (_, new) in changes.items()}
-        return {**hparams, **new}, changes, sources
+        return sources
+
+    def saved_algo(self, saved_config: dict[str, Any]) -> Any:
+        """What `resume` compares with: the algo config a checkpoint's run config holds."""
+        return saved_config["algo"]
 
     def record(self, counters: Any, changes: dict, sources: str) -> tuple[dict[str, float], str]:
         """Notes `changes` in `counters.hparam_changes` (kept in checkpoints and the summary);
@@ -193,6 +202,77 @@ class HyperparamControl:
         text = ", ".join(f"{k} {old:g} -> {new:g}" for k, (old, new) in changes.items())
         record = {f"hparams/{k}": new for k, (_, new) in changes.items()}
         return record, f"update {counters.updates}: {text} ({sources})"
+
+
+class AgentsHyperparamControl(HyperparamControl):
+    """Run-time changes in a run of several agents (`config.agents`): each name is
+    `NAME/field` (`{"ppo/learning_rate": 1e-4}` in `control.json`), checked by that agent's
+    algorithm against its view of the run; every request is checked whole before any of it is
+    queued. The engine's hyperparameters are keyed alike."""
+
+    def __init__(self, controls: dict[str, HyperparamControl], workdir: str, primary: bool):
+        names = tuple(f"{agent}/{n}" for agent, c in controls.items() for n in c.names)
+        super().__init__(None, names, workdir, primary)
+        self._controls = controls
+
+    @classmethod
+    def for_agents(
+        cls, views: Any, hyperparams: dict[str, tuple[str, ...]], workdir: str, primary: bool
+    ) -> AgentsHyperparamControl:
+        """`views`: the agents' `AgentView`s; `hyperparams`: what each agent can change."""
+        controls = {
+            v.name: HyperparamControl.for_run(v.config, hyperparams[v.name], workdir, primary)
+            for v in views
+        }
+        return cls(controls, workdir, primary)
+
+    def _split(self, flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """`{"NAME/field": v}` -> `{NAME: {field: v}}` (HyperparamError for another name)."""
+        out: dict[str, dict[str, Any]] = {agent: {} for agent in self._controls}
+        for key, value in flat.items():
+            agent, _, name = key.partition("/")
+            if agent not in out or not name:
+                raise HyperparamError(
+                    f"{key} names no agent's field; these can change: {', '.join(self.names)}"
+                )
+            out[agent][name] = value
+        return out
+
+    def request(self, values: dict[str, Any], source: str = "hook") -> None:
+        if not isinstance(values, dict) or not values:
+            raise HyperparamError(
+                f'give a JSON object of new values, e.g. {{"{self.names[0]}": 1}}'
+            )
+        checked = {  # every agent's part checked before any is queued
+            agent: self._controls[agent]._checked(part)
+            for agent, part in self._split(values).items()
+            if part
+        }
+        for agent, part in checked.items():
+            self._controls[agent]._pending.update(part)
+            self._pending.update({f"{agent}/{k}": v for k, v in part.items()})
+        self._sources.append(source)
+
+    def apply(self, hparams: dict[str, jax.Array], row: np.ndarray) -> tuple[dict, dict, str]:
+        new, changes, at = dict(hparams), {}, 0
+        for agent, control in self._controls.items():
+            part = row[at : at + len(control.names)]
+            at += len(control.names)
+            mine = {k.split("/", 1)[1]: v for k, v in hparams.items() if k.startswith(agent + "/")}
+            applied, changed, _ = control.apply(mine, part)
+            new.update({f"{agent}/{k}": v for k, v in applied.items()})
+            changes.update({f"{agent}/{k}": v for k, v in changed.items()})
+        return new, changes, self._applied()
+
+    def resume(self, hparams: dict[str, jax.Array], saved_algo: dict[str, Any]) -> None:
+        for agent, control in self._controls.items():
+            mine = {k.split("/", 1)[1]: v for k, v in hparams.items() if k.startswith(agent + "/")}
+            control.resume(mine, saved_algo.get(agent, {}))
+            self._pending.update({f"{agent}/{k}": v for k, v in control._pending.items()})
+            self._sources.extend(control._sources)
+
+    def saved_algo(self, saved_config: dict[str, Any]) -> dict[str, Any]:
+        return {agent["name"]: agent["algo"] for agent in saved_config.get("agents", ())}
 
 
 def _rename(source: str, target: str) -> None:

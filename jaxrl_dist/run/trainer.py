@@ -22,6 +22,7 @@ import numpy as np
 
 from jaxrl_dist.compilation import CompileTotals, use_compilation_cache
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
+from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.determinism import set_deterministic_xla_flags
 from jaxrl_dist.envs.sources import FACTORY, register_env_factory
@@ -31,7 +32,7 @@ from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, 
 from jaxrl_dist.run.curves import draw_agent_curves, draw_learning_curve, draw_seed_curves
 from jaxrl_dist.run.engine import Engine, Ready
 from jaxrl_dist.run.hooks import Hooks
-from jaxrl_dist.run.hparams import HyperparamControl
+from jaxrl_dist.run.hparams import AgentsHyperparamControl, HyperparamControl
 from jaxrl_dist.run.preflight import prepare
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.run_evaluation import RunEvaluation
@@ -88,12 +89,19 @@ class Trainer:
             )
         self.engine = self._build_engine()
         self.agent = self.engine.agent
-        self.hparams = HyperparamControl.for_run(
-            config, self.agent.hyperparams, self.workdir, self.cluster.is_primary
-        )
+        self.hparams = self._hyperparam_control()
         self._evals = RunEvaluation(config, self.stop, self.engine)
         self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
         self._save_after_step = False  # every process: new hyperparameters must reach disk
+
+    def _hyperparam_control(self) -> HyperparamControl:
+        """Run-time changes of the agent's hyperparameters (of each agent's, `NAME/field`,
+        with several agents)."""
+        cfg, primary = self.config, self.cluster.is_primary
+        if len(cfg.agents) < 2:
+            return HyperparamControl.for_run(cfg, self.agent.hyperparams, self.workdir, primary)
+        names = {name: agent.hyperparams for name, agent in self.engine.agents.items()}
+        return AgentsHyperparamControl.for_agents(agent_views(cfg), names, self.workdir, primary)
 
     def _build_engine(self) -> Engine:
         """The engine, whose checks read this machine (devices, files) and may fail on one
@@ -143,7 +151,7 @@ class Trainer:
             cluster=self.cluster,
         )
         if meta is not None:
-            self.hparams.resume(engine.hparams(), meta["config"]["algo"])
+            self.hparams.resume(engine.hparams(), self.hparams.saved_algo(meta["config"]))
             target, top = cfg.stop_at_eval_return, run.counters.max_eval_return
             if target is not None and top is not None and top >= target:
                 self.request_stop(f"an earlier evaluation already reached {target}")

@@ -193,12 +193,21 @@ class SebulbaEngine(Engine):
         return tree_digest(self.policy_params()), tree_digest(self._per_agent(lambda x: x.state))
 
     def hparams(self) -> dict[str, Any]:
-        lane = self._lane  # several agents: the first agent's (run/hparams.py)
-        return lane.learner.core.hparams(lane.state)
+        """The hyperparameters in force (several agents: each one's as `NAME/field`)."""
+        values = {
+            lane.prefix + k: v
+            for lane in self.lanes
+            for k, v in lane.learner.core.hparams(lane.state).items()
+        }
+        return values
 
     def set_hparams(self, hparams: dict[str, Any]) -> None:
-        lane = self._lane
-        lane.state = lane.learner.core.with_hparams(lane.state, lane.learner.put_state(hparams))
+        for lane in self.lanes:
+            mine = {
+                k[len(lane.prefix) :]: v for k, v in hparams.items() if k.startswith(lane.prefix)
+            }
+            learner = lane.learner
+            lane.state = learner.core.with_hparams(lane.state, learner.put_state(mine))
 
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
