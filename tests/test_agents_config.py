@@ -69,6 +69,7 @@ def test_overrides_reach_one_agent():
         ({"learning_mask": "(False, False)"}, "at least one agent must learn"),
         ({GAMES: "(('rb','ppo'),('ppo','pool:rb'))"}, "'pool:rb' plays in game"),
         ({GAMES: "(('learner','ppo'),('ppo','rb'))"}, "names 'learner'"),
+        ({GAMES: "(('rb','ppo','pool:rb'),)"}, "must learn and be the only agent of that game"),
         ({GAMES: "(('rb','ppo'),('random','random'))"}, "where no agent learns"),
         ({"deterministic": "True", "async_envs": "False"}, "not supported with several"),
         ({"actor_loop": "xla", "async_envs": "False"}, "not supported with several"),

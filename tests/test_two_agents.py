@@ -126,8 +126,12 @@ def test_a_resume_takes_back_every_agent_exactly(run, tmp_path):
     back = trainer.engine.saved(step)
     assert tree_digest(back.state) == summary["state_sha256"]
     assert back.meta["agents"] == {
-        name: {"updates": a["updates"]} for name, a in summary["agents"].items()
+        name: {"updates": a["updates"], "env_steps": a["env_steps"]}
+        for name, a in summary["agents"].items()
     }
+    with Checkpointer(os.path.join(workdir, "checkpoints"), create=False) as ckpt:
+        saved_meta = ckpt.restore_meta(step)
+    assert back.meta["lane_served_last"] == saved_meta["lane_served_last"]  # the turn goes on
     assert {k.split("/")[0] for k in saved["data"]} == {"rb"}  # PPO's queue is not saved
     assert {k.split("/")[0] for k in saved["pool"]} == {"rb", "ppo"}
     for item, arrays in saved.items():

@@ -238,7 +238,9 @@ class Fleet:
             )
             if cfg.agents_per_env > 1:
                 players_key = jax.random.fold_in(key, SEAT_PLAYERS_SEED_PURPOSE)
-                players = snapshots(env.config["num_envs"], players_key) if cfg.agent_slots else {}
+                players = {}  # the other agents' slots (an agent's view of several)
+                if snapshots is not None and cfg.agent_slots:
+                    players = snapshots(env.config["num_envs"], players_key)
                 slots = cfg.agent_slots
                 return AgentStreams(env, cfg.agents_per_env, cfg.team_reward, slots, players)
             seed = derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:])

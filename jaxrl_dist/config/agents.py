@@ -221,10 +221,11 @@ def _seats_problem(seats: Any, names: list[str], learning: dict[str, bool]) -> s
                     f"config.seats.games names {role!r}, which is no agent of config.agents "
                     f"({', '.join(names)}) nor a scripted role {SCRIPTED_ROLES}"
                 )
-            if kind and (name not in pattern or not learning[name]):
+            others = {split_role(r)[1] for r in pattern} - {name, *SCRIPTED_ROLES}
+            if kind and (name not in pattern or not learning[name] or others):
                 return (
                     f"config.seats.games: {role!r} plays in game {pattern}, but {name!r} "
-                    "must learn and play a seat of that game itself (its pool is its own)"
+                    "must learn and be the only agent of that game (its pool is its own)"
                 )
             if not kind:
                 seated.add(name)
@@ -319,8 +320,16 @@ def build_agents(raw: Any, algo_config_of: Any, build: Any) -> tuple[AgentSectio
             algo_cls = algo_config_of(algorithm)
         except ConfigError as e:
             raise ConfigError(str(e).replace("agents.NAME.", prefix)) from None
-        values["algo"] = build(algo_cls, dict(values.get("algo") or {}), f"{prefix}algo.")
+        values["algo"] = build(algo_cls, _section(values, "algo", prefix), f"{prefix}algo.")
         for section, cls in AGENT_SECTIONS.items():
-            values[section] = build(cls, dict(values.get(section) or {}), f"{prefix}{section}.")
+            values[section] = build(cls, _section(values, section, prefix), f"{prefix}{section}.")
         built.append(build(AgentSection, values, prefix))
     return tuple(built)
+
+
+def _section(values: dict, section: str, prefix: str) -> dict:
+    """An agent's nested section as a dict (ConfigError naming it when it is not one)."""
+    given = values.get(section) or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"config.{prefix}{section}={given!r} must be a dict of its fields")
+    return dict(given)

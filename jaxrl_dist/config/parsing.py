@@ -165,7 +165,10 @@ def _agent_override(
     agent, field = mine[0], parts[2]
     classes = dict(AGENT_SECTIONS)
     if algo_config_of is not None:
-        classes["algo"] = algo_config_of(agent.get("algorithm", AgentSection.algorithm))
+        try:
+            classes["algo"] = algo_config_of(agent.get("algorithm", AgentSection.algorithm))
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("agents.NAME.", f"agents.{parts[1]}.")) from None
     if len(parts) == 4 and field in classes:
         hints = _field_types(classes[field])
         if parts[3] not in hints:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, with_schedules
 from jaxrl_dist.config import ConfigError, TrainConfig
-from jaxrl_dist.config.agents import AgentView, agent_views
+from jaxrl_dist.config.agents import AGENT_FIELDS, AgentView, agent_views
 from jaxrl_dist.data import DataFlow, flows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
@@ -237,8 +238,10 @@ def _prepare_lane(view: AgentView, spec: EnvSpec, engine: type[Engine]) -> Prepa
 
 
 def _named(problem: str, view: AgentView) -> str:
-    """A problem found in agent `view`'s fields, in `config.agents.NAME.` terms."""
-    if view.name == LEARNER or problem.startswith("config.exploration_mask"):
+    """A problem found in agent `view`'s own fields (`AGENT_FIELDS`), in
+    `config.agents.NAME.` terms; a problem with a run field stays as it is."""
+    field = re.match(r"config\.(\w+)", problem)
+    if view.name == LEARNER or field is None or field.group(1) not in AGENT_FIELDS:
         return problem
     return problem.replace("config.", f"config.agents.{view.name}.", 1)
 

@@ -193,6 +193,7 @@ class Trainer:
     # ----------------------------------------------------------------------------- the loop
     def _loop(self, run: Session) -> None:
         cfg, counters, engine = self.config, run.counters, self.engine
+        steps_before = counters.env_steps  # at the last step: env-step saves count from there
         while True:
             # ---- stop conditions (the same on every process, or agreed below)
             reached = cfg.ends_at(counters.env_steps, counters.episodes)
@@ -206,7 +207,6 @@ class Trainer:
                 due = self._evals.best_to_save or run.saver.time_due(run.clock())
                 self._save_now, self._evals.best_to_save = self._save_now or due, False
             # ---- the engine's next step, agreed by every process: all step, or all stop
-            steps_before = counters.env_steps
             ready = engine.prepare(self._budget(counters), counters.updates)
             agreed = self._agree(run, ready)
             if agreed is None:
@@ -234,6 +234,7 @@ class Trainer:
                 self._save_after_step = False
                 self._save_now = self._evals.best_to_save = False  # a new best is in this save
                 self._save(run)
+            steps_before = counters.env_steps
 
     def _budget(self, counters: Any) -> int:
         """Updates until the next log, evaluation, save or the end of the run: a step of

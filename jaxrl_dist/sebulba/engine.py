@@ -156,6 +156,9 @@ class SebulbaEngine(Engine):
             else:
                 states = state["agents"]
                 updates = {n: a["updates"] for n, a in meta["agents"].items()}
+                for lane in self.lanes:
+                    lane.env_steps = meta["agents"][lane.name].get("env_steps", 0)
+                self._rotation.last = meta.get("lane_served_last", self._rotation.last)
         for lane in self.lanes:
             items = ckpt if self._single else LaneItems(ckpt, lane.name)
             lane.begin(items, states[lane.name], updates[lane.name], resume)
@@ -170,7 +173,10 @@ class SebulbaEngine(Engine):
             replay = put_replay(window, self.devices.batch_sharding(axis=2))
         if self._single:
             return Saved(lane.state, meta, replay, lane.items())
-        meta["agents"] = {lane.name: {"updates": lane.updates} for lane in self.lanes}
+        meta["agents"] = {
+            lane.name: {"updates": lane.updates, "env_steps": lane.env_steps} for lane in self.lanes
+        }
+        meta["lane_served_last"] = self._rotation.last
         meta["policies"] = self._policies
         items = join_items({lane.name: lane.items() for lane in self.lanes})
         state = {"agents": {lane.name: lane.state for lane in self.lanes}}
@@ -239,9 +245,13 @@ class SebulbaEngine(Engine):
     def start(self, counters: Counters) -> None:
         for lane in self.lanes:
             others = {o.name: o.other() for o in self.lanes if o is not lane}
-            lane.start(counters.updates, others, counters.env_steps)
+            lane.start(
+                counters.updates, others, lane.env_steps if lane.prefix else counters.env_steps
+            )
         self._clock = (time.monotonic(), counters.env_steps)
-        self._last_batch = time.monotonic()  # several agents: when a lane last had a batch
+        for lane in self.lanes:
+            lane.last_ready = time.monotonic()
+        self._refused = 0  # the ready lanes the last agreement could not step (several agents)
 
     def prepare(self, budget: int, at_update: int) -> Ready:
         """This process's part of the next update: the lanes whose batch is ready (a one-agent
@@ -269,9 +279,11 @@ class SebulbaEngine(Engine):
         return ready._replace(ready=mask)
 
     def _poll(self) -> tuple[bool, int, list]:
-        """Several agents: reads every learning lane without waiting until one has a batch, or
-        `POLL_S` passed (then the actors are checked). (stopped, the ready lanes' mask, the
-        batches read now)."""
+        """Several agents: reads every learning lane without waiting until the ready lanes
+        differ from those the last agreement could not step (none, after a step), or `POLL_S`
+        passed. Every poll checks every agent's actors (restarting dead ones; RunError once
+        the budget is spent), and an agent without a batch for `ACTOR_DEAD_TIMEOUT_S` ends
+        the run. (stopped, the ready lanes' mask, the batches read now)."""
         deadline, fresh = time.monotonic() + POLL_S, []
         while True:
             mask = 0
@@ -284,23 +296,31 @@ class SebulbaEngine(Engine):
                     return True, 0, fresh
                 if batch is not NOT_READY:
                     mask |= 1 << i
+                    lane.last_ready = time.monotonic()
                     if not had:
                         fresh.append(batch)
-            if mask or time.monotonic() > deadline:
+            if (mask and mask != self._refused) or time.monotonic() > deadline:
                 break
             time.sleep(POLL_SLEEP_S)
-        now = time.monotonic()
-        if mask or fresh:
-            self._last_batch = now
-        else:
-            for lane in self.lanes:
-                if lane.fleet is not None:
-                    lane.fleet.check()  # RunError once the restart budget is spent
-            if now - self._last_batch > ACTOR_DEAD_TIMEOUT_S:
-                raise RunError(f"no batch for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors")
+        self._check_actors()
+        self._refused = mask  # until `advance` steps one of them
         return False, mask, fresh
 
+    def _check_actors(self) -> None:
+        """Restarts every agent's dead actors (RunError once the budget is spent); RunError
+        when a learning agent has had no batch ready for `ACTOR_DEAD_TIMEOUT_S`."""
+        now = time.monotonic()
+        for lane in self.lanes:
+            if lane.fleet is None:
+                continue
+            lane.fleet.check()
+            if now - lane.last_ready > ACTOR_DEAD_TIMEOUT_S:
+                raise RunError(
+                    f"agent {lane.name}: no batch for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
+                )
+
     def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
+        self._refused = 0
         lane = self.lanes[self._rotation.pick(ready)]
         metrics = lane.advance()
         if self._single:
@@ -332,7 +352,8 @@ class SebulbaEngine(Engine):
                     "learning": lane.learning,
                     "updates": lane.updates,
                     "env_steps": lane.env_steps,
-                    "params_sha256": tree_digest(lane.policy_params()),
+                    # The published copy: a failed update donated the state's buffers.
+                    "params_sha256": tree_digest(lane.eval_params()),
                 }
                 for lane in self.lanes
             }

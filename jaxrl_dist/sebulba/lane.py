@@ -24,7 +24,6 @@ from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.data.base import NOT_READY
 from jaxrl_dist.data.flows import snapshot_bytes
-from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.counters import Counters
@@ -84,6 +83,7 @@ class Lane:
         self.state: Any = None  # the newest learner state; the one before it was donated
         self.updates = 0  # this agent's own updates (its params' version)
         self.env_steps = 0  # several agents: the env steps its actors made (all processes)
+        self.last_ready = 0.0  # several agents: when its batch was last ready (monotonic)
         self.fleet: Fleet | None = None
         self.pools = None  # the seats' snapshot roles (opponent pool, frozen start)
         self.actor_replay: dict[int, np.ndarray] = {}  # lockstep resume, by global actor
@@ -277,15 +277,3 @@ def join_items(per_lane: dict[str, dict[str, bytes]]) -> dict[str, bytes]:
             arrays = npz.from_bytes(data)
             joined.setdefault(item, {}).update({f"{name}/{k}": v for k, v in arrays.items()})
     return {item: npz.to_bytes(arrays) for item, arrays in joined.items()}
-
-
-def ready_failure(lanes: list[Lane]) -> RunError | None:
-    """Checks every learning lane's actors (restarting dead ones); the RunError that ends the
-    run, or None."""
-    try:
-        for lane in lanes:
-            if lane.fleet is not None:
-                lane.fleet.check()
-    except RunError as e:
-        return e
-    return None
