@@ -88,6 +88,7 @@ LONGEST_FIRST = (
     "test_anakin_games.py",
     "test_anakin_rainbow.py",
     "test_learning_harness.py",
+    "test_two_agents.py",
     "test_anakin.py",
     "test_own_games.py",
     "test_rainbow_agent.py",
