@@ -33,7 +33,7 @@ RUN = {
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    workdir = str(tmp_path_factory.mktemp("two") / "run")
+    workdir = str(tmp_path_factory.mktemp("two_agents") / "run")  # a path naming "agent"
     seen = []
 
     def metric(returns):
@@ -167,7 +167,10 @@ def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
     "overrides, message",
     [
         ({"agents.ppo.warm_start": "{run}"}, None),  # builds: the agent of the same name
-        ({"agents.rb.warm_start": "{run}", "agents.rb.warm_start_agent": "ppo"}, "do not match"),
+        (
+            {"agents.rb.warm_start": "{run}", "agents.rb.warm_start_agent": "ppo"},
+            "its params do not match this config's network",
+        ),
         (
             {"agents.ppo.warm_start": "{run}", "agents.ppo.warm_start_agent": "bob"},
             "no agent 'bob'",

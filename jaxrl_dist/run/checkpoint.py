@@ -236,15 +236,20 @@ def restore_params(path: str, step: int | None = None, agent: str | None = None)
     return jax.device_get(agent_state(packing.unpack(stored, layout, None), agent)["params"])
 
 
+class AgentNotSavedError(ValueError):
+    """A run of several agents read without naming one of them (the message names them)."""
+
+
 def agent_state(state: Any, agent: str | None) -> Any:
     """Agent `agent`'s learner state in a saved state: the state itself for a one-agent run,
-    `state["agents"][agent]` for several (ValueError naming them when `agent` is not one)."""
+    `state["agents"][agent]` for several (AgentNotSavedError naming them when `agent` is not
+    one)."""
     if not (isinstance(state, dict) and "agents" in state):
         return state
     names = sorted(state["agents"])
     if agent not in state["agents"]:
         given = f"has no agent {agent!r}" if agent else "holds several agents"
-        raise ValueError(f"the run {given} ({', '.join(names)}); name one of them")
+        raise AgentNotSavedError(f"the run {given} ({', '.join(names)}); name one of them")
     return state["agents"][agent]
 
 

@@ -23,7 +23,7 @@ from jaxrl_dist.data import DataFlow, flows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
-from jaxrl_dist.run.checkpoint import restore_params_like
+from jaxrl_dist.run.checkpoint import AgentNotSavedError, restore_params_like
 from jaxrl_dist.run.checkpoint_steps import checkpoint_dir, read_meta, resolve_step, split_step
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
@@ -264,11 +264,11 @@ def _warm_params(spec: str, like: Any, env_id: str, agent: str | None = None) ->
         )
     try:
         return restore_params_like(path, like, step, agent)
-    except ValueError as e:
-        if "agent" in str(e):  # a run of several agents: which one
-            raise ConfigError(
-                f"config.warm_start={spec!r}: {e} with config.agents.NAME.warm_start_agent"
-            ) from None
+    except AgentNotSavedError as e:  # a run of several agents: which one
+        raise ConfigError(
+            f"config.warm_start={spec!r}: {e} with config.agents.NAME.warm_start_agent"
+        ) from None
+    except ValueError:
         raise ConfigError(
             f"config.warm_start={spec!r}: its params do not match this config's network "
             "(different torso, sizes or env); warm-start from a run with the same network"
