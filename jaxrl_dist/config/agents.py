@@ -27,7 +27,7 @@ import dataclasses
 from typing import Any
 
 from jaxrl_dist.config.errors import ConfigError
-from jaxrl_dist.config.sections import ReplayConfig
+from jaxrl_dist.config.sections import ReplayConfig, field_value
 from jaxrl_dist.envs.seats import (
     AGENT_ROLE,
     FROZEN_ROLE,
@@ -140,7 +140,7 @@ def agents_problem(config: Any) -> str | None:
         return "config.learning_mask turns every agent off; at least one agent must learn"
     if len(agents) > 1:
         for field, default, why in NOT_YET:
-            value = _field(config, field)
+            value = field_value(config, field)
             if value != default:
                 return (
                     f"config.{field}={value!r} is not supported with several config.agents yet "
@@ -183,12 +183,6 @@ def _slots_problem(config: Any, names: list[str], learning: dict[str, bool]) -> 
             "it, or drop it"
         )
     return None
-
-
-def _field(config: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        config = getattr(config, part)
-    return config
 
 
 def _seats_problem(seats: Any, names: list[str], learning: dict[str, bool]) -> str | None:

@@ -20,6 +20,13 @@ from jaxrl_dist.envs.seats import (
 CLIENTS = ("local", "server")
 
 
+def field_value(config, path: str):
+    """The value of dotted field `path` (`"inference.client"`) of a config with sections."""
+    for name in path.split("."):
+        config = getattr(config, name)
+    return config
+
+
 def _bad(section: str, field: str, value, why: str):
     raise ValueError(f"config.{section}.{field}={value!r} {why}")
 

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from jaxrl_dist.config.sections import field_value
+
 # What the shell honours for every engine, and how (`Engine.uses` / `refuses`: the rest).
 SHELL_FIELDS: Mapping[str, str] = {
     "algorithm": "the registered agent (and its data flow)",
@@ -63,12 +65,6 @@ def refusal(config: Any, engine: Any) -> str | None:
         f"config.{field}={value!r} is not used by config.runtime={engine.name!r} ({why}); set "
         f"{fixes} ({defaults}), or use another runtime"
     )
-
-
-def field_value(config: Any, path: str) -> Any:
-    for name in path.split("."):
-        config = getattr(config, name)
-    return config
 
 
 def field_default(config: Any, path: str) -> Any:

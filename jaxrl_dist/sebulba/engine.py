@@ -112,11 +112,16 @@ class SebulbaEngine(Engine):
         super().__init__(config, prepared, cluster)
         several = len(prepared.lanes) > 1
         self.lanes = [
-            Lane(lane, prepared.devices, cluster, stop_requested, f"{lane.view.name}/" * several)
+            Lane(
+                lane,
+                prepared.devices,
+                cluster,
+                stop_requested,
+                self.spec.obs_shape,
+                f"{lane.view.name}/" * several,
+            )
             for lane in prepared.lanes
         ]
-        for lane in self.lanes:
-            lane.agent_obs_shape = self.spec.obs_shape
         self._single = not several
         # Several agents: how to rebuild each one's acting network, for every checkpoint.
         self._policies = {
@@ -200,12 +205,11 @@ class SebulbaEngine(Engine):
 
     def hparams(self) -> dict[str, Any]:
         """The hyperparameters in force (several agents: each one's as `NAME/field`)."""
-        values = {
+        return {
             lane.prefix + k: v
             for lane in self.lanes
             for k, v in lane.learner.core.hparams(lane.state).items()
         }
-        return values
 
     def set_hparams(self, hparams: dict[str, Any]) -> None:
         for lane in self.lanes:

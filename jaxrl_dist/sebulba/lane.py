@@ -11,6 +11,7 @@ starting params for the others' games, unchanged to the last bit.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, NamedTuple
@@ -55,9 +56,12 @@ class Lane:
         devices: Any,
         cluster: Any,
         stop_requested: threading.Event,
+        obs_shape: tuple,
         prefix: str = "",
     ):
+        """`obs_shape`: the env's observations' (whether a replay's contents are saved)."""
         view = prepared.view
+        self._obs_shape = obs_shape
         self.name, self.prefix = view.name, prefix
         self.config = cfg = view.config
         self.learning, self.greedy = view.learning, not view.exploring
@@ -99,7 +103,7 @@ class Lane:
         updates; `ckpt` gives this lane's saved items (`LaneItems`)."""
         cfg, learner = self.config, self.learner
         if resume and self.data is not None:
-            if self.flow.replays or self.flow.saves(cfg, self.agent_obs_shape):
+            if self.flow.replays or self.flow.saves(cfg, self._obs_shape):
                 restore_replay_contents(
                     ckpt, self.data, cfg.replay.min_size, self._cluster.is_primary
                 )
@@ -113,12 +117,10 @@ class Lane:
             )
         self.store.publish(params, updates)
 
-    agent_obs_shape: tuple = ()  # the env's observation shape (set by the engine)
-
     def items(self) -> dict[str, bytes]:
         """This process's checkpoint items: the replay's contents and the opponent pools."""
         items = {}
-        if self.data is not None and self.flow.saves(self.config, self.agent_obs_shape):
+        if self.data is not None and self.flow.saves(self.config, self._obs_shape):
             items["data"] = snapshot_bytes(self.data)
         if self.pools:
             items["pool"] = self.pools.to_bytes()
@@ -242,8 +244,7 @@ class Lane:
         prefixed; `counters` the run's (this lane's updates replace the run's)."""
         if self.prefix:
             self.env_steps += int(np.atleast_2d(rows)[:, 0].sum())  # actor_env_steps
-            own = {"updates": self.updates, "env_steps": self.env_steps}
-            counters = Counters(**{**counters.to_meta(), **own})
+            counters = dataclasses.replace(counters, updates=self.updates, env_steps=self.env_steps)
         record = self.window.record(metrics, counters, rows)
         if self.fleet is not None:
             record.update(self.fleet.inference_record())
