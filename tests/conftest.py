@@ -85,6 +85,7 @@ LONGEST_FIRST = (
     "test_own_env_guide.py",
     "test_four_devices.py",
     "test_train_e2e.py",
+    "test_anakin_agents.py",
     "test_anakin_games.py",
     "test_anakin_rainbow.py",
     "test_learning_harness.py",

@@ -13,6 +13,7 @@ bit-identically.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -22,25 +23,29 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jaxrl_dist.anakin.agents import AgentsProgram, LaneProgram
 from jaxrl_dist.anakin.envs import (
     anakin_env_problem,
     anakin_eval_env_problem,
     anakin_spec,
     make_anakin_env,
     make_eval_env,
+    network_player,
 )
-from jaxrl_dist.anakin.evaluation import JaxEvaluator
+from jaxrl_dist.anakin.evaluation import AgentsJaxEvaluator, JaxEvaluator
 from jaxrl_dist.anakin.fields import REFUSES, USES
 from jaxrl_dist.anakin.program import Anakin, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, jsonable
+from jaxrl_dist.envs.jax_games import AgentsShared
 from jaxrl_dist.envs.jax_league import league_records
-from jaxrl_dist.envs.seats import POOL_ROLE
+from jaxrl_dist.envs.seats import AGENT_ROLE, POOL_ROLE
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
+from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
 
 CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the host's events
@@ -80,32 +85,88 @@ class AnakinEngine(Engine):
         self, config: Any, prepared: Prepared, cluster: Cluster, stop_requested: threading.Event
     ):
         super().__init__(config, prepared, cluster)
-        self.env = make_anakin_env(config, self.agent.actor)
-        program = Program(
-            self.agent,
-            self.env,
-            num_envs=config.batch_size,
-            unroll_length=config.unroll_length,
-            flow=prepared.flow.device(config),
-        )
+        self._lanes = list(prepared.lanes)  # every agent's view, agent, flow and warm start
+        self._several = len(self._lanes) > 1
+        programs = [self._program(lane) for lane in self._lanes]
+        if self._several:
+            program: Any = AgentsProgram(
+                [
+                    LaneProgram(lane.view.name, p, lane.view.learning)
+                    for lane, p in zip(self._lanes, programs, strict=True)
+                ]
+            )
+        else:
+            program = programs[0]
+        self.envs = {lane.view.name: p.env for lane, p in zip(self._lanes, programs, strict=True)}
+        self.env = programs[0].env
         self.anakin = Anakin(program, config.num_seeds, prepared.devices.learner_mesh)
-        self.steps_per_update = config.batch_size * config.unroll_length  # per seed
+        # Per seed: every learning agent's rollout (one update of the run updates each).
+        self._steps = {
+            lane.view.name: lane.view.config.batch_size * config.unroll_length
+            for lane in self._lanes
+            if lane.view.learning
+        }
+        self.steps_per_update = sum(self._steps.values())
         self._stop_requested = stop_requested
         self.carry: Any = None
         self._seconds_per_update: float | None = None  # known once a chunk ran compiled
-        self._window: LogWindow | None = None
+        self._windows: dict[str, LogWindow] = {}
+        # Several agents: how to rebuild each one's acting network, for every checkpoint.
+        self._policies = {
+            lane.view.name: describe_policy(lane.view.config, self.spec)
+            for lane in self._lanes
+            if self._several
+        }
+
+    def _program(self, lane: Any) -> Program:
+        """One agent's `Program`: its env streams (the other agents' seats played by their
+        networks, greedily where their exploration mask is off), its data flow, its greedy bit."""
+        view = lane.view
+        others = {AGENT_ROLE + o.view.name: network_player(o.agent.actor) for o in self._lanes}
+        greedy = frozenset(AGENT_ROLE + o.view.name for o in self._lanes if not o.view.exploring)
+        return Program(
+            lane.agent,
+            make_anakin_env(view.config, lane.agent.actor, others, greedy),
+            num_envs=view.config.batch_size,
+            unroll_length=self.config.unroll_length,
+            flow=lane.flow.device(view.config),
+            greedy=not view.exploring,
+        )
+
+    def _carries(self, carry: Any = None) -> dict[str, Any]:
+        """Each agent's carry by name (one agent: the carry itself)."""
+        carry = self.carry if carry is None else carry
+        carries = carry if self._several else (carry,)
+        return {lane.view.name: c for lane, c in zip(self._lanes, carries, strict=True)}
+
+    def _core(self, name: str) -> Any:
+        return self.agents[name].learner
 
     def saved_abstract(self) -> dict[str, Any]:
         """The saved tree as a restore target: shapes, dtypes and the run's shardings."""
         replicated = NamedSharding(self.devices.learner_mesh, PartitionSpec())
-        params = jax.eval_shape(self._saved_tree, self.anakin.abstract)["params"]
-        params = jax.tree.map(
-            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated), params
-        )
-        return {"params": params, "carry": self.anakin.abstract}
+        abstract = jax.eval_shape(self._saved_tree, self.anakin.abstract)
+        carries = self._carries(self.anakin.abstract)
+
+        def placed(tree: dict[str, Any], carry: Any) -> dict[str, Any]:
+            params = jax.tree.map(
+                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated),
+                tree["params"],
+            )
+            return {"params": params, "carry": carry}
+
+        if not self._several:
+            return placed(abstract, self.anakin.abstract)
+        return {"agents": {n: placed(abstract["agents"][n], c) for n, c in carries.items()}}
 
     def _saved_tree(self, carry: Any) -> dict[str, Any]:
-        return {"params": _first(self.agent.learner.actor_params(carry.learner)), "carry": carry}
+        """`{"params": the first seed's, "carry": ...}`; several agents: one per name under
+        "agents" (what `checkpoint.agent_state` reads)."""
+        trees = {
+            name: {"params": _first(self._core(name).actor_params(c.learner)), "carry": c}
+            for name, c in self._carries(carry).items()
+        }
+        return {"agents": trees} if self._several else next(iter(trees.values()))
 
     # ------------------------------------------------------------------ the state
     def begin(self, ckpt: Any, resume: bool) -> dict[str, Any] | None:
@@ -113,18 +174,35 @@ class AnakinEngine(Engine):
         if resume:
             saved, meta = ckpt.restore(self.saved_abstract())
             self._check_same_seats(meta)
-            self.carry = saved["carry"]
+            if self._several:
+                self.carry = tuple(saved["agents"][lane.view.name]["carry"] for lane in self._lanes)
+            else:
+                self.carry = saved["carry"]
             return meta
         seeds = jnp.arange(cfg.seed, cfg.seed + cfg.num_seeds, dtype=jnp.uint32)
-        carry = self.anakin.init(seeds)
-        warm = self._warm_params
-        if warm is not None:
-            with_params = jax.vmap(self.agent.learner.with_params, in_axes=(0, None))
-            carry = self.anakin.with_learner(
-                carry, lambda learner: with_params(learner, warm), restart_shared=True
-            )
-        self.carry = carry
+        carries = self._carries(self.anakin.init(seeds))
+        for lane in self._lanes:
+            if lane.warm_params is not None:
+                carries[lane.view.name] = self._warm_started(lane, carries[lane.view.name])
+        self.carry = self._joined(carries)
         return None
+
+    def _warm_started(self, lane: Any, carry: Any) -> Any:
+        """An agent's carry with its warm start's params, its league started again from them
+        (its first snapshot and frozen policy are the params the run starts from)."""
+        core, env, warm = lane.agent.learner, self.envs[lane.view.name], lane.warm_params
+        learner = jax.vmap(core.with_params, in_axes=(0, None))(carry.learner, warm)
+        params = jax.vmap(core.actor_params)(learner)
+        if isinstance(carry.shared, AgentsShared):  # the other agents' params kept
+            shared = jax.vmap(env.init_shared)(params, carry.shared.agents)
+        else:
+            shared = jax.vmap(env.init_shared)(params)
+        return carry._replace(learner=learner, shared=shared)
+
+    def _joined(self, carries: dict[str, Any]) -> Any:
+        """Each agent's carry back as the program's carry, laid out on the mesh."""
+        carry = tuple(carries.values()) if self._several else next(iter(carries.values()))
+        return jax.device_put(carry, self.anakin.sharding)
 
     def _check_same_seats(self, meta: dict[str, Any]) -> None:
         """A board game's env states hold each stream's roles: a resume with other seats
@@ -137,36 +215,82 @@ class AnakinEngine(Engine):
             )
 
     def saved(self, step: int) -> Saved:
-        return Saved(self._saved_tree(self.carry))
+        if not self._several:
+            return Saved(self._saved_tree(self.carry))
+        updates = step
+        meta = {
+            "agents": {
+                lane.view.name: {
+                    "updates": updates if lane.view.learning else 0,
+                    "env_steps": updates * self._steps.get(lane.view.name, 0),
+                }
+                for lane in self._lanes
+            },
+            "policies": self._policies,
+        }
+        return Saved(self._saved_tree(self.carry), meta)
+
+    def _per_agent(self, get: Any) -> Any:
+        """`get(name, carry)` of the one agent, or `{name: get(name, carry)}` of several."""
+        out = {name: get(name, c) for name, c in self._carries().items()}
+        return out if self._several else next(iter(out.values()))
 
     def policy_params(self) -> Any:
-        """The first seed's params."""
-        return self._saved_tree(self.carry)["params"]
+        """The first seed's params (several agents: each one's by name)."""
+        return self._per_agent(lambda n, c: _first(self._core(n).actor_params(c.learner)))
 
     def eval_params(self) -> Any:
-        """A copy of every seed's params (`[S, ...]` leaves)."""
-        return _copy(self.agent.learner.actor_params(self.carry.learner))
+        """A copy of every seed's params (`[S, ...]` leaves; several agents: by name)."""
+        return self._per_agent(lambda n, c: _copy(self._core(n).actor_params(c.learner)))
 
     def digests(self) -> tuple[str, str]:
         return tree_digest(self.policy_params()), carry_digest(self.carry)
 
     def hparams(self) -> dict[str, Any]:
-        return _first(self.agent.learner.hparams(self.carry.learner))
+        """One seed's (several agents: each one's as `NAME/field`)."""
+        return {
+            self._prefix(name) + k: v
+            for name, c in self._carries().items()
+            for k, v in _first(self._core(name).hparams(c.learner)).items()
+        }
 
     def set_hparams(self, hparams: dict[str, Any]) -> None:
-        seeds, core = self.config.num_seeds, self.agent.learner
-        every = {k: jnp.broadcast_to(jnp.asarray(v), (seeds,)) for k, v in hparams.items()}
-        self.carry = self.anakin.with_learner(self.carry, lambda s: core.with_hparams(s, every))
+        seeds, carries = self.config.num_seeds, self._carries()
+        for name, carry in carries.items():
+            prefix = self._prefix(name)
+            mine = {k[len(prefix) :]: v for k, v in hparams.items() if k.startswith(prefix)}
+            every = {k: jnp.broadcast_to(jnp.asarray(v), (seeds,)) for k, v in mine.items()}
+            learner = self._core(name).with_hparams(carry.learner, every)
+            carries[name] = carry._replace(learner=learner)
+        self.carry = self._joined(carries)
+
+    def _prefix(self, name: str) -> str:
+        return f"{name}/" if self._several else ""
 
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
+        if self._several:
+            cores = {lane.view.name: lane.agent.actor for lane in self._lanes}
+            players = {name: network_player(core) for name, core in cores.items()}
+            evaluator = AgentsJaxEvaluator(
+                self.envs, cores, players, cfg.seats.eval_opponent, cfg.eval_episodes, cfg.seed
+            )
+            return evaluator, None
         env = make_eval_env(cfg, self.env).evaluation(cfg.eval_episodes, cfg.seats.eval_opponent)
         return JaxEvaluator(env, self.agent.actor, cfg.eval_episodes, cfg.seed), None
 
     def start(self, counters: Counters) -> None:
-        self._window = LogWindow(counters.env_steps)
+        self._windows = {
+            name: LogWindow(self._lane_steps(name, counters)) for name in self._carries()
+        }
         self._first_chunk = counters.updates == 0  # a fresh run's compiles in its first chunk
+
+    def _lane_steps(self, name: str, counters: Counters) -> int:
+        """An agent's env steps (one seed's): the run's for one agent."""
+        if not self._several:
+            return counters.env_steps
+        return counters.updates * self._steps.get(name, 0)
 
     def prepare(self, budget: int, at_update: int) -> Ready:
         """Nothing to read: the chunk's length, at most about CHUNK_S seconds of updates (1
@@ -179,51 +303,90 @@ class AnakinEngine(Engine):
     def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
         start = time.perf_counter()
         self.carry = self.anakin.train(self.carry, jnp.int32(updates))
-        totals = jax.device_get(local_replica(self.carry.totals))
+        totals = {n: c.totals for n, c in self._carries().items() if n in self._steps}
+        totals = jax.device_get(local_replica(totals))
         self.carry = self.anakin.drain(self.carry)
         if not self._first_chunk:  # the first chunk includes the compile
             self._seconds_per_update = (time.perf_counter() - start) / updates
         self._first_chunk = False
-        metrics = {k: float(np.mean(v)) for k, v in totals.metrics.items()}
+        metrics, episodes = {}, 0
+        for name, t in totals.items():
+            prefix = self._prefix(name)
+            metrics.update({prefix + k: float(np.mean(v)) for k, v in t.metrics.items()})
+            self._windows[name].add(t)
+            episodes += int(t.episodes.sum())
         check_finite(metrics, f"by update {at_update + updates}")
-        self._window.add(totals)
-        episodes = int(totals.episodes.sum())
         return Stepped(metrics, env_steps=updates * self.steps_per_update, episodes=episodes)
 
-    def _learner_updates(self) -> int | None:
+    def _learner_updates(self, name: str) -> int | None:
         """A replay learner's own update count (the first seed's), None where the flow learns
         once per rollout (`counters.updates`)."""
-        steps = getattr(self.carry.learner, "update_step", None)
-        if not self._flow.replays or steps is None:
+        steps = getattr(self._carries()[name].learner, "update_step", None)
+        flow = next(lane.flow for lane in self._lanes if lane.view.name == name)
+        if not flow.replays or steps is None:
             return None
         return int(np.asarray(jax.device_get(local_replica(steps)))[0])
 
     def log_record(self, metrics: dict[str, float], counters: Counters) -> dict[str, float]:
-        learner_updates = self._learner_updates()
-        if learner_updates == 0:  # a replay still filling: no update has made metrics yet
-            metrics = {}
-        record = self._window.record(metrics, counters)
-        if learner_updates is not None:
-            record["charts/learner_updates"] = learner_updates
+        record = {}
+        for name, window in self._windows.items():
+            if name not in self._steps:
+                continue
+            prefix = self._prefix(name)
+            mine = {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)}
+            learner_updates = self._learner_updates(name)
+            if learner_updates == 0:  # a replay still filling: no update has made metrics yet
+                mine = {}
+            lane_counters = dataclasses.replace(
+                counters, env_steps=self._lane_steps(name, counters)
+            )
+            lane = window.record(mine, lane_counters)
+            if learner_updates is not None:
+                lane["charts/learner_updates"] = learner_updates
+            record.update({prefix + k: v for k, v in lane.items()})
+        if self._several:  # the run's speed and updates beside each agent's
+            record["charts/sps"] = sum(record[f"{n}/charts/sps"] for n in self._steps)
+            record["charts/updates"] = counters.updates
         return record
 
     def summary(self, counters: Counters, evals: list[dict[str, Any]]) -> dict[str, Any]:
         """Every seed's totals, each seed's evaluations (`per_seed`), a replay learner's own
-        update count, a board game's league."""
+        update count, a board game's league; several agents: each one's under `agents`."""
         seeds = self.config.num_seeds
         wall = max(counters.wall_time_s, 1e-9)
         summary = {
             "num_seeds": seeds,
             "env_steps_all_seeds": counters.env_steps * seeds,
             "sps_all_seeds": round(counters.env_steps * seeds / wall, 1),
-            "seeds": per_seed(evals, self.config),
         }
-        learner_updates = self._learner_updates()
-        if learner_updates is not None:
-            summary["learner_updates"] = learner_updates
-        if POOL_ROLE in getattr(self.env, "roles", ()):  # a board game's pool: seeds' records
-            shared = jax.device_get(local_replica(self.carry.shared))
-            summary["opponent_pool"] = [
-                league_records(jax.tree.map(lambda x, i=i: x[i], shared)) for i in range(seeds)
-            ]
+        agents = {name: self._agent_summary(name, counters, evals) for name in self._carries()}
+        if self._several:
+            summary["agents"] = agents
+        else:
+            summary.update(next(iter(agents.values())))
         return summary
+
+    def _agent_summary(
+        self, name: str, counters: Counters, evals: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        seeds, prefix = self.config.num_seeds, self._prefix(name)
+        out: dict[str, Any] = {"seeds": per_seed(evals, self.config, prefix)}
+        if self._several:
+            learner = self._carries()[name].learner
+            out = {
+                "learning": name in self._steps,
+                "updates": counters.updates if name in self._steps else 0,
+                "env_steps": self._lane_steps(name, counters),
+                "params_sha256": tree_digest(_first(self._core(name).actor_params(learner))),
+                **out,
+            }
+        learner_updates = self._learner_updates(name)
+        if learner_updates is not None:
+            out["learner_updates"] = learner_updates
+        if POOL_ROLE in getattr(self.envs[name], "roles", ()):  # a game's pool: seeds' records
+            shared = jax.device_get(local_replica(self._carries()[name].shared))
+            league = shared.league if isinstance(shared, AgentsShared) else shared
+            out["opponent_pool"] = [
+                league_records(jax.tree.map(lambda x, i=i: x[i], league)) for i in range(seeds)
+            ]
+        return out

@@ -70,10 +70,19 @@ def anakin_spec(config: TrainConfig) -> EnvSpec:
     return make_jax_env(config.env_id, config.env_kwargs).spec
 
 
-def make_anakin_env(config: TrainConfig, core: ActorCore) -> Any:
-    """The batch of `config.batch_size` envs (a game's: learner streams) one seed steps."""
+def make_anakin_env(
+    config: TrainConfig,
+    core: ActorCore,
+    others: dict[str, NetworkPlayer] | None = None,
+    greedy_roles: frozenset[str] = frozenset(),
+) -> Any:
+    """The batch of `config.batch_size` envs (a game's: learner streams) one seed steps;
+    `others`, `greedy_roles`: the run's other agents' players by role and those that act
+    greedily (`config.agents`; `seated_game`)."""
     if config.env_id in PGX_GAMES:
-        return seated_game(config.env_id, config.seats, config.batch_size, core)
+        return seated_game(
+            config.env_id, config.seats, config.batch_size, core, others, greedy_roles
+        )
     return make_jax_env(config.env_id, config.env_kwargs)
 
 
@@ -91,10 +100,17 @@ def network_player(core: ActorCore) -> NetworkPlayer:
 
 
 def seated_game(
-    env_id: str, seats: SeatsConfig, num_streams: int, core: ActorCore
+    env_id: str,
+    seats: SeatsConfig,
+    num_streams: int,
+    core: ActorCore,
+    others: dict[str, NetworkPlayer] | None = None,
+    greedy_roles: frozenset[str] = frozenset(),
 ) -> SeatedJaxGame:
     """The Anakin env of a turn-based config: `num_streams` learner streams of `seats`' role
-    patterns (learning mask applied), its league's rules from `seats`' pool settings."""
+    patterns (learning mask applied), its league's rules from `seats`' pool settings; the
+    other agents' seats ("agent:NAME", an agent's view of `config.agents`) played by `others`,
+    greedily for the roles in `greedy_roles`."""
     patterns = [seats.learned(tuple(p)) for p in seats.games]
     greedy_seats = [seats.greedy_seat(s) for s in range(len(seats.games[0]))]
     rules = jax_league.LeagueRules(
@@ -105,8 +121,9 @@ def seated_game(
     )
     return SeatedJaxGame(
         env_id,
-        seat_streams(patterns, greedy_seats, num_streams),
+        seat_streams(patterns, greedy_seats, num_streams, greedy_roles),
         network_player(core),
         opening_plies=seats.opening_plies,
         league=rules,
+        others=others,
     )

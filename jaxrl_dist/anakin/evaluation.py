@@ -15,18 +15,26 @@ import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.envs import derive_seed
+from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalResult, game_stats
+from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalResult, agents_result, game_stats
 
 
 def play_episodes(
-    env: Any, core: ActorCore, params: Any, key: jax.Array, num: int, greedy: bool
+    env: Any,
+    core: ActorCore,
+    params: Any,
+    key: jax.Array,
+    num: int,
+    greedy: bool,
+    others: dict[str, Any] | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """The first episode of each of `num` envs -> (returns `[num]` float32, lengths `[num]`
-    int32: env steps, or a game's moves where the env reports them, `info["plies"]`). Pure:
-    vmap it over seeds."""
+    int32: env steps, or a game's moves where the env reports them, `info["plies"]`); `others`:
+    the params of the other agents a game seats, by role ("agent:NAME"). Pure: vmap it over
+    seeds."""
     reset_key, act_key = jax.random.split(key)
-    shared = env.init_shared(params)
+    shared = env.init_shared(params, *([others] if others else []))
     state, ts = env.reset(jax.random.split(reset_key, num), shared, params)
     actor = core.init_state(ActorIdentity(0, 1), num, act_key)
     zeros = jnp.zeros((num,))
@@ -79,8 +87,8 @@ class JaxEvaluator:
         self._play = {
             greedy: jax.jit(
                 jax.vmap(
-                    lambda p, k, g=greedy: play_episodes(env, core, p, k, num_episodes, g),
-                    in_axes=(0, None),
+                    lambda p, k, o, g=greedy: play_episodes(env, core, p, k, num_episodes, g, o),
+                    in_axes=(0, None, 0),
                 )
             )
             for greedy in (True, False)
@@ -92,14 +100,16 @@ class JaxEvaluator:
         greedy: bool = True,
         abort: Callable[[], bool] = lambda: False,
         at_update: int = 0,
+        others: dict[str, Any] | None = None,
     ) -> EvalResult | None:
         """`[S, episodes]` results -> an `EvalResult` of every seed's episodes (returns
-        `[S * episodes, 1]`), with each seed's mean return as `seed<i>_return` when S > 1."""
+        `[S * episodes, 1]`), with each seed's mean return as `seed<i>_return` when S > 1.
+        `others`: the other agents' `[S, ...]` params by role, where the games seat them."""
         if abort():
             return None
-        params = jax.device_put(local_replica(params), self._device)
+        params, others = jax.device_put(local_replica((params, others or {})), self._device)
         key = jax.random.fold_in(self._key, at_update)
-        returns, lengths = jax.device_get(self._play[greedy](params, key))
+        returns, lengths = jax.device_get(self._play[greedy](params, key, others))
         if self._seats is None:
             result = EvalResult(
                 np.asarray(returns, np.float64).reshape(-1, 1),
@@ -111,6 +121,60 @@ class JaxEvaluator:
         if returns.shape[0] > 1:
             result.extra.update({f"seed{i}_return": float(r.mean()) for i, r in enumerate(returns)})
         return result
+
+    def close(self) -> None:
+        pass
+
+
+class AgentsJaxEvaluator:
+    """Several agents of one run (`config.agents`) in a pgx game: each against the run's
+    evaluation opponent taking each seat in turn, then each pair against each other (the
+    second playing its policy's mode), every seed at once. `run(params: {name: [S, ...]})`'s
+    returns are `[S * episodes, agents]` (each agent's against the opponent, in `config.agents`
+    order: what `reward_metric` sees); its statistics are each agent's as `NAME/<stat>`, each
+    pair's as `A_vs_B/<stat>` (A's side), and `return_worst_seat`, the weakest agent's weaker
+    seat: the Sebulba `MultiAgentEvaluator`'s keys."""
+
+    def __init__(
+        self,
+        envs: dict[str, Any],
+        cores: dict[str, ActorCore],
+        players: dict[str, Any],
+        opponent: str,
+        num_episodes: int,
+        seed: int,
+    ):
+        """`envs`, `cores`, `players`: each agent's training env (a `SeatedJaxGame`), actor
+        half and `NetworkPlayer`, in `config.agents` order."""
+        self._names = list(envs)
+        self._alone = {
+            name: JaxEvaluator(
+                envs[name].evaluation(num_episodes, opponent), cores[name], num_episodes, seed
+            )
+            for name in self._names
+        }
+        self._pairs = {}
+        for i, a in enumerate(self._names):
+            for b in self._names[i + 1 :]:
+                role = AGENT_ROLE + b
+                env = envs[a].evaluation(num_episodes, role, {role: players[b]})
+                self._pairs[(a, b)] = JaxEvaluator(env, cores[a], num_episodes, seed)
+
+    def run(
+        self,
+        params: dict[str, Any],
+        greedy: bool = True,
+        abort: Callable[[], bool] = lambda: False,
+        at_update: int = 0,
+    ) -> EvalResult | None:
+        def alone(name: str) -> EvalResult | None:
+            return self._alone[name].run(params[name], greedy, abort, at_update)
+
+        def pair(a: str, b: str) -> EvalResult | None:
+            others = {AGENT_ROLE + b: params[b]}
+            return self._pairs[(a, b)].run(params[a], greedy, abort, at_update, others)
+
+        return agents_result(self._names, alone, pair)
 
     def close(self) -> None:
         pass

@@ -19,6 +19,9 @@ USES = {
     "replay.save": "always saved with the carry (False is refused)",
     "replay.batch_size": "transitions per update",
     "seats": "pgx games: roles, masks, the league, openings, scripted evaluation",
+    "agents": "several agents' carries in one program, updated in lockstep (`agents.py`)",
+    "learning_mask": "per agent: off keeps its carry as it started",
+    "exploration_mask": "per agent: off acts by its policy's mode (Q: epsilon 0)",
 }
 
 _NO_ACTORS = "no actor threads: the envs step inside the jitted program"
@@ -48,8 +51,5 @@ REFUSES = {
     "agents_per_env": "agent rows run on Sebulba",
     "team_reward": "agent rows run on Sebulba",
     "replay.tolerance": "the sample-to-insert ratio is exact",
-    "agents": "one learner in the carry; several agents run on config.runtime='sebulba'",
-    "learning_mask": "per agent of config.agents",
-    "exploration_mask": "per agent of config.agents",
-    "agent_slots": "per agent of config.agents",
+    "agent_slots": "agent rows (simultaneous moves) run on Sebulba",
 }

@@ -13,7 +13,6 @@ same function on 1 or N devices, as in the Sebulba learner).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -74,21 +73,29 @@ class Program:
     """The pure functions of one Anakin run; `Anakin` (below) jits them over seeds and a mesh."""
 
     def __init__(
-        self, agent: Agent, env: JaxEnv, num_envs: int, unroll_length: int, flow: Any = None
+        self,
+        agent: Agent,
+        env: JaxEnv,
+        num_envs: int,
+        unroll_length: int,
+        flow: Any = None,
+        greedy: bool = False,
     ):
         """`flow`: the agent's data flow's device implementation (`data/device_flows.py`;
-        None: one update per rollout)."""
+        None: one update per rollout); `greedy`: the agent acts by its policy's mode (Q-agents:
+        epsilon 0), with zeros for the act's extras (`config.exploration_mask`)."""
         self.agent, self.env, self.flow = agent, env, flow or OnPolicyFlow()
-        self.num_envs, self.unroll_length = num_envs, unroll_length
+        self.num_envs, self.unroll_length, self.greedy = num_envs, unroll_length, greedy
 
     # ------------------------------------------------------------------ start
-    def init(self, seed: jax.Array) -> Carry:
+    def init(self, seed: jax.Array, others: dict[str, PyTree] | None = None) -> Carry:
         """A seed's fresh carry: the learner half's `init(PRNGKey(seed))` (the Sebulba learner's
-        params for the same seed) and `num_envs` reset envs."""
+        params for the same seed) and `num_envs` reset envs (`others`: the run's other agents'
+        params by role, where a game seats them, `agents.py`)."""
         key = jax.random.PRNGKey(seed)
         learner = self.agent.learner.init(key)
         params = self.agent.learner.actor_params(learner)
-        shared = self.env.init_shared(params)
+        shared = self.env.init_shared(params, *([others] if others is not None else []))
         env_keys = jax.random.split(jax.random.fold_in(key, ENV_KEY_PURPOSE), self.num_envs)
         env_state, timestep = self.env.reset(env_keys, shared, params)
         actor_key = jax.random.fold_in(key, ACTOR_KEY_PURPOSE)
@@ -130,7 +137,11 @@ class Program:
             acting = carry
             obs = acting.timestep.obs
             actor_state = core.start_episodes(acting.actor, acting.first)
-            action, extras, actor_state = core.act(params, obs, actor_state)
+            action, extras, sampled = core.act(params, obs, actor_state)
+            if self.greedy:  # the sampled act's values go unused: XLA drops that work
+                action, sampled = core.greedy_act(params, obs, actor_state)
+                extras = jax.tree.map(jnp.zeros_like, extras)
+            actor_state = sampled
             env_state, ts = self.env.step(acting.env, core.env_action(action), shared, params)
             # EpisodeTracker's rules: a reset step starts an episode at 0; others add.
             first = acting.env.needs_reset
@@ -192,12 +203,37 @@ class Program:
         )
         return Carry(learner, acting, totals, shared, data)
 
+    def update_seeds(self, carry: Carry) -> Carry:
+        """One update of every seed (`[S]` leaves); every seed's flow state fills alike, so
+        the first seed's says whether the flow is ready, unbatched."""
+        ready = self.flow.ready(jax.tree.map(lambda x: x[0], carry.data))
+        return jax.vmap(self.update, in_axes=(0, None))(carry, ready)
 
-def drained(carry: Carry) -> Carry:
-    """The carry with its episode sums cleared (after the host read them)."""
+
+def drained(carry: Any) -> Any:
+    """The carry (or a tuple of carries, `agents.py`) with its episode sums cleared (after the
+    host read them)."""
+    if isinstance(carry, tuple) and not isinstance(carry, Carry):
+        return tuple(drained(c) for c in carry)
     t = carry.totals
     zero = jax.tree.map(jnp.zeros_like, (t.episodes, t.return_sum, t.length_sum))
     return carry._replace(totals=Totals(*zero, t.metrics))
+
+
+def carry_shardings(mesh: jax.sharding.Mesh, abstract: Any) -> Any:
+    """The shardings of a carry (or a tuple of carries): per-env leaves split on `B` over the
+    mesh's data axis, the rest replicated (a replay is whole on every device: see README)."""
+    if isinstance(abstract, tuple) and not isinstance(abstract, Carry):
+        return tuple(carry_shardings(mesh, c) for c in abstract)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    per_env = NamedSharding(mesh, PartitionSpec(None, DATA_AXIS))
+    return Carry(
+        learner=jax.tree.map(lambda _: replicated, abstract.learner),
+        acting=jax.tree.map(lambda _: per_env, abstract.acting),
+        totals=jax.tree.map(lambda _: replicated, abstract.totals),
+        shared=jax.tree.map(lambda _: replicated, abstract.shared),
+        data=jax.tree.map(lambda _: replicated, abstract.data),
+    )
 
 
 class Anakin:
@@ -235,36 +271,8 @@ class Anakin:
         return jax.lax.with_sharding_constraint(carry, self._shardings(carry))
 
     def _train(self, carry: Carry, num_updates: jax.Array) -> Carry:
-        step = jax.vmap(self.program.update, in_axes=(0, None))
-        flow = self.program.flow
-
-        def one(_, c: Carry) -> Carry:
-            # Every seed's flow state fills alike: the first seed's says for all, unbatched.
-            return step(c, flow.ready(jax.tree.map(lambda x: x[0], c.data)))
-
-        return jax.lax.fori_loop(0, num_updates, one, carry)
+        step = self.program.update_seeds
+        return jax.lax.fori_loop(0, num_updates, lambda _, c: step(c), carry)
 
     def _shardings(self, abstract: Carry) -> Carry:
-        replicated = NamedSharding(self.mesh, PartitionSpec())
-        per_env = NamedSharding(self.mesh, PartitionSpec(None, DATA_AXIS))
-        return Carry(
-            learner=jax.tree.map(lambda _: replicated, abstract.learner),
-            acting=jax.tree.map(lambda _: per_env, abstract.acting),
-            totals=jax.tree.map(lambda _: replicated, abstract.totals),
-            shared=jax.tree.map(lambda _: replicated, abstract.shared),
-            # The replay is whole on every device (its memory is per device); see README.
-            data=jax.tree.map(lambda _: replicated, abstract.data),
-        )
-
-    def with_learner(
-        self, carry: Carry, fn: Callable[[PyTree], PyTree], restart_shared: bool = False
-    ) -> Carry:
-        """The carry with `fn` applied to its learner states (host-side edits: hyperparameters,
-        a warm start), laid out again; `restart_shared` (a warm start): the env's shared state
-        starts again from the new params (a board game's league: its first snapshot and frozen
-        policy are the params the run starts from)."""
-        carry = carry._replace(learner=fn(carry.learner))
-        if restart_shared:
-            params = jax.vmap(self.program.agent.learner.actor_params)(carry.learner)
-            carry = carry._replace(shared=jax.vmap(self.program.env.init_shared)(params))
-        return jax.device_put(carry, self.sharding)
+        return carry_shardings(self.mesh, abstract)

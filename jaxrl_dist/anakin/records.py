@@ -14,22 +14,27 @@ from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 
 
-def carry_digest(carry: Carry) -> str:
-    """The whole carry's digest, the same on every process: per-env arrays that span processes
-    are gathered whole first (a collective: every process calls this)."""
+def carry_digest(carry: Carry | tuple[Carry, ...]) -> str:
+    """The whole carry's (or several agents' carries') digest, the same on every process:
+    per-env arrays that span processes are gathered whole first (a collective: every process
+    calls this)."""
     if jax.process_count() == 1:
         return tree_digest(carry)
     from jax.experimental import multihost_utils
 
-    acting = multihost_utils.process_allgather(carry.acting, tiled=True)
-    return tree_digest(carry._replace(acting=acting))
+    carries = (carry,) if isinstance(carry, Carry) else carry
+    whole = tuple(
+        c._replace(acting=multihost_utils.process_allgather(c.acting, tiled=True)) for c in carries
+    )
+    return tree_digest(whole[0] if isinstance(carry, Carry) else whole)
 
 
-def per_seed(evals: list[dict], config: TrainConfig) -> list[dict]:
-    """Each seed's best and final evaluation return, and when it first reached the target."""
+def per_seed(evals: list[dict], config: TrainConfig, prefix: str = "") -> list[dict]:
+    """Each seed's best and final evaluation return, and when it first reached the target
+    (`prefix`: an agent's keys, `NAME/`, of a run of several)."""
     out = []
     for i in range(config.num_seeds):
-        key = f"seed{i}_return" if config.num_seeds > 1 else "return"
+        key = prefix + (f"seed{i}_return" if config.num_seeds > 1 else "return")
         curve = [(e["env_steps"], e[key]) for e in evals if key in e]
         target = config.stop_at_eval_return
         reached = [s for s, r in curve if target is not None and r >= target]

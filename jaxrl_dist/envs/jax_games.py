@@ -11,8 +11,11 @@
   EnvPool's convention, so the program builds the same `Rollout` it builds for any env;
 - the other seat is played inside the step by its role: "random", "heuristic", "perfect"
   (`envs/jax_players.py`), "pool" (a snapshot drawn per game from the league,
-  `envs/jax_league.py`), "frozen" (the run's starting policy) or, in self-play, the acting
-  params themselves; snapshot players act greedily where `exploration_mask` says so;
+  `envs/jax_league.py`), "frozen" (the run's starting policy), in self-play the acting
+  params themselves, or another agent of the run ("agent:NAME", `config.agents`: its own
+  network with its current params, which the program puts in the shared state before each
+  rollout); snapshot players act greedily where `exploration_mask` says so, other agents
+  where theirs is off;
 - a new game starts with n uniformly random legal moves, n uniform in [0, opening_plies];
 - the first player of each game is drawn at random (pgx's and EnvPool's rule), and a seat is a
   player id, as on Sebulba.
@@ -42,6 +45,7 @@ from jaxrl_dist.envs.envpool_env import EnvSpec
 from jaxrl_dist.envs.jax_envs import EnvState, TimeStep
 from jaxrl_dist.envs.jax_players import scripted_choose, uniform_over
 from jaxrl_dist.envs.seats import (
+    AGENT_ROLE,
     FROZEN_ROLE,
     LEARNER_ROLE,
     POOL_ROLE,
@@ -75,6 +79,14 @@ class NetworkPlayer(NamedTuple):
     greedy: Callable[[PyTree, PyTree, jax.Array], jax.Array]
 
 
+class AgentsShared(NamedTuple):
+    """The shared state of a game with other agents' seats: the league (or ()) and each other
+    agent's current acting params by role ("agent:NAME")."""
+
+    league: Any
+    agents: dict[str, PyTree]
+
+
 class GameState(NamedTuple):
     """One stream's game (every leaf `[B, ...]` when batched)."""
 
@@ -87,11 +99,15 @@ class GameState(NamedTuple):
 
 
 def seat_streams(
-    patterns: Sequence[tuple[str, ...]], greedy_seats: Sequence[bool], num_streams: int
+    patterns: Sequence[tuple[str, ...]],
+    greedy_seats: Sequence[bool],
+    num_streams: int,
+    greedy_roles: frozenset[str] = frozenset(),
 ) -> list[Stream]:
     """The first `num_streams` streams of the role `patterns` cycled (one role per seat, a
     learning mask already applied): each learner seat of a pattern is a stream, against the
-    pattern's other seat, whose snapshot players act greedily where `greedy_seats[seat]`."""
+    pattern's other seat, whose snapshot players act greedily where `greedy_seats[seat]`, and
+    other agents where their role is in `greedy_roles`."""
     streams = []
     for pattern in itertools.cycle(patterns):
         for seat, role in enumerate(pattern):
@@ -99,6 +115,7 @@ def seat_streams(
                 other = pattern[1 - seat]
                 opponent = SELF_ROLE if other == LEARNER_ROLE else other
                 greedy = other in SNAPSHOT_ROLES and bool(greedy_seats[1 - seat])
+                greedy = greedy or other in greedy_roles
                 streams.append(Stream(seat, opponent, greedy))
         if len(streams) >= num_streams:
             return streams[:num_streams]
@@ -147,6 +164,8 @@ class SeatedJaxGame:
       player: how the network roles move (`NetworkPlayer`).
       opening_plies: the most random opening moves of a game.
       league: the opponent pool's rules, needed when a stream plays "pool".
+      others: how each other agent of the run moves, by role ("agent:NAME"), needed when a
+        stream plays one.
     """
 
     def __init__(
@@ -156,6 +175,7 @@ class SeatedJaxGame:
         player: NetworkPlayer,
         opening_plies: int = 0,
         league: jax_league.LeagueRules | None = None,
+        others: dict[str, NetworkPlayer] | None = None,
     ):
         import pgx
 
@@ -167,6 +187,11 @@ class SeatedJaxGame:
         self.roles = tuple(sorted({s.opponent for s in streams}))
         if POOL_ROLE in self.roles and league is None:
             raise ValueError("a stream plays 'pool': give the league's rules")
+        others = others or {}
+        missing = [r for r in self.roles if r.startswith(AGENT_ROLE) and r not in others]
+        if missing:
+            raise ValueError(f"a stream plays {missing[0]!r}: give its player in `others`")
+        self._others = {r: p for r, p in others.items() if r in self.roles}
         self._league = league if set(self.roles) & set(SNAPSHOT_ROLES) else None
         self._opening = opening_plies
         self._scripted = {r: scripted_choose(r, env_id) for r in self.roles if r in SCRIPTED_ROLES}
@@ -177,23 +202,41 @@ class SeatedJaxGame:
         """`[B]` the learner's seat in each stream."""
         return np.array([s.seat for s in self.streams], np.int32)
 
-    def evaluation(self, num_games: int, opponent: str) -> SeatedJaxGame:
-        """The same game for evaluations: `num_games` streams against scripted `opponent`,
-        the learner taking each seat in turn, no openings."""
-        return SeatedJaxGame(self.env_id, evaluation_streams(num_games, opponent), self._player)
+    def evaluation(
+        self, num_games: int, opponent: str, others: dict[str, NetworkPlayer] | None = None
+    ) -> SeatedJaxGame:
+        """The same game for evaluations: `num_games` streams against `opponent` (scripted,
+        or another agent whose player `others` holds, playing its policy's mode), the learner
+        taking each seat in turn, no openings."""
+        streams = evaluation_streams(num_games, opponent)
+        if others:
+            streams = [s._replace(greedy=True) for s in streams]
+        return SeatedJaxGame(self.env_id, streams, self._player, others=others)
 
-    # ------------------------------------------------------------------ the shared league
-    def init_shared(self, params: PyTree) -> Any:
-        """The league (snapshot 0 and the frozen policy: `params`), or () without one."""
-        return () if self._league is None else jax_league.init_league(self._league, params)
+    # ------------------------------------------------------------------ the shared state
+    def init_shared(self, params: PyTree, agents: dict[str, PyTree] | None = None) -> Any:
+        """The league (snapshot 0 and the frozen policy: `params`), or () without one; with
+        other agents' seats, `AgentsShared` of it and their params by role (`agents`)."""
+        league = () if self._league is None else jax_league.init_league(self._league, params)
+        if not self._others:
+            return league
+        return AgentsShared(league, {role: agents[role] for role in self._others})
 
-    def update_shared(self, league: Any, info: dict[str, jax.Array], params: PyTree) -> Any:
+    def with_agents(self, shared: Any, agents: dict[str, PyTree]) -> Any:
+        """`shared` with the other agents' current params (`{"agent:NAME": params}`)."""
+        if not self._others:
+            return shared
+        return shared._replace(agents={role: agents[role] for role in self._others})
+
+    def update_shared(self, shared: Any, info: dict[str, jax.Array], params: PyTree) -> Any:
         """After an update: the rollout's finished pool games recorded (`info [T, B]`), a
         snapshot of `params` when due."""
         if self._league is None:
-            return league
+            return shared
+        league = shared.league if self._others else shared
         league = jax_league.record_games(league, info["pool_game"], info["game_return"])
-        return jax_league.after_update(self._league, league, params)
+        league = jax_league.after_update(self._league, league, params)
+        return shared._replace(league=league) if self._others else league
 
     # ------------------------------------------------------------------ the batch
     def reset(self, keys: jax.Array, shared: Any, params: PyTree) -> tuple[EnvState, TimeStep]:
@@ -220,8 +263,9 @@ class SeatedJaxGame:
         return jax.vmap(self._step, in_axes=(0, 0, None, None))(state, action, shared, params)
 
     # ------------------------------------------------------------------ one stream
-    def _step(self, state: EnvState, action: jax.Array, league: Any, params: PyTree):
+    def _step(self, state: EnvState, action: jax.Array, shared: Any, params: PyTree):
         g, pgx_env = state.inner, self._pgx
+        league, agents = (shared.league, shared.agents) if self._others else (shared, {})
         key, k_new, k_open, k_pool, k_reply = jax.random.split(state.key, 5)
         reset = state.needs_reset
         moved = pgx_env.step(g.game, action)  # after a game's end: no effect, reward 0
@@ -238,7 +282,7 @@ class SeatedJaxGame:
         g = g._replace(game=game, snapshot=snapshot, slot=slot)
         # The other seat's reply (after a new game's opening, it may move first).
         theirs = ~game.terminated & ~game.truncated & (game.current_player != g.seat)
-        replied = pgx_env.step(game, self._reply(g, k_reply, league, params))
+        replied = pgx_env.step(game, self._reply(g, k_reply, league, params, agents))
         game = _select(theirs, replied, game)
         reward = reward + jnp.where(theirs, replied.rewards[g.seat], 0.0)
         plies = plies + theirs.astype(jnp.int32)
@@ -272,12 +316,20 @@ class SeatedJaxGame:
 
         return jax.lax.fori_loop(0, self._opening, move, game), n
 
-    def _reply(self, g: GameState, key: jax.Array, league: Any, params: PyTree) -> jax.Array:
+    def _reply(
+        self, g: GameState, key: jax.Array, league: Any, params: PyTree, agents: dict
+    ) -> jax.Array:
         """The other seat's move in `g.game` (where it is that seat's turn) by its role."""
         view, legal = g.game.observation, g.game.legal_action_mask
         choices = {}
         for role, choose in self._scripted.items():
             choices[role] = choose(view, legal, key)
+        obs = {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
+        for role, player in self._others.items():  # each its own network and params
+            greedy = (
+                g.greedy if any(s.greedy and s.opponent == role for s in self.streams) else None
+            )
+            choices[role] = _move(player, agents[role], obs, key, greedy)
         networked = [r for r in self.roles if r in NETWORK_ROLES]
         if networked:
             move = self._network_move(g, view, legal, key, league, params)
@@ -298,11 +350,16 @@ class SeatedJaxGame:
             snapshot = jax.tree.map(lambda s: s[g.slot], league.snapshots)
             params = _select(pool, snapshot, params)
         obs = {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
-        sampled = self._player.sample(params, obs, key)[0]
-        if not any(s.greedy for s in self.streams):
-            return sampled.astype(jnp.int32)
-        greedy = self._player.greedy(params, obs, key)[0]
-        return jnp.where(g.greedy, greedy, sampled).astype(jnp.int32)
+        greedy = g.greedy if any(s.greedy for s in self.streams) else None
+        return _move(self._player, params, obs, key, greedy)
+
+
+def _move(player: NetworkPlayer, params: PyTree, obs: PyTree, key: jax.Array, greedy) -> jax.Array:
+    """One move of `player`: sampled, or its mode where `greedy` (None: never greedy)."""
+    sampled = player.sample(params, obs, key)[0].astype(jnp.int32)
+    if greedy is None:
+        return sampled
+    return jnp.where(greedy, player.greedy(params, obs, key)[0], sampled).astype(jnp.int32)
 
 
 def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:

@@ -10,6 +10,7 @@ optionally `warm_up(params, greedy)` (compiles), and `close()`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -68,6 +69,36 @@ class EvalResult:
             "length": float(self.lengths.mean()),
             **self.extra,
         }
+
+
+def agents_result(
+    names: list[str],
+    alone: Callable[[str], EvalResult | None],
+    pair: Callable[[str, str], EvalResult | None],
+) -> EvalResult | None:
+    """One evaluation of several agents of a run in a turn-based game (`config.agents`, both
+    engines): each agent against the run's evaluation opponent (`alone(name)`), then each pair
+    (`pair(a, b)`, from a's side); None as soon as one part is (aborted). Returns `[episodes,
+    agents]` (each agent's against the opponent, in `names` order: what `reward_metric`
+    sees), each agent's statistics as `NAME/<stat>`, each pair's as `A_vs_B/<stat>`, and
+    `return_worst_seat`, the weakest agent's weaker seat."""
+    returns, lengths, extra = [], [], {}
+    for name in names:
+        result = alone(name)
+        if result is None:
+            return None
+        returns.append(result.returns[:, 0])
+        lengths.append(result.lengths)
+        extra.update({f"{name}/{k}": v for k, v in result.stats().items()})
+    # The weakest agent's weaker seat: every agent reaches a target on this one.
+    extra["return_worst_seat"] = min(extra[f"{name}/return_worst_seat"] for name in names)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            result = pair(a, b)
+            if result is None:
+                return None
+            extra.update({f"{a}_vs_{b}/{k}": v for k, v in result.stats().items()})
+    return EvalResult(np.stack(returns, axis=1), np.mean(lengths, axis=0), extra)
 
 
 def game_stats(returns: np.ndarray, seat: np.ndarray, lengths: np.ndarray) -> EvalResult:

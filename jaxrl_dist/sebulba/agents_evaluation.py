@@ -14,7 +14,13 @@ from jaxrl_dist.acting.opponent_pool import snapshot_policy
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
-from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalActing, EvalResult, EvalSetup
+from jaxrl_dist.run.evaluator import (
+    EVAL_SEED_PURPOSE,
+    EvalActing,
+    EvalResult,
+    EvalSetup,
+    agents_result,
+)
 from jaxrl_dist.sebulba.evaluation import FirstEpisodes, GameEvaluator
 
 
@@ -66,24 +72,14 @@ class MultiAgentEvaluator:
         abort: Callable[[], bool] = lambda: False,
         at_update: int = 0,
     ) -> EvalResult | None:
-        returns, lengths, extra = [], [], {}
-        for name in self._names:
-            result = self._alone[name].run(params[name], greedy, abort, at_update)
-            if result is None:
-                return None
-            returns.append(result.returns[:, 0])
-            lengths.append(result.lengths)
-            extra.update({f"{name}/{k}": v for k, v in result.stats().items()})
-        # The weakest agent's weaker seat: every agent reaches a target on this one.
-        worst = [extra[f"{name}/return_worst_seat"] for name in self._names]
-        extra["return_worst_seat"] = min(worst)
-        for (a, b), evaluator in self._pairs.items():
+        def alone(name: str) -> EvalResult | None:
+            return self._alone[name].run(params[name], greedy, abort, at_update)
+
+        def pair(a: str, b: str) -> EvalResult | None:
             self._others[f"{a}_vs_{b}"].params = jax.device_put(params[b])
-            result = evaluator.run(params[a], greedy, abort, at_update)
-            if result is None:
-                return None
-            extra.update({f"{a}_vs_{b}/{k}": v for k, v in result.stats().items()})
-        return EvalResult(np.stack(returns, axis=1), np.mean(lengths, axis=0), extra)
+            return self._pairs[(a, b)].run(params[a], greedy, abort, at_update)
+
+        return agents_result(self._names, alone, pair)
 
     def close(self) -> None:
         for evaluator in [*self._alone.values(), *self._pairs.values()]:
