@@ -34,6 +34,20 @@ def test_each_agent_sees_the_run_from_its_own_seats():
     assert (config.algorithm, config.algo) == ("rainbow", rb.config.algo)
 
 
+def test_each_agents_schedules_span_its_share_of_the_env_steps():
+    """Sebulba: equal actors, equal shares. Anakin: every agent updates once per update of the
+    run on its own streams, so its share follows its streams (rb 96 of 128 here)."""
+    rb, ppo = agent_views(load_config(TWO, total_env_steps=120_000))
+    assert rb.config.total_env_steps == ppo.config.total_env_steps == 60_000
+    anakin = load_config(
+        "configs/anakin_two_agents_tictactoe.py:quick",
+        total_env_steps=128_000,
+        **{"agents.rb.batch_size": 96},
+    )
+    rb, ppo = agent_views(anakin)
+    assert (rb.config.total_env_steps, ppo.config.total_env_steps) == (96_000, 32_000)
+
+
 def test_a_run_without_agents_is_one_agent_named_learner():
     config = load_config("configs/ppo_tictactoe.py:quick")
     (view,) = agent_views(config)

@@ -1,20 +1,25 @@
 """Two learning agents of different algorithms in one Anakin program (issue 40): a Rainbow agent
 (device replay) and a PPO agent on pgx's tic-tac-toe (`configs/anakin_two_agents_tictactoe.py`),
 two seeds vmapped; a resume from the middle ends bit-identical; a fresh agent learns against
-one warm-started from that run and held fixed (`learning_mask`)."""
+one warm-started from that run and held fixed (`learning_mask`), on 2 processes x 2 devices
+and on 1 x 4 alike."""
 
 import json
 import os
 import shutil
+import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
+from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.run.hooks import Hooks, mean_return
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.tools.launch import TRAIN, start_processes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_refusal import assert_refused  # noqa: E402
@@ -88,6 +93,10 @@ def test_a_resume_from_the_middle_ends_bit_identical(run, tmp_path):
     copy = str(tmp_path / "run")
     shutil.copytree(workdir, copy)
     shutil.rmtree(os.path.join(copy, "checkpoints", str(UPDATES)))
+    # The games hold whether each opponent acts greedily: another mask is refused.
+    greedy_rb = load_config(CONFIG, **RUN, exploration_mask="(False, True)")
+    with pytest.raises(ConfigError, match="config.exploration_mask differs from the resumed"):
+        Trainer(greedy_rb, copy, resume=True, quiet=True).run()
     result = Trainer(load_config(CONFIG, **RUN), copy, resume=True, quiet=True).run()
     assert result.updates == UPDATES
     assert result.summary["state_sha256"] == summary["state_sha256"]
@@ -98,21 +107,52 @@ def test_a_resume_from_the_middle_ends_bit_identical(run, tmp_path):
         )
 
 
-def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
-    """PPO from the first run is held fixed in every game; a fresh Rainbow learns against it.
-    The fixed params end bit-identical to the source's."""
+def test_a_fixed_warm_started_agent_on_two_processes_equals_one_process(run, tmp_path):
+    """PPO from the first run held fixed in every game (`learning_mask` off), a fresh Rainbow
+    learning against it, through `scripts/train.py`: 2 processes x 2 fake devices (each holding
+    half of every agent's streams) end where 1 process x 4 devices ends (Rainbow's params, the
+    episodes, the evaluation), and both keep PPO's params bit for bit."""
     workdir, _, _ = run
     fixed = restore_params(workdir, agent="ppo")
-    config = load_config(
-        CONFIG,
-        learning_mask="(True, False)",
-        **{"seats.games": "(('rb','ppo'),('ppo','rb'))", "agents.ppo.warm_start": workdir},
+    overrides = {
+        "learning_mask": "(True, False)",
+        "seats.games": "(('rb','ppo'),('ppo','rb'))",
+        "agents.ppo.warm_start": workdir,
+        # Rainbow's 6 updates (512 moves each). The cross-process sums add in another order
+        # than one process's: by update 9 or so a last-bit difference flips an epsilon-greedy
+        # choice and the runs part (measured: 2e-3 apart after 12 updates).
+        "total_env_steps": 6 * 512,
+    }
+    two, one = tmp_path / "two", tmp_path / "one"
+    flags = ["--quiet", *(f"--config.{k}={v}" for k, v in overrides.items())]
+    argv = lambda out: ["--config", CONFIG, "--workdir", str(out), *flags]  # noqa: E731
+    procs = start_processes(argv(two), 2, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    four = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4"}
+    procs.append(
+        subprocess.Popen([sys.executable, TRAIN, *argv(one)], env=four, stderr=subprocess.PIPE)
     )
-    summary = Trainer(config, str(tmp_path / "fixed"), quiet=True).run().summary
-    ppo, rb = summary["agents"]["ppo"], summary["agents"]["rb"]
-    assert (ppo["learning"], ppo["updates"], ppo["env_steps"]) == (False, 0, 0)
-    assert ppo["params_sha256"] == tree_digest(fixed)
-    assert rb["updates"] > 0 and summary["env_steps"] == rb["env_steps"]
+    # Meanwhile, here: the warm params play from the first move (the streams' first replies).
+    trainer = Trainer(load_config(CONFIG, **overrides), str(tmp_path / "here"), quiet=True)
+    trainer.engine.begin(None, resume=False)
+    first_replies = trainer.engine.carry[0].shared.agents["agent:ppo"]  # in rb's games
+    assert tree_digest(jax.tree.map(lambda x: x[0], first_replies)) == tree_digest(fixed)
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-3000:]
+    summaries = [json.loads((out / "summary.json").read_text()) for out in (two, one)]
+    for summary in summaries:
+        ppo, rb = summary["agents"]["ppo"], summary["agents"]["rb"]
+        assert (ppo["learning"], ppo["updates"], ppo["env_steps"]) == (False, 0, 0)
+        assert ppo["params_sha256"] == tree_digest(fixed)
+        assert rb["updates"] == 6 and summary["env_steps"] == rb["env_steps"]
+    s2, s1 = summaries
+    assert s2["episodes"] == s1["episodes"] > 0
+    assert len(set(s2["params_sha256_by_process"])) == 1
+    a, b = restore_params(two, agent="rb"), restore_params(one, agent="rb")
+    assert (
+        max(jax.tree.leaves(jax.tree.map(lambda x, y: float(np.max(np.abs(x - y))), a, b))) < 1e-5
+    )
+    assert s2["best_eval"]["return_worst_seat"] == s1["best_eval"]["return_worst_seat"]
 
 
 def test_one_agent_is_loaded_and_evaluated_by_name(run, tmp_path):

@@ -275,32 +275,3 @@ def test_rainbow_over_two_processes_samples_local_shards_and_saves_each(tmp_path
     resumed = _summary(workdir)
     assert resumed["resumed_from_update"] == step and resumed["updates"] > step
     assert len(set(resumed["params_sha256_by_process"])) == 1
-
-
-def test_two_agents_on_anakin_over_two_processes_equal_one_process(tmp_path):
-    """A Rainbow and a PPO agent in one Anakin program (`anakin_two_agents_tictactoe.py`):
-    2 processes x 2 fake devices (each holding half of every agent's streams) end where 1
-    process x 4 devices ends: both agents' params, the episodes, the evaluations."""
-    config = os.path.join(ROOT, "configs", "anakin_two_agents_tictactoe.py")
-
-    def args(workdir):
-        return ["--config", f"{config}:quick", "--workdir", str(workdir), "--quiet"]
-
-    two, one = tmp_path / "two", tmp_path / "one"
-    procs = start_processes(args(two), 2, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4"}
-    single = subprocess.Popen(
-        [sys.executable, TRAIN, *args(one)], env=env, stderr=subprocess.PIPE, text=True
-    )
-    for p in [*procs, single]:
-        _, err = p.communicate(timeout=240)
-        assert p.returncode == 0, err[-3000:]
-    s2, s1 = _summary(two), _summary(one)
-    assert s2["updates"] == s1["updates"] == 6 and s2["episodes"] == s1["episodes"] > 0
-    assert len(set(s2["params_sha256_by_process"])) == 1
-    for name in ("rb", "ppo"):
-        a, b = restore_params(two, agent=name), restore_params(one, agent=name)
-        diff = max(jax.tree.leaves(jax.tree.map(lambda x, y: float(np.max(np.abs(x - y))), a, b)))
-        assert diff < 1e-5, name
-    assert s2["agents"]["rb"]["learner_updates"] == s1["agents"]["rb"]["learner_updates"] == 96
-    assert s2["best_eval"]["return_worst_seat"] == s1["best_eval"]["return_worst_seat"]

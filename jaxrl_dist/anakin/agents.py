@@ -46,18 +46,22 @@ class AgentsProgram:
             for lane, c in zip(self.lanes, carries, strict=True)
         }
 
-    def init(self, seed: jax.Array) -> tuple[Carry, ...]:
+    def init(self, seed: jax.Array, warm: dict[str, PyTree] | None = None) -> tuple[Carry, ...]:
         """Every agent's fresh carry for the run's seed `seed`: agent `i` from seed `seed + i *
-        AGENT_SEED_STRIDE` (its view's), its games' other agents with their initial params."""
+        AGENT_SEED_STRIDE` (its view's), with its warm start's params where `warm` has them
+        (by name), its games' other agents with their starting params."""
+        warm = warm or {}
         seeds = [seed + jnp.uint32(i * AGENT_SEED_STRIDE % 2**32) for i in range(len(self.lanes))]
-        params = {
-            AGENT_ROLE + lane.name: lane.program.agent.learner.actor_params(
-                lane.program.agent.learner.init(jax.random.PRNGKey(s))
-            )
-            for lane, s in zip(self.lanes, seeds, strict=True)
-        }
+        params = {}
+        for lane, s in zip(self.lanes, seeds, strict=True):
+            core = lane.program.agent.learner
+            start = warm.get(lane.name)
+            if start is None:
+                start = core.actor_params(core.init(jax.random.PRNGKey(s)))
+            params[AGENT_ROLE + lane.name] = start
         return tuple(
-            lane.program.init(s, params) for lane, s in zip(self.lanes, seeds, strict=True)
+            lane.program.init(s, params, warm.get(lane.name))
+            for lane, s in zip(self.lanes, seeds, strict=True)
         )
 
     def update_seeds(self, carries: tuple[Carry, ...]) -> tuple[Carry, ...]:

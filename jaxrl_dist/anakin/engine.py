@@ -37,7 +37,7 @@ from jaxrl_dist.anakin.fields import REFUSES, USES
 from jaxrl_dist.anakin.program import Anakin, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.config import ConfigError, jsonable
-from jaxrl_dist.envs.jax_games import AgentsShared
+from jaxrl_dist.envs.jax_games import SELF_ROLE, AgentsShared
 from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.envs.seats import AGENT_ROLE, POOL_ROLE
 from jaxrl_dist.learning.distributed import Cluster
@@ -123,10 +123,12 @@ class AnakinEngine(Engine):
         networks, greedily where their exploration mask is off), its data flow, its greedy bit."""
         view = lane.view
         others = {AGENT_ROLE + o.view.name: network_player(o.agent.actor) for o in self._lanes}
-        greedy = frozenset(AGENT_ROLE + o.view.name for o in self._lanes if not o.view.exploring)
+        greedy = {AGENT_ROLE + o.view.name for o in self._lanes if not o.view.exploring}
+        if not view.exploring:  # its self-play seats' other side too
+            greedy.add(SELF_ROLE)
         return Program(
             lane.agent,
-            make_anakin_env(view.config, lane.agent.actor, others, greedy),
+            make_anakin_env(view.config, lane.agent.actor, others, frozenset(greedy)),
             num_envs=view.config.batch_size,
             unroll_length=self.config.unroll_length,
             flow=lane.flow.device(view.config),
@@ -180,24 +182,14 @@ class AnakinEngine(Engine):
                 self.carry = saved["carry"]
             return meta
         seeds = jnp.arange(cfg.seed, cfg.seed + cfg.num_seeds, dtype=jnp.uint32)
-        carries = self._carries(self.anakin.init(seeds))
-        for lane in self._lanes:
-            if lane.warm_params is not None:
-                carries[lane.view.name] = self._warm_started(lane, carries[lane.view.name])
-        self.carry = self._joined(carries)
+        # Warm starts go into the init: the streams' first replies and each league's first
+        # snapshot and frozen policy are already the warm params.
+        warm = {lane.view.name: lane.warm_params for lane in self._lanes}
+        warm = {name: params for name, params in warm.items() if params is not None}
+        if not self._several:
+            warm = next(iter(warm.values()), None)
+        self.carry = self.anakin.init(seeds, warm or None)
         return None
-
-    def _warm_started(self, lane: Any, carry: Any) -> Any:
-        """An agent's carry with its warm start's params, its league started again from them
-        (its first snapshot and frozen policy are the params the run starts from)."""
-        core, env, warm = lane.agent.learner, self.envs[lane.view.name], lane.warm_params
-        learner = jax.vmap(core.with_params, in_axes=(0, None))(carry.learner, warm)
-        params = jax.vmap(core.actor_params)(learner)
-        if isinstance(carry.shared, AgentsShared):  # the other agents' params kept
-            shared = jax.vmap(env.init_shared)(params, carry.shared.agents)
-        else:
-            shared = jax.vmap(env.init_shared)(params)
-        return carry._replace(learner=learner, shared=shared)
 
     def _joined(self, carries: dict[str, Any]) -> Any:
         """Each agent's carry back as the program's carry, laid out on the mesh."""
@@ -205,14 +197,19 @@ class AnakinEngine(Engine):
         return jax.device_put(carry, self.anakin.sharding)
 
     def _check_same_seats(self, meta: dict[str, Any]) -> None:
-        """A board game's env states hold each stream's roles: a resume with other seats
-        would play the saved ones (or misread them), so it is refused."""
-        saved = meta.get("config", {}).get("seats")
-        if self.config.seats.enabled and saved not in (None, jsonable(self.config.seats)):
-            raise ConfigError(
-                "config.seats differs from the resumed run's (its games hold their roles); "
-                "resume with the run's own seats, or start a new --workdir"
-            )
+        """A board game's env states hold each stream's roles and whether its opponent acts
+        greedily: a resume with other seats or another exploration mask would play the saved
+        ones (or misread them), so it is refused."""
+        saved = meta.get("config", {})
+        if not self.config.seats.enabled:
+            return
+        for field in ("seats", "exploration_mask"):
+            mine = jsonable(getattr(self.config, field))
+            if field in saved and saved[field] != mine:
+                raise ConfigError(
+                    f"config.{field} differs from the resumed run's (its games hold their "
+                    "roles); resume with the run's own, or start a new --workdir"
+                )
 
     def saved(self, step: int) -> Saved:
         if not self._several:

@@ -88,12 +88,18 @@ class Program:
         self.num_envs, self.unroll_length, self.greedy = num_envs, unroll_length, greedy
 
     # ------------------------------------------------------------------ start
-    def init(self, seed: jax.Array, others: dict[str, PyTree] | None = None) -> Carry:
+    def init(
+        self, seed: jax.Array, others: dict[str, PyTree] | None = None, warm: PyTree = None
+    ) -> Carry:
         """A seed's fresh carry: the learner half's `init(PRNGKey(seed))` (the Sebulba learner's
-        params for the same seed) and `num_envs` reset envs (`others`: the run's other agents'
-        params by role, where a game seats them, `agents.py`)."""
+        params for the same seed) with the params `warm` where given (a warm start), and
+        `num_envs` envs reset with them: a game's league starts from them and its first
+        replies are theirs (`others`: the run's other agents' params by role, where a game
+        seats them, `agents.py`)."""
         key = jax.random.PRNGKey(seed)
         learner = self.agent.learner.init(key)
+        if warm is not None:
+            learner = self.agent.learner.with_params(learner, warm)
         params = self.agent.learner.actor_params(learner)
         shared = self.env.init_shared(params, *([others] if others is not None else []))
         env_keys = jax.random.split(jax.random.fold_in(key, ENV_KEY_PURPOSE), self.num_envs)
@@ -263,11 +269,13 @@ class Anakin:
         )
         self.drain = jax.jit(drained, in_shardings=(self.sharding,), out_shardings=self.sharding)
 
-    def _init(self, seeds: jax.Array) -> Carry:
+    def _init(self, seeds: jax.Array, warm: PyTree = None) -> Carry:
+        """Every seed's fresh carry; `warm`: warm-start params (host arrays, the same for
+        every seed; several agents: by name) or None."""
         # One seed after another (`lax.map`), not vmapped: a vmapped init batches the
         # orthogonal initialisers' LAPACK QR calls, and that program hung on XLA:CPU
         # (jax 0.10.2, 2 cores) while each part alone ran. Init runs once; speed is moot.
-        carry = jax.lax.map(self.program.init, seeds)
+        carry = jax.lax.map(lambda seed: self.program.init(seed, warm=warm), seeds)
         return jax.lax.with_sharding_constraint(carry, self._shardings(carry))
 
     def _train(self, carry: Carry, num_updates: jax.Array) -> Carry:

@@ -242,10 +242,7 @@ def agent_view(config: Any, index: int) -> AgentView:
     agent = config.agents[index]
     fields = {f: getattr(agent, f) for f in AGENT_FIELDS}
     fields["batch_size"] = agent.batch_size or config.batch_size
-    # Every learning agent has actors of the same size, so each makes about an equal share of
-    # the run's env steps: its schedules (anneal_lr) span that share.
-    learners = sum(config.learning_mask) if config.learning_mask else len(config.agents)
-    fields["total_env_steps"] = max(1, config.total_env_steps // learners)
+    fields["total_env_steps"] = _share_of_steps(config, index)
     # Each agent its own streams (params, actors, pools); the first keeps the run's seed.
     fields["seed"] = (config.seed + AGENT_SEED_STRIDE * index) % 2**32
     seats = dataclasses.replace(config.seats, games=_seen_by(config.seats.games, agent.name))
@@ -263,6 +260,19 @@ def agent_view(config: Any, index: int) -> AgentView:
     exploring = config.exploration_mask[index] if config.exploration_mask else True
     warm_agent = agent.warm_start_agent or agent.name
     return AgentView(agent.name, view, learning, exploring, warm_agent)
+
+
+def _share_of_steps(config: Any, index: int) -> int:
+    """Agent `index`'s share of the run's env steps, which its schedules (`anneal_lr`) span.
+    On Sebulba every learning agent has actors of the same size: an equal share. On Anakin
+    every learning agent updates once per update of the run, on its `batch_size` streams: a
+    share in proportion to its streams."""
+    learning = config.learning_mask or (True,) * len(config.agents)
+    if config.runtime != "anakin" or not learning[index]:
+        return max(1, config.total_env_steps // sum(learning))
+    streams = [a.batch_size or config.batch_size for a in config.agents]
+    total = sum(n for n, on in zip(streams, learning, strict=True) if on)
+    return max(1, config.total_env_steps * streams[index] // total)
 
 
 def agent_views(config: Any) -> tuple[AgentView, ...]:

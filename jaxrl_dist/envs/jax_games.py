@@ -107,7 +107,8 @@ def seat_streams(
     """The first `num_streams` streams of the role `patterns` cycled (one role per seat, a
     learning mask already applied): each learner seat of a pattern is a stream, against the
     pattern's other seat, whose snapshot players act greedily where `greedy_seats[seat]`, and
-    other agents where their role is in `greedy_roles`."""
+    other agents (and the acting params in self-play, "self") where their role is in
+    `greedy_roles`."""
     streams = []
     for pattern in itertools.cycle(patterns):
         for seat, role in enumerate(pattern):
@@ -115,7 +116,7 @@ def seat_streams(
                 other = pattern[1 - seat]
                 opponent = SELF_ROLE if other == LEARNER_ROLE else other
                 greedy = other in SNAPSHOT_ROLES and bool(greedy_seats[1 - seat])
-                greedy = greedy or other in greedy_roles
+                greedy = greedy or opponent in greedy_roles
                 streams.append(Stream(seat, opponent, greedy))
         if len(streams) >= num_streams:
             return streams[:num_streams]
