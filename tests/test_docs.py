@@ -143,7 +143,7 @@ def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch):
                 "--config.eval_every_updates=4",
                 "--quiet",
             ]
-        _run_small(argv[1:], str(tmp_path))
+        _run_here(argv[1:])
     assert (tmp_path / "runs" / "cp" / "summary.json").is_file()
     assert glob.glob(str(tmp_path / "runs" / "cp" / "eval" / "step_*_greedy.json"))
     assert (tmp_path / "runs" / "cp" / "learning_curve.png").is_file()
@@ -151,7 +151,7 @@ def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch):
     others = _run_commands(("scripts/evaluate.py", "scripts/plot.py")) - set(lines)
     assert len(others) >= 4, others  # the extractor found them
     for line in others:
-        _run_small(shlex.split(line.replace("runs/cartpole", "runs/cp"))[1:], str(tmp_path))
+        _run_here(shlex.split(line.replace("runs/cartpole", "runs/cp"))[1:])
     assert (tmp_path / "cartpole.gif").is_file()  # --video's
     assert (tmp_path / "runs" / "cp" / "validation.jsonl").is_file()  # --follow's
     # The getting-started page reads a run's log: here, this run's.
@@ -240,6 +240,18 @@ def _run_small(argv: list[str], cwd: str) -> subprocess.CompletedProcess:
     return proc
 
 
+def _run_here(argv: list[str]) -> None:
+    """`python ARGV` for the three user scripts, through the script's own `main` in this
+    process, from the current directory (the script's parsing, checks, files and exit code,
+    without a cold process's imports: a few seconds each); it must return 0."""
+    from jaxrl_dist.config.cli import main as train
+    from jaxrl_dist.tools.evaluate_cli import main as evaluate
+    from jaxrl_dist.tools.plotting import main as plot
+
+    mains = {"scripts/train.py": train, "scripts/evaluate.py": evaluate, "scripts/plot.py": plot}
+    assert mains[argv[0]](argv[1:]) == 0, " ".join(argv)
+
+
 def test_the_docs_benchmark_and_launch_commands_run_small(tmp_path):
     """The docs' commands for scripts no other test runs, each on a smaller budget: the
     inference-step split, before/after pairs of two source trees (here both this one), and
@@ -271,8 +283,7 @@ def test_the_docs_game_evaluations_run_on_a_tictactoe_run(tmp_path, monkeypatch)
     lines = _run_commands(("scripts/evaluate.py",), runs=("runs/ttt", "runs/anakin_ttt"))
     assert len(lines) == 2, lines
     for line in lines:
-        argv = shlex.split(line.replace("runs/anakin_ttt", "runs/ttt"))
-        _run_small(argv[1:], str(tmp_path))
+        _run_here(shlex.split(line.replace("runs/anakin_ttt", "runs/ttt"))[1:])
     assert len(os.listdir(tmp_path / "runs" / "ttt" / "eval")) >= 1
 
 
