@@ -15,6 +15,7 @@ from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams
+from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.run.evaluator import EvalSetup
 from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
@@ -29,6 +30,24 @@ def game_run(tmp_path_factory):
     return workdir, train_main(
         QUICK, workdir, "--config.eval_every_updates=8", "--config.checkpoint_every_updates=8"
     )
+
+
+def test_a_warm_start_plays_from_the_first_move(game_run, tmp_path):
+    """The warm params go into the init: the learner's, the league's frozen policy and first
+    snapshot, and the replies that open the first games (self-play and pool seats), which a
+    fresh init's params would have played otherwise."""
+    workdir, _ = game_run
+    warm = tree_digest(restore_params(workdir))
+    config = load_config(QUICK, warm_start=workdir)
+    engine = Trainer(config, str(tmp_path / "warm"), quiet=True).engine
+    engine.begin(None, resume=False)
+    first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731  seed 0's
+    assert tree_digest(engine.policy_params()) == warm
+    league = engine.carry.shared
+    assert tree_digest(first(league.frozen)) == warm
+    assert tree_digest(first(first(league.snapshots))) == warm
+    fresh = engine.anakin.init(jax.numpy.arange(1, dtype=jax.numpy.uint32))
+    assert tree_digest(engine.carry.acting.env) != tree_digest(fresh.acting.env)
 
 
 def test_quick_run_evaluates_games_and_keeps_its_pool(game_run):
