@@ -13,7 +13,7 @@ as it started (its params, a warm start's, bit for bit) and plays only in the ot
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,10 +75,3 @@ class AgentsProgram:
                 carry = lane.program.update_seeds(carry)
             out.append(carry)
         return tuple(out)
-
-    def actor_params(self, carries: tuple[Carry, ...]) -> dict[str, Any]:
-        """Every agent's acting params by name (`[S, ...]` leaves)."""
-        return {
-            lane.name: jax.vmap(lane.program.agent.learner.actor_params)(c.learner)
-            for lane, c in zip(self.lanes, carries, strict=True)
-        }

@@ -144,6 +144,10 @@ class AnakinEngine(Engine):
     def _core(self, name: str) -> Any:
         return self.agents[name].learner
 
+    def _first_params(self, name: str, carry: Any) -> Any:
+        """Agent `name`'s acting params of the first seed, from its carry."""
+        return _first(self._core(name).actor_params(carry.learner))
+
     def saved_abstract(self) -> dict[str, Any]:
         """The saved tree as a restore target: shapes, dtypes and the run's shardings."""
         replicated = NamedSharding(self.devices.learner_mesh, PartitionSpec())
@@ -165,7 +169,7 @@ class AnakinEngine(Engine):
         """`{"params": the first seed's, "carry": ...}`; several agents: one per name under
         "agents" (what `checkpoint.agent_state` reads)."""
         trees = {
-            name: {"params": _first(self._core(name).actor_params(c.learner)), "carry": c}
+            name: {"params": self._first_params(name, c), "carry": c}
             for name, c in self._carries(carry).items()
         }
         return {"agents": trees} if self._several else next(iter(trees.values()))
@@ -214,12 +218,11 @@ class AnakinEngine(Engine):
     def saved(self, step: int) -> Saved:
         if not self._several:
             return Saved(self._saved_tree(self.carry))
-        updates = step
         meta = {
             "agents": {
                 lane.view.name: {
-                    "updates": updates if lane.view.learning else 0,
-                    "env_steps": updates * self._steps.get(lane.view.name, 0),
+                    "updates": step if lane.view.learning else 0,
+                    "env_steps": step * self._steps.get(lane.view.name, 0),
                 }
                 for lane in self._lanes
             },
@@ -234,7 +237,7 @@ class AnakinEngine(Engine):
 
     def policy_params(self) -> Any:
         """The first seed's params (several agents: each one's by name)."""
-        return self._per_agent(lambda n, c: _first(self._core(n).actor_params(c.learner)))
+        return self._per_agent(self._first_params)
 
     def eval_params(self) -> Any:
         """A copy of every seed's params (`[S, ...]` leaves; several agents: by name)."""
@@ -269,9 +272,8 @@ class AnakinEngine(Engine):
         cfg = self.config
         if self._several:
             cores = {lane.view.name: lane.agent.actor for lane in self._lanes}
-            players = {name: network_player(core) for name, core in cores.items()}
             evaluator = AgentsJaxEvaluator(
-                self.envs, cores, players, cfg.seats.eval_opponent, cfg.eval_episodes, cfg.seed
+                self.envs, cores, cfg.seats.eval_opponent, cfg.eval_episodes, cfg.seed
             )
             return evaluator, None
         env = make_eval_env(cfg, self.env).evaluation(cfg.eval_episodes, cfg.seats.eval_opponent)
@@ -369,12 +371,12 @@ class AnakinEngine(Engine):
         seeds, prefix = self.config.num_seeds, self._prefix(name)
         out: dict[str, Any] = {"seeds": per_seed(evals, self.config, prefix)}
         if self._several:
-            learner = self._carries()[name].learner
+            params = self._first_params(name, self._carries()[name])
             out = {
                 "learning": name in self._steps,
                 "updates": counters.updates if name in self._steps else 0,
                 "env_steps": self._lane_steps(name, counters),
-                "params_sha256": tree_digest(_first(self._core(name).actor_params(learner))),
+                "params_sha256": tree_digest(params),
                 **out,
             }
         learner_updates = self._learner_updates(name)

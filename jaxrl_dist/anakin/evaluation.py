@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.anakin.envs import network_player
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.learning.mesh import local_replica
@@ -139,13 +140,13 @@ class AgentsJaxEvaluator:
         self,
         envs: dict[str, Any],
         cores: dict[str, ActorCore],
-        players: dict[str, Any],
         opponent: str,
         num_episodes: int,
         seed: int,
     ):
-        """`envs`, `cores`, `players`: each agent's training env (a `SeatedJaxGame`), actor
-        half and `NetworkPlayer`, in `config.agents` order."""
+        """`envs`, `cores`: each agent's training env (a `SeatedJaxGame`) and actor half, in
+        `config.agents` order."""
+
         self._names = list(envs)
         self._alone = {
             name: JaxEvaluator(
@@ -157,7 +158,7 @@ class AgentsJaxEvaluator:
         for i, a in enumerate(self._names):
             for b in self._names[i + 1 :]:
                 role = AGENT_ROLE + b
-                env = envs[a].evaluation(num_episodes, role, {role: players[b]})
+                env = envs[a].evaluation(num_episodes, role, {role: network_player(cores[b])})
                 self._pairs[(a, b)] = JaxEvaluator(env, cores[a], num_episodes, seed)
 
     def run(

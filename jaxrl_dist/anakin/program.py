@@ -216,30 +216,40 @@ class Program:
         return jax.vmap(self.update, in_axes=(0, None))(carry, ready)
 
 
+def each_carry(fn: Any, carry: Any) -> Any:
+    """`fn` applied to a carry, or to each of several agents' carries (a tuple, `agents.py`)."""
+    return jax.tree.map(fn, carry, is_leaf=lambda x: isinstance(x, Carry))
+
+
 def drained(carry: Any) -> Any:
-    """The carry (or a tuple of carries, `agents.py`) with its episode sums cleared (after the
-    host read them)."""
-    if isinstance(carry, tuple) and not isinstance(carry, Carry):
-        return tuple(drained(c) for c in carry)
-    t = carry.totals
-    zero = jax.tree.map(jnp.zeros_like, (t.episodes, t.return_sum, t.length_sum))
-    return carry._replace(totals=Totals(*zero, t.metrics))
+    """The carry (or several agents' carries) with its episode sums cleared (after the host
+    read them)."""
+
+    def one(c: Carry) -> Carry:
+        t = c.totals
+        zero = jax.tree.map(jnp.zeros_like, (t.episodes, t.return_sum, t.length_sum))
+        return c._replace(totals=Totals(*zero, t.metrics))
+
+    return each_carry(one, carry)
 
 
 def carry_shardings(mesh: jax.sharding.Mesh, abstract: Any) -> Any:
-    """The shardings of a carry (or a tuple of carries): per-env leaves split on `B` over the
-    mesh's data axis, the rest replicated (a replay is whole on every device: see README)."""
-    if isinstance(abstract, tuple) and not isinstance(abstract, Carry):
-        return tuple(carry_shardings(mesh, c) for c in abstract)
+    """The shardings of a carry (or several agents' carries): per-env leaves split on `B` over
+    the mesh's data axis, the rest replicated (a replay is whole on every device: see README)."""
     replicated = NamedSharding(mesh, PartitionSpec())
     per_env = NamedSharding(mesh, PartitionSpec(None, DATA_AXIS))
-    return Carry(
-        learner=jax.tree.map(lambda _: replicated, abstract.learner),
-        acting=jax.tree.map(lambda _: per_env, abstract.acting),
-        totals=jax.tree.map(lambda _: replicated, abstract.totals),
-        shared=jax.tree.map(lambda _: replicated, abstract.shared),
-        data=jax.tree.map(lambda _: replicated, abstract.data),
-    )
+
+    def one(c: Carry) -> Carry:
+        every = lambda tree, sharding: jax.tree.map(lambda _: sharding, tree)  # noqa: E731
+        return Carry(
+            learner=every(c.learner, replicated),
+            acting=every(c.acting, per_env),
+            totals=every(c.totals, replicated),
+            shared=every(c.shared, replicated),
+            data=every(c.data, replicated),
+        )
+
+    return each_carry(one, abstract)
 
 
 class Anakin:

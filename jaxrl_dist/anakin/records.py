@@ -8,7 +8,7 @@ import time
 import jax
 import numpy as np
 
-from jaxrl_dist.anakin.program import Carry
+from jaxrl_dist.anakin.program import Carry, each_carry
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
@@ -22,11 +22,8 @@ def carry_digest(carry: Carry | tuple[Carry, ...]) -> str:
         return tree_digest(carry)
     from jax.experimental import multihost_utils
 
-    carries = (carry,) if isinstance(carry, Carry) else carry
-    whole = tuple(
-        c._replace(acting=multihost_utils.process_allgather(c.acting, tiled=True)) for c in carries
-    )
-    return tree_digest(whole[0] if isinstance(carry, Carry) else whole)
+    gather = lambda c: multihost_utils.process_allgather(c.acting, tiled=True)  # noqa: E731
+    return tree_digest(each_carry(lambda c: c._replace(acting=gather(c)), carry))
 
 
 def per_seed(evals: list[dict], config: TrainConfig, prefix: str = "") -> list[dict]:
