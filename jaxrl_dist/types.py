@@ -159,3 +159,10 @@ def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
         agent_extras=per_step["extras"],
         policy_version=per_step["version"],
     )
+
+
+def keys_under(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The entries of `values` whose key starts with `prefix`, the prefix removed: one part of
+    a flat dict keyed "NAME/<key>" (an agent's hyperparameters or metrics, a pool's arrays);
+    every entry for the prefix ""."""
+    return {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}

@@ -33,7 +33,7 @@ from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, pad_rows, path_name
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, keys_under, pad_rows, path_name
 
 SNAPSHOT = "snapshot/"
 
@@ -325,8 +325,7 @@ class SeatPools:
 def role_arrays(arrays: dict[str, np.ndarray], role: str) -> dict[str, np.ndarray]:
     """Pool `role`'s arrays (`OpponentPool.to_arrays`) out of `SeatPools.to_bytes`' decoded
     arrays, keyed "<role>/<key>"; empty if it holds none."""
-    prefix = f"{role}/"
-    return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+    return keys_under(arrays, f"{role}/")
 
 
 GREEDY = ":greedy"  # the player name of a snapshot role's greedy seats (`exploration_mask`)

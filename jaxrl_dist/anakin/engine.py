@@ -47,6 +47,7 @@ from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
 from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
+from jaxrl_dist.types import keys_under
 
 CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the host's events
 
@@ -258,7 +259,7 @@ class AnakinEngine(Engine):
         seeds, carries = self.config.num_seeds, self._carries()
         for name, carry in carries.items():
             prefix = self._prefix(name)
-            mine = {k[len(prefix) :]: v for k, v in hparams.items() if k.startswith(prefix)}
+            mine = keys_under(hparams, prefix)
             every = {k: jnp.broadcast_to(jnp.asarray(v), (seeds,)) for k, v in mine.items()}
             learner = self._core(name).with_hparams(carry.learner, every)
             carries[name] = carry._replace(learner=learner)
@@ -332,7 +333,7 @@ class AnakinEngine(Engine):
             if name not in self._steps:
                 continue
             prefix = self._prefix(name)
-            mine = {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)}
+            mine = keys_under(metrics, prefix)
             learner_updates = self._learner_updates(name)
             if learner_updates == 0:  # a replay still filling: no update has made metrics yet
                 mine = {}

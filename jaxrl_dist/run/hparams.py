@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist import agents
+from jaxrl_dist.types import keys_under
 
 CONTROL_FILE = "control.json"
 POLL_EVERY_S = 1.0
@@ -258,7 +259,7 @@ class AgentsHyperparamControl(HyperparamControl):
         for agent, control in self._controls.items():
             part = row[at : at + len(control.names)]
             at += len(control.names)
-            mine = {k.split("/", 1)[1]: v for k, v in hparams.items() if k.startswith(agent + "/")}
+            mine = keys_under(hparams, agent + "/")
             applied, changed, _ = control.apply(mine, part)
             new.update({f"{agent}/{k}": v for k, v in applied.items()})
             changes.update({f"{agent}/{k}": v for k, v in changed.items()})
@@ -266,7 +267,7 @@ class AgentsHyperparamControl(HyperparamControl):
 
     def resume(self, hparams: dict[str, jax.Array], saved_algo: dict[str, Any]) -> None:
         for agent, control in self._controls.items():
-            mine = {k.split("/", 1)[1]: v for k, v in hparams.items() if k.startswith(agent + "/")}
+            mine = keys_under(hparams, agent + "/")
             control.resume(mine, saved_algo.get(agent, {}))
             self._pending.update({f"{agent}/{k}": v for k, v in control._pending.items()})
             self._sources.extend(control._sources)

@@ -41,6 +41,7 @@ from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
 from jaxrl_dist.sebulba.videos import EvalVideos, video_problem
 from jaxrl_dist.threads import POLL_S
+from jaxrl_dist.types import keys_under
 
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
 POLL_SLEEP_S = 0.001  # several agents: between polls of their data seams
@@ -213,9 +214,7 @@ class SebulbaEngine(Engine):
 
     def set_hparams(self, hparams: dict[str, Any]) -> None:
         for lane in self.lanes:
-            mine = {
-                k[len(lane.prefix) :]: v for k, v in hparams.items() if k.startswith(lane.prefix)
-            }
+            mine = keys_under(hparams, lane.prefix)
             learner = lane.learner
             lane.state = learner.core.with_hparams(lane.state, learner.put_state(mine))
 

@@ -35,6 +35,7 @@ from jaxrl_dist.sebulba.resume import (
     restore_replay_contents,
     seat_pools,
 )
+from jaxrl_dist.types import keys_under
 
 
 class OtherAgent(NamedTuple):
@@ -266,7 +267,7 @@ class LaneItems:
         if saved is None:
             return None
         arrays = npz.from_bytes(saved)
-        mine = {k[len(self._prefix) :]: v for k, v in arrays.items() if k.startswith(self._prefix)}
+        mine = keys_under(arrays, self._prefix)
         return npz.to_bytes(mine) if mine else None
 
 
