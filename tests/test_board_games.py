@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from cli_refusal import assert_refused
 
+import jaxrl_dist
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs import games
 from jaxrl_dist.run.policy import load_policy
@@ -72,6 +73,15 @@ def test_its_policy_never_plays_an_illegal_move_and_evaluates_against_perfect_pl
     assert [record["exact_loss_first"], record["exact_loss_second"]] == list(exact)
     assert record["exact_loss_rate"] == pytest.approx(sum(exact) / 2)
     assert evaluate_cli.main([workdir, "--opponent", "bogus"]) == evaluate_cli.EXIT_BAD_INPUT
+
+    # The Python call the script made: the same games, with each one's seat.
+    result = jaxrl_dist.evaluate(workdir, 6, opponent="perfect")
+    assert result.returns.tolist() == record["returns"] and result.seats.tolist() == [0, 1] * 3
+    assert result.seat_returns == {s: record[f"return_seat{s}"] for s in (0, 1)}
+    # A rerun plays the same games, a random opponent's too: its draws follow the game order,
+    # not the order EnvPool's threads finish in.
+    twice = [jaxrl_dist.evaluate(workdir, 8, opponent="random").returns for _ in range(2)]
+    np.testing.assert_array_equal(*twice)
 
 
 def test_a_checkpoint_is_a_named_opponent_in_evaluate_and_in_training(run, tmp_path):

@@ -174,6 +174,8 @@ def test_the_readme_python_blocks_run(tmp_path, monkeypatch):
     result = namespace["result"]
     assert result.env_steps > 0 and result.final_eval_return is not None
     assert os.path.isdir(result.latest_checkpoint)
+    evaluation = namespace["evaluation"]
+    assert evaluation.returns.shape == (8, 1) and evaluation.policy.step == result.updates
 
 
 def test_the_readme_is_a_front_page_that_starts_with_the_two_setup_commands():

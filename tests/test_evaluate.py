@@ -2,6 +2,7 @@
 (jaxrl_dist.tools.evaluate_cli): one quick CartPole run (checkpoints at updates 5 and 10) is
 trained once and read by every test."""
 
+import dataclasses
 import json
 import os
 import queue
@@ -209,6 +210,73 @@ def test_evaluate_script_prints_and_writes_the_same_numbers(run, tmp_path, capsy
     )
     sampled = json.load(open(out))
     assert (sampled["step"], sampled["mode"], sampled["seed"]) == (5, "sampled", 3)
+
+
+def test_the_evaluation_call_takes_a_run_a_policy_or_params_with_their_config(run):
+    """`jaxrl_dist.evaluate`: what `scripts/evaluate.py` calls. Every way of naming the same
+    step gives the same episodes (the default seed: the run's + 10,000)."""
+    import jaxrl_dist
+    from jaxrl_dist.run.summary import RunResult
+
+    result = jaxrl_dist.evaluate(run, episodes=4)
+    assert isinstance(result, jaxrl_dist.Evaluation)
+    assert (result.policy.step, result.seed, result.mode, result.opponent) == (
+        10,
+        10_000,
+        "greedy",
+        None,
+    )
+    assert result.returns.shape == (4, 1) and result.lengths.shape == (4,) and result.seats is None
+    assert result.mean_return == pytest.approx(result.returns.mean())
+    assert result.mean_length == pytest.approx(result.lengths.mean())
+    np.testing.assert_array_equal(result.agent_returns, result.returns.mean(axis=0))
+    assert result.seat_returns == {}
+    record = result.record()
+    assert record["returns"] == result.returns.tolist() and record["step"] == 10
+
+    policy = load_policy(run)
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    same = [
+        jaxrl_dist.evaluate(run + "@latest", episodes=4),
+        jaxrl_dist.evaluate(RunResult.from_summary(summary, run), episodes=4),
+        jaxrl_dist.evaluate(policy, episodes=4),
+        jaxrl_dist.evaluate(policy.params, episodes=4, config=_run_config(run)),
+    ]
+    for other in same:
+        np.testing.assert_array_equal(other.returns, result.returns)
+        np.testing.assert_array_equal(other.lengths, result.lengths)
+
+    earlier = jaxrl_dist.evaluate(run, 3, step=5, mode="sampled", seed=3)
+    assert (earlier.policy.step, earlier.seed, earlier.returns.shape) == (5, 3, (3, 1))
+    assert jaxrl_dist.evaluate(run + "@5", 3, mode="sampled", seed=3).returns.tolist() == (
+        earlier.returns.tolist()
+    )
+
+
+def test_the_evaluation_call_refuses_bad_input_in_one_line(run):
+    import jaxrl_dist
+
+    policy = load_policy(run)
+    other = _run_config(run)
+    narrow = dataclasses.replace(other.network, hidden_sizes=(8,))
+    wider = dataclasses.replace(other, network=narrow)
+    cases = [
+        (dict(source=run, episodes=0), "episodes=0: give a whole number > 0"),
+        (dict(source=run, mode="greedier"), "choose greedy or sampled"),
+        (dict(source=run, seed=-1), "must be in [0, 2**32)"),
+        (dict(source=run + "@5", step=10), "names step 5 and step=10: give one"),
+        (dict(source=run, step="soon"), "give latest, best or a step number"),
+        (dict(source=run, config=other), "config= goes with params"),
+        (dict(source=policy, step=5), "leave step= and agent= out"),
+        (dict(source=policy.params), "or params with config=TrainConfig"),
+        (dict(source=policy.params, config=wider), "do not fit the network config.network builds"),
+        (dict(source=run, opponent="random"), "an opponent is for turn-based games"),
+        (dict(source=run, opponent="bogus"), "opponent 'bogus': choose"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError) as e:
+            jaxrl_dist.evaluate(**kwargs)
+        assert message in str(e.value) and "\n" not in str(e.value), (kwargs, e.value)
 
 
 @pytest.mark.parametrize(

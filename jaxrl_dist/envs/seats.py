@@ -169,7 +169,9 @@ class SeatedGame:
         rows = np.zeros((len(games), self._pending.shape[1]), np.int64)  # obs row of a seat
         for row, (g, p) in enumerate(zip(players["env_id"], players["id"], strict=True)):
             rows[position[int(g)], int(p)] = row
-        new = games[np.asarray(info["elapsed_step"]) == 0]
+        # Game order, not the order EnvPool's threads finished in: the openings' and the
+        # scripted players' draws go to the same games in every rerun.
+        new = np.sort(games[np.asarray(info["elapsed_step"]) == 0])
         for per_game in (self._pending, self._return, self._turns, self._moves):
             per_game[new] = 0
         if self._max_opening:
@@ -182,8 +184,8 @@ class SeatedGame:
         masks = np.asarray(info["legal_action_mask"], bool)
         ended = np.logical_or(terminated, truncated)
         moves: dict[str, list[int]] = {}
-        for i, g in enumerate(games):
-            seat = int(to_move[i])
+        for i in np.argsort(games, kind="stable"):
+            g, seat = games[i], int(to_move[i])
             if ended[i]:
                 self._end(g, obs, rows[i], bool(terminated[i]), bool(truncated[i]), masks[i])
             elif self._moves[g] < self._opening[g]:

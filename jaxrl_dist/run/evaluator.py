@@ -53,11 +53,13 @@ class EvalResult:
         against an opponent, the learner's return in the seat it played.
       lengths: `[episodes]` int64 episode lengths in agent steps (moves of a game).
       extra: more statistics for the log and summary (a game's win, draw and loss rates).
+      seats: `[episodes]` the learner's seat in each game of a turn-based game, else None.
     """
 
     returns: np.ndarray
     lengths: np.ndarray
     extra: dict[str, float] = dataclasses.field(default_factory=dict)
+    seats: np.ndarray | None = None
 
     def stats(self) -> dict[str, float]:
         """Mean, std, min and max return (over episodes and agents) and mean length."""
@@ -113,7 +115,7 @@ def game_stats(returns: np.ndarray, seat: np.ndarray, lengths: np.ndarray) -> Ev
     for s in np.unique(seat):
         extra[f"return_seat{s}"] = float(returns[seat == s].mean())
     extra["return_worst_seat"] = min(v for k, v in extra.items() if k.startswith("return_seat"))
-    return EvalResult(returns[:, None], np.asarray(lengths, np.int64), extra)
+    return EvalResult(returns[:, None], np.asarray(lengths, np.int64), extra, np.asarray(seat))
 
 
 class EvalActing:

@@ -13,6 +13,7 @@ Finding the step to read is `run/checkpoint_steps.py`'s.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jax
@@ -240,6 +241,23 @@ def load_policy(path: str, step: str | int = "latest", agent: str | None = None)
     return load_policy_at(checkpoint_dir(path), resolve_step(path, step), agent)
 
 
+def policy_from_config(params: Any, config: TrainConfig) -> Policy:
+    """The policy of `params` (the learner's acting params, as a checkpoint or `Policy.params`
+    holds them) trained with `config`, built as `load_policy` builds a checkpoint's (step 0,
+    no directory); ValueError (one line) when they do not fit its network."""
+    if config.agents:
+        raise ValueError(
+            "config has several agents (config.agents): evaluate the run's directory with "
+            "agent=NAME, or load_policy(run, agent=NAME)"
+        )
+    description = describe_policy(config, env_spec(config.env_id, config.env_kwargs))
+    description = json.loads(json.dumps(description))  # as a checkpoint's meta holds it
+    built = build_agent(description)
+    params = _fit_params(params, built, "the given params", "config.network")
+    meta = {"config": jsonable(config)}  # its seed and evaluation env
+    return Policy(params, built, description, 0, meta=meta)
+
+
 def load_policy_at(directory: str, step: int, agent: str | None = None) -> Policy:
     """The policy of a listed `step` of a checkpoint dir (of agent `agent` where the run had
     several). Raises StepGoneError if the step was deleted since it was listed (a run keeps
@@ -250,7 +268,7 @@ def load_policy_at(directory: str, step: int, agent: str | None = None) -> Polic
     params = read_step(
         directory, step, "the params", lambda: restore_params(directory, step, agent)
     )
-    params = _fit_params(params, built, step)
+    params = _fit_params(params, built, f"the params of step {step}")
     return Policy(params, built, description, step, meta=meta, directory=directory)
 
 
@@ -324,16 +342,14 @@ def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
         ) from None
 
 
-def _fit_params(params: Any, agent: Agent, step: int) -> Any:
+def _fit_params(params: Any, agent: Agent, what: str, network: str = "its description") -> Any:
     """Restored params (Orbax gives NamedTuples back as dicts) in the tree structure the
     agent's functions expect, after checking every leaf's shape and dtype."""
     state = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     shapes = agent.learner.actor_params(state)
     problem = tree_difference(params, shapes)
     if problem:
-        raise ValueError(
-            f"the params of step {step} do not fit the network its description builds ({problem})"
-        )
+        raise ValueError(f"{what} do not fit the network {network} builds ({problem})")
     return restructure_like(params, shapes)
 
 
@@ -375,6 +391,7 @@ __all__ = [
     "load_policy",
     "load_policy_at",
     "policy_description",
+    "policy_from_config",
     "read_meta",
     "resolve_step",
 ]

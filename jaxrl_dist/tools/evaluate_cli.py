@@ -4,9 +4,9 @@
         [--mode greedy|sampled] [--seed S] [--json OUT.json] [--video OUT.gif]
     python scripts/evaluate.py RUN_DIR --follow [--poll_s 5] [--idle_exit_s 1800]
 
-One evaluation plays the first episode of each of `--episodes` fresh EnvPool envs (the trainer's
-`Evaluator`), seeded by default with the run's seed + `SEED_OFFSET`, so they are not the episodes
-the run's own evaluations played. It prints a table row and writes JSON (default
+One evaluation is `jaxrl_dist.evaluate` (`tools/evaluation.py`): the first episode of each of
+`--episodes` fresh envs, seeded by default with the run's seed + `SEED_OFFSET`, so they are not
+the episodes the run's own evaluations played. It prints a table row and writes JSON (default
 `RUN_DIR/eval/step_<N>_<mode>.json`) with the per-episode returns. `--follow` evaluates each new
 checkpoint of a run while it trains and appends one JSON line per step to
 `RUN_DIR/validation.jsonl`; it stops when the run writes its `summary.json`, or after
@@ -27,21 +27,11 @@ import sys
 import time
 from typing import Any
 
-import jax
-
 from jaxrl_dist.envs.games import tictactoe_exact_losses
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
-from jaxrl_dist.run.opponents import (
-    NAMES as OPPONENT_NAMES,
-)
-from jaxrl_dist.run.opponents import (
-    POOL,
-    is_opponent_name,
-    policy_player,
-    pool_policy,
-)
+from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
+from jaxrl_dist.run.opponents import is_opponent_name
 from jaxrl_dist.run.policy import (
     STEP_CHOICES,
     Policy,
@@ -57,7 +47,7 @@ from jaxrl_dist.run.video import (
     record_video,
     render_problem,
 )
-from jaxrl_dist.sebulba.evaluation import make_evaluator
+from jaxrl_dist.tools.evaluation import MODES, SEED_OFFSET, Evaluation, evaluate
 
 # A run deletes old steps while --follow reads; Orbax then warns of a step's missing metadata
 # file. jaxrl_dist.run.policy retries or skips that step: the warning is noise here.
@@ -67,9 +57,7 @@ logging.getLogger("absl").addFilter(
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
-SEED_OFFSET = 10_000  # default eval seed = the run's seed + this
 FOLLOW_IDLE_EXIT_S = 1800.0  # --follow's default: a run that died writes no summary.json
-MODES = ("greedy", "sampled")
 TABLE_HEADER = (
     f"{'step':>8} {'env_steps':>12} {'episodes':>8} {'return (mean ± std)':>21} "
     f"{'min':>9} {'max':>9} {'length':>8}"
@@ -186,10 +174,8 @@ def evaluate_once(args: argparse.Namespace) -> int:
         problem = pillow_problem() or render_problem(policy.env_id, policy.env_kwargs)
         if problem:
             raise ValueError(problem)
-    seed = _seed(args, policy)
-    env = policy.eval_env(args.eval_env_id, args.eval_env_kwargs)
-    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent, env)
-    record = eval_record(policy, result, args.mode, seed, args.opponent, env)
+    result = _evaluate(policy, args)
+    record = result.record()
     record.update(exact_losses(policy, record))
     print(TABLE_HEADER)
     print(table_row(record), flush=True)
@@ -199,11 +185,12 @@ def evaluate_once(args: argparse.Namespace) -> int:
             "{exact_loss_second:.4f}, mean {exact_loss_rate:.4f}".format(**record)
         )
     if args.video is not None:
-        record["video"] = record_video(policy, args.video, args.mode == "greedy", seed)
+        record["video"] = record_video(policy, args.video, args.mode == "greedy", result.seed)
         v = record["video"]
         cut = f", cut at {VIDEO_MAX_FRAMES} frames" if v["cut"] else ""
         print(f"video: {args.video} ({v['frames']} frames, return {v['return']:.1f}{cut})")
     # Another env than the run's evaluation env gets a file of its own (named by a digest).
+    env = (result.env_id, result.env_kwargs)
     other = env != policy.run_eval_env
     tag = "_env" + hashlib.sha256(repr(env).encode()).hexdigest()[:8] if other else ""
     out = args.json or os.path.join(
@@ -214,49 +201,17 @@ def evaluate_once(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seed(args: argparse.Namespace, policy: Policy) -> int:
-    if args.seed is not None:
-        return args.seed
-    run_seed = policy.meta.get("config", {}).get("seed", 0)
-    return (run_seed + SEED_OFFSET) % 2**32
-
-
-def evaluate(
-    policy: Policy,
-    episodes: int,
-    greedy: bool,
-    seed: int,
-    opponent: str | None = None,
-    env: tuple[str, dict[str, Any]] | None = None,
-) -> EvalResult:
-    """The first episode of each of `episodes` new envs. New envs each time (not one Evaluator
-    kept for --follow): EnvPool seeds an env only when it is made, so only new envs give every
-    step the same starting states, and a rerun the same result. A turn-based game is played
-    against `opponent` (default: the run's), the learner taking each seat in turn."""
-    device, actor = jax.local_devices()[0], policy.agent.actor
-    players = policy.spec.num_players
-    if opponent is not None and players == 1:
-        raise ValueError(f"--opponent is for turn-based games; {policy.env_id} has one player")
-    opponent = opponent or policy.eval_opponent
-    player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
-    if players > 1 and opponent.startswith(POOL):
-        player = policy_player(pool_policy(policy, opponent), episodes)
-    if players > 1 and opponent.startswith(AGENT_ROLE):  # another agent of the same step
-        name = opponent[len(AGENT_ROLE) :]
-        player = policy_player(load_policy_at(policy.directory, policy.step, name), episodes)
-    env_id, env_kwargs = env or (policy.env_id, policy.env_kwargs)
-    setup = EvalSetup(env_id, env_kwargs, episodes, seed, actor, device)
-    evaluator = make_evaluator(
-        setup,
-        num_players=players,
-        opponent=opponent,
-        num_agents=policy.spec.num_agents,
-        player=player,
+def _evaluate(policy: Policy, args: argparse.Namespace) -> Evaluation:
+    """`jaxrl_dist.evaluate` of `policy` as the flags ask."""
+    return evaluate(
+        policy,
+        args.episodes,
+        env_id=args.eval_env_id,
+        env_kwargs=args.eval_env_kwargs,
+        opponent=args.opponent,
+        mode=args.mode,
+        seed=args.seed,
     )
-    try:
-        return evaluator.run(policy.params, greedy=greedy)
-    finally:
-        evaluator.close()
 
 
 def exact_losses(policy: Policy, record: dict[str, Any]) -> dict[str, float]:
@@ -276,36 +231,6 @@ def exact_losses(policy: Policy, record: dict[str, Any]) -> dict[str, float]:
         "exact_loss_first": first,
         "exact_loss_second": second,
         "exact_loss_rate": (first + second) / 2,
-    }
-
-
-def eval_record(
-    policy: Policy,
-    result: EvalResult,
-    mode: str,
-    seed: int,
-    opponent: str | None = None,
-    env: tuple[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The JSON of one evaluation: the step, the stats, and per-episode `returns`
-    (`[episodes][agents]`) and `lengths` (`[episodes]`); a turn-based game's names its
-    `opponent`."""
-    games = policy.spec.num_players > 1
-    return {
-        **({"opponent": opponent or policy.eval_opponent} if games else {}),
-        "step": policy.step,
-        "env_steps": policy.meta.get("env_steps"),
-        "env_id": (env or (policy.env_id,))[0],
-        **({"env_kwargs": env[1]} if env and env[1] != policy.env_kwargs else {}),
-        "algorithm": policy.description["algorithm"],
-        "mode": mode,
-        "seed": seed,
-        "episodes": int(result.lengths.shape[0]),
-        **result.stats(),
-        "returns": result.returns.tolist(),
-        "lengths": result.lengths.tolist(),
-        "train_eval_metric": policy.meta.get("eval_metric"),  # the run's own, if it had one
-        "time": time.time(),
     }
 
 
@@ -404,10 +329,7 @@ def _follow_step(ckpt_dir: str, step: int, args: argparse.Namespace) -> dict[str
     except ValueError as e:  # a damaged step must not end the validation of the others
         _say(f"note: {e}; skipped")
         return None
-    seed = _seed(args, policy)
-    env = policy.eval_env(args.eval_env_id, args.eval_env_kwargs)
-    result = evaluate(policy, args.episodes, args.mode == "greedy", seed, args.opponent, env)
-    record = eval_record(policy, result, args.mode, seed, args.opponent, env)
+    record = _evaluate(policy, args).record()
     _say(table_row(record))
     return record
 
