@@ -40,3 +40,62 @@ def switch_interval(seconds: float) -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(before)
+
+
+class RateCap:
+    """At most `rate` events a second, without bursts (the SEED trainer's
+    `max_train_frequency`): an event of `n` (a chunk of `n` updates) may start `n / rate`
+    seconds after the one before started, or at once if that time has passed; time not used
+    is not saved up for later."""
+
+    def __init__(self, rate: float, clock=time.monotonic):
+        self.rate, self._clock = rate, clock
+        self._next = 0.0  # when the next event may start (clock seconds)
+        self.waited_s = 0.0  # the seconds an event was held back, in all
+        self._held_since: float | None = None  # `hold`: ready since then, not yet due
+        self._last = (clock(), 0, 0.0)  # at the last `window`: time, events, seconds waited
+
+    def due_in(self) -> float:
+        """Seconds until the next event may start (0: now)."""
+        return max(0.0, self._next - self._clock())
+
+    def wait(self, stop: threading.Event) -> bool:
+        """Sleeps until the next event may start, in `POLL_S` slices until `stop` is set;
+        whether it may start (False: stopped first)."""
+        start = time.perf_counter()
+        while (left := self.due_in()) > 0 and not stop.is_set():
+            time.sleep(min(left, POLL_S))
+        self.waited_s += time.perf_counter() - start
+        return not stop.is_set()
+
+    def hold(self) -> bool:
+        """Whether an event that is ready must wait (not due yet), for a caller that polls
+        instead of `wait`ing: the time from its first hold to its `take` counts as waited."""
+        if not self.due_in():
+            return False
+        if self._held_since is None:
+            self._held_since = self._clock()
+        return True
+
+    def take(self, n: int = 1) -> None:
+        """An event of `n` starts now."""
+        now = self._clock()
+        if self._held_since is not None:
+            self.waited_s += now - self._held_since
+            self._held_since = None
+        self._next = max(self._next, now) + n / self.rate
+
+    def window(self, events: int) -> dict[str, float]:
+        """Since the last call (or the start), given the events counted now: their rate
+        (`charts/updates_per_s`) and the seconds events were held back (`wait`, `hold` to
+        `take`: `stats/cap_wait_s`)."""
+        now, (then, before, waited) = self._clock(), self._last
+        self._last = (now, events, self.waited_s)
+        return {
+            "charts/updates_per_s": (events - before) / max(now - then, 1e-9),
+            "stats/cap_wait_s": self.waited_s - waited,
+        }
+
+    def restart(self, events: int) -> None:
+        """Windows count from now and `events` (a run starts or resumes)."""
+        self._last = (self._clock(), events, self.waited_s)

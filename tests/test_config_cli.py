@@ -44,6 +44,9 @@ BAD = [
     (["--config.actor_max_restarts=-1"], "config.actor_max_restarts=-1 must be >= 0"),
     (["--config.actor_restart_window_s=0"], "config.actor_restart_window_s=0.0 must be > 0"),
     (["--config.env_epoch_updates=0"], "config.env_epoch_updates=0 must be > 0"),
+    (["--config.max_updates_per_s=0"], "config.max_updates_per_s=0.0 must be a number > 0"),
+    (["--config.max_updates_per_s=-2"], "config.max_updates_per_s=-2.0 must be a number > 0"),
+    (["--config.max_updates_per_s=inf"], "max_updates_per_s"),
     (["--config.deterministic=true"], "actor_loop"),  # lockstep actors are Python loops
     (
         [

@@ -143,7 +143,8 @@ def test_a_resume_takes_back_every_agent_exactly(run, tmp_path):
 
 def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
     """PPO from the first run plays every game, fixed (`learning_mask` off); a fresh Rainbow
-    agent learns against it. The fixed params end bit-identical to the source's."""
+    agent learns against it, its learner capped (`max_updates_per_s`). The fixed params end
+    bit-identical to the source's."""
     workdir, _, _ = run
     fixed = restore_params(workdir, agent="ppo")
     config = load_config(
@@ -154,13 +155,22 @@ def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
             "seats.games": "(('rb','ppo'),('ppo','rb'))",
             "agents.ppo.warm_start": workdir + "@latest",
             "total_env_steps": "4000",
+            "max_updates_per_s": "60",
         },
     )
-    summary = Trainer(config, str(tmp_path / "fixed"), quiet=True).run().summary
+    work = str(tmp_path / "fixed")
+    summary = Trainer(config, work, quiet=True).run().summary
     ppo, rb = summary["agents"]["ppo"], summary["agents"]["rb"]
     assert (ppo["learning"], ppo["updates"], ppo["env_steps"]) == (False, 0, 0)
     assert ppo["params_sha256"] == tree_digest(fixed)
     assert rb["updates"] > 0 and summary["env_steps"] >= 4000
+    # Rainbow's learner capped at 60 updates a second (about 100 uncapped here), its own cap;
+    # the fixed agent has none.
+    records = [json.loads(line) for line in open(os.path.join(work, "metrics.jsonl"))]
+    capped = [r for r in records if "rb/stats/cap_wait_s" in r]
+    assert len(capped) >= 5 and not any("ppo/stats/cap_wait_s" in r for r in records)
+    assert sum(r["rb/stats/cap_wait_s"] for r in capped) > 0
+    assert all(r["rb/charts/updates_per_s"] <= 60 * 4 / 3 for r in capped[1:]), capped
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,7 @@ from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
 from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
+from jaxrl_dist.threads import RateCap
 from jaxrl_dist.types import keys_under
 
 CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the host's events
@@ -111,6 +112,9 @@ class AnakinEngine(Engine):
         self._stop_requested = stop_requested
         self.carry: Any = None
         self._seconds_per_update: float | None = None  # known once a chunk ran compiled
+        # max_updates_per_s: chunks of at most a second's updates, paced between chunks.
+        cap = config.max_updates_per_s
+        self._cap = RateCap(cap) if cap else None
         self._windows: dict[str, LogWindow] = {}
         # Several agents: how to rebuild each one's acting network, for every checkpoint.
         self._policies = {
@@ -285,6 +289,8 @@ class AnakinEngine(Engine):
             name: LogWindow(self._lane_steps(name, counters)) for name in self._carries()
         }
         self._first_chunk = counters.updates == 0  # a fresh run's compiles in its first chunk
+        if self._cap is not None:
+            self._cap.restart(counters.updates)
 
     def _lane_steps(self, name: str, counters: Counters) -> int:
         """An agent's env steps (one seed's): the run's for one agent."""
@@ -298,9 +304,14 @@ class AnakinEngine(Engine):
         updates = 1
         if self._seconds_per_update is not None:
             updates = max(1, min(budget, int(CHUNK_S / max(self._seconds_per_update, 1e-9))))
+        if self._cap is not None:  # the updates of one chunk run at the device's speed
+            updates = min(updates, max(1, int(self._cap.rate * CHUNK_S)))
+            self._cap.wait(self._stop_requested)
         return Ready(updates=updates, stopped=self._stop_requested.is_set())
 
     def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
+        if self._cap is not None:
+            self._cap.take(updates)
         start = time.perf_counter()
         self.carry = self.anakin.train(self.carry, jnp.int32(updates))
         totals = {n: c.totals for n, c in self._carries().items() if n in self._steps}
@@ -347,6 +358,8 @@ class AnakinEngine(Engine):
         if self._several:  # the run's speed and updates beside each agent's
             record["charts/sps"] = sum(record[f"{n}/charts/sps"] for n in self._steps)
             record["charts/updates"] = counters.updates
+        if self._cap is not None:  # every agent's: they update in lockstep
+            record.update(self._cap.window(counters.updates))
         return record
 
     def summary(self, counters: Counters, evals: list[dict[str, Any]]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ USES = {
     "agents": "several agents' carries in one program, updated in lockstep (`agents.py`)",
     "learning_mask": "per agent: off keeps its carry as it started",
     "exploration_mask": "per agent: off acts by its policy's mode (Q: epsilon 0)",
+    "max_updates_per_s": "chunks of at most a second's updates, paced between chunks",
 }
 
 _NO_ACTORS = "no actor threads: the envs step inside the jitted program"

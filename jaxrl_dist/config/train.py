@@ -91,6 +91,10 @@ class TrainConfig:
     total_episodes: int = 0  # training episodes finished by all actors
     max_wall_time_s: float = 0.0  # stop after this many wall seconds (resumes included)
     stop_at_eval_return: float | None = None  # stop once an evaluation reaches this return
+    # At most this many updates a second for each agent's learner (the SEED trainer's
+    # max_train_frequency): Sebulba's learner waits (several agents: each its own); Anakin runs
+    # chunks of at most a second's updates and waits between them. None = no cap.
+    max_updates_per_s: float | None = None
     # Run-time hyperparameter schedules, {name: spec}: each value is its run-time base value
     # times an optax schedule over the run's updates, e.g. {"learning_rate": "cosine:warmup=0.05",
     # "entropy_cost": "linear:end=0.1"} (`jaxrl_dist/schedules.py` lists the specs).
@@ -177,6 +181,9 @@ class TrainConfig:
                 fail(name, getattr(self, name), "must be > 0")
         if not 0 <= self.seed < 2**32:
             fail("seed", self.seed, "must be in [0, 2**32)")
+        cap = self.max_updates_per_s
+        if cap is not None and not (math.isfinite(cap) and cap > 0):
+            fail("max_updates_per_s", cap, "must be a number > 0 (none: no cap)")
         if self.max_policy_lag < 0:
             fail("max_policy_lag", self.max_policy_lag, "must be >= 0 (0 keeps every rollout)")
         if self.actor_max_restarts < 0:

@@ -40,7 +40,7 @@ from jaxrl_dist.sebulba.fields import REFUSES, USES
 from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
 from jaxrl_dist.sebulba.videos import EvalVideos, video_problem
-from jaxrl_dist.threads import POLL_S
+from jaxrl_dist.threads import POLL_S, RateCap
 from jaxrl_dist.types import keys_under
 
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
@@ -129,6 +129,9 @@ class SebulbaEngine(Engine):
             lane.name: describe_policy(lane.config, self.spec) for lane in self.lanes if several
         }
         self._rotation = Rotation(len(self.lanes))
+        cap = config.max_updates_per_s  # each agent's learner its own
+        self._caps = {lane.name: RateCap(cap) for lane in self.lanes if lane.learning and cap}
+        self._stop_requested = stop_requested
         self._last_metrics: dict[str, dict[str, float]] = {}
         self._clock = (time.monotonic(), 0)  # the run's (time, env steps) at the last log
 
@@ -254,6 +257,8 @@ class SebulbaEngine(Engine):
         self._clock = (time.monotonic(), counters.env_steps)
         for lane in self.lanes:
             lane.last_ready = time.monotonic()
+            if lane.name in self._caps:
+                self._caps[lane.name].restart(lane.updates)
         self._refused = 0  # the ready lanes the last agreement could not step (several agents)
 
     def prepare(self, budget: int, at_update: int) -> Ready:
@@ -266,6 +271,9 @@ class SebulbaEngine(Engine):
                 batch = self._lane.read(wait=True)
                 stopped, mask = batch is None, int(batch is not None)
                 fresh = [batch] if batch is not None else []
+                cap = self._caps.get(self._lane.name)
+                if not stopped and cap is not None and not cap.wait(self._stop_requested):
+                    stopped, mask = True, 0
             else:
                 stopped, mask, fresh = self._poll()
         except RunError as e:
@@ -298,10 +306,12 @@ class SebulbaEngine(Engine):
                 if batch is None:
                     return True, 0, fresh
                 if batch is not NOT_READY:
-                    mask |= 1 << i
                     lane.last_ready = time.monotonic()
                     if not had:
                         fresh.append(batch)
+                    cap = self._caps.get(lane.name)
+                    if cap is None or not cap.hold():  # a capped learner waits its turn
+                        mask |= 1 << i
             if (mask and mask != self._refused) or time.monotonic() > deadline:
                 break
             time.sleep(POLL_SLEEP_S)
@@ -325,6 +335,8 @@ class SebulbaEngine(Engine):
     def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
         self._refused = 0
         lane = self.lanes[self._rotation.pick(ready)]
+        if lane.name in self._caps:
+            self._caps[lane.name].take()
         metrics = lane.advance()
         if self._single:
             return Stepped(metrics)
@@ -335,16 +347,25 @@ class SebulbaEngine(Engine):
         """Every process's window (a gather per lane) as one record."""
         if self._single:
             lane = self._lane
-            return lane.record(metrics, counters, self._cluster.gather(lane.window_totals()))
+            record = lane.record(metrics, counters, self._cluster.gather(lane.window_totals()))
+            return {**record, **self._cap_window(lane)}
         record = {}
         for lane in self.lanes:
             rows = self._cluster.gather(lane.window_totals())
             record.update(lane.record(self._last_metrics.get(lane.name, {}), counters, rows))
+            record.update(self._cap_window(lane))
         now, (then, steps) = time.monotonic(), self._clock
         record["charts/sps"] = (counters.env_steps - steps) / max(1e-9, now - then)
         record["charts/updates"] = counters.updates
         self._clock = (now, counters.env_steps)
         return record
+
+    def _cap_window(self, lane: Lane) -> dict[str, float]:
+        """A capped learner's updates a second and seconds waited since the last log."""
+        cap = self._caps.get(lane.name)
+        if cap is None:
+            return {}
+        return {lane.prefix + k: v for k, v in cap.window(lane.updates).items()}
 
     def summary(self, counters: Counters, evals: list[dict[str, Any]]) -> dict[str, Any]:
         if self._single:

@@ -14,6 +14,7 @@ USES = {
     "batch_size": "segments (or transitions) per update, over all processes",
     "queue_size": "on-policy back-pressure",
     "max_policy_lag": "stragglers dropped",
+    "max_updates_per_s": "each agent's learner waits its turn",
     "actor_max_restarts": "the actors' restart budget",
     "actor_restart_window_s": "the restart budget's window",
     "actor_device_ids": "the actors' (and evaluation's) devices",
