@@ -1,8 +1,8 @@
 """jaxrl_dist: JAX-first distributed reinforcement learning (Sebulba actors, sharded learners).
 
 The Python API (README, "Python API"): `load_config`, `Trainer`, `Hooks`, `EvalReport`,
-`RunResult`, `load_policy`, `evaluate` (-> `Evaluation`). They are imported on first use, so
-`import jaxrl_dist` stays cheap (the CLI checks a config before it imports JAX).
+`EvalEpisode`, `RunResult`, `load_policy`, `evaluate` (-> `Evaluation`). They are imported on
+first use, so `import jaxrl_dist` stays cheap (the CLI checks a config before it imports JAX).
 """
 
 from jaxrl_dist._lazy import lazy_exports
@@ -14,6 +14,7 @@ _API = {
     "Trainer": "jaxrl_dist.run.trainer",
     "Hooks": "jaxrl_dist.run.hooks",
     "EvalReport": "jaxrl_dist.run.hooks",
+    "EvalEpisode": "jaxrl_dist.run.hooks",
     "RunResult": "jaxrl_dist.run.summary",
     "load_policy": "jaxrl_dist.run.policy",
     "evaluate": "jaxrl_dist.tools.evaluation",

@@ -83,10 +83,11 @@ def test_evaluation_beside_anakin_chunks_plays_the_blocking_evaluations(tmp_path
     assert runs[True].summary["params_sha256"] == runs[False].summary["params_sha256"]
 
 
-@pytest.mark.parametrize("core", ["none", "lstm"])
-def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core):
+@pytest.mark.parametrize(("core", "envs"), [("none", 0), ("lstm", 0), ("none", 4)])
+def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core, envs):
     """Beside training, episodes are stepped inside XLA (no GIL held): the same episodes, env
-    seeds and policy keys as the Python evaluator, greedy and sampled."""
+    seeds and policy keys as the Python evaluator, greedy and sampled; also with fewer envs
+    than episodes (`config.eval_envs`: 4 envs play 6, two of them twice)."""
     from jaxrl_dist.envs import env_spec
     from jaxrl_dist.run.evaluator import EvalSetup
     from jaxrl_dist.sebulba.evaluation import Evaluator, make_evaluator
@@ -100,7 +101,9 @@ def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core):
     params = agent.learner.actor_params(agent.learner.init(jax.random.PRNGKey(3)))
     device = jax.devices()[0]
     made = {
-        in_xla: make_evaluator(EvalSetup(cfg.env_id, {}, 6, 11, agent.actor, device), in_xla=in_xla)
+        in_xla: make_evaluator(
+            EvalSetup(cfg.env_id, {}, 6, 11, agent.actor, device, envs), in_xla=in_xla
+        )
         for in_xla in (False, True)
     }
     assert type(made[False]) is Evaluator and type(made[True]) is XlaEvaluator
@@ -111,6 +114,9 @@ def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core):
             python, xla = (made[k].run(params, greedy) for k in (False, True))
             np.testing.assert_array_equal(python.lengths, xla.lengths)
             np.testing.assert_allclose(python.returns, xla.returns)
+            assert python.returns.shape == (6, 1)
+            # CartPole pays 1 a step: a later episode of an env does not count its reset step
+            np.testing.assert_array_equal(python.returns[:, 0], python.lengths)
         assert made[True].run(params, abort=lambda: True) is None
     finally:
         for ev in made.values():

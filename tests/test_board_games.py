@@ -82,6 +82,11 @@ def test_its_policy_never_plays_an_illegal_move_and_evaluates_against_perfect_pl
     # not the order EnvPool's threads finish in.
     twice = [jaxrl_dist.evaluate(workdir, 8, opponent="random").returns for _ in range(2)]
     np.testing.assert_array_equal(*twice)
+    # Eight games on two envs: env e's four in seat e, each 5 to 9 moves.
+    fewer = jaxrl_dist.evaluate(workdir, 8, opponent="random", envs=2)
+    assert (
+        fewer.seats.tolist() == [0, 1] * 4 and 5 <= fewer.lengths.min() <= fewer.lengths.max() <= 9
+    )
 
 
 def test_a_checkpoint_is_a_named_opponent_in_evaluate_and_in_training(run, tmp_path):

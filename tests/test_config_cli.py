@@ -44,6 +44,13 @@ BAD = [
     (["--config.actor_max_restarts=-1"], "config.actor_max_restarts=-1 must be >= 0"),
     (["--config.actor_restart_window_s=0"], "config.actor_restart_window_s=0.0 must be > 0"),
     (["--config.env_epoch_updates=0"], "config.env_epoch_updates=0 must be > 0"),
+    (["--config.eval_every_episodes=-5"], "config.eval_every_episodes=-5 must be >= 0"),
+    (
+        ["--config.eval_every_episodes=50"],  # the config's eval_every_updates=... stays set
+        "and config.eval_every_updates=",
+    ),
+    (["--config.eval_envs=-1"], "config.eval_envs=-1 must be >= 0"),
+    (["--config.eval_envs=64"], "config.eval_envs=64 is more than config.eval_episodes="),
     (["--config.max_updates_per_s=0"], "config.max_updates_per_s=0.0 must be a number > 0"),
     (["--config.max_updates_per_s=-2"], "config.max_updates_per_s=-2.0 must be a number > 0"),
     (["--config.max_updates_per_s=inf"], "max_updates_per_s"),

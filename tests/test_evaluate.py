@@ -246,6 +246,11 @@ def test_the_evaluation_call_takes_a_run_a_policy_or_params_with_their_config(ru
         np.testing.assert_array_equal(other.returns, result.returns)
         np.testing.assert_array_equal(other.lengths, result.lengths)
 
+    # Six episodes on two envs (three each, one after the other): CartPole pays 1 a step.
+    fewer = jaxrl_dist.evaluate(run, 6, envs=2)
+    assert fewer.returns.shape == (6, 1) and fewer.record()["envs"] == 2
+    np.testing.assert_array_equal(fewer.returns[:, 0], fewer.lengths)
+
     earlier = jaxrl_dist.evaluate(run, 3, step=5, mode="sampled", seed=3)
     assert (earlier.policy.step, earlier.seed, earlier.returns.shape) == (5, 3, (3, 1))
     assert jaxrl_dist.evaluate(run + "@5", 3, mode="sampled", seed=3).returns.tolist() == (
@@ -264,6 +269,7 @@ def test_the_evaluation_call_refuses_bad_input_in_one_line(run):
         (dict(source=run, episodes=0), "episodes=0: give a whole number > 0"),
         (dict(source=run, mode="greedier"), "choose greedy or sampled"),
         (dict(source=run, seed=-1), "must be in [0, 2**32)"),
+        (dict(source=run, episodes=4, envs=5), "envs=5: give a whole number from 0"),
         (dict(source=run + "@5", step=10), "names step 5 and step=10: give one"),
         (dict(source=run, step="soon"), "give latest, best or a step number"),
         (dict(source=run, config=other), "config= goes with params"),
@@ -287,6 +293,7 @@ def test_the_evaluation_call_refuses_bad_input_in_one_line(run):
         (["{run}", "--step", "7"], "step 7 is not a checkpoint"),
         (["{run}", "--step", "soon"], "give latest, best or a step number"),
         (["{run}", "--episodes", "0"], "--episodes 0: must be > 0"),
+        (["{run}", "--episodes", "4", "--envs", "8"], "--envs 8: give 0 (one per episode)"),
         (["{run}", "--mode", "greedier"], "choose greedy or sampled"),
         (["{run}", "--video", "{tmp}/x.mp4"], "name a .gif"),
         (["{run}", "--follow", "--step", "5"], "drop --step"),

@@ -278,11 +278,18 @@ class AnakinEngine(Engine):
         if self._several:
             cores = {lane.view.name: lane.agent.actor for lane in self._lanes}
             evaluator = AgentsJaxEvaluator(
-                self.envs, cores, cfg.seats.eval_opponent, cfg.eval_episodes, cfg.seed
+                self.envs,
+                cores,
+                cfg.seats.eval_opponent,
+                cfg.eval_episodes,
+                cfg.seed,
+                cfg.eval_envs,
             )
             return evaluator, None
-        env = make_eval_env(cfg, self.env).evaluation(cfg.eval_episodes, cfg.seats.eval_opponent)
-        return JaxEvaluator(env, self.agent.actor, cfg.eval_episodes, cfg.seed), None
+        streams = cfg.eval_envs or cfg.eval_episodes
+        env = make_eval_env(cfg, self.env).evaluation(streams, cfg.seats.eval_opponent)
+        core, episodes = self.agent.actor, cfg.eval_episodes
+        return JaxEvaluator(env, core, episodes, cfg.seed, cfg.eval_envs), None
 
     def start(self, counters: Counters) -> None:
         self._windows = {

@@ -18,7 +18,13 @@ from jaxrl_dist.anakin.envs import network_player
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.run.evaluator import EVAL_SEED_PURPOSE, EvalResult, agents_result, game_stats
+from jaxrl_dist.run.evaluator import (
+    EVAL_SEED_PURPOSE,
+    EvalResult,
+    agents_result,
+    env_of_episode,
+    game_stats,
+)
 
 
 def play_episodes(
@@ -29,37 +35,48 @@ def play_episodes(
     num: int,
     greedy: bool,
     others: dict[str, Any] | None = None,
+    envs: int = 0,
 ) -> tuple[jax.Array, jax.Array]:
-    """The first episode of each of `num` envs -> (returns `[num]` float32, lengths `[num]`
-    int32: env steps, or a game's moves where the env reports them, `info["plies"]`); `others`:
-    the params of the other agents a game seats, by role ("agent:NAME"). Pure: vmap it over
+    """`num` episodes on `envs` envs (0: one each; env `e` plays episodes `e, e + envs, ...`, a
+    share fixed in advance, as `run/evaluator.py`'s `EnvEpisodes`) -> (returns `[num]`
+    float32, lengths `[num]` int32: env steps, or a game's moves where the env reports them,
+    `info["plies"]`); `others`: the params of the other agents a game seats, by role
+    ("agent:NAME"). The step after an episode's end is the env's reset step: a game's counts
+    the new game's opening moves and reply, another env's counts nothing. Pure: vmap it over
     seeds."""
+    envs = envs or num
     reset_key, act_key = jax.random.split(key)
     shared = env.init_shared(params, *([others] if others else []))
-    state, ts = env.reset(jax.random.split(reset_key, num), shared, params)
-    actor = core.init_state(ActorIdentity(0, 1), num, act_key)
-    zeros = jnp.zeros((num,))
-    lengths = jnp.where(_is_game(ts), _length_of(ts), 0)  # a game's first reply counts
+    state, ts = env.reset(jax.random.split(reset_key, envs), shared, params)
+    actor = core.init_state(ActorIdentity(0, 1), envs, act_key)
+    game = _is_game(ts)
+    slot = jnp.arange(envs, dtype=jnp.int32)  # the episode each env plays (>= num: done)
+    lengths = jnp.zeros((num,), jnp.int32)
+    if game:  # a game's first reply counts
+        lengths = lengths.at[slot].add(_length_of(ts), mode="drop")
     # `first`: the obs starts an episode (a recurrent policy resets its memory), which the obs
     # after one that ended an episode does (the env's reset step)
-    first, ended = jnp.ones((num,), bool), jnp.zeros((num,), bool)  # ended: obs is an end
-    start = (state, ts.obs, actor, first, ended, jnp.zeros((num,), bool), zeros, lengths)
+    first, ended = jnp.ones((envs,), bool), jnp.zeros((envs,), bool)  # ended: obs is an end
+    start = (state, ts.obs, actor, first, ended, slot, jnp.zeros((num,)), lengths)
 
     def running(carry):
-        return ~jnp.all(carry[5])
+        return ~jnp.all(carry[5] >= num)
 
     def step(carry):
-        state, obs, actor, first, ended, finished, returns, lengths = carry
+        state, obs, actor, first, ended, slot, returns, lengths = carry
         actor = core.start_episodes(actor, first)
         if greedy:
             action, actor = core.greedy_act(params, obs, actor)
         else:
             action, _, actor = core.act(params, obs, actor)
         state, ts = env.step(state, core.env_action(action), shared, params)
-        returns = returns + jnp.where(finished, 0.0, ts.reward)
-        lengths = lengths + jnp.where(finished, 0, _length_of(ts))
+        live = slot < num
+        counted = live if game else live & ~ended  # a reset step: only a game's moves count
+        returns = returns.at[slot].add(jnp.where(counted, ts.reward, 0.0), mode="drop")
+        lengths = lengths.at[slot].add(jnp.where(counted, _length_of(ts), 0), mode="drop")
         now_ended = ts.terminated | ts.truncated
-        return state, ts.obs, actor, ended, now_ended, finished | now_ended, returns, lengths
+        slot = jnp.where(live & now_ended, slot + envs, slot)
+        return state, ts.obs, actor, ended, now_ended, slot, returns, lengths
 
     out = jax.lax.while_loop(running, step, start)
     return out[6], out[7]
@@ -79,16 +96,19 @@ class JaxEvaluator:
     device; each evaluation draws fresh episodes from a key folded with the update count of its
     params (`at_update`), so a resumed run evaluates as an uninterrupted one."""
 
-    def __init__(self, env: Any, core: ActorCore, num_episodes: int, seed: int):
-        """`env`: the env evaluations play (`env.evaluation(...)`: a game's against the
-        evaluation opponent)."""
-        self._seats = getattr(env, "seats", None)  # a game's learner seat per episode
+    def __init__(self, env: Any, core: ActorCore, num_episodes: int, seed: int, envs: int = 0):
+        """`env`: the env evaluations play, of `envs` streams (0: `num_episodes`;
+        `env.evaluation(...)`: a game's against the evaluation opponent)."""
+        seats = getattr(env, "seats", None)  # a game's learner seat per env, so per episode
+        self._seats = None if seats is None else seats[env_of_episode(num_episodes, len(seats))]
         self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE))
         self._device = jax.local_devices()[0]
         self._play = {
             greedy: jax.jit(
                 jax.vmap(
-                    lambda p, k, o, g=greedy: play_episodes(env, core, p, k, num_episodes, g, o),
+                    lambda p, k, o, g=greedy: play_episodes(
+                        env, core, p, k, num_episodes, g, o, envs
+                    ),
                     in_axes=(0, None, 0),
                 )
             )
@@ -143,23 +163,26 @@ class AgentsJaxEvaluator:
         opponent: str,
         num_episodes: int,
         seed: int,
+        num_envs: int = 0,
     ):
         """`envs`, `cores`: each agent's training env (a `SeatedJaxGame`) and actor half, in
-        `config.agents` order."""
+        `config.agents` order; `num_envs`: the games played at once (0: `num_episodes`)."""
 
         self._names = list(envs)
+        streams = num_envs or num_episodes
+
+        def evaluator(name: str, env: Any) -> JaxEvaluator:
+            return JaxEvaluator(env, cores[name], num_episodes, seed, num_envs)
+
         self._alone = {
-            name: JaxEvaluator(
-                envs[name].evaluation(num_episodes, opponent), cores[name], num_episodes, seed
-            )
-            for name in self._names
+            name: evaluator(name, envs[name].evaluation(streams, opponent)) for name in self._names
         }
         self._pairs = {}
         for i, a in enumerate(self._names):
             for b in self._names[i + 1 :]:
                 role = AGENT_ROLE + b
-                env = envs[a].evaluation(num_episodes, role, {role: network_player(cores[b])})
-                self._pairs[(a, b)] = JaxEvaluator(env, cores[a], num_episodes, seed)
+                env = envs[a].evaluation(streams, role, {role: network_player(cores[b])})
+                self._pairs[(a, b)] = evaluator(a, env)
 
     def run(
         self,

@@ -101,7 +101,12 @@ class TrainConfig:
     schedules: dict = dataclasses.field(default_factory=dict)
     # Evaluation on separate EnvPools with their own seeds.
     eval_every_updates: int = 100  # 0 = only at the end
-    eval_episodes: int = 20  # episodes per evaluation (one per eval env)
+    # Or every this many training episodes (all actors, all seeds), with eval_every_updates=0:
+    # at the first update after the count crosses a multiple.
+    eval_every_episodes: int = 0
+    eval_episodes: int = 20  # episodes per evaluation
+    # The envs that play them (0: one per episode); env e plays episodes e, e + eval_envs, ...
+    eval_envs: int = 0
     eval_mode: str = "greedy"  # "greedy", "sampled" or "both"
     # Evaluate in a thread on a snapshot of the params while updates go on (results logged at
     # the snapshot's env steps), or block the learner (the old way); None = in the background
@@ -201,6 +206,8 @@ class TrainConfig:
         nonnegative = (
             "max_wall_time_s",
             "eval_every_updates",
+            "eval_every_episodes",
+            "eval_envs",
             "checkpoint_every_updates",
             "checkpoint_every_env_steps",
             "checkpoint_every_s",
@@ -251,13 +258,27 @@ class TrainConfig:
         if self.eval_in_background is None:
             return (
                 engine_default
-                and bool(self.eval_every_updates)
+                and bool(self.eval_every_updates or self.eval_every_episodes)
                 and not self.deterministic
                 and not (self.keep_best_checkpoints)
             )
         return self.eval_in_background
 
     def _check_evaluation(self) -> None:
+        if self.eval_every_episodes and self.eval_every_updates:
+            fail(
+                "eval_every_episodes",
+                self.eval_every_episodes,
+                f"and config.eval_every_updates={self.eval_every_updates} are both set: give "
+                "one (config.eval_every_updates=0 to evaluate by episodes)",
+            )
+        if self.eval_envs > self.eval_episodes:
+            fail(
+                "eval_envs",
+                self.eval_envs,
+                f"is more than config.eval_episodes={self.eval_episodes}: give at most that "
+                "(each env plays its share of the episodes)",
+            )
         if not 0 < self.eval_background_share <= 1:
             fail("eval_background_share", self.eval_background_share, "must be in (0, 1]")
         if self.eval_in_background and self.keep_best_checkpoints:

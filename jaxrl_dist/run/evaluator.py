@@ -24,8 +24,9 @@ EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with a
 
 
 class EvalSetup(NamedTuple):
-    """What every EnvPool evaluator is built from: the env, how many episodes (one per env of
-    its pool), the run's seed, the agent's actor half and the device it acts on."""
+    """What every EnvPool evaluator is built from: the env, how many episodes, the run's seed,
+    the agent's actor half, the device it acts on, and how many envs play the episodes (0:
+    one per episode; `EnvEpisodes` shares them out)."""
 
     env_id: str
     env_kwargs: dict[str, Any]
@@ -33,14 +34,73 @@ class EvalSetup(NamedTuple):
     seed: int
     core: ActorCore
     device: jax.Device
+    envs: int = 0
+
+    @property
+    def num_envs(self) -> int:
+        return self.envs or self.episodes
 
     def pool(self) -> Any:
-        """The evaluation's sync EnvPool, one env per episode, seeded apart from the actors'."""
+        """The evaluation's sync EnvPool of `num_envs` envs, seeded apart from the actors'."""
         seed = derive_seed(self.seed, EVAL_SEED_PURPOSE)
-        return make_env(self.env_id, self.env_kwargs, self.episodes, self.episodes, seed=seed)
+        n = self.num_envs
+        return make_env(self.env_id, self.env_kwargs, n, n, seed=seed)
 
     def acting(self) -> EvalActing:
         return EvalActing(self.core, self.device, self.seed)
+
+
+def env_of_episode(num: int, envs: int) -> np.ndarray:
+    """`[num]` the env that plays each episode: env `e` plays episodes `e, e + envs, ...`."""
+    return np.arange(num) % envs
+
+
+def finishing_order(lengths: np.ndarray, episodes: int, envs: int) -> np.ndarray:
+    """The order in which the episodes `[S * episodes]` (S seeds' evaluations one after the
+    other, or one) of lengths `lengths` finished, envs stepping together: env `e` of a seed
+    plays its episodes `e, e + envs, ...` one after the other, each after a reset step. Ties
+    (episodes ending at the same step) go by index."""
+    index = np.arange(len(lengths))
+    group = (index // episodes) * envs + (index % episodes) % envs  # a seed's env
+    ends = np.zeros(len(lengths), np.int64)
+    for g in np.unique(group):  # in index order within an env: the order it played them
+        rows = index[group == g]
+        ends[rows] = np.cumsum(np.asarray(lengths)[rows] + 1)
+    return np.lexsort((index, ends))
+
+
+class EnvEpisodes:
+    """`num` episodes played on `envs` envs stepped together (a synchronous pool; `envs`
+    defaults to `num`): env `e` plays episodes `e, e + envs, e + 2 envs, ...` (< `num`), a share
+    fixed in advance, so short episodes are not over-counted (taking the first `num` episodes
+    to finish across envs would bias the mean low). The step after an episode's end is the
+    env's reset step (EnvPool's semantics): it belongs to no episode."""
+
+    def __init__(self, num: int, envs: int = 0):
+        self._num, self._envs = num, envs or num
+        self.returns: np.ndarray | None = None  # [num, agents], shaped by the first reward
+        self.lengths = np.zeros(num, np.int64)
+        self._slot = np.arange(self._envs)  # the episode each env plays (>= num: its share is done)
+        self._resetting = np.zeros(self._envs, bool)
+
+    @property
+    def done(self) -> bool:
+        return bool((self._slot >= self._num).all())
+
+    def add(self, reward: np.ndarray, done: np.ndarray) -> None:
+        """One step's rewards `[envs]` or `[envs, agents]` and episode ends `[envs]`."""
+        reward = np.asarray(reward, np.float64).reshape(len(done), -1)
+        if self.returns is None:
+            self.returns = np.zeros((self._num, reward.shape[1]))
+        live = (self._slot < self._num) & ~self._resetting
+        self.returns[self._slot[live]] += reward[live]
+        self.lengths[self._slot[live]] += 1
+        ended = live & np.asarray(done, bool)
+        self._slot[ended] += self._envs
+        self._resetting = ended
+
+    def result(self) -> EvalResult:
+        return EvalResult(self.returns, self.lengths)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,8 @@ happens. An exception in a hook ends the run with its traceback; the last checkp
 
     on_iteration(num_episodes, num_env_steps)   after every update: training episodes finished
                                                 and env steps taken so far (all processes)
+    on_eval_episode(episode: EvalEpisode)       for every episode of an evaluation, in the order
+                                                they finished, right before its `on_eval`
     on_eval(report: EvalReport)                 after every evaluation (one beside training: at the
                                                 first update after it finished; `report` says
                                                 where its params were taken)
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -57,11 +59,35 @@ class EvalReport:
     record: dict[str, float]
 
 
+class EvalEpisode(NamedTuple):
+    """One evaluation episode, as `on_eval_episode` receives it (rbgame's `test_fn` gets the
+    last two counts).
+
+    Attributes:
+      mode: "greedy" or "sampled".
+      index: the episode's index in the evaluation (the rows of `EvalReport.returns`).
+      returns: `[agents]` its returns.
+      length: its length (agent steps; a game's moves).
+      num_env_steps: the run's env steps when the evaluated params were taken.
+      num_collected_episodes: the evaluation's episodes finished so far, this one included.
+      num_collected_steps: their lengths summed.
+    """
+
+    mode: str
+    index: int
+    returns: np.ndarray
+    length: int
+    num_env_steps: int
+    num_collected_episodes: int
+    num_collected_steps: int
+
+
 @dataclasses.dataclass
 class Hooks:
     """The trainer's hooks (see the module docstring for when each is called)."""
 
     on_iteration: Callable[[int, int], None] | None = None
+    on_eval_episode: Callable[[EvalEpisode], None] | None = None
     on_eval: Callable[[EvalReport], None] | None = None
     save_best: Callable[[Any, float, int], None] | None = None
     save_last: Callable[[Any, float | None, int], None] | None = None

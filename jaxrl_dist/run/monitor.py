@@ -10,11 +10,13 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.run.counters import Counters, EvalHistory
-from jaxrl_dist.run.evaluator import EvalResult
-from jaxrl_dist.run.hooks import EvalReport, Hooks
+from jaxrl_dist.run.evaluator import EvalResult, finishing_order
+from jaxrl_dist.run.hooks import EvalEpisode, EvalReport, Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 
 
@@ -51,6 +53,7 @@ class EvalMonitor:
         self._hooks = hooks
         self._logger, self._progress = logger, progress
         self._videos, self._video_every = videos, config.video_every_evals
+        self._episodes, self._envs = config.eval_episodes, config.eval_envs or config.eval_episodes
         self._measured = 0  # evaluations played (the GIF cadence)
         self._left_open = False
 
@@ -93,6 +96,10 @@ class EvalMonitor:
         self._logger.write(report.env_steps, report.record)
         self._progress.line(report.env_steps, report.record)
         hooks = self._hooks
+        if hooks.on_eval_episode is not None:
+            for mode, result in results.items():
+                for episode in self._episodes_of(result, mode, point.env_steps):
+                    hooks.on_eval_episode(episode)
         if hooks.on_eval is not None:
             hooks.on_eval(report)
         if report.best and hooks.save_best is not None:
@@ -103,6 +110,23 @@ class EvalMonitor:
         if hooks.stop is not None and hooks.stop(report.metric, report.env_steps):
             stop = stop or f"the stop hook (metric {report.metric:g})"
         return report, stop
+
+    def _episodes_of(self, result: EvalResult, mode: str, env_steps: int) -> list[EvalEpisode]:
+        """`result`'s episodes in the order they finished."""
+        order = finishing_order(result.lengths, self._episodes, self._envs)
+        steps = np.cumsum(result.lengths[order])
+        return [
+            EvalEpisode(
+                mode=mode,
+                index=int(i),
+                returns=result.returns[i],
+                length=int(result.lengths[i]),
+                num_env_steps=env_steps,
+                num_collected_episodes=n + 1,
+                num_collected_steps=int(steps[n]),
+            )
+            for n, i in enumerate(order)
+        ]
 
     def _report(
         self, results: dict[str, EvalResult], point: EvalPoint, counters: Counters

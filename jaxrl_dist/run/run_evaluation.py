@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.run.background_eval import BackgroundEvaluation
+from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.monitor import EvalPoint
 from jaxrl_dist.run.session import Session
@@ -22,23 +23,35 @@ class RunEvaluation:
         self._config, self._stop, self._engine = config, stop, engine
         self.background: BackgroundEvaluation | None = None
         self.best_to_save = False  # a new best with keep_best_checkpoints: save it (agreed)
+        self._episode_mark = 0  # eval_every_episodes: the multiples of it passed so far
 
     def start(self, run: Session) -> None:
         """Starts the evaluation thread where evaluation is beside training; it compiles the
         evaluator's policies first, while the learner compiles."""
+        every = self._config.eval_every_episodes
+        self._episode_mark = run.counters.episodes // every if every else 0  # a resume's too
         if run.monitor is not None and run.eval_beside:
             share = self._config.eval_background_share
             params = self._engine.eval_params()
             self.background = BackgroundEvaluation(run.monitor, share, warm_up_params=params)
 
     def after_step(self, run: Session) -> None:
-        """After every step: an evaluation when one is due (a step never crosses an evaluation
-        mark), and the finished ones recorded."""
-        every, updates = self._config.eval_every_updates, run.counters.updates
-        if every and updates % every == 0:
+        """After every step: an evaluation when one is due (a step never crosses an update
+        mark; an episode mark is known only once the step's episodes are counted, so the
+        evaluation follows the step that crossed it), and the finished ones recorded."""
+        if self._due(run.counters):
             self.evaluate(run, blocking=self.background is None)
         if self.background is not None:
             self.land(run)
+
+    def _due(self, counters: Counters) -> bool:
+        cfg = self._config
+        if cfg.eval_every_episodes:
+            mark = counters.episodes // cfg.eval_every_episodes
+            due, self._episode_mark = mark > self._episode_mark, mark
+            return due
+        every = cfg.eval_every_updates
+        return bool(every) and counters.updates % every == 0
 
     def evaluate(self, run: Session, blocking: bool = True) -> None:
         """Evaluates the newest params (and calls the evaluation hooks); not `blocking`: a

@@ -16,12 +16,13 @@ from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.run.evaluator import (
     EVAL_SEED_PURPOSE,
+    EnvEpisodes,
     EvalActing,
     EvalResult,
     EvalSetup,
     agents_result,
 )
-from jaxrl_dist.sebulba.evaluation import FirstEpisodes, GameEvaluator
+from jaxrl_dist.sebulba.evaluation import GameEvaluator
 
 
 class MultiAgentEvaluator:
@@ -44,8 +45,9 @@ class MultiAgentEvaluator:
         env_id, kwargs = config.eval_env
         opponent = config.seats.eval_opponent
         setup = lambda core: EvalSetup(  # noqa: E731
-            env_id, kwargs, config.eval_episodes, config.seed, core, device
+            env_id, kwargs, config.eval_episodes, config.seed, core, device, config.eval_envs
         )
+        rows = setup(None).num_envs
         self._names = list(agents)
         self._alone = {
             name: GameEvaluator(setup(core), opponent=opponent, num_players=num_players)
@@ -57,9 +59,7 @@ class MultiAgentEvaluator:
             for b in self._names[i + 1 :]:
                 core_b = agents[b][0]
                 key = jax.random.PRNGKey(derive_seed(config.seed, EVAL_SEED_PURPOSE, 3, i))
-                player = ParamsPlayer(
-                    snapshot_policy(core_b, device, config.eval_episodes, True, key)
-                )
+                player = ParamsPlayer(snapshot_policy(core_b, device, rows, True, key))
                 self._others[f"{a}_vs_{b}"] = player
                 self._pairs[(a, b)] = GameEvaluator(
                     setup(agents[a][0]), opponent=b, num_players=num_players, player=player
@@ -107,8 +107,11 @@ class SlotEvaluator:
         self, config: Any, cores: dict[str, Any], device: jax.Device, slots: tuple[str, ...]
     ):
         env_id, kwargs = config.eval_env
-        setup = EvalSetup(env_id, kwargs, config.eval_episodes, config.seed, None, device)
+        setup = EvalSetup(
+            env_id, kwargs, config.eval_episodes, config.seed, None, device, config.eval_envs
+        )
         self._env, self._num, self._slots = setup.pool(), config.eval_episodes, slots
+        self._envs = setup.num_envs
         self._acting = {name: EvalActing(core, device, config.seed) for name, core in cores.items()}
 
     def run(
@@ -119,19 +122,19 @@ class SlotEvaluator:
         at_update: int = 0,
     ) -> EvalResult | None:
         agents = len(self._slots)
-        rows = self._num * agents
+        rows = self._envs * agents
         placed = {name: acting.start(params[name], rows) for name, acting in self._acting.items()}
         obs, _ = self._env.reset()
-        episodes = FirstEpisodes(self._num)
+        episodes = EnvEpisodes(self._num, self._envs)
         first, was_last = np.ones(rows, bool), np.zeros(rows, bool)
-        while not episodes.finished.all():
+        while not episodes.done:
             if abort():
                 return None
             every = agent_rows(obs)  # env-major: env e's agent i is row e * agents + i
-            action = np.zeros((self._num, agents), np.int32)
+            action = np.zeros((self._envs, agents), np.int32)
             for name, acting in self._acting.items():  # each acts on every row, keeps its own
                 mine = np.asarray(acting.actions(placed[name], every, greedy, first))
-                mine = mine.reshape(self._num, agents)
+                mine = mine.reshape(self._envs, agents)
                 for i, slot in enumerate(self._slots):
                     if slot == name:
                         action[:, i] = mine[:, i]

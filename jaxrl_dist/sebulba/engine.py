@@ -237,6 +237,7 @@ class SebulbaEngine(Engine):
             cfg.seed,
             self.agent.actor,
             self.devices.actor_devices[0],
+            cfg.eval_envs,
         )
         evaluator = make_evaluator(
             setup,

@@ -1,7 +1,8 @@
 """Evaluation on separate EnvPool instances with their own seeds.
 
-Each of the `num_episodes` envs contributes exactly its first episode, so short episodes are not
-over-counted (taking the first N episodes to finish across envs would bias the mean low).
+Each env plays a share of the episodes fixed in advance (`run/evaluator.py`'s `EnvEpisodes`; by
+default one env per episode, its first), so short episodes are not over-counted (taking the
+first N episodes to finish across envs would bias the mean low).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
 from jaxrl_dist.run.evaluator import (
     EVAL_SEED_PURPOSE,
+    EnvEpisodes,
     EvalResult,
     EvalSetup,
+    env_of_episode,
     game_stats,
 )
 from jaxrl_dist.run.opponents import named_player
@@ -27,34 +30,12 @@ from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
 from jaxrl_dist.types import pad_rows
 
 
-class FirstEpisodes:
-    """The first episode of each of `num` envs stepped together (a synchronous pool)."""
-
-    def __init__(self, num: int):
-        self.returns: np.ndarray | None = None  # [num, agents], shaped by the first reward
-        self.lengths = np.zeros(num, np.int64)
-        self.finished = np.zeros(num, bool)
-
-    def add(self, reward: np.ndarray, done: np.ndarray) -> None:
-        """One step's rewards `[num]` or `[num, agents]` and episode ends `[num]`."""
-        reward = np.asarray(reward, np.float64).reshape(len(done), -1)
-        if self.returns is None:
-            self.returns = np.zeros_like(reward)
-        live = ~self.finished
-        self.returns[live] += reward[live]
-        self.lengths[live] += 1
-        self.finished |= done
-
-    def result(self) -> EvalResult:
-        return EvalResult(self.returns, self.lengths)
-
-
 class Evaluator:
     """Runs greedy or sampled episodes of the current params on a dedicated EnvPool."""
 
     def __init__(self, setup: EvalSetup, num_agents: int = 1):
         self._env = setup.pool()
-        self._num, self._agents = setup.episodes, num_agents
+        self._num, self._envs, self._agents = setup.episodes, setup.num_envs, num_agents
         self._acting = setup.acting()
 
     def run(
@@ -64,19 +45,19 @@ class Evaluator:
         abort: Callable[[], bool] = lambda: False,
         at_update: int = 0,
     ) -> EvalResult | None:
-        """Plays one episode per env and returns them; None if `abort()` turned true first
+        """Plays the episodes and returns them; None if `abort()` turned true first
         (checked every step: a signal must not wait for a long Atari evaluation)."""
-        params = self._acting.start(params, self._num * self._agents)
+        params = self._acting.start(params, self._envs * self._agents)
         obs, _ = self._env.reset()
-        episodes = FirstEpisodes(self._num)
-        first = np.ones(self._num * self._agents, bool)
+        episodes = EnvEpisodes(self._num, self._envs)
+        first = np.ones(self._envs * self._agents, bool)
         was_last = np.zeros_like(first)  # obs ended an episode: the next obs starts one
-        while not episodes.finished.all():
+        while not episodes.done:
             if abort():
                 return None
             if self._agents > 1:  # one row per agent, `[episodes, agents]` returns
                 action = self._acting.actions(params, agent_rows(obs), greedy, first)
-                action = np.asarray(action).reshape(self._num, self._agents)
+                action = np.asarray(action).reshape(self._envs, self._agents)
             else:
                 action = self._acting.actions(params, obs, greedy, first)
             obs, reward, terminated, truncated, info = self._env.step(np.asarray(action))
@@ -95,8 +76,8 @@ class Evaluator:
         obs, _ = self._env.reset()
         if self._agents > 1:
             obs = agent_rows(obs)
-        params = self._acting.start(params, self._num * self._agents)
-        first = np.ones(self._num * self._agents, bool)
+        params = self._acting.start(params, self._envs * self._agents)
+        first = np.ones(self._envs * self._agents, bool)
         jax.block_until_ready(self._acting.actions(params, obs, greedy, first))
 
     def close(self) -> None:
@@ -104,24 +85,24 @@ class Evaluator:
 
 
 class GameEvaluator:
-    """The learner against an opponent in a turn-based game, taking each seat in turn (game
-    `i`: the learner in seat `i % players`); the first game of each of `num_episodes` games
-    counts. `opponent` names it (`run/opponents.py`: scripted or "checkpoint:PATH[@STEP]");
-    `player`, if given, plays it instead (a pool snapshot). Same interface as `Evaluator`."""
+    """The learner against an opponent in a turn-based game, taking each seat in turn (env
+    `e`'s games: the learner in seat `e % players`); env `e` plays games `e, e + envs, ...` of
+    the `num_episodes` (`EnvEpisodes`' shares; by default one env per game, its first).
+    `opponent` names it (`run/opponents.py`: scripted or "checkpoint:PATH[@STEP]"); `player`,
+    if given, plays it instead (a pool snapshot). Same interface as `Evaluator`."""
 
     def __init__(
         self, setup: EvalSetup, *, opponent: str, num_players: int, player: Player | None = None
     ):
         self._pool = setup.pool()
-        num_episodes = setup.episodes
+        self._num, self._envs = setup.episodes, setup.num_envs
         rng = np.random.default_rng(derive_seed(setup.seed, EVAL_SEED_PURPOSE, 2))
-        player = player or named_player(opponent, setup.env_id, num_episodes, rng)
+        player = player or named_player(opponent, setup.env_id, self._envs, rng)
         self._players = {opponent: player}
         self._roles = [
-            tuple(LEARNER if s == i % num_players else opponent for s in range(num_players))
-            for i in range(num_episodes)
+            tuple(LEARNER if s == e % num_players else opponent for s in range(num_players))
+            for e in range(self._envs)
         ]
-        self._num = num_episodes
         self._acting = setup.acting()
 
     def run(
@@ -131,24 +112,26 @@ class GameEvaluator:
         abort: Callable[[], bool] = lambda: False,
         at_update: int = 0,
     ) -> EvalResult | None:
-        params = self._acting.start(params, self._num)
+        params = self._acting.start(params, self._envs)
         env = SeatedGame(self._pool, self._roles, self._players)
         env.async_reset()
-        first: dict[int, GameResult] = {}
-        no_starts = np.zeros(self._num, bool)  # memoryless: seats refuse recurrent cores
-        while len(first) < self._num:
+        env_of = env_of_episode(self._num, self._envs)
+        games: list[list[GameResult]] = [[] for _ in range(self._envs)]
+        share = np.bincount(env_of, minlength=self._envs)  # each env's games
+        no_starts = np.zeros(self._envs, bool)  # memoryless: seats refuse recurrent cores
+        while any(len(g) < n for g, n in zip(games, share, strict=True)):
             if abort():
                 self._drain()
                 return None
             obs, _, _, _, info = env.recv()
-            padded = pad_rows(obs, self._num)  # one compiled shape
+            padded = pad_rows(obs, self._envs)  # one compiled shape
             action = self._acting.actions(params, padded, greedy, no_starts)
             env.send(np.asarray(action)[: len(info["env_id"])], info["env_id"])
             for result in env.finished:
-                first.setdefault(result.game, result)
+                games[result.game].append(result)
             env.finished.clear()
         self._drain()
-        return game_result([first[g] for g in range(self._num)])
+        return game_result([games[e][i // self._envs] for i, e in enumerate(env_of)])
 
     def _drain(self) -> None:
         """Receives the step every game has in flight (after each `send` all of them do), so

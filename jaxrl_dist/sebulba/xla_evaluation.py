@@ -6,10 +6,10 @@ NumPy bookkeeping, holding the GIL most of the time. Beside training, that threa
 and learner threads queue for the GIL: measured on 2 cores, each second of a Python evaluation
 cost about 1.5 s of training throughput. Here `chunk` steps (policy, `send`, `recv`, episode
 bookkeeping) run in one jitted `while_loop` that returns to Python only to check `abort`, so the
-evaluation thread holds the GIL for a dispatch per chunk. The episodes are the same: each of
-`num_episodes` envs of a sync pool contributes its first episode, with the same env seeds and
-policy keys as `Evaluator` (tested equal). Envs the XLA actor loop cannot step
-(`envs.xla_loop_problem`) keep `Evaluator`.
+evaluation thread holds the GIL for a dispatch per chunk. The episodes are the same: the envs
+of a sync pool play their shares of the episodes (`EnvEpisodes`: env `e` plays episodes `e, e +
+envs, ...`), with the same env seeds and policy keys as `Evaluator` (tested equal). Envs the
+XLA actor loop cannot step (`envs.xla_loop_problem`) keep `Evaluator`.
 """
 
 from __future__ import annotations
@@ -29,15 +29,16 @@ CHUNK_STEPS = 64  # env steps per jitted call: `abort` is checked between calls
 
 
 class _Episodes(NamedTuple):
-    """The evaluation's loop state, every leaf `[num_envs, ...]` in env-id order."""
+    """The evaluation's loop state: per env (`[num_envs, ...]`, in env-id order) and per
+    episode (`returns`, `lengths`: `[num_episodes]`)."""
 
     obs: Any
     actor_state: Any
     first: jax.Array  # obs starts an episode
-    was_last: jax.Array  # obs ended an episode: the next one starts one
-    returns: jax.Array  # float32, of each env's first episode
+    was_last: jax.Array  # obs ended an episode: the next step is the env's reset step
+    slot: jax.Array  # int32, the episode each env plays (>= num_episodes: its share is done)
+    returns: jax.Array  # float32
     lengths: jax.Array  # int32
-    finished: jax.Array  # the first episode ended
 
 
 class XlaEvaluator:
@@ -45,20 +46,20 @@ class XlaEvaluator:
 
     def __init__(self, setup: EvalSetup, chunk: int = CHUNK_STEPS):
         self._env = setup.pool()
-        self._num, self._device = setup.episodes, setup.device
+        self._num, self._envs, self._device = setup.episodes, setup.num_envs, setup.device
         self._acting = setup.acting()
         core, device = setup.core, setup.device
         handle, recv, send, _ = self._env.xla()
         self._handle = jax.device_put(handle, device)
         action_dtype = self._env.spec._action_spec[-1][0]  # what EnvPool's send takes
-        start, steps = _loops(core, recv, send, action_dtype, chunk)
+        start, steps = _loops(core, recv, send, action_dtype, chunk, self._num)
         self._start = jax.jit(start, donate_argnums=0)
         self._steps = jax.jit(steps, static_argnums=3, donate_argnums=(1, 2))
 
     def _begin(self, params) -> tuple[Any, _Episodes]:
         """The params on the device and the reset observations, with a fresh actor state (one
         key split, as `Evaluator.run` and `warm_up` each take)."""
-        params = self._acting.start(params, self._num)
+        params = self._acting.start(params, self._envs)
         self._env.async_reset()
         self._handle, episodes = self._start(self._handle, self._acting.state)
         return params, episodes
@@ -78,8 +79,8 @@ class XlaEvaluator:
         abort: Callable[[], bool] = lambda: False,
         at_update: int = 0,
     ) -> EvalResult | None:
-        """Plays one episode per env; None if `abort()` turned true first (checked before
-        each chunk of `chunk` steps)."""
+        """Plays the episodes; None if `abort()` turned true first (checked before each
+        chunk of `chunk` steps)."""
         episodes = self._play(params, greedy, abort)
         if episodes is None:
             return None
@@ -96,24 +97,23 @@ class XlaEvaluator:
         self._env.close()
 
 
-def _loops(core: ActorCore, recv, send, action_dtype, chunk: int):
+def _loops(core: ActorCore, recv, send, action_dtype, chunk: int, num: int):
     """`start(handle, actor_state) -> (handle, episodes)`: the reset observations;
     `steps(params, handle, episodes, greedy) -> (handle, episodes, all finished)`: up to
-    `chunk` steps, fewer once every env's first episode ended."""
+    `chunk` steps, fewer once every env played its share of the `num` episodes."""
 
     def start(handle, actor_state):
         handle, got = recv(handle)
         obs, reward, _, _, _ = in_env_order(got)
         n = reward.shape[0]
-        ones, zeros = jnp.ones(n, bool), jnp.zeros(n, bool)
         return handle, _Episodes(
             obs=obs,
             actor_state=actor_state,
-            first=ones,
-            was_last=zeros,
-            returns=jnp.zeros(n, jnp.float32),
-            lengths=jnp.zeros(n, jnp.int32),
-            finished=zeros,
+            first=jnp.ones(n, bool),
+            was_last=jnp.zeros(n, bool),
+            slot=jnp.arange(n, dtype=jnp.int32),
+            returns=jnp.zeros(num, jnp.float32),
+            lengths=jnp.zeros(num, jnp.int32),
         )
 
     def step(params, greedy, handle, e: _Episodes):
@@ -127,28 +127,28 @@ def _loops(core: ActorCore, recv, send, action_dtype, chunk: int):
         handle, got = recv(handle)
         obs, reward, terminated, truncated, info = in_env_order(got)
         reward = info.get("reward", reward).astype(jnp.float32)  # the unclipped game score
-        live = ~e.finished
+        live = (e.slot < num) & ~e.was_last  # a reset step belongs to no episode
         ended = jnp.logical_or(terminated, truncated)
         return handle, _Episodes(
             obs=obs,
             actor_state=state,
             first=e.was_last,
             was_last=ended,
-            returns=e.returns + jnp.where(live, reward, 0.0),
-            lengths=e.lengths + live.astype(jnp.int32),
-            finished=e.finished | ended,
+            slot=jnp.where(live & ended, e.slot + e.slot.shape[0], e.slot),
+            returns=e.returns.at[e.slot].add(jnp.where(live, reward, 0.0), mode="drop"),
+            lengths=e.lengths.at[e.slot].add(live.astype(jnp.int32), mode="drop"),
         )
 
     def steps(params, handle, episodes, greedy):
         def cond(carry):
             i, _, e = carry
-            return (i < chunk) & ~jnp.all(e.finished)
+            return (i < chunk) & ~jnp.all(e.slot >= num)
 
         def body(carry):
             i, handle, e = carry
             return (i + 1, *step(params, greedy, handle, e))
 
         _, handle, episodes = jax.lax.while_loop(cond, body, (0, handle, episodes))
-        return handle, episodes, jnp.all(episodes.finished)
+        return handle, episodes, jnp.all(episodes.slot >= num)
 
     return start, steps

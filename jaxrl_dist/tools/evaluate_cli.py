@@ -1,6 +1,6 @@
 """`scripts/evaluate.py`: evaluate a run's checkpoint, record a GIF, or follow a run as it trains.
 
-    python scripts/evaluate.py RUN_DIR [--step latest|best|N] [--episodes 10]
+    python scripts/evaluate.py RUN_DIR [--step latest|best|N] [--episodes 10] [--envs E]
         [--mode greedy|sampled] [--seed S] [--json OUT.json] [--video OUT.gif]
     python scripts/evaluate.py RUN_DIR --follow [--poll_s 5] [--idle_exit_s 1800]
 
@@ -72,7 +72,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("run_dir", help="a run's work dir (or its checkpoints dir)")
     p.add_argument("--step", help="latest (default), best or a step number")
     p.add_argument("--agent", help="the agent to evaluate, of a run of several (config.agents)")
-    p.add_argument("--episodes", type=int, default=10, help="episodes (one per env)")
+    p.add_argument("--episodes", type=int, default=10, help="episodes")
+    p.add_argument(
+        "--envs", type=int, default=0, help="envs that play them (default 0: one per episode)"
+    )
     p.add_argument("--mode", default="greedy", help="greedy or sampled actions")
     p.add_argument("--seed", type=int, help=f"env seed (default: the run's + {SEED_OFFSET})")
     p.add_argument("--json", help="output file (default RUN_DIR/eval/step_<N>_<mode>.json)")
@@ -110,6 +113,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UsageError(f"--mode {args.mode!r}: choose greedy or sampled")
     if args.episodes <= 0:
         raise UsageError(f"--episodes {args.episodes}: must be > 0")
+    if not 0 <= args.envs <= args.episodes:
+        raise UsageError(f"--envs {args.envs}: give 0 (one per episode) to --episodes")
     if args.seed is not None and not 0 <= args.seed < 2**32:
         raise UsageError(f"--seed {args.seed}: must be in [0, 2**32)")
     if args.step is not None and args.step not in STEP_CHOICES and not args.step.isdigit():
@@ -211,6 +216,7 @@ def _evaluate(policy: Policy, args: argparse.Namespace) -> Evaluation:
         opponent=args.opponent,
         mode=args.mode,
         seed=args.seed,
+        envs=args.envs,
     )
 
 

@@ -63,6 +63,7 @@ class Evaluation:
       mode: "greedy" or "sampled".
       seed: the env seed.
       opponent: who a turn-based game was played against; None for other envs.
+      envs: how many envs played the episodes (0: one each).
     """
 
     returns: np.ndarray
@@ -75,6 +76,7 @@ class Evaluation:
     mode: str
     seed: int
     opponent: str | None
+    envs: int = 0
 
     @property
     def mean_return(self) -> float:
@@ -111,6 +113,7 @@ class Evaluation:
             "mode": self.mode,
             "seed": self.seed,
             "episodes": int(self.lengths.shape[0]),
+            **({"envs": self.envs} if self.envs else {}),
             **self.stats,
             "returns": self.returns.tolist(),
             "lengths": self.lengths.tolist(),
@@ -132,6 +135,7 @@ def evaluate(
     opponent: str | None = None,
     mode: str = "greedy",
     seed: int | None = None,
+    envs: int = 0,
 ) -> Evaluation:
     """Plays `episodes` episodes with a policy and returns them.
 
@@ -151,8 +155,12 @@ def evaluate(
         or agent:NAME (another agent of the same step); default the run's.
       mode: "greedy" (the policy's mode) or "sampled".
       seed: the env seed (default: the run's seed + `SEED_OFFSET`).
+      envs: the envs that play the episodes (0: one each; env `e` plays episodes `e, e +
+        envs, ...`, as `config.eval_envs`).
     """
     _check(episodes, mode, seed, opponent)
+    if isinstance(envs, bool) or not isinstance(envs, int) or not 0 <= envs <= episodes:
+        raise ValueError(f"envs={envs!r}: give a whole number from 0 (one per episode) to episodes")
     policy = _policy(source, step, agent, config)
     env = policy.eval_env(env_id, env_kwargs)
     seed = _default_seed(policy) if seed is None else seed
@@ -160,7 +168,7 @@ def evaluate(
     if opponent is not None and players == 1:
         raise ValueError(f"an opponent is for turn-based games; {policy.env_id} has one player")
     opponent = (opponent or policy.eval_opponent) if players > 1 else None
-    result = _play(policy, episodes, mode == "greedy", seed, opponent, env)
+    result = _play(policy, episodes, mode == "greedy", seed, opponent, env, envs)
     return Evaluation(
         returns=result.returns,
         lengths=result.lengths,
@@ -172,6 +180,7 @@ def evaluate(
         mode=mode,
         seed=seed,
         opponent=opponent,
+        envs=envs,
     )
 
 
@@ -227,11 +236,13 @@ def _play(
     seed: int,
     opponent: str | None,
     env: tuple[str, dict[str, Any]],
+    envs: int,
 ) -> EvalResult:
-    """The first episode of each of `episodes` new envs. New envs each time (not one evaluator
-    kept for `evaluate.py --follow`): EnvPool seeds an env only when it is made, so only new
-    envs give every call the same starting states, and a rerun the same result."""
+    """`episodes` episodes on `envs` new envs (0: one each). New envs each time (not one
+    evaluator kept for `evaluate.py --follow`): EnvPool seeds an env only when it is made, so
+    only new envs give every call the same starting states, and a rerun the same result."""
     device, actor = jax.local_devices()[0], policy.agent.actor
+    setup_rows = envs or episodes  # the games played at once
     player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
     if opponent is not None and opponent.startswith((POOL, AGENT_ROLE)):
         if policy.directory is None:
@@ -240,11 +251,11 @@ def _play(
                 "built from params: evaluate the run's directory"
             )
         if opponent.startswith(POOL):
-            player = policy_player(pool_policy(policy, opponent), episodes)
+            player = policy_player(pool_policy(policy, opponent), setup_rows)
         else:  # another agent of the same step
             other = load_policy_at(policy.directory, policy.step, opponent[len(AGENT_ROLE) :])
-            player = policy_player(other, episodes)
-    setup = EvalSetup(*env, episodes, seed, actor, device)
+            player = policy_player(other, setup_rows)
+    setup = EvalSetup(*env, episodes, seed, actor, device, envs)
     evaluator = make_evaluator(
         setup,
         num_players=policy.spec.num_players,
