@@ -221,3 +221,26 @@ def test_a_snapshot_restores_the_contents_priorities_and_sampling_exactly():
         assert a.env_steps == b.env_steps
     with pytest.raises(ValueError, match="resume with the run's own replay.capacity"):
         make_replay(capacity=8 * T).restore(snapshot.from_bytes(saved))
+
+
+def test_a_new_priority_exponent_reweighs_every_held_priority():
+    """Run-time `replay.priority_exponent`: the held priorities become what they would be had
+    they been stored with the new exponent; transitions that may not be drawn stay at 0."""
+    eps = 1e-3
+    replay = make_replay(priority_exponent=0.6, priority_epsilon=eps, batch_size=8)
+    replay.write(make_item([0, 1], ends=[(1, 2)]))
+    batch = replay.read(0)
+    raw = np.linspace(0.5, 4.0, 8)
+    replay.update_priorities(batch.sample_ids, raw)
+    before = replay._tree.get(np.arange(2 * T))
+    replay.set_priority_exponent(0.3)
+    after = replay._tree.get(np.arange(2 * T))
+    np.testing.assert_allclose(after, np.where(before > 0, before ** (0.3 / 0.6), 0.0))
+    assert after[T + 2] == 0.0  # the reset step after an episode end
+    last = {int(leaf): p for leaf, p in zip(batch.sample_ids[:, 0], raw, strict=True)}
+    for leaf, p in last.items():  # as if stored at 0.3 from the start
+        assert after[leaf] == pytest.approx((p + eps) ** 0.3)
+    replay.update_priorities(batch.sample_ids[:1], np.array([2.0]))  # new ones use 0.3
+    assert replay._tree.get(batch.sample_ids[:1, 0])[0] == pytest.approx((2.0 + eps) ** 0.3)
+    with pytest.raises(ValueError, match="must be in"):
+        replay.set_priority_exponent(1.5)

@@ -334,3 +334,30 @@ def test_inserts_while_waiting_reset_the_dead_timeout(stop):
     writer.join(1.0)
     assert batch is not None
     assert_segments_of(batch, held=range(10))
+
+
+def test_a_new_ratio_goes_on_from_the_counts():
+    """Run-time `replay.samples_per_insert`: the limiter keeps `diff`'s distance from the
+    middle of its range (clamped into the new range), so neither side pays for what the old
+    ratio owed; then the new ratio holds."""
+    from fractions import Fraction
+
+    from jaxrl_dist.data.rate_limiter import RateLimiter
+
+    old = RateLimiter(min_size=4, samples_per_insert=1.0, tolerance=4.0, batch_size=2)
+    old.record_inserts(10)  # range [0, 8] around 4 (min_size x SPI)
+    for _ in range(3):
+        old.record_sample()  # diff 10 - 6 = 4: the middle
+    new = old.with_ratio(4.0, 10.0)  # middle 16, range [6, 26]
+    assert (new.inserted, new.sampled) == (10, 6)
+    assert new._diff() == 16  # at the middle, as before
+    samples = 0
+    while new.can_sample(size=10):
+        new.record_sample()
+        samples += 1
+    assert samples == 5  # 16 - 5 * 2 = 6, the bottom: 10 samples for no insert
+    new.record_inserts(1)  # + 4
+    assert new.can_sample(size=11) and new._diff() == 10
+    assert new._spi == Fraction(4)
+    with pytest.raises(ValueError, match="tolerance"):
+        old.with_ratio(40.0, 2.0)  # too narrow for a batch and an insert: refused

@@ -176,7 +176,10 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
     """From a run's latest params by default, or the step `@STEP` names; a step the run does
     not hold is refused in one line that lists the ones it does."""
     from jaxrl_dist.run.checkpoint import restore_params, tree_digest
-    from jaxrl_dist.run.preflight import _warm_params
+    from jaxrl_dist.run.preflight import warm_params
+
+    def _warm_params(*args):
+        return warm_params(*args)[2]
 
     quick = ["--config", f"{CARTPOLE}:quick", "--workdir", "unused"]
     config, _ = parse_args([*quick, "--config.checkpoint_every_updates=10"])
@@ -188,7 +191,9 @@ def test_warm_start_takes_params_but_not_counters(tmp_path):
     env = config.env_id
     assert tree_digest(_warm_params(source, like, env)) == first["params_sha256"]
     assert tree_digest(_warm_params(f"{source}@latest", like, env)) == first["params_sha256"]
-    with pytest.raises(ConfigError, match="was trained on CartPole-v1, not Acrobot-v1; warm"):
+    with pytest.raises(
+        ConfigError, match="was trained on CartPole-v1, not Acrobot-v1; take params"
+    ):
         _warm_params(source, like, "Acrobot-v1")  # another game: refused before the shapes
     earlier = tree_digest(restore_params(source, steps[0]))
     assert earlier != first["params_sha256"]

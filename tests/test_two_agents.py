@@ -16,6 +16,7 @@ from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.run.checkpoint import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.run.hooks import Hooks, mean_return
+from jaxrl_dist.run.hparams import HyperparamError
 from jaxrl_dist.run.trainer import Trainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -76,8 +77,6 @@ def test_each_agent_learns_on_its_own(run):
 
 
 def test_run_time_hyperparameters_are_each_agents_own(run):
-    from jaxrl_dist.run.hparams import HyperparamError
-
     _, summary, _ = run
     at_end = summary["hparams_at_end"]
     assert at_end["ppo/learning_rate"] == pytest.approx(2e-4)
@@ -159,7 +158,19 @@ def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
         },
     )
     work = str(tmp_path / "fixed")
-    summary = Trainer(config, work, quiet=True).run().summary
+    trainer = Trainer(config, work, quiet=True)
+
+    def control(episodes, env_steps):  # an agent's replay setting, by name, at run time
+        if not asked:
+            asked.append(trainer.control({"rb/replay.samples_per_insert": 2.0}))
+            with pytest.raises(HyperparamError, match="agent ppo does not learn"):
+                trainer.control({"ppo/replay.samples_per_insert": 2.0})
+
+    asked = []
+    trainer.hooks = Hooks(on_iteration=control)
+    summary = trainer.run().summary
+    assert summary["hparam_changes"][0]["values"] == {"rb/replay.samples_per_insert": 2.0}
+    assert trainer.engine.lanes[0].data._limiter._spi == 2
     ppo, rb = summary["agents"]["ppo"], summary["agents"]["rb"]
     assert (ppo["learning"], ppo["updates"], ppo["env_steps"]) == (False, 0, 0)
     assert ppo["params_sha256"] == tree_digest(fixed)

@@ -269,6 +269,15 @@ class AnakinEngine(Engine):
             carries[name] = carry._replace(learner=learner)
         self.carry = self._joined(carries)
 
+    def load_params(self, name: str, params: Any) -> None:
+        """Every seed's learner of agent `name` takes the same `params` (the league's
+        snapshots and a frozen start keep theirs)."""
+        carries = self._carries()
+        carry, core = carries[name], self._core(name)
+        learner = jax.vmap(core.with_params, in_axes=(0, None))(carry.learner, params)
+        carries[name] = carry._replace(learner=learner)
+        self.carry = self._joined(carries)
+
     def _prefix(self, name: str) -> str:
         return f"{name}/" if self._several else ""
 

@@ -133,6 +133,22 @@ class PrioritizedReplay(UniformReplay):
         ids = np.stack([leaves, self._generation[slots]], axis=1)  # [B, 2]
         return window._replace(agent_extras=extras), ids
 
+    def set_priority_exponent(self, alpha: float) -> None:
+        """Run-time replay settings: priorities stored from now on are `(p + eps) ** alpha`,
+        and every held one is raised to `alpha / alpha_before` (the same value as if stored
+        with `alpha`; with `alpha_before` 0 the held ones were all 1 and stay so until their
+        transitions are drawn again). Items that may not be drawn keep priority 0."""
+        if not 0 <= alpha <= 1:
+            raise ValueError(f"priority_exponent={alpha} must be in [0, 1]")
+        with self._cond:
+            if self._alpha > 0:
+                leaves = np.arange(self._capacity * self._per_slot)
+                held = self._tree.get(leaves)
+                ratio = alpha / self._alpha
+                self._tree.set(leaves, np.where(held > 0, held**ratio, 0.0))
+                self._max_priority = self._max_priority**ratio
+            self._alpha = alpha
+
     def update_priorities(self, sample_ids: np.ndarray, priorities: np.ndarray) -> None:
         """Sets the priorities of the items a batch drew (`sample_ids` `[B, 2]` from its
         `Batch`, `priorities` `[B]`, >= 0). An item drawn twice keeps the last one."""

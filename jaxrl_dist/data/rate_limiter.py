@@ -57,9 +57,29 @@ class RateLimiter:
         self._min_size = min_size
         self._min_diff, self._max_diff = min_size * spi - tol, min_size * spi + tol
         self.inserted = self.sampled = 0  # items
+        self._offset = Fraction(0)  # `with_ratio`: where a new ratio took over
 
     def _diff(self) -> Fraction:
-        return self.inserted * self._spi - self.sampled
+        return self.inserted * self._spi - self.sampled + self._offset
+
+    def with_ratio(self, samples_per_insert: float, tolerance: float) -> RateLimiter:
+        """A limiter of another ratio (and its tolerance) that goes on from this one's counts
+        (run-time replay settings; ValueError as at construction): `diff` keeps its distance
+        from the middle of the allowed range, within the new range, so neither side is held
+        for what the old ratio owed."""
+        new = RateLimiter(
+            min_size=self._min_size,
+            samples_per_insert=samples_per_insert,
+            tolerance=tolerance,
+            batch_size=self._batch_size,
+            insert_size=self._insert_size,
+        )
+        new.inserted, new.sampled = self.inserted, self.sampled
+        middle = (self._min_diff + self._max_diff) / 2
+        new_middle = (new._min_diff + new._max_diff) / 2
+        target = min(max(self._diff() - middle + new_middle, new._min_diff), new._max_diff)
+        new._offset = target - new._diff()
+        return new
 
     def can_insert(self, size: int, pending: int = 0) -> bool:
         """Whether one more insert may go in after `pending` more (the replay holds `size` items

@@ -86,6 +86,27 @@ class UniformReplay:
         self._next = self._size = self._env_steps = 0
         self._insert_wait_s = self._sample_wait_s = 0.0
 
+    def rate_problem(self, samples_per_insert: float, tolerance: float) -> str | None:
+        """Why `set_rate` would refuse this pair (one line), or None."""
+        try:
+            self._limiter.with_ratio(samples_per_insert, tolerance)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    def set_rate(self, samples_per_insert: float, tolerance: float) -> None:
+        """Run-time replay settings: the rate limiter's ratio and tolerance from now on (the
+        counts go on: `RateLimiter.with_ratio`); ValueError (one line, nothing changed) for a
+        pair the limiter refuses."""
+        with self._cond:
+            self._limiter = self._limiter.with_ratio(samples_per_insert, tolerance)
+            self._cond.notify_all()
+
+    @property
+    def items_per_segment(self) -> int:
+        """What the limiter counts per segment: 1, or T transitions."""
+        return self._items_per_segment
+
     @staticmethod
     def env_steps_per_update(
         unroll_length: int, batch_size: int, samples_per_insert: float

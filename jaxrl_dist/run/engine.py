@@ -23,6 +23,8 @@ import abc
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
+import jax
+
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.run.logger import MetricLogger
 from jaxrl_dist.types import PyTree
@@ -153,6 +155,28 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def set_hparams(self, hparams: dict[str, Any]) -> None:
         """Replaces them (every seed's), from the next step on."""
+
+    # ------------------------------------------------------------------ run-time control
+    def params_like(self, name: str) -> PyTree:
+        """Agent `name`'s acting params (shapes and dtypes: what params loaded into it must
+        fit)."""
+        agent = self.agents[name]
+        return agent.learner.actor_params(jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0)))
+
+    def load_params(self, name: str, params: PyTree) -> None:
+        """Agent `name`'s learner takes `params` (host arrays shaped as `params_like`) from the
+        next step on: `LearnerCore.with_params`, as a warm start (its optimizer state and
+        counts go on)."""
+        raise NotImplementedError(f"the {self.name} engine cannot load params into a run")
+
+    def replay_problem(self, name: str, settings: dict[str, float]) -> str | None:
+        """Why agent `name`'s replay cannot take `settings` (`{field: value}` of
+        `RUNTIME_REPLAY_FIELDS`) while the run goes on (one line), or None."""
+        return f"the {self.name} engine's replay settings cannot change while a run goes on"
+
+    def set_replay(self, name: str, settings: dict[str, float]) -> None:
+        """Agent `name`'s replay takes `settings` (checked by `replay_problem`)."""
+        raise NotImplementedError(self.replay_problem(name, settings))
 
     # ------------------------------------------------------------------ the run
     @abc.abstractmethod

@@ -63,6 +63,9 @@ class HyperparamControl:
         self._primary = primary  # process 0: polls the file; its pending values are the ones
         self._next_poll = 0.0
         self._file_queued = False  # its values wait for the next update
+        # Loads and replay settings asked in the same requests (`run/control.py`), if the run
+        # takes them.
+        self.requests: Any = None
 
     @classmethod
     def for_run(
@@ -97,8 +100,25 @@ class HyperparamControl:
     def request(self, values: dict[str, Any], source: str = "hook") -> None:
         """Queues `values` for the next update. Raises HyperparamError (nothing queued) for an
         unknown name or a value the algorithm's config refuses."""
-        values = self._checked(values)
+        extra, values = self._take_requests(values)
+        values = self._checked(values) if values or not extra else {}
+        self._queue(values, extra, source)
+
+    def _take_requests(self, values: Any) -> tuple[dict[str, Any], Any]:
+        """(the loads and replay settings of `values`, checked; the hyperparameters)."""
+        if self.requests is None or not isinstance(values, dict):
+            return {}, values
+        extra = {k: v for k, v in values.items() if self.requests.claims(k)}
+        try:
+            checked = self.requests.check(extra) if extra else {}
+        except ValueError as e:  # ControlError, one line
+            raise HyperparamError(str(e)) from None
+        return checked, {k: v for k, v in values.items() if k not in extra}
+
+    def _queue(self, values: dict[str, float], extra: dict[str, Any], source: str) -> None:
         self._pending.update(values)
+        if extra:
+            self.requests.queue(extra)
         self._sources.append(source)
 
     def _checked(self, values: dict[str, Any]) -> dict[str, float]:
@@ -106,7 +126,8 @@ class HyperparamControl:
             raise HyperparamError('give a JSON object of new values, e.g. {"learning_rate": 1e-4}')
         unknown = sorted(set(values) - set(self.names))
         if unknown:
-            names, can = ", ".join(unknown), ", ".join(self.names)
+            names = ", ".join(unknown)
+            can = ", ".join((*self.names, *(self.requests.keys if self.requests else ())))
             raise HyperparamError(f"{names} cannot change at run time; these can: {can}")
         out = {}
         for name, value in values.items():
@@ -153,7 +174,7 @@ class HyperparamControl:
 
     @property
     def has_pending(self) -> bool:
-        return bool(self._pending)
+        return bool(self._pending) or (self.requests is not None and self.requests.has_pending)
 
     def pending_row(self) -> np.ndarray:
         """`[len(names)]` float32: the pending values, NaN where a value does not change."""
@@ -189,20 +210,25 @@ class HyperparamControl:
         """What `resume` compares with: the algo config a checkpoint's run config holds."""
         return saved_config["algo"]
 
-    def record(self, counters: Any, changes: dict, sources: str) -> tuple[dict[str, float], str]:
-        """Notes `changes` in `counters.hparam_changes` (kept in checkpoints and the summary);
-        returns the metrics record (`hparams/<name>`) and a progress line."""
+    def record(
+        self, counters: Any, changes: dict, sources: str, requests: dict | None = None
+    ) -> tuple[dict[str, float], str]:
+        """Notes `changes` (and the loads and replay settings `requests` applied with them,
+        `{key: value}`) in `counters.hparam_changes` (kept in checkpoints and the summary);
+        returns the metrics record (`hparams/<name>`, numbers only) and the changes' text."""
+        requests = requests or {}
         counters.hparam_changes.append(
             {
                 "updates": counters.updates,
                 "env_steps": counters.env_steps,
                 "source": sources,
-                "values": {k: new for k, (_, new) in changes.items()},
+                "values": {**{k: new for k, (_, new) in changes.items()}, **requests},
             }
         )
         text = ", ".join(f"{k} {old:g} -> {new:g}" for k, (old, new) in changes.items())
         record = {f"hparams/{k}": new for k, (_, new) in changes.items()}
-        return record, f"update {counters.updates}: {text} ({sources})"
+        record.update({f"hparams/{k}": v for k, v in requests.items() if not isinstance(v, str)})
+        return record, text
 
 
 class AgentsHyperparamControl(HyperparamControl):
@@ -244,6 +270,7 @@ class AgentsHyperparamControl(HyperparamControl):
             raise HyperparamError(
                 f'give a JSON object of new values, e.g. {{"{self.names[0]}": 1}}'
             )
+        extra, values = self._take_requests(values)
         checked = {  # every agent's part checked before any is queued
             agent: self._controls[agent]._checked(part)
             for agent, part in self._split(values).items()
@@ -251,8 +278,8 @@ class AgentsHyperparamControl(HyperparamControl):
         }
         for agent, part in checked.items():
             self._controls[agent]._pending.update(part)
-            self._pending.update({f"{agent}/{k}": v for k, v in part.items()})
-        self._sources.append(source)
+        flat = {f"{agent}/{k}": v for agent, part in checked.items() for k, v in part.items()}
+        self._queue(flat, extra, source)
 
     def apply(self, hparams: dict[str, jax.Array], row: np.ndarray) -> tuple[dict, dict, str]:
         new, changes, at = dict(hparams), {}, 0

@@ -230,11 +230,11 @@ def _prepare_lane(view: AgentView, spec: EnvSpec, engine: type[Engine]) -> Prepa
             f"flow {entry.data!r} {'takes' if flow.priorities else 'takes no'} priorities back; "
             "register it with a flow whose DataFlow.priorities is LearnerCore.priorities"
         )
-    warm_params = None
+    warm = None
     if config.warm_start:
         like = agent.learner.actor_params(init_shapes)
-        warm_params = _warm_params(config.warm_start, like, config.env_id, view.warm_start_agent)
-    return PreparedLane(view, agent, flow, warm_params)
+        warm = warm_params(config.warm_start, like, config.env_id, view.warm_start_agent)[2]
+    return PreparedLane(view, agent, flow, warm)
 
 
 def _named(problem: str, view: AgentView) -> str:
@@ -246,30 +246,34 @@ def _named(problem: str, view: AgentView) -> str:
     return problem.replace("config.", f"config.agents.{view.name}.", 1)
 
 
-def _warm_params(spec: str, like: Any, env_id: str, agent: str | None = None) -> Any:
-    """The params of the run `spec` names (`RUN[@latest|@best|@STEP]`; its agent `agent` if
-    it had several), shaped like `like`, trained on `env_id`; ConfigError (one line)."""
+def warm_params(
+    spec: str, like: Any, env_id: str, agent: str | None = None, field: str = "config.warm_start"
+) -> tuple[str, int, Any]:
+    """(the run's path, the step, its params) of the run `spec` names (`RUN[@latest|@best|
+    @STEP]`; its agent `agent` if it had several), the params shaped like `like`, trained on
+    `env_id`; ConfigError (one line naming `field`): a warm start's, and a load into a running
+    job's (`run/control.py`)."""
     path, which = split_step(spec)
     try:
         step = resolve_step(path, which)
         source = read_meta(checkpoint_dir(path), step).get("policy", {}).get("env_id", env_id)
     except FileNotFoundError:
-        raise ConfigError(f"config.warm_start={spec!r} holds no checkpoint") from None
+        raise ConfigError(f"{field}={spec!r} holds no checkpoint") from None
     except ValueError as e:  # no such step, or no evaluated step for @best
-        raise ConfigError(f"config.warm_start={spec!r}: {e}") from None
+        raise ConfigError(f"{field}={spec!r}: {e}") from None
     if source != env_id:
         raise ConfigError(
-            f"config.warm_start={spec!r} was trained on {source}, not {env_id}; warm-start "
-            "from a run of the same env"
+            f"{field}={spec!r} was trained on {source}, not {env_id}; take params from a run "
+            "of the same env"
         )
     try:
-        return restore_params_like(path, like, step, agent)
+        return path, step, restore_params_like(path, like, step, agent)
     except AgentNotSavedError as e:  # a run of several agents: which one
         raise ConfigError(
-            f"config.warm_start={spec!r}: {e} with config.agents.NAME.warm_start_agent"
+            f"{field}={spec!r}: {e} with config.agents.NAME.warm_start_agent"
         ) from None
     except ValueError:
         raise ConfigError(
-            f"config.warm_start={spec!r}: its params do not match this config's network "
-            "(different torso, sizes or env); warm-start from a run with the same network"
+            f"{field}={spec!r}: its params do not match this config's network "
+            "(different torso, sizes or env); take params from a run with the same network"
         ) from None

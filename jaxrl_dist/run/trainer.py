@@ -29,6 +29,7 @@ from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
+from jaxrl_dist.run.control import RunRequests
 from jaxrl_dist.run.curves import draw_agent_curves, draw_learning_curve, draw_seed_curves
 from jaxrl_dist.run.engine import Engine, Ready
 from jaxrl_dist.run.hooks import Hooks
@@ -90,6 +91,8 @@ class Trainer:
         self.engine = self._build_engine()
         self.agent = self.engine.agent
         self.hparams = self._hyperparam_control()
+        names = list(self.engine.agents)
+        self.hparams.requests = RunRequests(self.engine, config.env_id, names, len(names) > 1)
         self._evals = RunEvaluation(config, self.stop, self.engine)
         self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
         self._save_after_step = False  # every process: new hyperparameters must reach disk
@@ -129,6 +132,12 @@ class Trainer:
         a name that cannot change or a value the agent's config refuses."""
         self.hparams.request(values, source="set_hyperparams")
 
+    def control(self, request: dict[str, Any]) -> None:
+        """What `control.json` takes, from Python (a hook, process 0): hyperparameters, a
+        `load_params` from a checkpoint, replay settings (`run/control.py`), applied before
+        the next step. Raises HyperparamError (one line, nothing queued)."""
+        self.hparams.request(request, source="control")
+
     def request_stop(self, reason: str) -> None:
         """Asks the run to stop after the current step (any thread)."""
         self.stop.request(reason)
@@ -152,6 +161,7 @@ class Trainer:
         )
         if meta is not None:
             self.hparams.resume(engine.hparams(), self.hparams.saved_algo(meta["config"]))
+            self._keep_replay_changes(run, meta["config"])
             target, top = cfg.stop_at_eval_return, run.counters.max_eval_return
             if target is not None and top is not None and top >= target:
                 self.request_stop(f"an earlier evaluation already reached {target}")
@@ -301,13 +311,29 @@ class Trainer:
             row = self.cluster.gather(self.hparams.pending_row())[0]
             hparams, changes, sources = self.hparams.apply(self.engine.hparams(), row)
             self.engine.set_hparams(hparams)
-            record, line = self.hparams.record(run.counters, changes, sources)
+            control = self.hparams.requests
+            done, lines = control.apply(self.cluster.gather(control.blob())[0])
+            record, line = self.hparams.record(run.counters, changes, sources, done)
             if run.logger is not None:
                 run.logger.write(run.counters.env_steps, record)
-                run.progress.message(line)
+                for text in [line, *lines] if changes else lines:
+                    run.progress.message(f"update {run.counters.updates}: {text} ({sources})")
             # Saved after the next step, so a crash cannot lose a change whose control file
             # is already renamed (a save now would be skipped: this update may be saved already).
             self._save_after_step = True
+
+    def _keep_replay_changes(self, run: Session, saved: dict[str, Any]) -> None:
+        """A resume rebuilds the replays from the config: the settings changed at run time
+        before it are asked for again (`RunRequests.kept`)."""
+        views = {v.name: v.config for v in agent_views(self.config)}
+        saved_views = {a["name"]: a for a in saved.get("agents", ())} or {"learner": saved}
+        kept = self.hparams.requests.kept(
+            run.counters.hparam_changes,
+            {n: v.get("replay", {}) for n, v in saved_views.items()},
+            {n: dataclasses.asdict(c.replay) for n, c in views.items()},
+        )
+        if kept:
+            self.hparams.request(kept, source="the run's changes before the resume")
 
     def _started(self, run: Session) -> None:
         """The first step is done: how long the start took, and how much of it compiling."""

@@ -221,6 +221,20 @@ class SebulbaEngine(Engine):
             learner = lane.learner
             lane.state = learner.core.with_hparams(lane.state, learner.put_state(mine))
 
+    # ------------------------------------------------------------------ run-time control
+    def _lane_named(self, name: str) -> Lane:
+        return next(lane for lane in self.lanes if lane.name == name)
+
+    def load_params(self, name: str, params: Any) -> None:
+        lane = self._lane_named(name)
+        lane.load_params(params)
+
+    def replay_problem(self, name: str, settings: dict[str, float]) -> str | None:
+        return self._lane_named(name).replay_problem(settings, self._cluster.count)
+
+    def set_replay(self, name: str, settings: dict[str, float]) -> None:
+        self._lane_named(name).set_replay(settings, self._cluster.count)
+
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config

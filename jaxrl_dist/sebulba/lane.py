@@ -22,9 +22,10 @@ import numpy as np
 from jaxrl_dist.acting.actor import ActorShared, ActorStats
 from jaxrl_dist.acting.fleet import Fleet
 from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.data.base import NOT_READY
-from jaxrl_dist.data.flows import snapshot_bytes
+from jaxrl_dist.data.flows import replay_tolerance, snapshot_bytes
 from jaxrl_dist.learning.distributed import ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.counters import Counters
@@ -117,6 +118,47 @@ class Lane:
                 cfg, ckpt, params, update=updates, resume=resume, cluster=self._cluster
             )
         self.store.publish(params, updates)
+
+    # ------------------------------------------------------------------ run-time control
+    def load_params(self, params: Any) -> None:
+        """The learner takes `params` (host arrays) as a warm start would; the actors get them
+        with the next publish, now."""
+        learner = self.learner
+        self.state = learner.core.with_params(self.state, learner.put_state(params))
+        self.store.publish(learner.actor_params(self.state), self.updates)
+
+    def replay_problem(self, settings: dict[str, float], num_processes: int) -> str | None:
+        """Why this agent's replay cannot take `settings` now (one line), or None: checked as
+        at the start (the config's checks, the data flow's, the rate limiter's bound)."""
+        if self.data is None or not hasattr(self.data, "set_rate"):
+            what = "learns from no replay" if self.learning else "does not learn"
+            return f"agent {self.name} {what}: it has no replay settings"
+        unread = [f for f in settings if f not in self.flow.reads]
+        if unread:
+            return f"replay.{unread[0]} is not used by config.algorithm={self.config.algorithm!r}"
+        try:
+            config = self._with_replay(settings)
+        except ConfigError as e:
+            return str(e).splitlines()[0]
+        return self.flow.check(config) or self.data.rate_problem(*self._rate(config, num_processes))
+
+    def set_replay(self, settings: dict[str, float], num_processes: int) -> None:
+        """Takes `settings` (checked by `replay_problem`) from the next read on."""
+        self.config = self._with_replay(settings)
+        self.data.set_rate(*self._rate(self.config, num_processes))
+        if "priority_exponent" in settings:
+            self.data.set_priority_exponent(settings["priority_exponent"])
+
+    def _with_replay(self, settings: dict[str, float]) -> Any:
+        return dataclasses.replace(
+            self.config, replay=dataclasses.replace(self.config.replay, **settings)
+        )
+
+    def _rate(self, config: Any, num_processes: int) -> tuple[float, float]:
+        """The replay's (samples per item, tolerance) for `config`, as built at the start."""
+        per_segment = self.data.items_per_segment
+        spi = config.replay.samples_per_insert
+        return spi, replay_tolerance(config, num_processes, per_segment)
 
     def items(self) -> dict[str, bytes]:
         """This process's checkpoint items: the replay's contents and the opponent pools."""

@@ -242,8 +242,9 @@ def make_rainbow(
 
 
 def q_warm_start(state: DQNState, params: dict[str, Any]) -> DQNState:
-    """A warm start: the online and the target network both start from `params`."""
-    return state._replace(params=params, target_params=params["net"])
+    """A warm start: the online and the target network both start from `params` (the
+    target a copy: a state holding one buffer twice cannot be donated to the update)."""
+    return state._replace(params=params, target_params=jax.tree.map(jnp.copy, params["net"]))
 
 
 def q_learner_parts(
