@@ -15,7 +15,7 @@ import numpy as np
 from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.envs.agents import agent_rewards
 from jaxrl_dist.envs.games import random_legal
-from jaxrl_dist.sebulba.evaluation import FirstEpisodes
+from jaxrl_dist.run.evaluator import EnvEpisodes
 
 
 def random_returns(env_id: str, episodes: int, seed: int) -> np.ndarray:
@@ -25,9 +25,9 @@ def random_returns(env_id: str, episodes: int, seed: int) -> np.ndarray:
     env = make_env(env_id, {}, episodes, episodes, seed=seed)
     choose = random_legal(np.random.default_rng(seed)).choose
     obs, _ = env.reset()
-    first = FirstEpisodes(episodes)
+    first = EnvEpisodes(episodes)
     agents = spec.num_agents
-    while not first.finished.all():
+    while not first.done:
         mask = (
             obs["action_mask"] if isinstance(obs, dict) else np.ones((episodes, spec.num_actions))
         )

@@ -4,7 +4,7 @@ import numpy as np
 
 from jaxrl_dist.acting.actor import ActorStats
 from jaxrl_dist.envs import EpisodeTracker
-from jaxrl_dist.sebulba.evaluation import FirstEpisodes
+from jaxrl_dist.run.evaluator import EnvEpisodes
 
 
 def _info(elapsed):
@@ -43,12 +43,12 @@ def test_actor_stats_log_the_mean_over_agents():
 
 
 def test_evaluation_returns_are_episodes_by_agents():
-    episodes = FirstEpisodes(2)
+    episodes = EnvEpisodes(2)
     episodes.add(np.array([[1.0, -1.0], [0.5, 0.5]]), np.array([False, True]))
     episodes.add(np.array([[1.0, -1.0], [9.0, 9.0]]), np.array([True, True]))  # env 1 is done
     result = episodes.result()
     np.testing.assert_array_equal(result.returns, [[2.0, -2.0], [0.5, 0.5]])
     np.testing.assert_array_equal(result.lengths, [2, 1])
-    flat = FirstEpisodes(2)
+    flat = EnvEpisodes(2)
     flat.add(np.array([1.0, 2.0]), np.array([True, True]))
     assert flat.result().returns.shape == (2, 1)  # [episodes, agents] with one agent

@@ -82,6 +82,8 @@ def test_its_policy_never_plays_an_illegal_move_and_evaluates_against_perfect_pl
     # not the order EnvPool's threads finish in.
     twice = [jaxrl_dist.evaluate(workdir, 8, opponent="random").returns for _ in range(2)]
     np.testing.assert_array_equal(*twice)
+    with pytest.raises(ValueError, match="envs=3: give a multiple of 2"):
+        jaxrl_dist.evaluate(workdir, 8, opponent="random", envs=3)
     # Eight games on two envs: env e's four in seat e, each 5 to 9 moves.
     fewer = jaxrl_dist.evaluate(workdir, 8, opponent="random", envs=2)
     assert (
@@ -145,6 +147,7 @@ BAD = [
     ),
     (["--config.seats.eval_opponent=pool:latest"], "or checkpoint:PATH[@STEP]"),
     (["--config.seats.opening_plies=-1"], "config.seats.opening_plies=-1 must be >= 0"),
+    (["--config.eval_envs=3"], "config.eval_envs=3 must be a multiple of 2 for a 2-player game"),
     (
         ["--config.deterministic=true", "--config.async_envs=false"],
         "deterministic=True is not supported with config.seats yet",

@@ -5,7 +5,6 @@ line and the run goes on), applied between updates on both engines, logged, and 
 settings) kept across a resume."""
 
 import json
-from fractions import Fraction
 
 import pytest
 
@@ -75,7 +74,7 @@ def test_sebulba_replay_settings_and_loads_through_control_json(
         ({"load_params": str(tmp_path / "nothing")}, "holds no checkpoint"),
         ({"replay.priority_exponent": 2}, "must be in [0, 1]"),
         ({"replay.capacity": 5}, "replay.capacity cannot change at run time"),
-        ({"replay.samples_per_insert": 8.0, "replay.priority_exponent": 0.3}, None),
+        ({"replay.samples_per_insert": 2.0, "replay.priority_exponent": 0.3}, None),
         ({"load_params": source + "@999"}, "step 999 is not a checkpoint"),
         ({"load_params": source}, None),
     ]
@@ -98,23 +97,26 @@ def test_sebulba_replay_settings_and_loads_through_control_json(
         assert why is None or why in err, (why, err)
     assert err.count("control.json rejected") == 5, err
     data = trainer.engine.lanes[0].data
-    assert data._limiter._spi == Fraction(8) and data._alpha == 0.3
+    assert data._limiter._spi == 2 and data._alpha == 0.3  # the config's: 8 and 0.5
     assert loaded == [("learner", tree_digest(restore_params(source)))]
     changes = summary["hparam_changes"]
     assert [c["values"] for c in changes] == [
-        {"replay.samples_per_insert": 8.0, "replay.priority_exponent": 0.3},
+        {"replay.samples_per_insert": 2.0, "replay.priority_exponent": 0.3},
         {"load_params": f"{source}@{summary_updates(source)}"},
     ]
     records = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
-    assert any(r.get("hparams/replay.samples_per_insert") == 8.0 for r in records)
+    assert any(r.get("hparams/replay.samples_per_insert") == 2.0 for r in records)
 
-    # A resume rebuilds the replay from the config: the changed settings are asked again.
-    config = load_config(RAINBOW, total_env_steps=3300, log_every_updates=1)
+    # A resume puts back the settings in force at the checkpoint, the limiter as it was (a
+    # limiter rebuilt at the config's ratio from those counts would hold the learner back
+    # for thousands of inserts: `test_replay.py` checks the offset exactly), and learns on.
+    before = summary["updates"]
+    config = load_config(RAINBOW, total_env_steps=3600, log_every_updates=1)
     resumed = Trainer(config, str(workdir), resume=True, quiet=True)
     summary = resumed.run().summary
     data = resumed.engine.lanes[0].data
-    assert data._limiter._spi == Fraction(8) and data._alpha == 0.3
-    assert summary["hparam_changes"][-1]["source"] == "the run's changes before the resume"
+    assert data._limiter._spi == 2 and data._alpha == 0.3
+    assert summary["updates"] > before and len(summary["hparam_changes"]) == 2
 
 
 def summary_updates(workdir):

@@ -361,3 +361,31 @@ def test_a_new_ratio_goes_on_from_the_counts():
     assert new._spi == Fraction(4)
     with pytest.raises(ValueError, match="tolerance"):
         old.with_ratio(40.0, 2.0)  # too narrow for a batch and an insert: refused
+    # Before the first sample (the replay filling) nothing is owed: the new ratio counts from
+    # the start; a resume gives the saved offset back exactly.
+    filling = RateLimiter(min_size=1000, samples_per_insert=1.0, tolerance=100.0, batch_size=2)
+    filling.record_inserts(100)
+    assert filling.with_ratio(2.0, 100.0).offset == 0
+    assert new.with_ratio(4.0, 10.0, offset=new.offset).offset == new.offset != 0
+
+
+def test_a_snapshot_keeps_a_run_time_ratio_exactly():
+    """The limiter's offset goes into the replay's snapshot (exact: a Fraction), so a resume
+    that puts the ratio in force back (`set_rate(..., resumed=True)`) has the limiter as it
+    was; without the offset, the counts at the config's ratio would hold the learner back."""
+    from jaxrl_dist.data import snapshot
+
+    replay = make_replay(min_size=4, tolerance=8.0, batch_size=2)
+    for i in range(8):
+        replay.write(make_item([i]))
+    for _ in range(3):
+        replay.read(0)
+    replay.set_rate(0.3, 8.0)  # a ratio a float cannot hold exactly
+    before = replay._limiter
+    assert before.offset != 0
+    again = make_replay(min_size=4, tolerance=8.0, batch_size=2)
+    again.restore(snapshot.from_bytes(snapshot.to_bytes(replay.snapshot())))
+    again.set_rate(0.3, 8.0, resumed=True)
+    after = again._limiter
+    assert (after.inserted, after.sampled, after.offset) == (8, 6, before.offset)
+    assert after._diff() == before._diff() and again.rate_problem(0.3, 8.0) is None

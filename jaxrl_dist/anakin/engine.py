@@ -28,15 +28,15 @@ from jaxrl_dist.anakin.envs import (
     anakin_env_problem,
     anakin_eval_env_problem,
     anakin_spec,
+    changed_seats_problem,
     make_anakin_env,
-    make_eval_env,
     network_player,
 )
-from jaxrl_dist.anakin.evaluation import AgentsJaxEvaluator, JaxEvaluator
+from jaxrl_dist.anakin.evaluation import run_evaluator
 from jaxrl_dist.anakin.fields import REFUSES, USES
 from jaxrl_dist.anakin.program import Anakin, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
-from jaxrl_dist.config import ConfigError, jsonable
+from jaxrl_dist.config import ConfigError
 from jaxrl_dist.envs.jax_games import SELF_ROLE, AgentsShared
 from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.envs.seats import AGENT_ROLE, POOL_ROLE
@@ -184,7 +184,7 @@ class AnakinEngine(Engine):
         cfg = self.config
         if resume:
             saved, meta = ckpt.restore(self.saved_abstract())
-            self._check_same_seats(meta)
+            _refuse(changed_seats_problem(self.config, meta.get("config", {})))
             if self._several:
                 self.carry = tuple(saved["agents"][lane.view.name]["carry"] for lane in self._lanes)
             else:
@@ -204,21 +204,6 @@ class AnakinEngine(Engine):
         """Each agent's carry back as the program's carry, laid out on the mesh."""
         carry = tuple(carries.values()) if self._several else next(iter(carries.values()))
         return jax.device_put(carry, self.anakin.sharding)
-
-    def _check_same_seats(self, meta: dict[str, Any]) -> None:
-        """A board game's env states hold each stream's roles and whether its opponent acts
-        greedily: a resume with other seats or another exploration mask would play the saved
-        ones (or misread them), so it is refused."""
-        saved = meta.get("config", {})
-        if not self.config.seats.enabled:
-            return
-        for field in ("seats", "exploration_mask"):
-            mine = jsonable(getattr(self.config, field))
-            if field in saved and saved[field] != mine:
-                raise ConfigError(
-                    f"config.{field} differs from the resumed run's (its games hold their "
-                    "roles); resume with the run's own, or start a new --workdir"
-                )
 
     def saved(self, step: int) -> Saved:
         if not self._several:
@@ -283,22 +268,8 @@ class AnakinEngine(Engine):
 
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
-        cfg = self.config
-        if self._several:
-            cores = {lane.view.name: lane.agent.actor for lane in self._lanes}
-            evaluator = AgentsJaxEvaluator(
-                self.envs,
-                cores,
-                cfg.seats.eval_opponent,
-                cfg.eval_episodes,
-                cfg.seed,
-                cfg.eval_envs,
-            )
-            return evaluator, None
-        streams = cfg.eval_envs or cfg.eval_episodes
-        env = make_eval_env(cfg, self.env).evaluation(streams, cfg.seats.eval_opponent)
-        core, episodes = self.agent.actor, cfg.eval_episodes
-        return JaxEvaluator(env, core, episodes, cfg.seed, cfg.eval_envs), None
+        cores = {lane.view.name: lane.agent.actor for lane in self._lanes}
+        return run_evaluator(self.config, self.envs, cores), None
 
     def start(self, counters: Counters) -> None:
         self._windows = {
@@ -419,3 +390,8 @@ class AnakinEngine(Engine):
                 league_records(jax.tree.map(lambda x, i=i: x[i], league)) for i in range(seeds)
             ]
         return out
+
+
+def _refuse(problem: str | None) -> None:
+    if problem:
+        raise ConfigError(problem)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from jaxrl_dist.agents.base import ActorCore, evaluation_state
-from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.config.sections import SeatsConfig, names_checkpoint
 from jaxrl_dist.envs import EnvSpec, jax_league
 from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
@@ -127,3 +127,19 @@ def seated_game(
         league=rules,
         others=others,
     )
+
+
+def changed_seats_problem(config: TrainConfig, saved: dict[str, Any]) -> str | None:
+    """Why a resume of a board game with `config` cannot go on from a run saved with the config
+    `saved` (one line), or None: the games' env states hold each stream's roles and whether its
+    opponent acts greedily, so other seats or another exploration mask would play the saved
+    ones (or misread them)."""
+    if not config.seats.enabled:
+        return None
+    for field in ("seats", "exploration_mask"):
+        if field in saved and saved[field] != jsonable(getattr(config, field)):
+            return (
+                f"config.{field} differs from the resumed run's (its games hold their roles); "
+                "resume with the run's own, or start a new --workdir"
+            )
+    return None

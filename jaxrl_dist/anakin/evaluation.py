@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
-from jaxrl_dist.anakin.envs import network_player
+from jaxrl_dist.anakin.envs import make_eval_env, network_player
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.learning.mesh import local_replica
@@ -202,3 +202,16 @@ class AgentsJaxEvaluator:
 
     def close(self) -> None:
         pass
+
+
+def run_evaluator(config: Any, envs: dict[str, Any], cores: dict[str, ActorCore]) -> Any:
+    """A run's evaluator: `AgentsJaxEvaluator` for several agents, else `JaxEvaluator` on the
+    run's evaluation env (`envs`, `cores`: each agent's training env and actor half, in
+    `config.agents` order), `eval_episodes` on `eval_envs` streams."""
+    if len(envs) > 1:
+        opponent, episodes = config.seats.eval_opponent, config.eval_episodes
+        return AgentsJaxEvaluator(envs, cores, opponent, episodes, config.seed, config.eval_envs)
+    (env,), (core,) = envs.values(), cores.values()
+    streams = config.eval_envs or config.eval_episodes
+    env = make_eval_env(config, env).evaluation(streams, config.seats.eval_opponent)
+    return JaxEvaluator(env, core, config.eval_episodes, config.seed, config.eval_envs)

@@ -15,11 +15,11 @@ and dicts to typed values), `errors.py`, `cli.py` (config files, the command lin
 from jaxrl_dist.config.errors import ConfigError
 from jaxrl_dist.config.parsing import apply_overrides, build_config, jsonable
 from jaxrl_dist.config.train import (
-    ACTOR_LOOPS,
     EVAL_MODES,
     SECTIONS,
     TrainConfig,
 )
+from jaxrl_dist.config.train_checks import ACTOR_LOOPS
 
 __all__ = [
     "ACTOR_LOOPS",

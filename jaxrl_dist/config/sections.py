@@ -70,6 +70,10 @@ class InferenceConfig:
                     )
 
 
+# The replay fields a running job can change (`run/control.py`; Sebulba's host replays).
+REPLAY_RUNTIME_FIELDS = ("samples_per_insert", "priority_exponent")
+
+
 @dataclasses.dataclass(frozen=True)
 class ReplayConfig:
     """The replays' settings (agents whose data flow is "replay" or "prioritized").

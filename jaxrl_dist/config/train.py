@@ -11,10 +11,15 @@ from jaxrl_dist.config.agents import agents_problem
 from jaxrl_dist.config.engines import ENGINES
 from jaxrl_dist.config.errors import ConfigError, fail
 from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig, WandbConfig
+from jaxrl_dist.config.train_checks import (
+    check_actor_loop,
+    check_collection,
+    check_core,
+    check_evaluation,
+)
 from jaxrl_dist.networks import NetworkConfig
 
 EVAL_MODES = ("greedy", "sampled", "both")
-ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
 # Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
 SECTIONS = {
     "network": NetworkConfig,
@@ -234,13 +239,13 @@ class TrainConfig:
         problem = problem or (None if self.agents else self.seats.role_problem())
         if problem:
             raise ConfigError(problem)
-        self._check_actor_loop()
+        check_actor_loop(self)
         self._check_runtime()
         if self.seats.enabled and self.deterministic:
             fail("deterministic", self.deterministic, "is not supported with config.seats yet")
-        self._check_core()
-        self._check_collection()
-        self._check_evaluation()
+        check_core(self)
+        check_collection(self)
+        check_evaluation(self)
 
     def ends_at(self, env_steps: int, episodes: int) -> str:
         """Why a run at these counts has reached its length ("" if it has not)."""
@@ -264,111 +269,11 @@ class TrainConfig:
             )
         return self.eval_in_background
 
-    def _check_evaluation(self) -> None:
-        if self.eval_every_episodes and self.eval_every_updates:
-            fail(
-                "eval_every_episodes",
-                self.eval_every_episodes,
-                f"and config.eval_every_updates={self.eval_every_updates} are both set: give "
-                "one (config.eval_every_updates=0 to evaluate by episodes)",
-            )
-        if self.eval_envs > self.eval_episodes:
-            fail(
-                "eval_envs",
-                self.eval_envs,
-                f"is more than config.eval_episodes={self.eval_episodes}: give at most that "
-                "(each env plays its share of the episodes)",
-            )
-        if not 0 < self.eval_background_share <= 1:
-            fail("eval_background_share", self.eval_background_share, "must be in (0, 1]")
-        if self.eval_in_background and self.keep_best_checkpoints:
-            fail(
-                "eval_in_background",
-                True,
-                "cannot keep best checkpoints (a best is saved "
-                "at the evaluated update, and background evaluations end updates later); set "
-                "config.keep_best_checkpoints=0 or config.eval_in_background=False",
-            )
-
-    def _check_collection(self) -> None:
-        if not 0 < self.fraction_samples <= 1:
-            fail("fraction_samples", self.fraction_samples, "must be in (0, 1]")
-        if self.fraction_samples < 1 and not self.sync_collection:
-            fail(
-                "fraction_samples",
-                self.fraction_samples,
-                "< 1 drops stragglers of synchronous collection; set config.sync_collection=True",
-            )
-        if not self.sync_collection:
-            return
-        if self.fraction_samples < 1 and not self.max_policy_lag:
-            fail(
-                "max_policy_lag",
-                0,
-                "keeps every late unroll, so with fraction_samples < 1 "
-                "they pile up and the lag grows; set it, e.g. config.max_policy_lag=1 (late "
-                "unrolls older than that are dropped)",
-            )
-        if self.deterministic:
-            fail("sync_collection", True, "is implied by deterministic=True; leave it False")
-        if self.async_envs:
-            fail(
-                "async_envs",
-                True,
-                "must be False when sync_collection=True (actors step all their envs together)",
-            )
-        if self.seats.enabled or self.agents_per_env > 1:
-            fail(
-                "sync_collection",
-                True,
-                "is not supported with config.seats or agents_per_env > 1 yet; leave it False",
-            )
-
     def sync_batch_size(self, num_processes: int = 1) -> int:
         """Synchronous collection: the segments of `fraction_samples` of one unroll of every
         actor (rounded up to whole actors), what `batch_size` must be."""
         actors = num_processes * self.num_actor_threads
         return math.ceil(self.fraction_samples * actors) * self.envs_per_actor
-
-    def _check_core(self) -> None:
-        """What a recurrent core does not support yet."""
-        unsupported = {
-            "deterministic=True": self.deterministic,
-            "config.seats": self.seats.enabled,
-            "agents_per_env > 1": self.agents_per_env > 1,
-        }
-        for what, on in unsupported.items() if self.network.recurrent else ():
-            if on:
-                why = f"is not supported with {what} yet; set config.network.core='none'"
-                fail("network.core", self.network.core, why)
-
-    def _check_actor_loop(self) -> None:
-        if self.actor_loop not in ACTOR_LOOPS:
-            fail("actor_loop", self.actor_loop, f"must be one of {ACTOR_LOOPS}")
-        groups = self.env_groups_per_actor
-        if groups > 1 and self.actor_loop != "xla":
-            fail("env_groups_per_actor", groups, "> 1 needs config.actor_loop='xla'")
-        if self.envs_per_actor % groups:
-            why = f"must divide config.envs_per_actor={self.envs_per_actor}"
-            fail("env_groups_per_actor", groups, why)
-        if self.actor_loop != "xla":
-            return
-        fix = {  # what the jitted loop does not do, and the fix
-            "async_envs": (self.async_envs, "False (it steps a sync EnvPool)"),
-            "deterministic": (self.deterministic, "False (lockstep actors are Python loops)"),
-            "seats.enabled": (self.seats.enabled, "False (seats are played in Python)"),
-            "agents_per_env": (self.agents_per_env > 1, "1 (agent streams are split in Python)"),
-            "inference.client": (
-                self.inference.client != "local",
-                "'local' (inference runs inside the unroll)",
-            ),
-        }
-        for field, (bad, want) in fix.items():
-            if bad:
-                raise ConfigError(
-                    f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
-                    "config.actor_loop='python' with config.env_groups_per_actor=1"
-                )
 
     def _check_runtime(self) -> None:
         """The runtime is a registered engine; what it refuses is checked before the run

@@ -133,15 +133,16 @@ class PrioritizedReplay(UniformReplay):
         ids = np.stack([leaves, self._generation[slots]], axis=1)  # [B, 2]
         return window._replace(agent_extras=extras), ids
 
-    def set_priority_exponent(self, alpha: float) -> None:
+    def set_priority_exponent(self, alpha: float, reweigh: bool = True) -> None:
         """Run-time replay settings: priorities stored from now on are `(p + eps) ** alpha`,
-        and every held one is raised to `alpha / alpha_before` (the same value as if stored
-        with `alpha`; with `alpha_before` 0 the held ones were all 1 and stay so until their
-        transitions are drawn again). Items that may not be drawn keep priority 0."""
+        and (`reweigh`) every held one is raised to `alpha / alpha_before` (the same value as
+        if stored with `alpha`; with `alpha_before` 0 the held ones were all 1 and stay so
+        until their transitions are drawn again). Items that may not be drawn keep priority
+        0. Not `reweigh`: the held ones were stored with `alpha` (a resume's snapshot)."""
         if not 0 <= alpha <= 1:
             raise ValueError(f"priority_exponent={alpha} must be in [0, 1]")
         with self._cond:
-            if self._alpha > 0:
+            if reweigh and self._alpha > 0:
                 leaves = np.arange(self._capacity * self._per_slot)
                 held = self._tree.get(leaves)
                 ratio = alpha / self._alpha

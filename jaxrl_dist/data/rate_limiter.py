@@ -62,11 +62,24 @@ class RateLimiter:
     def _diff(self) -> Fraction:
         return self.inserted * self._spi - self.sampled + self._offset
 
-    def with_ratio(self, samples_per_insert: float, tolerance: float) -> RateLimiter:
+    def restore(self, inserted: int, sampled: int, offset: Fraction | int = 0) -> None:
+        """Takes back a snapshot's counts (and the offset of a ratio changed at run time)."""
+        self.inserted, self.sampled, self._offset = inserted, sampled, Fraction(offset)
+
+    @property
+    def offset(self) -> Fraction:
+        """Where the ratio in force took over from another (`with_ratio`); 0 if it never did."""
+        return self._offset
+
+    def with_ratio(
+        self, samples_per_insert: float, tolerance: float, offset: Fraction | None = None
+    ) -> RateLimiter:
         """A limiter of another ratio (and its tolerance) that goes on from this one's counts
         (run-time replay settings; ValueError as at construction): `diff` keeps its distance
         from the middle of the allowed range, within the new range, so neither side is held
-        for what the old ratio owed."""
+        for what the old ratio owed; before the first sample (the replay still filling)
+        nothing is owed, and the new ratio counts from the start. `offset`: exactly this one
+        instead (a resume puts back the limiter it saved)."""
         new = RateLimiter(
             min_size=self._min_size,
             samples_per_insert=samples_per_insert,
@@ -75,10 +88,13 @@ class RateLimiter:
             insert_size=self._insert_size,
         )
         new.inserted, new.sampled = self.inserted, self.sampled
-        middle = (self._min_diff + self._max_diff) / 2
-        new_middle = (new._min_diff + new._max_diff) / 2
-        target = min(max(self._diff() - middle + new_middle, new._min_diff), new._max_diff)
-        new._offset = target - new._diff()
+        if offset is not None:
+            new._offset = Fraction(offset)
+        elif self.sampled:
+            middle = (self._min_diff + self._max_diff) / 2
+            new_middle = (new._min_diff + new._max_diff) / 2
+            target = min(max(self._diff() - middle + new_middle, new._min_diff), new._max_diff)
+            new._offset = target - new._diff()
         return new
 
     def can_insert(self, size: int, pending: int = 0) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from fractions import Fraction
 
 import jax
 import numpy as np
@@ -94,12 +95,14 @@ class UniformReplay:
             return str(e)
         return None
 
-    def set_rate(self, samples_per_insert: float, tolerance: float) -> None:
+    def set_rate(self, samples_per_insert: float, tolerance: float, resumed: bool = False) -> None:
         """Run-time replay settings: the rate limiter's ratio and tolerance from now on (the
-        counts go on: `RateLimiter.with_ratio`); ValueError (one line, nothing changed) for a
-        pair the limiter refuses."""
+        counts go on: `RateLimiter.with_ratio`); `resumed`: the ratio in force when the
+        restored snapshot was taken, with the limiter's saved offset. ValueError (one line,
+        nothing changed) for a pair the limiter refuses."""
         with self._cond:
-            self._limiter = self._limiter.with_ratio(samples_per_insert, tolerance)
+            offset = self._limiter.offset if resumed else None
+            self._limiter = self._limiter.with_ratio(samples_per_insert, tolerance, offset)
             self._cond.notify_all()
 
     @property
@@ -190,6 +193,8 @@ class UniformReplay:
                     np.int64,
                 ),
                 "rng": snapshot.rng_array(self._rng),
+                # A run-time ratio's offset, exact (a Fraction's numerator may pass int64).
+                "rate_offset": np.array(str(self._limiter.offset)),
                 **self._snapshot_extra(),
             }
             if self._treedef is not None:
@@ -211,7 +216,8 @@ class UniformReplay:
                 self._treedef, self._rings = treedef, rings
             counts = [int(x) for x in arrays["counts"]]
             self._next, self._size, self._env_steps = counts[:3]
-            self._limiter.inserted, self._limiter.sampled = counts[3:]
+            offset = Fraction(str(arrays["rate_offset"])) if "rate_offset" in arrays else 0
+            self._limiter.restore(*counts[3:], offset)  # `set_rate(..., resumed=True)`: its ratio
             snapshot.restore_rng(self._rng, arrays["rng"])
             self._restore_extra(arrays)
 

@@ -10,26 +10,52 @@ same update, logged, and kept across a resume.
     {"rb/load_params": "runs/x", "rb/replay.samples_per_insert": 8}   several agents: NAME/
 
 A load resolves its step when it is checked (`RUN@latest` is the step then) and is recorded as
-`RUN@STEP`; every process reads it from there. The replay's rate limiter goes on from its
-counts (`RateLimiter.with_ratio`); a new priority exponent re-weighs every held priority.
+`RUN@STEP`; every process reads it from there, and none applies it unless all could. The
+replay's rate limiter goes on from its counts (`RateLimiter.with_ratio`); a new priority
+exponent re-weighs every held priority. Checkpoints keep the replay settings in force, and a
+resume puts them back (the engine's `begin`) unless its config changes that field.
 """
 
 from __future__ import annotations
 
 import json
 import numbers
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.agents import agent_views
+from jaxrl_dist.config.sections import REPLAY_RUNTIME_FIELDS
 from jaxrl_dist.run.checkpoint import tree_digest
+from jaxrl_dist.run.hparams import AgentsHyperparamControl, HyperparamControl
 from jaxrl_dist.run.preflight import warm_params
 
 LOAD = "load_params"
 REPLAY = "replay."
-RUNTIME_REPLAY_FIELDS = ("samples_per_insert", "priority_exponent")
 BLOB_BYTES = 4096  # a request as JSON bytes, the same size on every process (a gather)
+
+
+def run_control(config: Any, engine: Any, workdir: str, primary: bool) -> HyperparamControl:
+    """A run's control: its agent's run-time hyperparameters (each agent's, `NAME/field`, with
+    several), with the loads and replay settings of `RunRequests`."""
+    if len(config.agents) < 2:
+        control = HyperparamControl.for_run(config, engine.agent.hyperparams, workdir, primary)
+    else:
+        names = {name: agent.hyperparams for name, agent in engine.agents.items()}
+        control = AgentsHyperparamControl.for_agents(agent_views(config), names, workdir, primary)
+    agents = list(engine.agents)
+    control.requests = RunRequests(engine, config.env_id, agents, len(agents) > 1)
+    return control
+
+
+class Checked(NamedTuple):
+    """A request that passed `RunRequests.check`: its values as recorded (a load as
+    `RUN@STEP`) and the params each load read, by key."""
+
+    values: dict[str, Any]
+    params: dict[str, Any]
 
 
 class ControlError(ValueError):
@@ -48,7 +74,7 @@ class RunRequests:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        own = (LOAD, *(REPLAY + f for f in RUNTIME_REPLAY_FIELDS))
+        own = (LOAD, *(REPLAY + f for f in REPLAY_RUNTIME_FIELDS))
         if not self._prefixed:
             return own
         return tuple(f"{name}/{k}" for name in self._names for k in own)
@@ -62,85 +88,79 @@ class RunRequests:
     def has_pending(self) -> bool:
         return bool(self._pending)
 
-    def check(self, values: dict[str, Any]) -> dict[str, Any]:
-        """`values` checked as at the start (ControlError, one line): loads resolved to
-        `RUN@STEP` and read, replay settings the agent's replay takes."""
-        checked, replay = {}, {}
+    def check(self, values: dict[str, Any]) -> Checked:
+        """`values` checked as at the start, whole (ControlError, one line; nothing is kept):
+        loads resolved to `RUN@STEP` and read, replay settings the agent's replay takes."""
+        checked, replay, params = {}, {}, {}
         for key, value in values.items():
             name, own = self._split(key)
             if own == LOAD:
-                checked[key] = self._checked_load(key, name, value)
-            elif own[len(REPLAY) :] in RUNTIME_REPLAY_FIELDS:
+                checked[key], params[key] = self._checked_load(key, name, value)
+            elif own[len(REPLAY) :] in REPLAY_RUNTIME_FIELDS:
                 replay.setdefault(name, {})[own[len(REPLAY) :]] = _number(key, value)
                 checked[key] = replay[name][own[len(REPLAY) :]]
             else:
-                fields = ", ".join(REPLAY + f for f in RUNTIME_REPLAY_FIELDS)
+                fields = ", ".join(REPLAY + f for f in REPLAY_RUNTIME_FIELDS)
                 raise ControlError(f"{key} cannot change at run time (replay: {fields})")
         for name, settings in replay.items():
             problem = self._engine.replay_problem(name, settings)
             if problem:
                 raise ControlError(f"{self._key(name, 'replay')}: {problem}")
-        return checked
+        size = len(json.dumps({**self._pending, **checked}).encode())
+        if size > BLOB_BYTES - 4:
+            raise ControlError(
+                f"the requests come to {size} bytes: keep them under {BLOB_BYTES - 4}"
+            )
+        return Checked(checked, params)
 
-    def queue(self, checked: dict[str, Any]) -> None:
-        self._pending.update(checked)
+    def queue(self, checked: Checked) -> None:
+        self._pending.update(checked.values)
+        self._loaded.update(checked.params)
 
     def blob(self) -> np.ndarray:
-        """The pending requests as `[BLOB_BYTES]` uint8 (JSON), what process 0 sends."""
+        """The pending requests as `[BLOB_BYTES]` uint8 (JSON), what process 0 sends (its
+        size is checked at `check`)."""
         data = json.dumps(self._pending).encode()
-        if len(data) > BLOB_BYTES - 4:
-            raise ControlError(f"a request of {len(data)} bytes: keep it under {BLOB_BYTES - 4}")
         out = np.zeros(BLOB_BYTES, np.uint8)
         out[:4] = np.frombuffer(np.uint32(len(data)).tobytes(), np.uint8)
         out[4 : 4 + len(data)] = np.frombuffer(data, np.uint8)
         return out
 
-    def apply(self, blob: np.ndarray) -> tuple[dict[str, Any], list[str]]:
+    def apply(
+        self, blob: np.ndarray, gather: Callable[[np.ndarray], np.ndarray]
+    ) -> tuple[dict[str, Any], list[str]]:
         """Applies process 0's requests (`blob`) on this process: `{key: value}` as recorded
-        (a load as `RUN@STEP`) and one progress line each."""
+        (a load as `RUN@STEP`) and one progress line each. Every process first reads the
+        params it loads (process 0 read them at the check) and all agree (`gather`) before
+        anything is applied: where one could not (a step deleted since), none applies them."""
         size = int(np.frombuffer(blob[:4].tobytes(), np.uint32)[0])
         requests = json.loads(blob[4 : 4 + size].tobytes().decode()) if size else {}
-        lines, replay = [], {}
+        loaded, self._loaded, self._pending = self._loaded, {}, {}
+        loads, replay, problem = {}, {}, ""
         for key, value in requests.items():
             name, own = self._split(key)
-            if own == LOAD:
-                params = self._loaded.pop(key, None)
-                if params is None:  # another process: read it here
-                    params = self._read(key, name, value)[2]
-                self._engine.load_params(name, params)
-                lines.append(
-                    f"{self._key(name, 'params')} loaded from {value} "
-                    f"(sha256 {tree_digest(params)[:12]})"
-                )
-            else:
+            if own != LOAD:
                 replay.setdefault(name, {})[own[len(REPLAY) :]] = value
+            elif key in loaded:
+                loads[key] = (name, loaded[key])
+            else:  # another process: read it here
+                try:
+                    loads[key] = (name, self._read(key, name, value)[2])
+                except ControlError as e:
+                    problem = str(e)
+        failed = np.flatnonzero(gather(np.array(not problem, np.int32)) == 0)
+        if failed.size:
+            return {}, [f"warning: not applied, process {failed[0]} could not read the params"]
+        lines = []
+        for key, (name, params) in loads.items():
+            self._engine.load_params(name, params)
+            digest = tree_digest(params)[:12]
+            lines.append(f"{self._key(name, 'params')} loaded from {requests[key]} ({digest})")
         for name, settings in replay.items():
             self._engine.set_replay(name, settings)
             text = ", ".join(f"replay.{k} {v:g}" for k, v in settings.items())
             lines.append(f"{self._key(name, 'replay')}: {text}")
-        self._pending.clear()
         return requests, lines
-
-    def kept(
-        self, changes: list[dict[str, Any]], saved: dict[str, dict], given: dict[str, dict]
-    ) -> dict[str, float]:
-        """At a resume: the replay settings changed at run time before it (`changes`:
-        `counters.hparam_changes`), which the replay, rebuilt from the config, must take again;
-        not where the config at resume (`given`) differs from the one saved (`saved`; both
-        `{name: replay config dict}`): the user changed it for this resume, and it stands."""
-        latest: dict[str, float] = {}
-        for change in changes:
-            for key, value in change.get("values", {}).items():
-                name, own = self._split(key, strict=False)
-                if name is not None and own.startswith(REPLAY):
-                    latest[key] = value
-        kept = {}
-        for key, value in latest.items():
-            name, own = self._split(key)
-            field = own[len(REPLAY) :]
-            if field in saved.get(name, {}) and given[name].get(field) == saved[name][field]:
-                kept[key] = value
-        return kept
 
     # ------------------------------------------------------------------ helpers
     def _split(self, key: str, strict: bool = True) -> tuple[str | None, str]:
@@ -157,17 +177,19 @@ class RunRequests:
     def _key(self, name: str, what: str) -> str:
         return f"agent {name}'s {what}" if self._prefixed else what
 
-    def _checked_load(self, key: str, name: str, value: Any) -> str:
+    def _checked_load(self, key: str, name: str, value: Any) -> tuple[str, Any]:
+        """(`RUN@STEP`, the params) a load names."""
         if not isinstance(value, str) or not value:
             raise ControlError(f"{key}={value!r}: give a run's directory, RUN[@latest|@best|@STEP]")
-        path, step, self._loaded[key] = self._read(key, name, value)
-        return f"{path}@{step}"
+        path, step, params = self._read(key, name, value)
+        return f"{path}@{step}", params
 
     def _read(self, key: str, name: str, spec: str) -> tuple[str, int, Any]:
-        like = self._engine.params_like(name)
+        """A source run of several agents gives its agent of the same name."""
+        like, agent = self._engine.params_like(name), name if self._prefixed else None
         try:
-            return warm_params(spec, like, self._env_id, field=key)
-        except ConfigError as e:
+            return warm_params(spec, like, self._env_id, agent, field=key)
+        except (ConfigError, OSError, ValueError) as e:
             raise ControlError(str(e).splitlines()[0]) from None
 
 

@@ -101,23 +101,27 @@ class HyperparamControl:
         """Queues `values` for the next update. Raises HyperparamError (nothing queued) for an
         unknown name or a value the algorithm's config refuses."""
         extra, values = self._take_requests(values)
-        values = self._checked(values) if values or not extra else {}
+        values = self._checked(values) if values or extra is None else {}
         self._queue(values, extra, source)
 
-    def _take_requests(self, values: Any) -> tuple[dict[str, Any], Any]:
-        """(the loads and replay settings of `values`, checked; the hyperparameters)."""
+    def _take_requests(self, values: Any) -> tuple[Any, Any]:
+        """(the loads and replay settings of `values`, checked, or None; the
+        hyperparameters)."""
         if self.requests is None or not isinstance(values, dict):
-            return {}, values
+            return None, values
         extra = {k: v for k, v in values.items() if self.requests.claims(k)}
+        if not extra:
+            return None, values
         try:
-            checked = self.requests.check(extra) if extra else {}
+            checked = self.requests.check(extra)
         except ValueError as e:  # ControlError, one line
             raise HyperparamError(str(e)) from None
         return checked, {k: v for k, v in values.items() if k not in extra}
 
-    def _queue(self, values: dict[str, float], extra: dict[str, Any], source: str) -> None:
+    def _queue(self, values: dict[str, float], extra: Any, source: str) -> None:
+        """Queues checked hyperparameters and `RunRequests.check`'s result (or None)."""
         self._pending.update(values)
-        if extra:
+        if extra is not None:
             self.requests.queue(extra)
         self._sources.append(source)
 

@@ -119,6 +119,12 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
             "plays each seat with config.seats.games, e.g. "
             '\'(("learner", "learner"), ("learner", "random"), ("random", "learner"))\''
         )
+    if players > 1 and config.eval_envs % players:
+        return (
+            f"config.eval_envs={config.eval_envs} must be a multiple of {players} for a "
+            f"{players}-player game (env e seats the policy in seat e % {players}: each seat "
+            "its share of the episodes)"
+        )
     if seats.enabled and players == 1:
         return (
             f"config.seats.games is set but config.env_id={config.env_id!r} is not a turn-based "
@@ -269,9 +275,8 @@ def warm_params(
     try:
         return path, step, restore_params_like(path, like, step, agent)
     except AgentNotSavedError as e:  # a run of several agents: which one
-        raise ConfigError(
-            f"{field}={spec!r}: {e} with config.agents.NAME.warm_start_agent"
-        ) from None
+        how = " with config.agents.NAME.warm_start_agent" if field == "config.warm_start" else ""
+        raise ConfigError(f"{field}={spec!r}: {e}{how}") from None
     except ValueError:
         raise ConfigError(
             f"{field}={spec!r}: its params do not match this config's network "

@@ -22,18 +22,16 @@ import numpy as np
 
 from jaxrl_dist.compilation import CompileTotals, use_compilation_cache
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
-from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.determinism import set_deterministic_xla_flags
 from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
-from jaxrl_dist.run.control import RunRequests
+from jaxrl_dist.run.control import run_control
 from jaxrl_dist.run.curves import draw_agent_curves, draw_learning_curve, draw_seed_curves
 from jaxrl_dist.run.engine import Engine, Ready
 from jaxrl_dist.run.hooks import Hooks
-from jaxrl_dist.run.hparams import AgentsHyperparamControl, HyperparamControl
 from jaxrl_dist.run.preflight import prepare
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.run_evaluation import RunEvaluation
@@ -90,21 +88,10 @@ class Trainer:
             )
         self.engine = self._build_engine()
         self.agent = self.engine.agent
-        self.hparams = self._hyperparam_control()
-        names = list(self.engine.agents)
-        self.hparams.requests = RunRequests(self.engine, config.env_id, names, len(names) > 1)
+        self.hparams = run_control(config, self.engine, self.workdir, self.cluster.is_primary)
         self._evals = RunEvaluation(config, self.stop, self.engine)
         self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
         self._save_after_step = False  # every process: new hyperparameters must reach disk
-
-    def _hyperparam_control(self) -> HyperparamControl:
-        """Run-time changes of the agent's hyperparameters (of each agent's, `NAME/field`,
-        with several agents)."""
-        cfg, primary = self.config, self.cluster.is_primary
-        if len(cfg.agents) < 2:
-            return HyperparamControl.for_run(cfg, self.agent.hyperparams, self.workdir, primary)
-        names = {name: agent.hyperparams for name, agent in self.engine.agents.items()}
-        return AgentsHyperparamControl.for_agents(agent_views(cfg), names, self.workdir, primary)
 
     def _build_engine(self) -> Engine:
         """The engine, whose checks read this machine (devices, files) and may fail on one
@@ -161,7 +148,6 @@ class Trainer:
         )
         if meta is not None:
             self.hparams.resume(engine.hparams(), self.hparams.saved_algo(meta["config"]))
-            self._keep_replay_changes(run, meta["config"])
             target, top = cfg.stop_at_eval_return, run.counters.max_eval_return
             if target is not None and top is not None and top >= target:
                 self.request_stop(f"an earlier evaluation already reached {target}")
@@ -312,7 +298,7 @@ class Trainer:
             hparams, changes, sources = self.hparams.apply(self.engine.hparams(), row)
             self.engine.set_hparams(hparams)
             control = self.hparams.requests
-            done, lines = control.apply(self.cluster.gather(control.blob())[0])
+            done, lines = control.apply(self.cluster.gather(control.blob())[0], self.cluster.gather)
             record, line = self.hparams.record(run.counters, changes, sources, done)
             if run.logger is not None:
                 run.logger.write(run.counters.env_steps, record)
@@ -321,19 +307,6 @@ class Trainer:
             # Saved after the next step, so a crash cannot lose a change whose control file
             # is already renamed (a save now would be skipped: this update may be saved already).
             self._save_after_step = True
-
-    def _keep_replay_changes(self, run: Session, saved: dict[str, Any]) -> None:
-        """A resume rebuilds the replays from the config: the settings changed at run time
-        before it are asked for again (`RunRequests.kept`)."""
-        views = {v.name: v.config for v in agent_views(self.config)}
-        saved_views = {a["name"]: a for a in saved.get("agents", ())} or {"learner": saved}
-        kept = self.hparams.requests.kept(
-            run.counters.hparam_changes,
-            {n: v.get("replay", {}) for n, v in saved_views.items()},
-            {n: dataclasses.asdict(c.replay) for n, c in views.items()},
-        )
-        if kept:
-            self.hparams.request(kept, source="the run's changes before the resume")
 
     def _started(self, run: Session) -> None:
         """The first step is done: how long the start took, and how much of it compiling."""

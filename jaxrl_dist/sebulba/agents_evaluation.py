@@ -25,6 +25,17 @@ from jaxrl_dist.run.evaluator import (
 from jaxrl_dist.sebulba.evaluation import GameEvaluator
 
 
+def agents_evaluator(config: Any, lanes: list[Any], device: jax.Device, num_players: int) -> Any:
+    """The evaluator of a run of several agents (`lanes`: each one's `Lane`, in
+    `config.agents` order): `SlotEvaluator` on a simultaneous-move task, else
+    `MultiAgentEvaluator`."""
+    if config.agent_slots:
+        cores = {lane.name: lane.agent.actor for lane in lanes}
+        return SlotEvaluator(config, cores, device, config.agent_slots)
+    players = {lane.name: (lane.agent.actor, lane.greedy) for lane in lanes}
+    return MultiAgentEvaluator(config, players, device, num_players)
+
+
 class MultiAgentEvaluator:
     """Several agents of one run (`config.agents`) in a turn-based game: each against the run's
     evaluation opponent (`config.seats.eval_opponent`) taking each seat in turn, then each pair

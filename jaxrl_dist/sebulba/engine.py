@@ -34,10 +34,10 @@ from jaxrl_dist.run.preflight import (
     learner_devices,
     multi_agent_problem,
 )
-from jaxrl_dist.sebulba.agents_evaluation import MultiAgentEvaluator, SlotEvaluator
+from jaxrl_dist.sebulba.agents_evaluation import agents_evaluator
 from jaxrl_dist.sebulba.evaluation import make_evaluator
 from jaxrl_dist.sebulba.fields import REFUSES, USES
-from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items
+from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items, saved_replay
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
 from jaxrl_dist.sebulba.videos import EvalVideos, video_problem
 from jaxrl_dist.threads import POLL_S, RateCap
@@ -171,6 +171,9 @@ class SebulbaEngine(Engine):
         for lane in self.lanes:
             items = ckpt if self._single else LaneItems(ckpt, lane.name)
             lane.begin(items, states[lane.name], updates[lane.name], resume)
+            saved = (meta or {}).get("replay_settings", {}).get(lane.name)
+            if saved:  # changed at run time before the checkpoint
+                lane.resume_replay(saved, saved_replay(meta["config"], lane.name), cluster.count)
         return meta
 
     def saved(self, step: int) -> Saved:
@@ -180,6 +183,8 @@ class SebulbaEngine(Engine):
         if window is not None:
             meta["replay"] = lane.replay_log.meta(step)
             replay = put_replay(window, self.devices.batch_sharding(axis=2))
+        settings = {lane.name: lane.replay_settings() for lane in self.lanes}
+        meta["replay_settings"] = {name: s for name, s in settings.items() if s}
         if self._single:
             return Saved(lane.state, meta, replay, lane.items())
         meta["agents"] = {
@@ -239,22 +244,11 @@ class SebulbaEngine(Engine):
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
         device = self.devices.actor_devices[0]
-        if not self._single and cfg.agent_slots:
-            cores = {lane.name: lane.agent.actor for lane in self.lanes}
-            return SlotEvaluator(cfg, cores, device, cfg.agent_slots), None
         if not self._single:
-            players = {lane.name: (lane.agent.actor, lane.greedy) for lane in self.lanes}
-            return MultiAgentEvaluator(cfg, players, device, self.spec.num_players), None
-        setup = EvalSetup(
-            *cfg.eval_env,
-            cfg.eval_episodes,
-            cfg.seed,
-            self.agent.actor,
-            self.devices.actor_devices[0],
-            cfg.eval_envs,
-        )
+            return agents_evaluator(cfg, self.lanes, device, self.spec.num_players), None
+        setup = EvalSetup(*cfg.eval_env, cfg.eval_episodes, cfg.seed, self.agent.actor, device)
         evaluator = make_evaluator(
-            setup,
+            setup._replace(envs=cfg.eval_envs),
             num_players=self.spec.num_players,
             opponent=cfg.seats.eval_opponent,
             num_agents=self.spec.num_agents,

@@ -23,6 +23,7 @@ from jaxrl_dist.acting.actor import ActorShared, ActorStats
 from jaxrl_dist.acting.fleet import Fleet
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.sections import REPLAY_RUNTIME_FIELDS
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.data.base import NOT_READY
 from jaxrl_dist.data.flows import replay_tolerance, snapshot_bytes
@@ -130,24 +131,50 @@ class Lane:
     def replay_problem(self, settings: dict[str, float], num_processes: int) -> str | None:
         """Why this agent's replay cannot take `settings` now (one line), or None: checked as
         at the start (the config's checks, the data flow's, the rate limiter's bound)."""
+        who = f"agent {self.name}" if self.prefix else f"config.algorithm={self.config.algorithm!r}"
         if self.data is None or not hasattr(self.data, "set_rate"):
             what = "learns from no replay" if self.learning else "does not learn"
-            return f"agent {self.name} {what}: it has no replay settings"
+            return f"{who} {what}: it has no replay settings"
         unread = [f for f in settings if f not in self.flow.reads]
+        if "priority_exponent" in settings and not hasattr(self.data, "set_priority_exponent"):
+            unread.append("priority_exponent")
         if unread:
-            return f"replay.{unread[0]} is not used by config.algorithm={self.config.algorithm!r}"
+            return f"replay.{unread[0]} is not used by {who}'s replay"
         try:
             config = self._with_replay(settings)
         except ConfigError as e:
             return str(e).splitlines()[0]
         return self.flow.check(config) or self.data.rate_problem(*self._rate(config, num_processes))
 
-    def set_replay(self, settings: dict[str, float], num_processes: int) -> None:
-        """Takes `settings` (checked by `replay_problem`) from the next read on."""
+    def set_replay(
+        self, settings: dict[str, float], num_processes: int, resumed: bool = False
+    ) -> None:
+        """Takes `settings` (checked by `replay_problem`) from the next read on; `resumed`:
+        the settings in force when the restored replay was saved (its limiter's offset and
+        its priorities, stored with that exponent, are kept as they are)."""
         self.config = self._with_replay(settings)
-        self.data.set_rate(*self._rate(self.config, num_processes))
+        self.data.set_rate(*self._rate(self.config, num_processes), resumed=resumed)
         if "priority_exponent" in settings:
-            self.data.set_priority_exponent(settings["priority_exponent"])
+            self.data.set_priority_exponent(settings["priority_exponent"], reweigh=not resumed)
+
+    def replay_settings(self) -> dict[str, float] | None:
+        """The run-time replay settings in force (what a checkpoint keeps), or None."""
+        if self.data is None or not hasattr(self.data, "set_rate"):
+            return None
+        return {f: getattr(self.config.replay, f) for f in REPLAY_RUNTIME_FIELDS}
+
+    def resume_replay(self, saved: dict[str, float], saved_config: dict[str, Any], n: int) -> None:
+        """At a resume: the replay settings in force at the checkpoint (`saved`) where they
+        differ from the config's, unless this config changes that field from the saved run
+        config's (`saved_config`, its replay section): the user's change for this resume."""
+        replay = self.config.replay
+        back = {
+            f: v
+            for f, v in saved.items()
+            if v != getattr(replay, f) and saved_config.get(f) == getattr(replay, f)
+        }
+        if back and self.replay_settings() is not None:
+            self.set_replay(back, n, resumed=True)
 
     def _with_replay(self, settings: dict[str, float]) -> Any:
         return dataclasses.replace(
@@ -321,3 +348,11 @@ def join_items(per_lane: dict[str, dict[str, bytes]]) -> dict[str, bytes]:
             arrays = npz.from_bytes(data)
             joined.setdefault(item, {}).update({f"{name}/{k}": v for k, v in arrays.items()})
     return {item: npz.to_bytes(arrays) for item, arrays in joined.items()}
+
+
+def saved_replay(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """Agent `name`'s replay section of a checkpoint's run config (`meta["config"]`)."""
+    for agent in config.get("agents", ()):
+        if agent["name"] == name:
+            return agent.get("replay", {})
+    return config.get("replay", {})

@@ -4,10 +4,11 @@
         [--mode greedy|sampled] [--seed S] [--json OUT.json] [--video OUT.gif]
     python scripts/evaluate.py RUN_DIR --follow [--poll_s 5] [--idle_exit_s 1800]
 
-One evaluation is `jaxrl_dist.evaluate` (`tools/evaluation.py`): the first episode of each of
-`--episodes` fresh envs, seeded by default with the run's seed + `SEED_OFFSET`, so they are not
-the episodes the run's own evaluations played. It prints a table row and writes JSON (default
-`RUN_DIR/eval/step_<N>_<mode>.json`) with the per-episode returns. `--follow` evaluates each new
+One evaluation is `jaxrl_dist.evaluate` (`tools/evaluation.py`): `--episodes` episodes on
+fresh envs (`--envs`; by default one each, its first), seeded by default with the run's seed +
+`SEED_OFFSET`, so they are not the episodes the run's own evaluations played. It prints a
+table row and writes JSON (default `RUN_DIR/eval/step_<N>_<mode>.json`) with the per-episode
+returns. `--follow` evaluates each new
 checkpoint of a run while it trains and appends one JSON line per step to
 `RUN_DIR/validation.jsonl`; it stops when the run writes its `summary.json`, or after
 `--idle_exit_s` seconds without a new checkpoint (default 1800, 30 minutes: a run that died

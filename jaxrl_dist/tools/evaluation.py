@@ -6,9 +6,10 @@ code) or `scripts/evaluate.py`, which calls it.
 
 `source` is a run (its work dir or checkpoints dir, `RUN[@latest|@best|@STEP]`, or the
 `RunResult` that `Trainer.run` returned), a `Policy`, or params with the `TrainConfig` that
-trained them. Each episode is the first of a fresh env (EnvPool, or a JAX env behind the same
-interface), seeded by default with the run's seed + `SEED_OFFSET`, so they are not the episodes
-the run's own evaluations played, and a rerun gives the same result. A turn-based game is
+trained them. The episodes are played on fresh envs (EnvPool, or a JAX env behind the same
+interface; by default one env per episode, its first), seeded by default with the run's seed +
+`SEED_OFFSET`, so they are not the episodes the run's own evaluations played, and a rerun gives
+the same result. A turn-based game is
 played against an opponent (default: the run's `seats.eval_opponent`), the policy taking each
 seat in turn.
 
@@ -143,7 +144,7 @@ def evaluate(
       source: a run's work dir or checkpoints dir (`"RUN@best"`, `"RUN@20"`: a step after the
         last `@`), a `RunResult`, a `Policy`, or params (a checkpoint's, or
         `policy.params`) with `config`.
-      episodes: how many episodes (each the first of its own env).
+      episodes: how many episodes.
       step: the run's checkpoint step, "latest" (default), "best" or a number.
       agent: which agent of a run of several (`config.agents`).
       config: the `TrainConfig` that params were trained with (only with params).
@@ -167,6 +168,8 @@ def evaluate(
     players = policy.spec.num_players
     if opponent is not None and players == 1:
         raise ValueError(f"an opponent is for turn-based games; {policy.env_id} has one player")
+    if players > 1 and envs % players:
+        raise ValueError(f"envs={envs}: give a multiple of {players} (each seat its share)")
     opponent = (opponent or policy.eval_opponent) if players > 1 else None
     result = _play(policy, episodes, mode == "greedy", seed, opponent, env, envs)
     return Evaluation(

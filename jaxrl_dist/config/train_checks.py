@@ -1,0 +1,115 @@
+"""`TrainConfig`'s checks across fields (`TrainConfig.__post_init__` calls them): actor loops,
+recurrent cores, synchronous collection and evaluation. Each raises `ConfigError` with one line
+naming the field and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxrl_dist.config.errors import ConfigError, fail
+
+ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
+
+
+def check_actor_loop(c: Any) -> None:
+    if c.actor_loop not in ACTOR_LOOPS:
+        fail("actor_loop", c.actor_loop, f"must be one of {ACTOR_LOOPS}")
+    groups = c.env_groups_per_actor
+    if groups > 1 and c.actor_loop != "xla":
+        fail("env_groups_per_actor", groups, "> 1 needs config.actor_loop='xla'")
+    if c.envs_per_actor % groups:
+        why = f"must divide config.envs_per_actor={c.envs_per_actor}"
+        fail("env_groups_per_actor", groups, why)
+    if c.actor_loop != "xla":
+        return
+    fix = {  # what the jitted loop does not do, and the fix
+        "async_envs": (c.async_envs, "False (it steps a sync EnvPool)"),
+        "deterministic": (c.deterministic, "False (lockstep actors are Python loops)"),
+        "seats.enabled": (c.seats.enabled, "False (seats are played in Python)"),
+        "agents_per_env": (c.agents_per_env > 1, "1 (agent streams are split in Python)"),
+        "inference.client": (
+            c.inference.client != "local",
+            "'local' (inference runs inside the unroll)",
+        ),
+    }
+    for field, (bad, want) in fix.items():
+        if bad:
+            raise ConfigError(
+                f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
+                "config.actor_loop='python' with config.env_groups_per_actor=1"
+            )
+
+
+def check_core(c: Any) -> None:
+    """What a recurrent core does not support yet."""
+    unsupported = {
+        "deterministic=True": c.deterministic,
+        "config.seats": c.seats.enabled,
+        "agents_per_env > 1": c.agents_per_env > 1,
+    }
+    for what, on in unsupported.items() if c.network.recurrent else ():
+        if on:
+            why = f"is not supported with {what} yet; set config.network.core='none'"
+            fail("network.core", c.network.core, why)
+
+
+def check_collection(c: Any) -> None:
+    if not 0 < c.fraction_samples <= 1:
+        fail("fraction_samples", c.fraction_samples, "must be in (0, 1]")
+    if c.fraction_samples < 1 and not c.sync_collection:
+        fail(
+            "fraction_samples",
+            c.fraction_samples,
+            "< 1 drops stragglers of synchronous collection; set config.sync_collection=True",
+        )
+    if not c.sync_collection:
+        return
+    if c.fraction_samples < 1 and not c.max_policy_lag:
+        fail(
+            "max_policy_lag",
+            0,
+            "keeps every late unroll, so with fraction_samples < 1 "
+            "they pile up and the lag grows; set it, e.g. config.max_policy_lag=1 (late "
+            "unrolls older than that are dropped)",
+        )
+    if c.deterministic:
+        fail("sync_collection", True, "is implied by deterministic=True; leave it False")
+    if c.async_envs:
+        fail(
+            "async_envs",
+            True,
+            "must be False when sync_collection=True (actors step all their envs together)",
+        )
+    if c.seats.enabled or c.agents_per_env > 1:
+        fail(
+            "sync_collection",
+            True,
+            "is not supported with config.seats or agents_per_env > 1 yet; leave it False",
+        )
+
+
+def check_evaluation(c: Any) -> None:
+    if c.eval_every_episodes and c.eval_every_updates:
+        fail(
+            "eval_every_episodes",
+            c.eval_every_episodes,
+            f"and config.eval_every_updates={c.eval_every_updates} are both set: give "
+            "one (config.eval_every_updates=0 to evaluate by episodes)",
+        )
+    if c.eval_envs > c.eval_episodes:
+        fail(
+            "eval_envs",
+            c.eval_envs,
+            f"is more than config.eval_episodes={c.eval_episodes}: give at most that "
+            "(each env plays its share of the episodes)",
+        )
+    if not 0 < c.eval_background_share <= 1:
+        fail("eval_background_share", c.eval_background_share, "must be in (0, 1]")
+    if c.eval_in_background and c.keep_best_checkpoints:
+        fail(
+            "eval_in_background",
+            True,
+            "cannot keep best checkpoints (a best is saved "
+            "at the evaluated update, and background evaluations end updates later); set "
+            "config.keep_best_checkpoints=0 or config.eval_in_background=False",
+        )
