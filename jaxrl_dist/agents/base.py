@@ -172,6 +172,11 @@ class Agent:
     learner: LearnerCore
     hyperparams: tuple[str, ...] = ()
 
+    def params_shapes(self) -> PyTree:
+        """The acting params' shapes and dtypes (what params put into this agent must fit)."""
+        state = jax.eval_shape(self.learner.init, jax.random.PRNGKey(0))
+        return self.learner.actor_params(state)
+
 
 class LearnerState(NamedTuple):
     """The learner state of the actor-critic agents (IMPALA, PPO); checkpointed whole.

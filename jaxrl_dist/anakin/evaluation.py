@@ -212,6 +212,5 @@ def run_evaluator(config: Any, envs: dict[str, Any], cores: dict[str, ActorCore]
         opponent, episodes = config.seats.eval_opponent, config.eval_episodes
         return AgentsJaxEvaluator(envs, cores, opponent, episodes, config.seed, config.eval_envs)
     (env,), (core,) = envs.values(), cores.values()
-    streams = config.eval_envs or config.eval_episodes
-    env = make_eval_env(config, env).evaluation(streams, config.seats.eval_opponent)
+    env = make_eval_env(config, env).evaluation(config.num_eval_envs, config.seats.eval_opponent)
     return JaxEvaluator(env, core, config.eval_episodes, config.seed, config.eval_envs)

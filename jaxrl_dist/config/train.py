@@ -282,6 +282,11 @@ class TrainConfig:
             fail("runtime", self.runtime, f"must be one of {tuple(ENGINES)}")
 
     @property
+    def num_eval_envs(self) -> int:
+        """The envs that play an evaluation's episodes (`eval_envs`; 0: one per episode)."""
+        return self.eval_envs or self.eval_episodes
+
+    @property
     def eval_env(self) -> tuple[str, dict]:
         """(env id, env kwargs) of evaluation (`eval_env_of`)."""
         return eval_env_of(self.env_id, self.env_kwargs, self.eval_env_id, self.eval_env_kwargs)

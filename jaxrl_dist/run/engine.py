@@ -23,8 +23,6 @@ import abc
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
-import jax
-
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.run.logger import MetricLogger
 from jaxrl_dist.types import PyTree
@@ -160,8 +158,7 @@ class Engine(abc.ABC):
     def params_like(self, name: str) -> PyTree:
         """Agent `name`'s acting params (shapes and dtypes: what params loaded into it must
         fit)."""
-        agent = self.agents[name]
-        return agent.learner.actor_params(jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0)))
+        return self.agents[name].params_shapes()
 
     def load_params(self, name: str, params: PyTree) -> None:
         """Agent `name`'s learner takes `params` (host arrays shaped as `params_like`) from the
@@ -171,7 +168,7 @@ class Engine(abc.ABC):
 
     def replay_problem(self, name: str, settings: dict[str, float]) -> str | None:
         """Why agent `name`'s replay cannot take `settings` (`{field: value}` of
-        `RUNTIME_REPLAY_FIELDS`) while the run goes on (one line), or None."""
+        `config.sections.REPLAY_RUNTIME_FIELDS`) while the run goes on (one line), or None."""
         return f"the {self.name} engine's replay settings cannot change while a run goes on"
 
     def set_replay(self, name: str, settings: dict[str, float]) -> None:

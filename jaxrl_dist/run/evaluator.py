@@ -61,7 +61,7 @@ def finishing_order(lengths: np.ndarray, episodes: int, envs: int) -> np.ndarray
     plays its episodes `e, e + envs, ...` one after the other, each after a reset step. Ties
     (episodes ending at the same step) go by index."""
     index = np.arange(len(lengths))
-    group = (index // episodes) * envs + (index % episodes) % envs  # a seed's env
+    group = (index // episodes) * envs + env_of_episode(episodes, envs)[index % episodes]
     ends = np.zeros(len(lengths), np.int64)
     for g in np.unique(group):  # in index order within an env: the order it played them
         rows = index[group == g]

@@ -53,7 +53,7 @@ class EvalMonitor:
         self._hooks = hooks
         self._logger, self._progress = logger, progress
         self._videos, self._video_every = videos, config.video_every_evals
-        self._episodes, self._envs = config.eval_episodes, config.eval_envs or config.eval_episodes
+        self._episodes, self._envs = config.eval_episodes, config.num_eval_envs
         self._measured = 0  # evaluations played (the GIF cadence)
         self._left_open = False
 

@@ -345,8 +345,7 @@ def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
 def _fit_params(params: Any, agent: Agent, what: str, network: str = "its description") -> Any:
     """Restored params (Orbax gives NamedTuples back as dicts) in the tree structure the
     agent's functions expect, after checking every leaf's shape and dtype."""
-    state = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
-    shapes = agent.learner.actor_params(state)
+    shapes = agent.params_shapes()
     problem = tree_difference(params, shapes)
     if problem:
         raise ValueError(f"{what} do not fit the network {network} builds ({problem})")

@@ -58,7 +58,7 @@ class MultiAgentEvaluator:
         setup = lambda core: EvalSetup(  # noqa: E731
             env_id, kwargs, config.eval_episodes, config.seed, core, device, config.eval_envs
         )
-        rows = setup(None).num_envs
+        rows = config.num_eval_envs
         self._names = list(agents)
         self._alone = {
             name: GameEvaluator(setup(core), opponent=opponent, num_players=num_players)

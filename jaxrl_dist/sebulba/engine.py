@@ -246,9 +246,11 @@ class SebulbaEngine(Engine):
         device = self.devices.actor_devices[0]
         if not self._single:
             return agents_evaluator(cfg, self.lanes, device, self.spec.num_players), None
-        setup = EvalSetup(*cfg.eval_env, cfg.eval_episodes, cfg.seed, self.agent.actor, device)
+        setup = EvalSetup(
+            *cfg.eval_env, cfg.eval_episodes, cfg.seed, self.agent.actor, device, cfg.eval_envs
+        )
         evaluator = make_evaluator(
-            setup._replace(envs=cfg.eval_envs),
+            setup,
             num_players=self.spec.num_players,
             opponent=cfg.seats.eval_opponent,
             num_agents=self.spec.num_agents,

@@ -132,7 +132,7 @@ class Lane:
         """Why this agent's replay cannot take `settings` now (one line), or None: checked as
         at the start (the config's checks, the data flow's, the rate limiter's bound)."""
         who = f"agent {self.name}" if self.prefix else f"config.algorithm={self.config.algorithm!r}"
-        if self.data is None or not hasattr(self.data, "set_rate"):
+        if not self._has_replay:
             what = "learns from no replay" if self.learning else "does not learn"
             return f"{who} {what}: it has no replay settings"
         unread = [f for f in settings if f not in self.flow.reads]
@@ -159,9 +159,14 @@ class Lane:
 
     def replay_settings(self) -> dict[str, float] | None:
         """The run-time replay settings in force (what a checkpoint keeps), or None."""
-        if self.data is None or not hasattr(self.data, "set_rate"):
+        if not self._has_replay:
             return None
         return {f: getattr(self.config.replay, f) for f in REPLAY_RUNTIME_FIELDS}
+
+    @property
+    def _has_replay(self) -> bool:
+        """A replay whose settings can change (a learning agent's host replay)."""
+        return self.data is not None and hasattr(self.data, "set_rate")
 
     def resume_replay(self, saved: dict[str, float], saved_config: dict[str, Any], n: int) -> None:
         """At a resume: the replay settings in force at the checkpoint (`saved`) where they
@@ -173,7 +178,7 @@ class Lane:
             for f, v in saved.items()
             if v != getattr(replay, f) and saved_config.get(f) == getattr(replay, f)
         }
-        if back and self.replay_settings() is not None:
+        if back and self._has_replay:
             self.set_replay(back, n, resumed=True)
 
     def _with_replay(self, settings: dict[str, float]) -> Any:

@@ -9,9 +9,8 @@ code) or `scripts/evaluate.py`, which calls it.
 trained them. The episodes are played on fresh envs (EnvPool, or a JAX env behind the same
 interface; by default one env per episode, its first), seeded by default with the run's seed +
 `SEED_OFFSET`, so they are not the episodes the run's own evaluations played, and a rerun gives
-the same result. A turn-based game is
-played against an opponent (default: the run's `seats.eval_opponent`), the policy taking each
-seat in turn.
+the same result. A turn-based game is played against an opponent (default: the run's
+`seats.eval_opponent`), the policy taking each seat in turn.
 
 Bad input raises ValueError or FileNotFoundError with one line naming the fix.
 """
@@ -244,8 +243,7 @@ def _play(
     """`episodes` episodes on `envs` new envs (0: one each). New envs each time (not one
     evaluator kept for `evaluate.py --follow`): EnvPool seeds an env only when it is made, so
     only new envs give every call the same starting states, and a rerun the same result."""
-    device, actor = jax.local_devices()[0], policy.agent.actor
-    setup_rows = envs or episodes  # the games played at once
+    setup = EvalSetup(*env, episodes, seed, policy.agent.actor, jax.local_devices()[0], envs)
     player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
     if opponent is not None and opponent.startswith((POOL, AGENT_ROLE)):
         if policy.directory is None:
@@ -254,11 +252,10 @@ def _play(
                 "built from params: evaluate the run's directory"
             )
         if opponent.startswith(POOL):
-            player = policy_player(pool_policy(policy, opponent), setup_rows)
+            player = policy_player(pool_policy(policy, opponent), setup.num_envs)
         else:  # another agent of the same step
             other = load_policy_at(policy.directory, policy.step, opponent[len(AGENT_ROLE) :])
-            player = policy_player(other, setup_rows)
-    setup = EvalSetup(*env, episodes, seed, actor, device, envs)
+            player = policy_player(other, setup.num_envs)
     evaluator = make_evaluator(
         setup,
         num_players=policy.spec.num_players,
