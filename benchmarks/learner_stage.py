@@ -18,6 +18,7 @@ from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.learning.learner import Learner, host_metrics
+from jaxrl_dist.run.preflight import config_agent
 from jaxrl_dist.sebulba.engine import SebulbaEngine
 from jaxrl_dist.types import Rollout
 
@@ -35,7 +36,7 @@ def build(config: TrainConfig):
     spec, devices = SebulbaEngine.machine(config)
     entry = agents.get(config.algorithm)
     shape = RunShape(config.total_env_steps, flows.get(entry.data).env_steps_per_update(config))
-    agent = entry.make(config.algo, config.network, spec, shape)
+    agent = config_agent(config, spec, shape)
     return spec, devices, agent
 
 

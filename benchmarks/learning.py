@@ -7,7 +7,9 @@
         --config.algo.learning_rate=5e-4 --name ppo_lr5e-4
 
 Each seed is its own `scripts/train.py` process (`--config.seed=N`, then any `--config.field=value`
-overrides given here), run one after another so seeds do not compete with each other for cores.
+overrides given here, `{seed}` in them replaced by N: `--config.warm_start=runs/seed_{seed}`
+fine-tunes each seed from its own pre-training), run one after another so seeds do not compete
+with each other for cores.
 `--load N` keeps N busy background processes (a pure-Python spin each, one core's worth) running
 for the whole sweep: the condition of a researcher's laptop doing other work, where thread
 timing in an asynchronous pipeline differs from a quiet machine.

@@ -46,7 +46,7 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
         "--workdir",
         workdir,
         f"--config.seed={seed}",
-        *extra,
+        *(arg.replace("{seed}", str(seed)) for arg in extra),
     ]
     os.makedirs(workdir, exist_ok=True)
     start = time.monotonic()

@@ -211,12 +211,14 @@ class AgentEntry(NamedTuple):
     None, run before anything is written), and the data seam that feeds its learner: "on_policy"
     (fresh rollouts, each learned from once), "replay" (uniform, whole segments), "prioritized"
     (n-step windows by priority) or "sequences" (whole segments by priority, R2D2); the last two
-    learners return priorities (`jaxrl_dist.data`)."""
+    learners return priorities (`jaxrl_dist.data`). `intrinsic`: `make` takes `intrinsic=`
+    an `RND` and learns its reward with an intrinsic value head (`config.intrinsic`)."""
 
     config_cls: type
     make: Callable[..., Agent]
     check: Callable[[Any, Any], str | None] = _no_check
     data: str = "on_policy"
+    intrinsic: bool = False
 
 
 def with_schedules(core: LearnerCore, schedules: dict[str, str], num_updates: int) -> LearnerCore:

@@ -63,6 +63,17 @@ def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.sum(x * mask) / jnp.maximum(mask.sum(), 1.0)
 
 
+def value_means(values: jax.Array, mask: jax.Array) -> dict[str, jax.Array]:
+    """`value_mean` of `values` `[T, B]` over the masked transitions; with an intrinsic value
+    head (`[T, B, 2]`) also `intrinsic_value_mean`."""
+    if values.ndim == mask.ndim:
+        return {"value_mean": masked_mean(values, mask)}
+    return {
+        "value_mean": masked_mean(values[..., 0], mask),
+        "intrinsic_value_mean": masked_mean(values[..., 1], mask),
+    }
+
+
 def lr_fraction(anneal: bool, steps: int) -> optax.Schedule:
     """The multiplier of the base learning rate at an optimizer step: a linear decay from 1 to 0
     over `steps` steps, or 1. The base rate itself is a run-time hyperparameter."""
@@ -205,8 +216,11 @@ def mask_logits(logits: jax.Array, action_mask: jax.Array | None) -> jax.Array:
     return jnp.where(action_mask, logits, jnp.finfo(logits.dtype).min)
 
 
-def make_policy_model(network_config: NetworkConfig, env_spec: EnvSpec) -> PolicyModel:
-    """The actor-critic for `env_spec`'s action space (Categorical or diagonal Gaussian).
+def make_policy_model(
+    network_config: NetworkConfig, env_spec: EnvSpec, value_heads: int = 1
+) -> PolicyModel:
+    """The actor-critic for `env_spec`'s action space (Categorical or diagonal Gaussian); with
+    `value_heads=2` its values are `[..., 2]` (the env reward's, an intrinsic reward's).
 
     Raises ValueError (one line) for settings that do not fit the environment.
     """
@@ -223,11 +237,13 @@ def make_policy_model(network_config: NetworkConfig, env_spec: EnvSpec) -> Polic
         )
     if env_spec.continuous:
         network = make_actor_critic(
-            network_config, env_spec.obs_shape, env_spec.action_dim, continuous=True
+            network_config, env_spec.obs_shape, env_spec.action_dim, True, value_heads
         )
         dist = Gaussian(tanh_squash=network_config.tanh_squash)
     else:
-        network = make_actor_critic(network_config, env_spec.obs_shape, env_spec.num_actions)
+        network = make_actor_critic(
+            network_config, env_spec.obs_shape, env_spec.num_actions, False, value_heads
+        )
         dist = Categorical()
     return PolicyModel(network, dist, env_spec, network_config.normalize_obs)
 

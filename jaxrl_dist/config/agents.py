@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.config.errors import ConfigError
 from jaxrl_dist.config.sections import ReplayConfig, field_value
 from jaxrl_dist.envs.seats import (
@@ -38,9 +39,22 @@ from jaxrl_dist.envs.seats import (
 from jaxrl_dist.networks import NetworkConfig
 
 # The run's fields an agent section sets for itself (the rest are the run's).
-AGENT_FIELDS = ("algorithm", "algo", "network", "replay", "schedules", "batch_size", "warm_start")
+AGENT_FIELDS = (
+    "algorithm",
+    "algo",
+    "network",
+    "intrinsic",
+    "replay",
+    "schedules",
+    "batch_size",
+    "warm_start",
+)
 # Sections built with their own dataclass inside an agent section.
-AGENT_SECTIONS = {"network": NetworkConfig, "replay": ReplayConfig}
+AGENT_SECTIONS = {
+    "network": NetworkConfig,
+    "intrinsic": IntrinsicConfig,
+    "replay": ReplayConfig,
+}
 AGENT_SEED_STRIDE = 1_000_003  # agent i's seed: the run's + i * this (a prime), mod 2**32
 # What a run of several agents on Sebulba cannot do yet (each refused in one line; Anakin
 # refuses the last three for every run, and is deterministic by construction).
@@ -63,6 +77,7 @@ class AgentSection:
     algorithm: str = "impala"
     algo: Any = None
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    intrinsic: IntrinsicConfig = dataclasses.field(default_factory=IntrinsicConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     schedules: dict = dataclasses.field(default_factory=dict)
     batch_size: int = 0

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from typing import Any
 
+from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.config.agents import agents_problem
 from jaxrl_dist.config.engines import ENGINES
 from jaxrl_dist.config.errors import ConfigError, fail
@@ -23,6 +24,7 @@ EVAL_MODES = ("greedy", "sampled", "both")
 # Nested sections besides the agent's own `algo`: --config.<section>.<field>=value.
 SECTIONS = {
     "network": NetworkConfig,
+    "intrinsic": IntrinsicConfig,
     "inference": InferenceConfig,
     "replay": ReplayConfig,
     "seats": SeatsConfig,
@@ -144,6 +146,9 @@ class TrainConfig:
     # so a resume replays at most this many unrolls of recorded actions to rebuild the envs.
     env_epoch_updates: int = 100
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    # An intrinsic reward (RND) learned beside an actor-critic agent, with its own value head;
+    # `pretraining` learns from it alone (docs/guides/intrinsic-rewards.md).
+    intrinsic: IntrinsicConfig = dataclasses.field(default_factory=IntrinsicConfig)
     # The policy seam (local inference per actor, or a central server) and the replay's
     # settings (agents that learn from a replay); nested sections: --config.inference.client=...
     inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)

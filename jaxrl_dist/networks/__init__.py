@@ -161,7 +161,9 @@ class ActorCritic(nn.Module):
 
     `__call__(obs [..., *obs_shape]) -> (policy [...], value [...] f32)`: `policy` is logits
     `[..., num_actions]` for discrete actions, or `{"mean", "log_std"}` `[..., action_dim]` when
-    `continuous` (then `num_actions` is the action dimension).
+    `continuous` (then `num_actions` is the action dimension). With `value_heads=2` the value
+    is `[..., 2]`: the env reward's and, from a head of its own on the same features, an
+    intrinsic reward's (`config.intrinsic`).
     Leading dims (e.g. `[B]` or `[T, B]`) are flattened to one batch dim for the torso and
     restored on the outputs. Build it with `make_actor_critic`, which validates the shapes.
     """
@@ -171,6 +173,7 @@ class ActorCritic(nn.Module):
     num_actions: int
     torso_name: str
     continuous: bool = False
+    value_heads: int = 1
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -227,26 +230,36 @@ def _heads(module: nn.Module, features: jax.Array, value_features: jax.Array, le
         )(features)
     else:
         policy = PolicyHead(n, name="policy_head")(features)
-    value = ValueHead(name="value_head")(value_features)
+    value = ValueHead(name="value_head")(value_features).reshape(lead)
+    if module.value_heads == 2:
+        intrinsic = ValueHead(name="intrinsic_value_head")(value_features).reshape(lead)
+        value = jnp.stack([value, intrinsic], axis=-1)
     policy = jax.tree.map(lambda x: x.reshape((*lead, n)), policy)
-    return policy, value.reshape(lead)
+    return policy, value
 
 
 def make_actor_critic(
-    config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, continuous: bool = False
+    config: NetworkConfig,
+    obs_shape: tuple[int, ...],
+    num_actions: int,
+    continuous: bool = False,
+    value_heads: int = 1,
 ) -> nn.Module:
     """Builds the actor-critic for `obs_shape` observations and `num_actions` discrete actions
     (or, with `continuous`, a Gaussian policy over `num_actions` action dimensions).
 
     Params: `{"torso", "policy_head", "value_head"}` (+ `"value_torso"` if not shared, `"core"`
-    with a recurrent core: then it is a `RecurrentActorCritic`), float32.
+    with a recurrent core: then it is a `RecurrentActorCritic`; `"intrinsic_value_head"` with
+    `value_heads=2`), float32.
     """
+    if value_heads not in (1, 2):
+        raise ValueError(f"value_heads={value_heads!r} must be 1 or 2")
     obs_shape = tuple(int(d) for d in obs_shape)
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
     torso_name = resolve_torso(config, obs_shape)
     cls = RecurrentActorCritic if config.recurrent else ActorCritic
-    return cls(config, obs_shape, int(num_actions), torso_name, continuous)
+    return cls(config, obs_shape, int(num_actions), torso_name, continuous, value_heads)
 
 
 def make_q_network(

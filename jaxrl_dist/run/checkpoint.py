@@ -229,15 +229,23 @@ def restore_params(path: str, step: int | None = None, agent: str | None = None)
             restored = manager.restore(
                 step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
             )
-            return jax.device_get(restored["state"]["params"])
+            return jax.device_get(saved_params(restored["state"]))
         stored = local_replica(_read_stored(manager, step, layout, None))
     finally:
         manager.close()
-    return jax.device_get(agent_state(packing.unpack(stored, layout, None), agent)["params"])
+    return jax.device_get(saved_params(agent_state(packing.unpack(stored, layout, None), agent)))
 
 
 class AgentNotSavedError(ValueError):
     """A run of several agents read without naming one of them (the message names them)."""
+
+
+def saved_params(state: dict) -> Any:
+    """The acting params of a saved learner state: its `params`, in the agent's own state
+    where an intrinsic reward's learner wraps it (`agents.intrinsic.IntrinsicLearnerState`)."""
+    while "params" not in state and "agent" in state:
+        state = state["agent"]
+    return state["params"]
 
 
 def agent_state(state: Any, agent: str | None) -> Any:

@@ -25,6 +25,8 @@ from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.config.train import eval_env_of
 from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec, check_env, env_spec
+from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
+from jaxrl_dist.envs.jax_games import PGX_GAMES
 from jaxrl_dist.run.checkpoint import restore_params, restructure_like, tree_difference
 from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import them from here
     STEP_CHOICES,
@@ -54,6 +56,7 @@ def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
         "env_kwargs": jsonable(config.env_kwargs),
         "env_spec": _spec_to_json(spec),
         "seats": jsonable(config.seats),
+        **({"intrinsic": jsonable(config.intrinsic)} if config.intrinsic.enabled else {}),
         "run_shape": [
             config.total_env_steps,
             flows.get(agents.get(config.algorithm).data).env_steps_per_update(config),
@@ -125,9 +128,12 @@ class Policy:
             env = self.run_eval_env
         flag = "--eval_env_id" if given else "config.eval_env_id"
         problem = check_env(*env)  # the training env too: a Python env's module may be missing
+        spec_of = env_spec
+        if problem and env[0] not in PGX_GAMES and jax_env_problem(*env) is None:
+            problem, spec_of = None, lambda *e: make_jax_env(*e).spec  # played in JAX
         if problem:
             raise ValueError(problem if env[0] == self.env_id else f"{flag}: {problem}")
-        if env != (self.env_id, self.env_kwargs) and env_spec(*env) != self.spec:
+        if env != (self.env_id, self.env_kwargs) and spec_of(*env) != self.spec:
             raise ValueError(
                 f"{flag}: {env[0]} with {env[1]} has other spaces than the policy's env "
                 f"{self.env_id}; evaluate on an env with the same spaces"
@@ -318,6 +324,8 @@ def build_agent(description: dict[str, Any]) -> Agent:
             f"({sorted(agents.REGISTRY)})"
         )
     raw = {key: description[key] for key in ("algorithm", "env_id", "env_kwargs")}
+    # An intrinsic value head is in the params (older descriptions have none).
+    raw["intrinsic"] = description.get("intrinsic", {})
     # build_config checks the values and turns JSON lists back into the tuples the configs hold.
     config = _config_from_json(
         {**raw, "network": description["network"], "algo": description["algo"]}, None
@@ -325,7 +333,7 @@ def build_agent(description: dict[str, Any]) -> Agent:
     spec = _spec_from_json(description["env_spec"])
     # Older descriptions stored the update count; schedules do not change how a policy acts.
     shape = RunShape(*description.get("run_shape", (description.get("num_updates", 1), 1.0)))
-    return agents.get(name).make(config.algo, config.network, spec, shape)
+    return agents.make_agent(name, config.algo, config.network, spec, shape, config.intrinsic)
 
 
 def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:

@@ -153,6 +153,20 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     return None
 
 
+def config_agent(config: TrainConfig, spec: EnvSpec, shape: RunShape) -> Agent:
+    """The agent `config` names for `spec`, its intrinsic reward beside it (ValueError, one
+    line, for settings that do not fit)."""
+    return agents.make_agent(
+        config.algorithm,
+        config.algo,
+        config.network,
+        spec,
+        shape,
+        config.intrinsic,
+        config.batch_size,
+    )
+
+
 def scheduled_agent(agent: Agent, config: TrainConfig, num_updates: int) -> Agent:
     """`agent` whose learner follows `config.schedules` (raises ConfigError for a schedule of
     a name the agent cannot change, or one `anneal_lr` already schedules)."""
@@ -224,7 +238,7 @@ def _prepare_lane(view: AgentView, spec: EnvSpec, engine: type[Engine]) -> Prepa
         raise ConfigError(_named(problem, view))
     shape = RunShape(config.total_env_steps, flow.env_steps_per_update(config))
     try:
-        agent = entry.make(config.algo, config.network, spec, shape)
+        agent = config_agent(config, spec, shape)
         agent = scheduled_agent(agent, config, shape.num_updates)
         init_shapes = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0))
     except (ValueError, TypeError) as e:
@@ -280,5 +294,6 @@ def warm_params(
     except ValueError:
         raise ConfigError(
             f"{field}={spec!r}: its params do not match this config's network "
-            "(different torso, sizes or env); take params from a run with the same network"
+            "(different torso, sizes, env, or config.intrinsic's value head); take params "
+            "from a run with the same network"
         ) from None

@@ -25,8 +25,12 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
+from jaxrl_dist.envs.jax_games import PGX_GAMES
 from jaxrl_dist.envs.seats import AGENT_ROLE
+from jaxrl_dist.envs.sources import check_env
 from jaxrl_dist.run.checkpoint_steps import split_step
 from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
 from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
@@ -243,6 +247,9 @@ def _play(
     """`episodes` episodes on `envs` new envs (0: one each). New envs each time (not one
     evaluator kept for `evaluate.py --follow`): EnvPool seeds an env only when it is made, so
     only new envs give every call the same starting states, and a rerun the same result."""
+    jax_env = _jax_only_env(*env)
+    if jax_env is not None:
+        return _play_jax(policy, jax_env, episodes, greedy, seed, envs)
     setup = EvalSetup(*env, episodes, seed, policy.agent.actor, jax.local_devices()[0], envs)
     player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
     if opponent is not None and opponent.startswith((POOL, AGENT_ROLE)):
@@ -267,3 +274,24 @@ def _play(
         return evaluator.run(policy.params, greedy=greedy)
     finally:
         evaluator.close()
+
+
+def _jax_only_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    """The JAX env to play where neither EnvPool nor a Python source has `env_id` (a gymnax
+    env such as DeepSea-bsuite, or jax:module:factory), else None. Where both have it
+    (CartPole-v1), the policy plays EnvPool's, as Sebulba evaluates; a board game's pgx
+    twin plays on EnvPool too."""
+    if env_id in PGX_GAMES or check_env(env_id, env_kwargs) is None:
+        return None
+    if jax_env_problem(env_id, env_kwargs) is not None:
+        return None
+    return make_jax_env(env_id, env_kwargs)
+
+
+def _play_jax(
+    policy: Policy, env: Any, episodes: int, greedy: bool, seed: int, envs: int
+) -> EvalResult:
+    """`episodes` episodes of the JAX env `env` in one jitted loop (Anakin's evaluator, the
+    policy as its one seed), `envs` at a time (0: one each)."""
+    evaluator = JaxEvaluator(env, policy.agent.actor, episodes, seed, envs)
+    return evaluator.run(jax.tree.map(lambda x: np.asarray(x)[None], policy.params), greedy)

@@ -20,6 +20,7 @@ from jaxrl_dist.agents.common import (
 )
 from jaxrl_dist.agents.impala.config import RUNTIME_HPARAMS, ImpalaConfig
 from jaxrl_dist.agents.impala.loss import impala_loss
+from jaxrl_dist.agents.intrinsic import RND, with_intrinsic
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.types import Rollout, assert_rollout_shapes
@@ -37,25 +38,31 @@ def make_optimizer(config: ImpalaConfig) -> optax.GradientTransformation:
 
 
 def make_impala(
-    config: ImpalaConfig, network_config: NetworkConfig, env_spec: EnvSpec, run_shape: RunShape
+    config: ImpalaConfig,
+    network_config: NetworkConfig,
+    env_spec: EnvSpec,
+    run_shape: RunShape,
+    intrinsic: RND | None = None,
 ) -> Agent:
     """Builds IMPALA's two halves (discrete or continuous actions); the learning rate anneals
-    linearly to 0 over the run's env steps."""
-    model = make_policy_model(network_config, env_spec)
+    linearly to 0 over the run's env steps. With `intrinsic`, the network has an intrinsic
+    value head and the policy follows both rewards' advantages (`impala_loss`)."""
+    model = make_policy_model(network_config, env_spec, 1 if intrinsic is None else 2)
     fraction = lr_fraction(config.anneal_lr, run_shape.num_updates)
     optimizer = make_optimizer(config)
 
-    def loss_fn(net, params, rollout, loss_config):
+    def loss_fn(net, params, rollout, loss_config, r_int):
         first, core_state = sequence_inputs(rollout)
         policy, values, _ = model.unroll({**params, "net": net}, rollout.obs, first, core_state)
-        return impala_loss(policy, values, rollout, loss_config, model.dist)
+        terms = None if r_int is None else (r_int, intrinsic.config)
+        return impala_loss(policy, values, rollout, loss_config, model.dist, terms)
 
-    def update(state: LearnerState, rollout: Rollout):
+    def update(state: LearnerState, rollout: Rollout, r_int: jax.Array | None = None):
         assert_rollout_shapes(rollout)
         loss_config = with_hparams(config, state.hparams)
         params = model.update_obs_stats(state.params, rollout.obs)
         grads, metrics = jax.grad(loss_fn, has_aux=True)(
-            params["net"], params, rollout, loss_config
+            params["net"], params, rollout, loss_config, r_int
         )
         lr = state.hparams["learning_rate"] * fraction(state.update_step)
         params, opt_state = gradient_step(optimizer, params, state.opt_state, grads, lr)
@@ -67,4 +74,6 @@ def make_impala(
 
     hparams = initial_hparams(config, RUNTIME_HPARAMS)
     learner = LearnerCore(lambda key: init_learner_state(model, optimizer, key, hparams), update)
+    if intrinsic is not None:
+        learner = with_intrinsic(learner, intrinsic)
     return Agent(sampling_actor(model), learner, RUNTIME_HPARAMS)

@@ -16,9 +16,10 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxrl_dist.agents.common import masked_mean, transitions
+from jaxrl_dist.agents.common import masked_mean, transitions, value_means
 from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.agents.impala.config import ImpalaConfig
+from jaxrl_dist.agents.intrinsic import IntrinsicConfig
 from jaxrl_dist.ops import vtrace_td_error_and_advantage
 from jaxrl_dist.types import Rollout
 
@@ -29,42 +30,45 @@ def impala_loss(
     rollout: Rollout,
     config: ImpalaConfig,
     dist: Categorical | Gaussian = Categorical(),
+    intrinsic: tuple[jax.Array, IntrinsicConfig] | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The IMPALA loss on a batch of segments.
 
     Args:
       policy: `[T + 1, B, ...]` the learner's distribution params on `rollout.obs` (logits
         `[T + 1, B, A]`, or a Gaussian's `{"mean", "log_std"}`).
-      values: `[T + 1, B]` state values on `rollout.obs`.
+      values: `[T + 1, B]` state values on `rollout.obs` (`[T + 1, B, 2]` with `intrinsic`:
+        the env reward's head, the intrinsic reward's).
       rollout: `[T + 1, B]` rollout; `agent_extras["log_prob"]` `[T, B]` holds the behaviour
         policy's log-probability of each action taken.
       config: the loss coefficients.
       dist: the action distribution `policy` parameterises.
+      intrinsic: (`r_int` `[T, B]`, its config): the intrinsic head learns V-trace targets of
+        `r_int`, non-episodic (discounted across episode ends, Burda et al. 2018); the policy
+        follows `ext_coef` times the env reward's advantage plus `int_coef` times these.
 
     Returns:
       (scalar loss, metrics). Every term is averaged over the valid (non-reset) transitions.
     """
-    chex.assert_rank(values, 2)
-    chex.assert_equal_shape([values[:-1], rollout.agent_extras["log_prob"]])
+    chex.assert_rank(values, 2 if intrinsic is None else 3)
+    ext_values = values if intrinsic is None else values[..., 0]
+    chex.assert_equal_shape([ext_values[:-1], rollout.agent_extras["log_prob"]])
     # Truncation bootstraps from V(final obs), termination from 0; reset transitions are masked.
-    r_t, discount_t, mask = transitions(rollout, values, config.discount, config.reward_scale)
-    v_tm1, v_t = values[:-1], values[1:]
+    r_t, discount_t, mask = transitions(rollout, ext_values, config.discount, config.reward_scale)
     policy_t = jax.tree.map(lambda x: x[:-1], policy)
     log_pi_a = dist.log_prob(policy_t, rollout.action)
     rho_tm1 = jnp.exp(jax.lax.stop_gradient(log_pi_a) - rollout.agent_extras["log_prob"])
-
-    vtrace = vtrace_td_error_and_advantage(
-        v_tm1,
-        v_t,
-        r_t,
-        discount_t,
-        rho_tm1,
-        lambda_=config.lambda_,
-        clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-    )
-    pg_loss = -masked_mean(log_pi_a * jax.lax.stop_gradient(vtrace.pg_advantage), mask)
-    baseline_loss = 0.5 * masked_mean(jnp.square(vtrace.errors), mask)
+    vtrace = _vtrace(ext_values, r_t, discount_t, rho_tm1, config)
+    pg_advantage, errors = vtrace.pg_advantage, jnp.square(vtrace.errors)
+    if intrinsic is not None:
+        r_int, c = intrinsic
+        int_vtrace = _vtrace(
+            values[..., 1], r_int, jnp.full_like(r_int, c.discount), rho_tm1, config
+        )
+        pg_advantage = c.ext_coef * pg_advantage + c.int_coef * int_vtrace.pg_advantage
+        errors = errors + jnp.square(int_vtrace.errors)
+    pg_loss = -masked_mean(log_pi_a * jax.lax.stop_gradient(pg_advantage), mask)
+    baseline_loss = 0.5 * masked_mean(errors, mask)
     entropy = masked_mean(dist.entropy(policy_t), mask)
     loss = pg_loss + config.baseline_cost * baseline_loss - config.entropy_cost * entropy
     metrics = {
@@ -75,9 +79,23 @@ def impala_loss(
         "rho_mean": masked_mean(rho_tm1, mask),
         # How far off-policy the batch is: the share of importance weights V-trace truncates.
         "rho_clipped_fraction": masked_mean(rho_tm1 > config.clip_rho_threshold, mask),
-        "value_mean": masked_mean(v_tm1, mask),
+        **value_means(values[:-1], mask),
         # Far from 0 when the critic lags the returns: the policy gradient then follows its bias.
-        "advantage_mean": masked_mean(vtrace.pg_advantage, mask),
+        "advantage_mean": masked_mean(pg_advantage, mask),
         "valid_fraction": mask.mean(),
     }
     return loss, metrics
+
+
+def _vtrace(values: jax.Array, r_t, discount_t, rho_tm1, config: ImpalaConfig):
+    """V-trace of one value head's `values` `[T + 1, B]` with `config`'s lambda and clips."""
+    return vtrace_td_error_and_advantage(
+        values[:-1],
+        values[1:],
+        r_t,
+        discount_t,
+        rho_tm1,
+        lambda_=config.lambda_,
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+    )

@@ -33,21 +33,33 @@ from jaxrl_dist.agents.common import (
     sampling_actor,
     sequence_inputs,
     sgd_loop_unroll,
+    value_means,
     with_hparams,
 )
+from jaxrl_dist.agents.intrinsic import RND, with_intrinsic
 from jaxrl_dist.agents.ppo.config import RUNTIME_HPARAMS, PPOConfig
-from jaxrl_dist.agents.ppo.loss import advantages_and_targets, ppo_loss
+from jaxrl_dist.agents.ppo.loss import (
+    advantages_and_targets,
+    intrinsic_advantages_and_targets,
+    ppo_loss,
+)
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.types import Rollout, assert_rollout_shapes
 
 
 def make_ppo(
-    config: PPOConfig, network_config: NetworkConfig, env_spec: EnvSpec, run_shape: RunShape
+    config: PPOConfig,
+    network_config: NetworkConfig,
+    env_spec: EnvSpec,
+    run_shape: RunShape,
+    intrinsic: RND | None = None,
 ) -> Agent:
     """Builds PPO's two halves (discrete or continuous actions); the learning rate anneals
-    linearly to 0 over the run's env steps, per optimizer step."""
-    model = make_policy_model(network_config, env_spec)
+    linearly to 0 over the run's env steps, per optimizer step. With `intrinsic`, the network
+    has an intrinsic value head and the advantage is `ext_coef` times the env reward's plus
+    `int_coef` times the intrinsic reward's (Burda et al. 2018)."""
+    model = make_policy_model(network_config, env_spec, 1 if intrinsic is None else 2)
     steps_per_update = config.num_epochs * config.num_minibatches
     fraction = lr_fraction(config.anneal_lr, run_shape.num_updates * steps_per_update)
 
@@ -78,13 +90,25 @@ def make_ppo(
         unroll = sgd_loop_unroll(network_config, steps_per_update)
         return jax.lax.scan(sgd_step, (params, opt_state), minibatches, unroll=unroll)
 
-    def update(state: LearnerState, rollout: Rollout):
+    def advantages(values, log_pi, rollout, r_int):
+        """(advantages `[T, B]`, targets shaped like `values[:-1]`, mask `[T, B]`)."""
+        if r_int is None:
+            return advantages_and_targets(values, log_pi, rollout, config)
+        c = intrinsic.config
+        ext_adv, ext_target, mask = advantages_and_targets(values[..., 0], log_pi, rollout, config)
+        int_adv, int_target = intrinsic_advantages_and_targets(
+            values[..., 1], log_pi, rollout, r_int, c.discount, config
+        )
+        adv = c.ext_coef * ext_adv + c.int_coef * int_adv
+        return adv, jnp.stack([ext_target, int_target], -1), mask
+
+    def update(state: LearnerState, rollout: Rollout, r_int: jax.Array | None = None):
         assert_rollout_shapes(rollout)
         params = model.update_obs_stats(state.params, rollout.obs)
         first, core_state = sequence_inputs(rollout)
         policy, values, _ = model.unroll(params, rollout.obs, first, core_state)
         log_pi = model.dist.log_prob(jax.tree.map(lambda x: x[:-1], policy), rollout.action)
-        adv, target, mask = advantages_and_targets(values, log_pi, rollout, config)
+        adv, target, mask = advantages(values, log_pi, rollout, r_int)
         data = {
             "obs": jax.tree.map(lambda x: x[:-1], rollout.obs),
             "action": rollout.action,
@@ -109,13 +133,15 @@ def make_ppo(
             jnp.float32,
         )
         metrics["advantage_mean"] = masked_mean(adv, mask)
-        metrics["value_mean"] = masked_mean(values[:-1], mask)
+        metrics.update(value_means(values[:-1], mask))
         return state._replace(
             params=params, opt_state=opt_state, rng=rng, update_step=state.update_step + 1
         ), metrics
 
     hparams = initial_hparams(config, RUNTIME_HPARAMS)
     learner = LearnerCore(lambda key: init_learner_state(model, optimizer, key, hparams), update)
+    if intrinsic is not None:
+        learner = with_intrinsic(learner, intrinsic)
     return Agent(sampling_actor(model), learner, RUNTIME_HPARAMS)
 
 

@@ -23,15 +23,43 @@ def advantages_and_targets(
     learner's, before this update; V-trace compares `log_pi` with the behaviour log-probs.
     """
     r_t, discount_t, mask = transitions(rollout, values, config.discount, config.reward_scale)
+    return (*_estimate(r_t, discount_t, values, log_pi, rollout, config), mask)
+
+
+def intrinsic_advantages_and_targets(
+    values: jax.Array,
+    log_pi: jax.Array,
+    rollout: Rollout,
+    r_int: jax.Array,
+    discount: float,
+    config: PPOConfig,
+) -> tuple[jax.Array, jax.Array]:
+    """Advantages and value targets `[T, B]` of the intrinsic rewards `r_int` `[T, B]` for the
+    intrinsic value head's `values` `[T + 1, B]`: non-episodic (Burda et al. 2018), so every
+    transition is discounted by `discount`, across episode ends too; same estimator as the
+    env reward's."""
+    discount_t = jnp.full_like(r_int, discount)
+    return _estimate(r_int, discount_t, values, log_pi, rollout, config)
+
+
+def _estimate(
+    r_t: jax.Array,
+    discount_t: jax.Array,
+    values: jax.Array,
+    log_pi: jax.Array,
+    rollout: Rollout,
+    config: PPOConfig,
+) -> tuple[jax.Array, jax.Array]:
+    """(advantages, value targets) `[T, B]` by `config.advantage_estimator`."""
     if config.advantage_estimator == "gae":
         adv = truncated_generalized_advantage_estimation(r_t, discount_t, config.gae_lambda, values)
-        return adv, adv + values[:-1], mask
+        return adv, adv + values[:-1]
     rho = jnp.exp(log_pi - rollout.agent_extras["log_prob"])
     vtrace = vtrace_td_error_and_advantage(
         values[:-1], values[1:], r_t, discount_t, rho, config.gae_lambda
     )
     # q - v, not pg_advantage: the surrogate already weights by min(c, pi_old / mu) once.
-    return vtrace.q_estimate - values[:-1], vtrace.errors + values[:-1], mask
+    return vtrace.q_estimate - values[:-1], vtrace.errors + values[:-1]
 
 
 def ppo_loss(
@@ -50,9 +78,11 @@ def ppo_loss(
 
     Args:
       policy: `[T, b, ...]` the current params' distribution params at the transitions' obs.
-      values: `[T, b]` the current params' values there.
+      values: `[T, b]` the current params' values there (`[T, b, 2]` with an intrinsic value
+        head: both heads learn, their losses summed).
       batch: `action`, `behaviour_log_prob`, `old_log_prob`, `advantage`, `target`,
-        `old_value`, `mask`, each `[T, b]` (actions `[T, b, ...]`).
+        `old_value`, `mask`, each `[T, b]` (actions `[T, b, ...]`; `target` and `old_value`
+        shaped like `values`).
       config: coefficients.
       dist: the action distribution `policy` parameterises.
     """
@@ -75,6 +105,8 @@ def ppo_loss(
         old = batch["old_value"]
         v_clipped = old + jnp.clip(values - old, -config.clip_eps, config.clip_eps)
         value_loss = jnp.maximum(value_loss, jnp.square(v_clipped - batch["target"]))
+    if value_loss.ndim > mask.ndim:  # the env reward's head and the intrinsic one
+        value_loss = value_loss.sum(-1)
     value_loss = 0.5 * masked_mean(value_loss, mask)
     entropy = masked_mean(dist.entropy(policy), mask)
     loss = pg_loss + config.value_cost * value_loss - config.entropy_cost * entropy

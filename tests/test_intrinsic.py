@@ -1,0 +1,341 @@
+"""Intrinsic rewards (`config.intrinsic`, RND): the reward and its normalisation, the intrinsic
+value head in PPO's and IMPALA's losses, pre-training's zeroed env reward, runs on both
+engines (pre-training, a warm-started fine-tune, exact resume, evaluation) and the refusals."""
+
+import dataclasses
+import json
+import os
+import shlex
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from cli_refusal import assert_refused
+from train_runs import jsonl_records, train_main
+
+from jaxrl_dist.agents.base import LearnerCore
+from jaxrl_dist.agents.impala import ImpalaConfig
+from jaxrl_dist.agents.impala.loss import impala_loss
+from jaxrl_dist.agents.intrinsic import RND, IntrinsicConfig, with_intrinsic
+from jaxrl_dist.agents.ppo import PPOConfig
+from jaxrl_dist.agents.ppo.loss import intrinsic_advantages_and_targets, ppo_loss
+from jaxrl_dist.ops import truncated_generalized_advantage_estimation, vtrace_td_error_and_advantage
+from jaxrl_dist.ops.running_stats import init_running_stats, update_running_stats
+from jaxrl_dist.types import Rollout
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEEPSEA = "configs/anakin_ppo_deepsea.py"
+GUIDE = os.path.join(ROOT, "docs", "guides", "intrinsic-rewards.md")
+SMALL = IntrinsicConfig("rnd", hidden_sizes=(32,), embedding_size=16, learning_rate=1e-2)
+
+
+def _rollout(obs: np.ndarray, reward=None, ended=None) -> Rollout:
+    """A `[T + 1, B]` rollout of `obs` (episode ends at `ended [T + 1, B]`)."""
+    steps, batch = obs.shape[:2]
+    ended = np.zeros((steps, batch), bool) if ended is None else ended
+    return Rollout(
+        obs=jnp.asarray(obs, jnp.float32),
+        reward=jnp.zeros((steps, batch)) if reward is None else jnp.asarray(reward),
+        terminated=jnp.asarray(ended),
+        truncated=jnp.zeros((steps, batch), bool),
+        action=jnp.zeros((steps - 1, batch), jnp.int32),
+        agent_extras={"log_prob": jnp.full((steps - 1, batch), -0.7)},
+        policy_version=jnp.zeros((steps - 1, batch), jnp.int32),
+    )
+
+
+def test_rnd_rewards_new_observations_over_familiar_ones():
+    """After the predictor learned one observation, another one earns the larger reward."""
+    rnd = RND(dataclasses.replace(SMALL, update_proportion=1.0), (4,), "mlp", 2)
+    familiar, new = np.array([1.0, 0.0, 0.5, -1.0]), np.array([-2.0, 3.0, 0.0, 1.0])
+    state = rnd.init(jax.random.PRNGKey(0))
+    step = jax.jit(rnd.step)
+    for _ in range(150):
+        state, _, metrics = step(state, _rollout(np.broadcast_to(familiar, (5, 2, 4))))
+    probe = np.broadcast_to(familiar, (5, 2, 4)).copy()
+    probe[1:, 1] = new  # column 1 arrives at the new observation
+    _, r_int, _ = step(state, _rollout(probe))
+    assert float(r_int[:, 1].min()) > 10 * float(r_int[:, 0].max())
+    assert float(metrics["predictor_loss"]) < 1e-3
+
+
+def test_rewards_are_divided_by_the_std_of_returns_carried_from_batch_to_batch():
+    """The paper's normalisation: each column's discounted sum of raw rewards runs on across
+    batches (and episode ends); the rewards are divided by the running std of those sums."""
+    rnd = RND(dataclasses.replace(SMALL, discount=0.9), (3,), "mlp", 2)
+    state = rnd.init(jax.random.PRNGKey(1))
+    rng = np.random.default_rng(0)
+    running, stats = np.zeros(2), init_running_stats(())
+    for _ in range(3):
+        state, r_int, _ = rnd.step(state, _rollout(rng.normal(size=(5, 2, 3))))
+        r_raw = np.asarray(r_int) * np.sqrt(float(state.return_stats.var) + 1e-8)
+        sums = []
+        for r_t in r_raw:
+            running = 0.9 * running + r_t
+            sums.append(running.copy())
+        stats = update_running_stats(stats, np.stack(sums))
+        np.testing.assert_allclose(state.return_filter, running, rtol=1e-5)
+        np.testing.assert_allclose(state.return_stats.var, stats.var, rtol=1e-4)
+    assert (np.asarray(r_int) > 0).all()
+
+
+def test_rnd_refuses_a_batch_of_another_size():
+    rnd = RND(SMALL, (3,), "mlp", 4)
+    with pytest.raises(ValueError, match="batches of 4 envs, got 2"):
+        rnd.step(rnd.init(jax.random.PRNGKey(0)), _rollout(np.zeros((3, 2, 3))))
+
+
+def test_intrinsic_advantages_run_across_episode_ends():
+    """Non-episodic: the intrinsic GAE discounts every transition, where the env reward's stops."""
+    values = jnp.asarray(np.random.default_rng(1).normal(size=(5, 2)), jnp.float32)
+    r_int = jnp.ones((4, 2))
+    ended = np.zeros((5, 2), bool)
+    ended[2, 0] = True
+    rollout = _rollout(np.zeros((5, 2, 1)), ended=ended)
+    config = PPOConfig(gae_lambda=0.9)
+    adv, target = intrinsic_advantages_and_targets(
+        values, jnp.full((4, 2), -0.7), rollout, r_int, 0.95, config
+    )
+    want = truncated_generalized_advantage_estimation(r_int, jnp.full((4, 2), 0.95), 0.9, values)
+    np.testing.assert_allclose(adv, want, rtol=1e-6)
+    np.testing.assert_allclose(target, want + values[:-1], rtol=1e-6)
+
+
+def test_ppo_value_loss_sums_both_heads():
+    rng = np.random.default_rng(2)
+    values = jnp.asarray(rng.normal(size=(4, 3, 2)), jnp.float32)
+    batch = {
+        "action": jnp.zeros((4, 3), jnp.int32),
+        "behaviour_log_prob": jnp.full((4, 3), -0.7),
+        "old_log_prob": jnp.full((4, 3), -0.7),
+        "advantage": jnp.asarray(rng.normal(size=(4, 3)), jnp.float32),
+        "target": jnp.asarray(rng.normal(size=(4, 3, 2)), jnp.float32),
+        "old_value": values,
+        "mask": jnp.ones((4, 3)),
+    }
+    logits = jnp.zeros((4, 3, 2))
+    config = PPOConfig(clip_value=False)
+    _, both = ppo_loss(logits, values, batch, config)
+    heads = [
+        ppo_loss(
+            logits,
+            values[..., i],
+            {**batch, "target": batch["target"][..., i], "old_value": values[..., i]},
+            config,
+        )[1]["value_loss"]
+        for i in (0, 1)
+    ]
+    np.testing.assert_allclose(both["value_loss"], heads[0] + heads[1], rtol=1e-6)
+
+
+def test_impala_follows_both_advantages_and_learns_both_heads():
+    """With weights 1 and 0 the policy gradient is the env reward's alone; the baseline loss adds
+    the intrinsic head's V-trace errors, non-episodic."""
+    rng = np.random.default_rng(3)
+    ended = np.zeros((5, 2), bool)
+    ended[3, 1] = True
+    rollout = _rollout(np.zeros((5, 2, 1)), reward=rng.normal(size=(5, 2)), ended=ended)
+    values = jnp.asarray(rng.normal(size=(5, 2, 2)), jnp.float32)
+    logits = jnp.asarray(rng.normal(size=(5, 2, 3)), jnp.float32)
+    r_int = jnp.asarray(rng.uniform(size=(4, 2)), jnp.float32)
+    config = ImpalaConfig()
+    _, ext = impala_loss(logits, values[..., 0], rollout, config)
+    quiet = dataclasses.replace(SMALL, ext_coef=1.0, int_coef=0.0, discount=0.9)
+    _, both = impala_loss(logits, values, rollout, config, intrinsic=(r_int, quiet))
+    np.testing.assert_allclose(both["pg_loss"], ext["pg_loss"], rtol=1e-6)
+    log_pi = jax.nn.log_softmax(logits[:-1])[..., 0]
+    rho = jnp.exp(log_pi - rollout.agent_extras["log_prob"])
+    errors = vtrace_td_error_and_advantage(
+        values[:-1, :, 1], values[1:, :, 1], r_int, jnp.full((4, 2), 0.9), rho, config.lambda_
+    ).errors
+    mask = np.ones((4, 2))
+    mask[3, 1] = 0.0  # the reset transition after the episode end
+    want = ext["baseline_loss"] + 0.5 * np.sum(np.square(errors) * mask) / mask.sum()
+    np.testing.assert_allclose(both["baseline_loss"], want, rtol=1e-5)
+    assert both["intrinsic_value_mean"] != both["value_mean"]
+
+
+def test_pretraining_hides_the_env_reward_and_the_wrapper_is_the_agents_state():
+    seen = []
+
+    def update(state, rollout, r_int):
+        seen.append((np.asarray(rollout.reward), np.asarray(r_int)))
+        return state._replace(update_step=state.update_step + 1), {"loss": jnp.zeros(())}
+
+    from jaxrl_dist.agents.base import LearnerState
+
+    init = lambda key: LearnerState({"w": jnp.ones(2)}, (), key, jnp.zeros((), jnp.int32), {})  # noqa: E731
+    rollout = _rollout(np.ones((3, 2, 3)), reward=np.full((3, 2), 5.0))
+    for pretraining, reward in ((True, 0.0), (False, 5.0)):
+        config = dataclasses.replace(SMALL, pretraining=pretraining)
+        core = with_intrinsic(LearnerCore(init, update), RND(config, (3,), "mlp", 2))
+        state = core.init(jax.random.PRNGKey(0))
+        state, metrics = core.update(state, rollout)
+        assert (seen[-1][0] == reward).all() and seen[-1][1].shape == (2, 2)
+        assert int(core.update_count(state)) == 1 == int(state.update_step)
+        assert "predictor_loss" in metrics and "loss" in metrics
+        assert core.actor_params(state)["w"].shape == (2,)
+        moved = core.with_params(state, {"w": jnp.zeros(2)})
+        assert float(core.actor_params(moved)["w"].sum()) == 0.0
+
+
+def test_params_put_into_an_rnd_learner_keep_its_own_intrinsic_head():
+    """A warm start or a load takes everything but the intrinsic value head, whose values are
+    of the learner's own RND."""
+    from jaxrl_dist.agents.base import RunShape
+    from jaxrl_dist.agents.ppo import make_ppo
+    from jaxrl_dist.agents.ppo.config import PPOConfig as Config
+    from jaxrl_dist.envs import EnvSpec
+    from jaxrl_dist.networks import NetworkConfig
+
+    spec = EnvSpec(obs_shape=(3,), obs_dtype=np.dtype("float32"), num_actions=2)
+    network = NetworkConfig(hidden_sizes=(8,))
+    agent = make_ppo(Config(), network, spec, RunShape(1000, 10.0), RND(SMALL, (3,), "mlp", 2))
+    core = agent.learner
+    mine, other = core.init(jax.random.PRNGKey(0)), core.init(jax.random.PRNGKey(1))
+    loaded = core.actor_params(core.with_params(mine, core.actor_params(other)))
+    heads = lambda p: p["net"]["params"]  # noqa: E731
+    for name, head in heads(loaded).items():
+        source = mine if name == "intrinsic_value_head" else other
+        jax.tree.map(np.testing.assert_array_equal, head, heads(core.actor_params(source))[name])
+    assert set(heads(loaded)) >= {"intrinsic_value_head", "value_head", "policy_head"}
+
+
+def test_ppo_with_rnd_on_sebulba_logs_it_and_evaluates_its_two_headed_params(tmp_path):
+    """Sebulba (EnvPool CartPole): the intrinsic reward and head are logged; the checkpoint's
+    description rebuilds the two-headed network for evaluation."""
+    import jaxrl_dist
+
+    workdir = str(tmp_path / "ppo_rnd")
+    summary = train_main("configs/ppo_cartpole.py:quick", workdir, "--config.intrinsic.method=rnd")
+    assert summary["updates"] > 0
+    logged = [r for r in jsonl_records(workdir, "metrics.jsonl") if "losses/predictor_loss" in r]
+    assert logged and all(r["losses/intrinsic_reward"] > 0 for r in logged)
+    assert all("losses/intrinsic_value_mean" in r for r in logged)
+    result = jaxrl_dist.evaluate(workdir, episodes=2)
+    assert result.returns.shape == (2, 1)
+    assert "intrinsic_value_head" in result.policy.params["net"]["params"]
+
+
+def test_impala_pretrains_on_sebulba_and_a_warm_start_fine_tunes_it(tmp_path):
+    pre = str(tmp_path / "pre")
+    flags = ["--config.intrinsic.method=rnd", "--config.total_env_steps=3200"]
+    train_main(
+        "configs/impala_cartpole.py:quick", pre, *flags, "--config.intrinsic.pretraining=true"
+    )
+    fine = str(tmp_path / "fine")
+    summary = train_main(
+        "configs/impala_cartpole.py:quick", fine, *flags, f"--config.warm_start={pre}@latest"
+    )
+    assert summary["updates"] > 0
+
+
+def test_anakin_rnd_resumes_bit_identically(tmp_path):
+    """The RND state (predictor, target, statistics, the returns' filter) is checkpointed with
+    the learner's and taken back by a resume."""
+    from train_runs import interrupted_run
+
+    from jaxrl_dist.config.cli import load_config
+    from jaxrl_dist.run.trainer import Trainer
+
+    steps = {"total_env_steps": 16 * 512, "checkpoint_every_updates": 5, "log_every_updates": 4}
+    config = load_config(f"{DEEPSEA}:quick", **steps)
+    whole = Trainer(config, str(tmp_path / "whole"), quiet=True).run()
+    cut = interrupted_run(config, str(tmp_path / "cut"), 6 * 512)
+    assert 6 <= cut.updates < 16
+    resumed = Trainer(config, str(tmp_path / "cut"), resume=True, quiet=True).run()
+    assert resumed.updates == whole.updates == 16
+    assert resumed.summary["state_sha256"] == whole.summary["state_sha256"]
+
+
+def _guide_lines(script: str) -> list[list[str]]:
+    """The intrinsic-reward guide's bash lines that run `script`: the script's arguments."""
+    text = open(GUIDE).read()
+    blocks = text.split("```bash\n")[1:]
+    lines = [line for b in blocks for line in b.split("```")[0].replace("\\\n", " ").splitlines()]
+    return [shlex.split(line)[2:] for line in lines if line.startswith(f"python {script}")]
+
+
+def test_the_guides_pretrain_fine_tune_and_evaluate_commands_run_small(tmp_path, monkeypatch):
+    """The guide's pre-training, its fine-tune (a warm start) and the evaluation of the fine-tuned
+    run, as written, each on a smaller step budget (Anakin, DeepSea)."""
+    from jaxrl_dist.config.cli import main as train
+    from jaxrl_dist.tools.evaluate_cli import main as evaluate
+
+    monkeypatch.chdir(tmp_path)
+    os.symlink(os.path.join(ROOT, "configs"), tmp_path / "configs")
+    trains = _guide_lines("scripts/train.py")
+    (pretrain,) = [argv for argv in trains if argv[1].endswith(":pretrain")]
+    (fine_tune,) = [argv for argv in trains if any("warm_start" in a for a in argv)]
+    for argv in (pretrain, fine_tune):
+        assert train([*argv, "--config.total_env_steps=2048", "--config.eval_every_updates=2"]) == 0
+    (evaluation,) = _guide_lines("scripts/evaluate.py")
+    assert evaluate(evaluation) == 0
+    pre_dir, fine_dir = (argv[argv.index("--workdir") + 1] for argv in (pretrain, fine_tune))
+    pre, fine = ({n: _json(d, n) for n in ("summary", "config")} for d in (pre_dir, fine_dir))
+    assert pre["config"]["intrinsic"]["pretraining"]
+    assert not fine["config"]["intrinsic"]["pretraining"]
+    # The same seed: without the warm start the fine-tune would start from pre's first params;
+    # it starts from pre's last, but for the intrinsic head (fresh, as its RND).
+    start = fine["summary"]["initial_params_sha256"]
+    assert start not in (pre["summary"]["initial_params_sha256"], pre["summary"]["params_sha256"])
+    assert os.listdir(os.path.join(fine_dir, "eval"))
+
+
+def _json(workdir: str, name: str) -> dict:
+    with open(os.path.join(workdir, f"{name}.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize(
+    ("config", "overrides", "needle"),
+    [
+        (
+            "configs/rainbow_cartpole.py",
+            ["--config.intrinsic.method=rnd"],
+            "config.intrinsic.method='rnd' needs an agent with a value head",
+        ),
+        ("configs/ppo_cartpole.py", ["--config.intrinsic.method=icm"], "config.intrinsic.method"),
+        (
+            "configs/ppo_cartpole.py",
+            ["--config.intrinsic.pretraining=true"],
+            "needs an intrinsic reward; set --config.intrinsic.method='rnd'",
+        ),
+        (
+            "configs/ppo_cartpole.py",
+            ["--config.intrinsic.method=rnd", "--config.intrinsic.int_coef=-1"],
+            "config.intrinsic.int_coef=-1.0 must be >= 0",
+        ),
+        (
+            "configs/ppo_cartpole.py",
+            ["--config.intrinsic.method=rnd", "--config.intrinsic.update_proportion=0"],
+            "update_proportion",
+        ),
+        (
+            "configs/ppo_cartpole.py",
+            [
+                "--config.intrinsic.method=rnd",
+                "--config.intrinsic.pretraining=true",
+                "--config.intrinsic.int_coef=0",
+            ],
+            "leaves nothing to learn from",
+        ),
+    ],
+)
+def test_bad_intrinsic_sections_are_refused_in_one_line(
+    tmp_path, capsys, config, overrides, needle
+):
+    assert_refused(config, overrides, needle, tmp_path, capsys)
+
+
+def test_a_warm_start_without_the_intrinsic_head_is_refused(tmp_path, capsys):
+    plain = str(tmp_path / "plain")
+    train_main(f"{DEEPSEA}:quick", plain, "--config.intrinsic.method=none")
+    assert_refused(
+        f"{DEEPSEA}:quick",
+        [f"--config.warm_start={plain}"],
+        "config.intrinsic's value head",
+        tmp_path,
+        capsys,
+    )
