@@ -313,6 +313,11 @@ def _json(workdir: str, name: str) -> dict:
             "update_proportion",
         ),
         (
+            "configs/two_agents_tictactoe.py",
+            ["--config.agents.rb.intrinsic.method=rnd"],
+            "agents.rb.intrinsic.method='rnd' needs an agent with a value head",
+        ),
+        (
             "configs/ppo_cartpole.py",
             [
                 "--config.intrinsic.method=rnd",
