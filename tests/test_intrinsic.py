@@ -80,6 +80,22 @@ def test_rewards_are_divided_by_the_std_of_returns_carried_from_batch_to_batch()
     assert (np.asarray(r_int) > 0).all()
 
 
+def test_rnd_embeds_image_frames_through_the_image_torso():
+    """uint8 `[C, H, W]` frames go to the run's image torso as they are (it scales them)."""
+    from jaxrl_dist.agents.intrinsic import make_rnd
+    from jaxrl_dist.envs import EnvSpec
+    from jaxrl_dist.networks import NetworkConfig
+
+    spec = EnvSpec(obs_shape=(2, 12, 12), obs_dtype=np.dtype("uint8"), num_actions=3)
+    rnd = make_rnd(SMALL, NetworkConfig(), spec, 2)
+    assert rnd.torso_name == "impala_resnet" and not rnd.whitens
+    frames = np.random.default_rng(0).integers(0, 256, (4, 2, 2, 12, 12), dtype=np.uint8)
+    rollout = _rollout(np.zeros((4, 2, 1)))._replace(obs=jnp.asarray(frames))
+    state, r_int, _ = jax.jit(rnd.step)(rnd.init(jax.random.PRNGKey(0)), rollout)
+    assert r_int.shape == (3, 2) and bool(jnp.all(jnp.isfinite(r_int)))
+    assert state.obs_stats.mean.shape == ()  # no whitening statistics kept for frames
+
+
 def test_rnd_refuses_a_batch_of_another_size():
     rnd = RND(SMALL, (3,), "mlp", 4)
     with pytest.raises(ValueError, match="batches of 4 envs, got 2"):
