@@ -19,7 +19,12 @@ from jaxrl_dist.agents.impala import ImpalaConfig
 from jaxrl_dist.agents.impala.loss import impala_loss
 from jaxrl_dist.agents.intrinsic import RND, IntrinsicConfig, with_intrinsic
 from jaxrl_dist.agents.ppo import PPOConfig
-from jaxrl_dist.agents.ppo.loss import intrinsic_advantages_and_targets, ppo_loss
+from jaxrl_dist.agents.ppo.loss import (
+    advantages_and_targets,
+    combined_advantages_and_targets,
+    intrinsic_advantages_and_targets,
+    ppo_loss,
+)
 from jaxrl_dist.ops import truncated_generalized_advantage_estimation, vtrace_td_error_and_advantage
 from jaxrl_dist.ops.running_stats import init_running_stats, update_running_stats
 from jaxrl_dist.types import Rollout
@@ -118,9 +123,11 @@ def test_intrinsic_advantages_run_across_episode_ends():
     np.testing.assert_allclose(target, want + values[:-1], rtol=1e-6)
 
 
-def test_ppo_value_loss_sums_both_heads():
+def test_ppo_value_loss_sums_both_heads_the_intrinsic_one_over_every_transition():
     rng = np.random.default_rng(2)
     values = jnp.asarray(rng.normal(size=(4, 3, 2)), jnp.float32)
+    mask = np.ones((4, 3), np.float32)
+    mask[2, 1] = 0.0  # a reset transition: the env reward's head skips it, the intrinsic not
     batch = {
         "action": jnp.zeros((4, 3), jnp.int32),
         "behaviour_log_prob": jnp.full((4, 3), -0.7),
@@ -128,26 +135,52 @@ def test_ppo_value_loss_sums_both_heads():
         "advantage": jnp.asarray(rng.normal(size=(4, 3)), jnp.float32),
         "target": jnp.asarray(rng.normal(size=(4, 3, 2)), jnp.float32),
         "old_value": values,
-        "mask": jnp.ones((4, 3)),
+        "mask": jnp.asarray(mask),
     }
     logits = jnp.zeros((4, 3, 2))
     config = PPOConfig(clip_value=False)
     _, both = ppo_loss(logits, values, batch, config)
-    heads = [
-        ppo_loss(
-            logits,
-            values[..., i],
-            {**batch, "target": batch["target"][..., i], "old_value": values[..., i]},
-            config,
-        )[1]["value_loss"]
-        for i in (0, 1)
-    ]
-    np.testing.assert_allclose(both["value_loss"], heads[0] + heads[1], rtol=1e-6)
+
+    def head(i, head_mask):
+        one = {**batch, "target": batch["target"][..., i], "old_value": values[..., i]}
+        return ppo_loss(logits, values[..., i], {**one, "mask": head_mask}, config)[1]
+
+    want = head(0, batch["mask"])["value_loss"] + head(1, jnp.ones((4, 3)))["value_loss"]
+    np.testing.assert_allclose(both["value_loss"], want, rtol=1e-6)
+
+
+def test_ppo_weighs_both_advantages_and_pretraining_drops_the_env_rewards():
+    rng = np.random.default_rng(4)
+    ended = np.zeros((5, 2), bool)
+    ended[2, 1] = True
+    rollout = _rollout(np.zeros((5, 2, 1)), reward=rng.normal(size=(5, 2)), ended=ended)
+    values = jnp.asarray(rng.normal(size=(5, 2, 2)), jnp.float32)
+    r_int, log_pi = jnp.asarray(rng.uniform(size=(4, 2)), jnp.float32), jnp.full((4, 2), -0.7)
+    config = PPOConfig()
+    ext, ext_target, ext_mask = advantages_and_targets(values[..., 0], log_pi, rollout, config)
+    intr, int_target = intrinsic_advantages_and_targets(
+        values[..., 1], log_pi, rollout, r_int, 0.95, config
+    )
+    for weights, pretraining, want in (
+        ((2.0, 1.0), False, 2 * ext + intr),
+        ((0.5, 3.0), False, 0.5 * ext + 3 * intr),
+        ((2.0, 1.0), True, intr),
+    ):
+        c = dataclasses.replace(
+            SMALL, ext_coef=weights[0], int_coef=weights[1], discount=0.95, pretraining=pretraining
+        )
+        adv, target, mask = combined_advantages_and_targets(
+            values, log_pi, rollout, r_int, config, c
+        )
+        np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(target, np.stack([ext_target, int_target], -1), rtol=1e-6)
+        np.testing.assert_array_equal(mask, ext_mask)
 
 
 def test_impala_follows_both_advantages_and_learns_both_heads():
-    """With weights 1 and 0 the policy gradient is the env reward's alone; the baseline loss adds
-    the intrinsic head's V-trace errors, non-episodic."""
+    """At weights 1 and 0 the policy gradient is the env reward's alone, at 0 and 1 the
+    intrinsic one's; the baseline loss adds the intrinsic head's V-trace errors, non-episodic
+    and over every transition."""
     rng = np.random.default_rng(3)
     ended = np.zeros((5, 2), bool)
     ended[3, 1] = True
@@ -157,19 +190,23 @@ def test_impala_follows_both_advantages_and_learns_both_heads():
     r_int = jnp.asarray(rng.uniform(size=(4, 2)), jnp.float32)
     config = ImpalaConfig()
     _, ext = impala_loss(logits, values[..., 0], rollout, config)
-    quiet = dataclasses.replace(SMALL, ext_coef=1.0, int_coef=0.0, discount=0.9)
-    _, both = impala_loss(logits, values, rollout, config, intrinsic=(r_int, quiet))
+    ext_only = dataclasses.replace(SMALL, ext_coef=1.0, int_coef=0.0, discount=0.9)
+    _, both = impala_loss(logits, values, rollout, config, intrinsic=(r_int, ext_only))
     np.testing.assert_allclose(both["pg_loss"], ext["pg_loss"], rtol=1e-6)
     log_pi = jax.nn.log_softmax(logits[:-1])[..., 0]
     rho = jnp.exp(log_pi - rollout.agent_extras["log_prob"])
-    errors = vtrace_td_error_and_advantage(
+    int_vtrace = vtrace_td_error_and_advantage(
         values[:-1, :, 1], values[1:, :, 1], r_int, jnp.full((4, 2), 0.9), rho, config.lambda_
-    ).errors
-    mask = np.ones((4, 2))
-    mask[3, 1] = 0.0  # the reset transition after the episode end
-    want = ext["baseline_loss"] + 0.5 * np.sum(np.square(errors) * mask) / mask.sum()
+    )
+    want = ext["baseline_loss"] + 0.5 * np.mean(np.square(int_vtrace.errors))
     np.testing.assert_allclose(both["baseline_loss"], want, rtol=1e-5)
     assert both["intrinsic_value_mean"] != both["value_mean"]
+    int_only = dataclasses.replace(ext_only, ext_coef=0.0, int_coef=1.0)
+    _, alone = impala_loss(logits, values, rollout, config, intrinsic=(r_int, int_only))
+    mask = np.ones((4, 2))
+    mask[3, 1] = 0.0  # the reset transition after the episode end: no policy gradient
+    pg = -np.sum(log_pi * int_vtrace.pg_advantage * mask) / mask.sum()
+    np.testing.assert_allclose(alone["pg_loss"], pg, rtol=1e-5)
 
 
 def test_pretraining_hides_the_env_reward_and_the_wrapper_is_the_agents_state():
@@ -245,17 +282,23 @@ def test_impala_pretrains_on_sebulba_and_a_warm_start_fine_tunes_it(tmp_path):
         "configs/impala_cartpole.py:quick", fine, *flags, f"--config.warm_start={pre}@latest"
     )
     assert summary["updates"] > 0
+    pre_summary = _json(pre, "summary")
+    # The same seed: it starts from pre's last params, not its first, and with its own head.
+    start = summary["initial_params_sha256"]
+    assert start not in (pre_summary["initial_params_sha256"], pre_summary["params_sha256"])
+    assert _json(pre, "config")["intrinsic"]["pretraining"]
 
 
 def test_anakin_rnd_resumes_bit_identically(tmp_path):
-    """The RND state (predictor, target, statistics, the returns' filter) is checkpointed with
-    the learner's and taken back by a resume."""
+    """The RND state (predictor, target, statistics, the returns' filter) of two vmapped seeds
+    is checkpointed with the learner's and taken back by a resume."""
     from train_runs import interrupted_run
 
     from jaxrl_dist.config.cli import load_config
     from jaxrl_dist.run.trainer import Trainer
 
     steps = {"total_env_steps": 16 * 512, "checkpoint_every_updates": 5, "log_every_updates": 4}
+    steps["num_seeds"] = 2  # RND's state vmapped over seeds
     config = load_config(f"{DEEPSEA}:quick", **steps)
     whole = Trainer(config, str(tmp_path / "whole"), quiet=True).run()
     cut = interrupted_run(config, str(tmp_path / "cut"), 6 * 512)
@@ -341,6 +384,15 @@ def _json(workdir: str, name: str) -> dict:
                 "--config.intrinsic.int_coef=0",
             ],
             "leaves nothing to learn from",
+        ),
+        (
+            "configs/ppo_cartpole.py",
+            [
+                "--config.intrinsic.method=rnd",
+                "--config.intrinsic.ext_coef=0",
+                "--config.intrinsic.int_coef=0",
+            ],
+            "leave the policy no advantage",
         ),
     ],
 )

@@ -17,6 +17,7 @@ SHELL_FIELDS: Mapping[str, str] = {
     "algorithm": "the registered agent (and its data flow)",
     "algo": "the agent's own config",
     "network": "the agent's network",
+    "intrinsic": "an intrinsic reward in the agent's learner (its state, its value head)",
     "runtime": "the engine",
     "seed": "every random stream",
     "env_id": "the env, built by the engine",

@@ -39,7 +39,10 @@ from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import the
 )
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, split_observation
 
-POLICY_FORMAT = 1  # bump when describe_policy's dict changes in a way old readers cannot read
+POLICY_FORMAT = 2  # bump when describe_policy's dict changes in a way old readers cannot read
+# What a description needs of its reader: 2 with an intrinsic value head (`intrinsic`), which a
+# reader of format 1 would leave out of the network it builds; else 1, which every reader reads.
+INTRINSIC_FORMAT = 2
 
 
 def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
@@ -48,7 +51,7 @@ def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
     `run_shape` is stored because the agent's `make` takes it (for schedules; acting ignores it).
     """
     return {
-        "format": POLICY_FORMAT,
+        "format": INTRINSIC_FORMAT if config.intrinsic.enabled else 1,
         "algorithm": config.algorithm,
         "algo": jsonable(config.algo),
         "network": jsonable(config.network),

@@ -44,8 +44,9 @@ def impala_loss(
       config: the loss coefficients.
       dist: the action distribution `policy` parameterises.
       intrinsic: (`r_int` `[T, B]`, its config): the intrinsic head learns V-trace targets of
-        `r_int`, non-episodic (discounted across episode ends, Burda et al. 2018); the policy
-        follows `ext_coef` times the env reward's advantage plus `int_coef` times these.
+        `r_int`, non-episodic (discounted across episode ends, Burda et al. 2018, so its
+        baseline loss counts the reset transitions too); the policy follows the two
+        advantages weighted by `advantage_weights`.
 
     Returns:
       (scalar loss, metrics). Every term is averaged over the valid (non-reset) transitions.
@@ -59,16 +60,17 @@ def impala_loss(
     log_pi_a = dist.log_prob(policy_t, rollout.action)
     rho_tm1 = jnp.exp(jax.lax.stop_gradient(log_pi_a) - rollout.agent_extras["log_prob"])
     vtrace = _vtrace(ext_values, r_t, discount_t, rho_tm1, config)
-    pg_advantage, errors = vtrace.pg_advantage, jnp.square(vtrace.errors)
+    pg_advantage = vtrace.pg_advantage
+    baseline_loss = 0.5 * masked_mean(jnp.square(vtrace.errors), mask)
     if intrinsic is not None:
         r_int, c = intrinsic
-        int_vtrace = _vtrace(
-            values[..., 1], r_int, jnp.full_like(r_int, c.discount), rho_tm1, config
-        )
-        pg_advantage = c.ext_coef * pg_advantage + c.int_coef * int_vtrace.pg_advantage
-        errors = errors + jnp.square(int_vtrace.errors)
+        int_discount = jnp.full_like(r_int, c.discount)
+        int_vtrace = _vtrace(values[..., 1], r_int, int_discount, rho_tm1, config)
+        w_ext, w_int = c.advantage_weights
+        pg_advantage = w_ext * pg_advantage + w_int * int_vtrace.pg_advantage
+        # Its returns run on across episode ends: the reset transitions count for this head.
+        baseline_loss += 0.5 * jnp.mean(jnp.square(int_vtrace.errors))
     pg_loss = -masked_mean(log_pi_a * jax.lax.stop_gradient(pg_advantage), mask)
-    baseline_loss = 0.5 * masked_mean(errors, mask)
     entropy = masked_mean(dist.entropy(policy_t), mask)
     loss = pg_loss + config.baseline_cost * baseline_loss - config.entropy_cost * entropy
     metrics = {

@@ -3,7 +3,10 @@
 Defaults are Burda et al. 2018's ("Exploration by Random Network Distillation", Table 5):
 extrinsic and intrinsic advantages weighted 2 and 1, an intrinsic discount of 0.99 on
 non-episodic returns, Adam at 1e-4 for the predictor, trained on a quarter of each batch,
-observations whitened and clipped to [-5, 5].
+observations whitened and clipped to [-5, 5]. Two differences: the predictor takes one Adam step
+per learner update (the paper's code adds its loss to every PPO minibatch's: 16 steps a rollout
+at 4 epochs x 4 minibatches), so at the same rate novelty fades more slowly here; and image
+frames are not whitened (`rnd.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ class IntrinsicConfig:
       pretraining: learn from the intrinsic reward alone: the env's reward is replaced by 0
         for learning (episode returns are still logged); a later run warm-starts from it
         (`config.warm_start`) and fine-tunes on the task.
-      ext_coef, int_coef: weights of the extrinsic and intrinsic advantages.
+      ext_coef, int_coef: weights of the extrinsic and intrinsic advantages (in pre-training
+        the extrinsic one weighs 0: `advantage_weights`). PPO normalises its advantages, so
+        only their ratio matters there; IMPALA does not, so they also scale its policy
+        gradient against its entropy and baseline costs (`ext_coef=1` keeps a tuned IMPALA's).
       discount: the intrinsic returns' discount; they run on across episode ends
         (non-episodic), as in the paper.
       learning_rate: the predictor's Adam step size.
@@ -85,7 +91,16 @@ class IntrinsicConfig:
             _bad("obs_clip", self.obs_clip, "must be > 0")
         if self.pretraining and self.int_coef == 0:
             _bad("int_coef", 0.0, "with pretraining=True leaves nothing to learn from; set it > 0")
+        if self.ext_coef == 0 and self.int_coef == 0:
+            _bad("ext_coef", 0.0, "and config.intrinsic.int_coef=0 leave the policy no advantage")
 
     @property
     def enabled(self) -> bool:
         return self.method != "none"
+
+    @property
+    def advantage_weights(self) -> tuple[float, float]:
+        """(extrinsic, intrinsic) weights of the policy's advantage. In pre-training the env's
+        reward is hidden, so its advantage (its head's noise, until the head learns 0) weighs
+        nothing."""
+        return (0.0 if self.pretraining else self.ext_coef, self.int_coef)

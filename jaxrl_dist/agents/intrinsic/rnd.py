@@ -7,13 +7,14 @@ prediction error is a novelty reward. As in the paper:
 
 - observations are whitened by running statistics and clipped to `[-obs_clip, obs_clip]`
   before both networks (MLP torsos; image frames go to the run's image torso as they are: it
-  scales them to [0, 1]);
+  scales them to [0, 1], where the paper whitens each pixel);
 - the reward of transition `t` is the error at the observation it arrives at, `obs[t + 1]`,
   measured with the predictor before this batch trains it;
 - it is divided by a running standard deviation of the intrinsic *returns*: a per-column
   discounted sum of the rewards, carried from batch to batch (the paper's
   `RewardForwardFilter`, one per env);
-- the predictor trains on a random `update_proportion` of the batch's observations.
+- the predictor trains on a random `update_proportion` of the batch's observations, one Adam
+  step per learner update (the paper's code: one per PPO minibatch).
 
 A column of the learner batch stands for one env: exactly on Anakin (each seed's envs, in
 order); on Sebulba the env that filled that column of the batch (the statistic is a scale: a

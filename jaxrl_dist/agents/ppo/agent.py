@@ -40,7 +40,7 @@ from jaxrl_dist.agents.intrinsic import RND, with_intrinsic
 from jaxrl_dist.agents.ppo.config import RUNTIME_HPARAMS, PPOConfig
 from jaxrl_dist.agents.ppo.loss import (
     advantages_and_targets,
-    intrinsic_advantages_and_targets,
+    combined_advantages_and_targets,
     ppo_loss,
 )
 from jaxrl_dist.envs import EnvSpec
@@ -94,13 +94,9 @@ def make_ppo(
         """(advantages `[T, B]`, targets shaped like `values[:-1]`, mask `[T, B]`)."""
         if r_int is None:
             return advantages_and_targets(values, log_pi, rollout, config)
-        c = intrinsic.config
-        ext_adv, ext_target, mask = advantages_and_targets(values[..., 0], log_pi, rollout, config)
-        int_adv, int_target = intrinsic_advantages_and_targets(
-            values[..., 1], log_pi, rollout, r_int, c.discount, config
+        return combined_advantages_and_targets(
+            values, log_pi, rollout, r_int, config, intrinsic.config
         )
-        adv = c.ext_coef * ext_adv + c.int_coef * int_adv
-        return adv, jnp.stack([ext_target, int_target], -1), mask
 
     def update(state: LearnerState, rollout: Rollout, r_int: jax.Array | None = None):
         assert_rollout_shapes(rollout)

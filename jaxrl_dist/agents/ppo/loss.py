@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from jaxrl_dist.agents.common import masked_mean, transitions
 from jaxrl_dist.agents.distributions import Categorical, Gaussian
+from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.agents.ppo.config import PPOConfig
 from jaxrl_dist.ops import truncated_generalized_advantage_estimation, vtrace_td_error_and_advantage
 from jaxrl_dist.types import Rollout
@@ -40,6 +41,26 @@ def intrinsic_advantages_and_targets(
     env reward's."""
     discount_t = jnp.full_like(r_int, discount)
     return _estimate(r_int, discount_t, values, log_pi, rollout, config)
+
+
+def combined_advantages_and_targets(
+    values: jax.Array,
+    log_pi: jax.Array,
+    rollout: Rollout,
+    r_int: jax.Array,
+    config: PPOConfig,
+    intrinsic: IntrinsicConfig,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """With an intrinsic value head: the policy's advantages `[T, B]` (the two rewards'
+    weighted by `intrinsic.advantage_weights`), the value targets `[T, B, 2]` (the env
+    reward's head's, the intrinsic head's) and the env reward's transition mask `[T, B]`, for
+    `values` `[T + 1, B, 2]` and the intrinsic rewards `r_int` `[T, B]`."""
+    ext_adv, ext_target, mask = advantages_and_targets(values[..., 0], log_pi, rollout, config)
+    int_adv, int_target = intrinsic_advantages_and_targets(
+        values[..., 1], log_pi, rollout, r_int, intrinsic.discount, config
+    )
+    w_ext, w_int = intrinsic.advantage_weights
+    return w_ext * ext_adv + w_int * int_adv, jnp.stack([ext_target, int_target], -1), mask
 
 
 def _estimate(
@@ -79,7 +100,8 @@ def ppo_loss(
     Args:
       policy: `[T, b, ...]` the current params' distribution params at the transitions' obs.
       values: `[T, b]` the current params' values there (`[T, b, 2]` with an intrinsic value
-        head: both heads learn, their losses summed).
+        head: both heads learn, their losses summed; the intrinsic head's over every
+        transition, as its returns run on across episode ends).
       batch: `action`, `behaviour_log_prob`, `old_log_prob`, `advantage`, `target`,
         `old_value`, `mask`, each `[T, b]` (actions `[T, b, ...]`; `target` and `old_value`
         shaped like `values`).
@@ -105,9 +127,10 @@ def ppo_loss(
         old = batch["old_value"]
         v_clipped = old + jnp.clip(values - old, -config.clip_eps, config.clip_eps)
         value_loss = jnp.maximum(value_loss, jnp.square(v_clipped - batch["target"]))
-    if value_loss.ndim > mask.ndim:  # the env reward's head and the intrinsic one
-        value_loss = value_loss.sum(-1)
-    value_loss = 0.5 * masked_mean(value_loss, mask)
+    if value_loss.ndim > mask.ndim:  # the intrinsic head learns the reset transitions too
+        value_loss = 0.5 * (masked_mean(value_loss[..., 0], mask) + jnp.mean(value_loss[..., 1]))
+    else:
+        value_loss = 0.5 * masked_mean(value_loss, mask)
     entropy = masked_mean(dist.entropy(policy), mask)
     loss = pg_loss + config.value_cost * value_loss - config.entropy_cost * entropy
     return loss, {
