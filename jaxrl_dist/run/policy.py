@@ -132,8 +132,8 @@ class Policy:
         flag = "--eval_env_id" if given else "config.eval_env_id"
         problem = check_env(*env)  # the training env too: a Python env's module may be missing
         spec_of = env_spec
-        if problem and env[0] not in PGX_GAMES and jax_env_problem(*env) is None:
-            problem, spec_of = None, lambda *e: make_jax_env(*e).spec  # played in JAX
+        if plays_in_jax(*env, problem):
+            problem, spec_of = None, lambda *e: make_jax_env(*e).spec
         if problem:
             raise ValueError(problem if env[0] == self.env_id else f"{flag}: {problem}")
         if env != (self.env_id, self.env_kwargs) and spec_of(*env) != self.spec:
@@ -318,6 +318,16 @@ def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
     return description
 
 
+def plays_in_jax(env_id: str, env_kwargs: dict[str, Any], problem: str | None) -> bool:
+    """Whether an evaluation plays `env_id` in JAX: `problem` (`check_env`'s for it) says
+    neither EnvPool nor a Python source has it, and it is a JAX env (a gymnax env such as
+    DeepSea-bsuite, or jax:module:factory). Where both have it (CartPole-v1) the policy plays
+    EnvPool's, as Sebulba evaluates; a board game's pgx twin plays on EnvPool too."""
+    if problem is None or env_id in PGX_GAMES:
+        return False
+    return jax_env_problem(env_id, env_kwargs) is None
+
+
 def build_agent(description: dict[str, Any]) -> Agent:
     """The `Agent` a `describe_policy` dict names, built as the trainer built it."""
     name = description["algorithm"]
@@ -391,6 +401,7 @@ def _spec_from_json(raw: dict[str, Any]) -> EnvSpec:
 
 __all__ = [
     "POLICY_FORMAT",
+    "plays_in_jax",
     "STEP_CHOICES",
     "Policy",
     "StepGoneError",

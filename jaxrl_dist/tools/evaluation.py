@@ -27,8 +27,7 @@ import numpy as np
 
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
-from jaxrl_dist.envs.jax_games import PGX_GAMES
+from jaxrl_dist.envs.jax_envs import make_jax_env
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.envs.sources import check_env
 from jaxrl_dist.run.checkpoint_steps import split_step
@@ -40,6 +39,7 @@ from jaxrl_dist.run.policy import (
     Policy,
     load_policy,
     load_policy_at,
+    plays_in_jax,
     policy_from_config,
 )
 from jaxrl_dist.run.summary import RunResult
@@ -247,9 +247,8 @@ def _play(
     """`episodes` episodes on `envs` new envs (0: one each). New envs each time (not one
     evaluator kept for `evaluate.py --follow`): EnvPool seeds an env only when it is made, so
     only new envs give every call the same starting states, and a rerun the same result."""
-    jax_env = _jax_only_env(*env)
-    if jax_env is not None:
-        return _play_jax(policy, jax_env, episodes, greedy, seed, envs)
+    if plays_in_jax(*env, check_env(*env)):
+        return _play_jax(policy, make_jax_env(*env), episodes, greedy, seed, envs)
     setup = EvalSetup(*env, episodes, seed, policy.agent.actor, jax.local_devices()[0], envs)
     player = None  # named players are made by the evaluator; a pool snapshot needs the checkpoint
     if opponent is not None and opponent.startswith((POOL, AGENT_ROLE)):
@@ -274,18 +273,6 @@ def _play(
         return evaluator.run(policy.params, greedy=greedy)
     finally:
         evaluator.close()
-
-
-def _jax_only_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
-    """The JAX env to play where neither EnvPool nor a Python source has `env_id` (a gymnax
-    env such as DeepSea-bsuite, or jax:module:factory), else None. Where both have it
-    (CartPole-v1), the policy plays EnvPool's, as Sebulba evaluates; a board game's pgx
-    twin plays on EnvPool too."""
-    if env_id in PGX_GAMES or check_env(env_id, env_kwargs) is None:
-        return None
-    if jax_env_problem(env_id, env_kwargs) is not None:
-        return None
-    return make_jax_env(env_id, env_kwargs)
 
 
 def _play_jax(
