@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl_dist.agents.common import masked_mean
 from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, resolve_torso
@@ -149,7 +150,7 @@ class RND:
 
         def loss(predictor):
             error = jnp.mean(jnp.square(self._network(1).apply(predictor, x) - target), -1)
-            return jnp.sum(error * sample) / jnp.maximum(sample.sum(), 1.0), error
+            return masked_mean(error, sample), error
 
         (predictor_loss, error), grads = jax.value_and_grad(loss, has_aux=True)(state.predictor)
         updates, opt_state = self._optimizer.update(grads, state.opt_state, state.predictor)
