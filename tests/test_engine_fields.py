@@ -32,6 +32,7 @@ NOT_DEFAULT = {
     "actor_loop": {"actor_loop": "xla", "async_envs": False},
     "env_groups_per_actor": {"env_groups_per_actor": 2, "actor_loop": "xla", "async_envs": False},
     "actor_hang_timeout_s": {"actor_hang_timeout_s": 30.0},
+    "env_start_timeout_s": {"env_start_timeout_s": 30.0},
     "env_thread_affinity_offset": {"env_thread_affinity_offset": 0},
     "queue_size": {"queue_size": 3},
     "max_policy_lag": {"max_policy_lag": 2},

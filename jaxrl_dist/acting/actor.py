@@ -18,6 +18,7 @@ from jaxrl_dist.acting.policy_client import PolicyClient
 from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.segments import SegmentBuffer
 from jaxrl_dist.envs import EpisodeTracker
+from jaxrl_dist.errors import RunError
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,9 @@ class ActorShared:
 
 class ActorThread(threading.Thread):
     """An actor's thread (`Actor`, `XlaActor`): runs `_loop()`. Exceptions are logged with their
-    traceback and kept in `self.error`; the supervisor checks the actors whenever the learner
-    waits for data, so a dead actor never hangs the run, and restarts it."""
+    traceback (a RunError, whose message is whole, is not: the supervisor stops the run with it)
+    and kept in `self.error`; the supervisor checks the actors whenever the learner waits for
+    data, so a dead actor never hangs the run, and restarts it."""
 
     def __init__(self, index: int):
         super().__init__(name=f"actor-{index}", daemon=True)
@@ -118,7 +120,10 @@ class ActorThread(threading.Thread):
             self._loop()
         except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
             self.error = e
-            log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
+            if isinstance(e, RunError):  # a whole message (an env's), the run's stop reason
+                log.debug("actor %d failed: %s", self.index, e)
+            else:
+                log.error("actor %d failed:\n%s", self.index, traceback.format_exc())
 
     def _loop(self) -> None:
         raise NotImplementedError

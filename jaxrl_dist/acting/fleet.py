@@ -235,6 +235,7 @@ class Fleet:
                 thread_affinity_offset=pool_affinity(cfg.env_thread_affinity_offset, g, threads),
                 restart=self._budget.allow_for,  # a Python env's worker: the actors' budget
                 step_timeout_s=cfg.actor_hang_timeout_s,
+                start_timeout_s=cfg.env_start_timeout_s,
             )
             if cfg.agents_per_env > 1:
                 players_key = jax.random.fold_in(key, SEAT_PLAYERS_SEED_PURPOSE)

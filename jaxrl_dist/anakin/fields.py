@@ -34,6 +34,7 @@ REFUSES = {
     "actor_loop": _NO_ACTORS,
     "env_groups_per_actor": _NO_ACTORS,
     "actor_hang_timeout_s": _NO_ACTORS,
+    "env_start_timeout_s": "no worker processes: JAX envs step inside the jitted program",
     "env_thread_affinity_offset": "no EnvPool",
     "queue_size": "no queue: each rollout is learned from in the program",
     "max_policy_lag": "the policy lag is 0",

@@ -69,6 +69,10 @@ class TrainConfig:
     # one group's envs stepping while the policy acts on the next group's (1 = one pool).
     env_groups_per_actor: int = 1
     actor_hang_timeout_s: float = 60.0  # an XLA-loop unroll running longer stops the run
+    # A Python env's worker process has this long to import and build its envs, and again to
+    # answer their first reset: a slow start, told apart from a hang (actor_hang_timeout_s),
+    # stops the run in one line instead of spending restarts (docs: your-own-environment.md).
+    env_start_timeout_s: float = 300.0
     # CPython's GIL switch interval during the run (`sys.setswitchinterval`; 0 keeps Python's
     # 5 ms): a thread waiting for the GIL beside one running Python waits up to this long.
     switch_interval_s: float = 0.0
@@ -188,6 +192,7 @@ class TrainConfig:
             "env_epoch_updates",
             "agents_per_env",
             "actor_hang_timeout_s",
+            "env_start_timeout_s",
             "env_groups_per_actor",
             "num_seeds",
         )

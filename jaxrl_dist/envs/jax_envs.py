@@ -44,6 +44,11 @@ from jaxrl_dist.errors import one_line
 
 GYMNAX_PREFIX = "gymnax:"
 USER_PREFIX = "jax:"  # a user's own JAX env: jax:module:factory (`_user_env`)
+API_DOC = "docs/guides/your-own-environment.md lists the API a JAX env needs"
+
+
+class EnvTraceError(ValueError):
+    """An env's reset or step fails when traced; the message says which, and why."""
 
 
 class EnvState(NamedTuple):
@@ -89,7 +94,8 @@ class JaxEnv:
             import gymnax
 
             self._env, params = gymnax.make(env_id, **kwargs)
-        # gymnax's own `Environment` has `step_env` (no auto-reset); another class's `step`
+        # gymnax's `Environment`, and classes written after it without subclassing it
+        # (Craftax's), have `step_env`/`reset_env` (no auto-reset); another class's `step`
         # must not reset by itself (module doc of `_user_env`).
         self._gymnax = hasattr(self._env, "step_env") and hasattr(self._env, "reset_env")
         if max_steps is not None:
@@ -114,11 +120,12 @@ class JaxEnv:
 
     def _step(self, key: jax.Array, inner: Any, action: jax.Array) -> tuple:
         """The wrapped env's transition: (obs, inner, reward, terminated, truncated)."""
-        if self._gymnax:
-            obs, inner, reward, terminated, _ = self._env.step_env(key, inner, action, self._params)
-            truncated = self._env.is_truncated(inner, self._params)
-        else:
-            obs, inner, reward, terminated, info = self._env.step(key, inner, action, self._params)
+        step = self._env.step_env if self._gymnax else self._env.step
+        obs, inner, reward, terminated, info = step(key, inner, action, self._params)
+        is_truncated = getattr(self._env, "is_truncated", None) if self._gymnax else None
+        if is_truncated is not None:  # gymnax's time limit
+            truncated = is_truncated(inner, self._params)
+        else:  # the env's own word, if any (Craftax counts its time limit in `done`)
             truncated = info.get("truncated", False) if isinstance(info, dict) else False
         return obs, inner, reward, terminated, jnp.asarray(truncated, bool)
 
@@ -179,7 +186,10 @@ def _first_step(obs: Any) -> TimeStep:
 
 def _spec(env: Any, params: Any, reset: Any) -> EnvSpec:
     act_space = env.action_space(params)
-    obs = jax.eval_shape(lambda k: reset(k, params)[0], jax.random.PRNGKey(0))
+    try:
+        obs = jax.eval_shape(lambda k: reset(k, params)[0], jax.random.PRNGKey(0))
+    except Exception as e:  # noqa: BLE001  the env's code: any error in one line
+        raise EnvTraceError(f"its reset failed when traced: {one_line(e)} ({API_DOC})") from e
     if not isinstance(obs, jax.ShapeDtypeStruct):
         raise ValueError(f"its observations are a {type(obs).__name__}; return one array")
     num_actions = int(getattr(act_space, "n", 0))
@@ -211,16 +221,20 @@ def _gymnax_ids() -> tuple[str, ...]:
 
 
 def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
-    """A one-line problem with `env_id`/`env_kwargs` for the Anakin runtime, or None."""
+    """A one-line problem with `env_id`/`env_kwargs` for the Anakin runtime, or None. Last,
+    the env's batched reset and step are traced as the run's program calls them
+    (`step_problem`)."""
     if env_id.startswith(USER_PREFIX):
         try:
-            make_jax_env(env_id, env_kwargs)
+            env = make_jax_env(env_id, env_kwargs)
         except FactoryError as e:
             return str(e)
+        except EnvTraceError as e:
+            return f"config.env_id={env_id!r}: {e}"
         except Exception as e:  # noqa: BLE001  the user's code: any error in one line
             return f"config.env_id={env_id!r}: {one_line(e)}"
-        return None
-    if env_id.startswith(("gymnasium:", "factory:")):
+        return step_problem(env_id, env)
+    if env_id.startswith(("gymnasium:", "factory:", "pettingzoo:")):
         return (
             f"config.env_id={env_id!r} is a Python env, stepped by runtime='sebulba' in worker "
             "processes; set config.runtime='sebulba' (Anakin steps JAX envs: jax:module:factory)"
@@ -236,10 +250,45 @@ def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
             "TicTacToe-v1 and ConnectFour-v1"
         )
     try:
-        make_jax_env(env_id, env_kwargs)
+        env = make_jax_env(env_id, env_kwargs)
+    except EnvTraceError as e:
+        return f"config.env_id={env_id!r}: {e}"
     except (TypeError, ValueError, AttributeError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         return f"config.env_kwargs={env_kwargs!r} rejected by gymnax for {name}: {first}"
+    return step_problem(env_id, env)
+
+
+def step_problem(env_id: str, env: JaxEnv) -> str | None:
+    """Why `env`'s batched `reset` and `step` (one env, as the Anakin program calls them)
+    cannot be traced, or return other than one observation of `env.spec`, one reward and one
+    done per env; None if they can. Traced, not run: what would fail inside the run's jit (a
+    missing method, a wrong shape) fails here, in one line, before anything is written."""
+    name = f"config.env_id={env_id!r}"
+    keys = jax.eval_shape(lambda: jax.random.split(jax.random.PRNGKey(0), 1))
+    try:
+        state, _ = jax.eval_shape(env.reset, keys)
+    except Exception as e:  # noqa: BLE001  the user's code: any error in one line
+        return f"{name}: its reset failed when traced: {one_line(e)} ({API_DOC})"
+    spec = env.spec
+    shape, dtype = ((1, spec.action_dim), jnp.float32) if spec.continuous else ((1,), jnp.int32)
+    try:
+        _, step = jax.eval_shape(env.step, state, jax.ShapeDtypeStruct(shape, dtype))
+    except Exception as e:  # noqa: BLE001  the user's code: any error in one line
+        return f"{name}: its step failed when traced: {one_line(e)} ({API_DOC})"
+    expected = {"observation": spec.obs_shape, "reward": (), "done": (), "truncated": ()}
+    given = (step.obs, step.reward, step.terminated, step.truncated)
+    wrong = [
+        f"{what} {tuple(leaf.shape[1:])}"
+        for (what, want), leaf in zip(expected.items(), given, strict=True)
+        if tuple(leaf.shape[1:]) != tuple(want)
+    ]
+    if wrong:
+        return (
+            f"{name}: its step returns a {', '.join(wrong)} per env, where the run needs an "
+            f"observation {tuple(spec.obs_shape)} (as its reset's) and one reward and one done "
+            "(a single agent's)"
+        )
     return None
 
 
@@ -256,13 +305,24 @@ def _user_env(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     gives params), `observation_space(params)`, `action_space(params)` (gymnax spaces: Discrete
     with `n`, or Box of rank 0 or 1), `reset(key, params) -> (obs, state)` and
     `step(key, state, action, params) -> (obs, state, reward, done, info)`, where `done` is a
-    termination and `info["truncated"]` (if given) a time limit. A gymnax `Environment`
-    subclass is stepped through its `step_env`; any other class's `step` must not reset by
-    itself: the wrapper resets on the step after `done`, as EnvPool does."""
+    termination and `info["truncated"]` (if given) a time limit. An env with `step_env` and
+    `reset_env` (gymnax's `Environment`, or a class written after it without subclassing it,
+    as Craftax's are) is stepped through them, its time limit from `is_truncated` where it has
+    one; any other class's `step` must not reset by itself: the wrapper resets on the step
+    after `done`, as EnvPool does. A multi-agent env (`num_agents`, `agents`) is refused."""
     name = f"config.env_id={env_id!r}"
     factory = load_factory(env_id, USER_PREFIX)
     made = factory(**kwargs)
     env, params = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
+    agents = _agent_count(env)
+    if agents > 1:
+        raise FactoryError(
+            f"{name} made a multi-agent env ({type(env).__name__}, {agents} agents), but "
+            "runtime='anakin' steps single-agent JAX envs (gymnax's API) and the board games "
+            "TicTacToe-v1 and ConnectFour-v1; run agents that act at once on "
+            "runtime='sebulba' as a PettingZoo Parallel env (pettingzoo:module:factory with "
+            "config.agents_per_env)"
+        )
     missing = [
         m for m in ("reset", "step", "observation_space", "action_space") if not hasattr(env, m)
     ]
@@ -283,3 +343,16 @@ def _user_env(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             )
         params = env.default_params
     return env, params
+
+
+def _agent_count(env: Any) -> int:
+    """How many agents `env` says it has (JaxMARL's `num_agents` and `agents`, PettingZoo's
+    `possible_agents`); 1 for an env that says nothing."""
+    counts = [1]
+    number = getattr(env, "num_agents", None)
+    if isinstance(number, int):
+        counts.append(number)
+    for names in (getattr(env, a, None) for a in ("agents", "possible_agents")):
+        if isinstance(names, list | tuple):
+            counts.append(len(names))
+    return max(counts)

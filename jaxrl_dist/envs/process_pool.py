@@ -20,17 +20,21 @@ wherever an EnvPool does:
   when `restart(reason)` allows it (the actors' restart budget): its envs' episodes end as
   truncated at their last observation (counted in `cut_episodes`), and the new worker's envs
   start new episodes. When the budget is spent, `recv` raises `WorkerError`.
+- A slow start is not a hang: a worker has `start_timeout_s` to import and build its envs, and
+  again to answer its first request (their first reset), where later answers have
+  `step_timeout_s`. A worker that does not start in time raises `WorkerStartError` (restarting
+  it would be as slow: no restart is spent).
 - An env that breaks its contract (an observation of the wrong shape or dtype, a NaN) is not a
   fault a restart mends: `recv` raises `EnvContractError` and the run stops with the reason.
+- No worker outlives its pool: `close` (also on any error while starting) ends them, and one
+  left open is killed when the interpreter exits (`workers.py`).
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing.connection
-import socket
 import subprocess
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -38,21 +42,20 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_dist.errors import RunError
+from jaxrl_dist.envs.workers import (
+    START_TIMEOUT_S,
+    EnvContractError,
+    WorkerError,
+    WorkerStartError,
+    kill_worker,
+    start_worker,
+)
 
 log = logging.getLogger(__name__)
 
-WORKER_MODULE = "jaxrl_dist.envs.steppers"  # a worker: `python -m` it with the socket's fd
-START_TIMEOUT_S = 120.0  # a worker's imports and env construction
+CLOSE_WAIT_S = 2.0  # at close: for all workers to leave by themselves, before they are killed
 RESTART_SEED_STRIDE = 1_000_003  # a replaced worker's seeds: apart from every env's first
-
-
-class WorkerError(RuntimeError):
-    """A worker failed and the restart budget did not allow another."""
-
-
-class EnvContractError(RunError):
-    """An env broke its declared spaces (wrong observation shape or dtype, NaN)."""
+START_FIX = "raise config.env_start_timeout_s if the env is that slow to start"
 
 
 def layout_fits(num_envs: int, batch_size: int, workers: int) -> bool:
@@ -76,6 +79,10 @@ class ProcessPool:
       name: the env as the user named it, for messages.
       restart: asked before a failed worker is replaced (spends one restart of the actors'
         budget); None: never.
+      step_timeout_s: a worker silent this long on a request is hung.
+      start_timeout_s: a worker's start, and its first answer (module doc).
+      quiet: the workers' stderr discarded (the start-up check's probe: its failures are
+        reported in one line, from the worker's traceback sent over the socket).
     """
 
     def __init__(
@@ -89,6 +96,8 @@ class ProcessPool:
         seed: int,
         restart: Callable[[str], bool] | None = None,
         step_timeout_s: float = 60.0,
+        start_timeout_s: float = START_TIMEOUT_S,
+        quiet: bool = False,
     ):
         import cloudpickle
 
@@ -102,6 +111,7 @@ class ProcessPool:
         self._payload = cloudpickle.dumps(factory)
         self._per_worker = num_envs // num_workers
         self._restart, self._timeout_s = restart, step_timeout_s
+        self._start_timeout_s, self._quiet = start_timeout_s, quiet
         self._last: list[tuple | None] = [None] * num_envs  # each env's last row
         self._ready: deque[tuple] = deque()  # finished envs' rows, oldest first
         # worker -> its requests in flight, oldest first: (envs, sent at); a worker answers in
@@ -112,6 +122,8 @@ class ProcessPool:
         self._restarts = [0] * num_workers
         self._procs: list[Any] = [None] * num_workers
         self._conns: list[Any] = [None] * num_workers
+        self._spawned_at = [0.0] * num_workers
+        self._answered = [False] * num_workers  # its first request answered: it has started
         try:
             for w in range(num_workers):
                 self._spawn(w)
@@ -123,37 +135,33 @@ class ProcessPool:
 
     # ------------------------------------------------------------------ workers
     def _spawn(self, w: int) -> None:
-        parent, child = socket.socketpair()
         first = w * self._per_worker
         # A replaced worker's envs take fresh streams, not the first incarnation's episodes.
         again = self._restarts[w] * RESTART_SEED_STRIDE
         seeds = [(self._seed + first + j + again) % 2**31 for j in range(self._per_worker)]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE, str(child.fileno())],
-            pass_fds=(child.fileno(),),
-            stdin=subprocess.DEVNULL,
-            # Its own session: a Ctrl-C (or a signal to the run's process group) stops the run,
-            # which then closes its workers, instead of killing them mid-step; a worker whose
-            # parent is gone leaves at its next read.
-            start_new_session=True,
+        self._spawned_at[w], self._answered[w] = time.monotonic(), False
+        self._procs[w], self._conns[w] = start_worker(self._payload, self._name, seeds, self._quiet)
+
+    def _not_started(self, w: int, what: str) -> WorkerStartError:
+        return WorkerStartError(
+            f"{self._name}: env worker {w} did not {what} within {self._start_timeout_s:g}s, "
+            f"its start timeout; {START_FIX}"
         )
-        child.close()
-        conn = multiprocessing.connection.Connection(parent.detach())
-        self._procs[w], self._conns[w] = proc, conn  # before the send: close() reaps them
-        conn.send((list(sys.path), self._payload, self._name, seeds))
 
     def _await_ready(self, w: int) -> None:
+        """Waits for worker `w` to build its envs (the start timeout counts from its spawn:
+        workers spawned together start together)."""
         conn = self._conns[w]
-        if not conn.poll(START_TIMEOUT_S):
-            raise WorkerError(f"{self._name}: env worker {w} did not start in {START_TIMEOUT_S}s")
+        left = self._spawned_at[w] + self._start_timeout_s - time.monotonic()
+        if not conn.poll(max(0.0, left)):
+            raise self._not_started(w, f"import and build its {self._per_worker} env(s)")
         try:
             kind, body = conn.recv()
         except EOFError:
             kind, body = "error", f"exit code {self._exit_code(w)}"
         if kind != "ready":
-            raise WorkerError(
-                f"{self._name}: env worker {w} could not build its envs: {_last_line(body)}"
-            )
+            reason = f"building the env raised {_last_line(body)}"
+            raise WorkerError(f"{self._name}: env worker {w} failed: {reason}", reason)
 
     def _replace(self, w: int, reason: str) -> None:
         """Worker `w` failed: restart it if the budget allows. Its envs that were mid-episode
@@ -161,9 +169,14 @@ class ProcessPool:
         flight at once, the others (their last row with the actor, or in `_ready`) at their
         next `send`. Requests in flight that were reset steps go to the new worker as they
         were (its envs reset on their first step)."""
-        if self._restart is None or not self._restart(f"env worker {w}: {reason}"):
+        if self._restart is None:
+            raise WorkerError(f"{self._name}: env worker {w} failed: {reason}", reason)
+        if not self._restart(f"env worker {w}: {reason}"):
             raise WorkerError(
-                f"{self._name}: env worker {w} failed ({reason}) and the restart budget is spent"
+                f"{self._name}: env worker {w} failed ({reason}) and the restart budget is "
+                "spent; raise config.actor_max_restarts or config.actor_restart_window_s to "
+                "allow more",
+                reason,
             )
         log.warning("restarting env worker %d of %s after: %s", w, self._name, reason)
         self._kill(w)
@@ -208,12 +221,7 @@ class ProcessPool:
             return None
 
     def _kill(self, w: int) -> None:
-        proc, conn = self._procs[w], self._conns[w]
-        if conn is not None:
-            conn.close()
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(5.0)
+        kill_worker(self._procs[w], self._conns[w])
 
     # ------------------------------------------------------------------ protocol
     def async_reset(self) -> None:
@@ -259,10 +267,14 @@ class ProcessPool:
             rows.sort(key=lambda row: row[0])  # a sync pool answers in env order
         return _combine(rows)
 
+    def _limit_s(self, w: int) -> float:
+        """How long worker `w` may take to answer: its first answer is part of its start."""
+        return self._timeout_s if self._answered[w] else self._start_timeout_s
+
     def _collect(self) -> None:
         """Waits for the next workers' answers (or a failure) and files them."""
         now = time.monotonic()
-        deadline = min(q[0][-1] for q in self._pending.values()) + self._timeout_s
+        deadline = min(q[0][-1] + self._limit_s(w) for w, q in self._pending.items())
         conns = {self._conns[w]: w for w in self._pending}
         for conn in multiprocessing.connection.wait(list(conns), max(0.0, deadline - now)):
             w = conns[conn]
@@ -279,6 +291,7 @@ class ProcessPool:
                 self._replace(w, f"the env raised {_last_line(body)}")
                 continue
             ids, *_ = self._pending[w].popleft()  # answered in the order they were sent
+            self._answered[w] = True
             if self._pending[w]:  # the next request's clock starts now: the worker is on it
                 nxt = self._pending[w][0]
                 self._pending[w][0] = (*nxt[:-1], max(nxt[-1], time.monotonic()))
@@ -290,8 +303,11 @@ class ProcessPool:
         now = time.monotonic()
         for w, requests in list(self._pending.items()):
             # An answer already waiting in the socket is no hang (the parent was busy).
-            if now - requests[0][-1] > self._timeout_s and not self._conns[w].poll(0):
-                self._replace(w, f"no answer within {self._timeout_s:g}s (hung)")
+            if now - requests[0][-1] <= self._limit_s(w) or self._conns[w].poll(0):
+                continue
+            if not self._answered[w]:
+                raise self._not_started(w, "answer its envs' first reset")
+            self._replace(w, f"no answer within {self._timeout_s:g}s (hung)")
 
     def reset(self, **_: Any) -> tuple[np.ndarray, dict[str, Any]]:
         """Every env starts a new episode (a sync pool: `batch_size == num_envs`)."""
@@ -329,16 +345,19 @@ class ProcessPool:
         self._ready.clear()
 
     def close(self) -> None:
+        """Asks every worker to leave, and kills those still there after `CLOSE_WAIT_S` in
+        all (one still building its envs, or inside a step, reads no request)."""
         for w, conn in enumerate(self._conns):
             if conn is not None and self._procs[w].poll() is None:
                 try:
                     conn.send(("close",))
                 except (BrokenPipeError, OSError):
                     pass
+        deadline = time.monotonic() + CLOSE_WAIT_S
         for w, proc in enumerate(self._procs):
             if proc is not None:
                 try:
-                    proc.wait(2.0)
+                    proc.wait(max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     pass
                 self._kill(w)

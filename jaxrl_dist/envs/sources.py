@@ -29,8 +29,10 @@ from jaxrl_dist.envs.observation import (
     obs_indices_problem,
     split_obs_indices,
 )
+from jaxrl_dist.envs.probe import probe_problem
 from jaxrl_dist.envs.process_pool import ProcessPool, layout_fits
 from jaxrl_dist.envs.user_code import FactoryError, import_problem, load_factory
+from jaxrl_dist.envs.workers import START_TIMEOUT_S
 from jaxrl_dist.errors import one_line
 
 GYMNASIUM = "gymnasium:"
@@ -40,6 +42,7 @@ PYTHON_SOURCES = (GYMNASIUM, PETTINGZOO, FACTORY)
 JAX_SOURCES = ("jax:", "gymnax:")
 
 _FACTORIES: dict[str, Callable[..., Any]] = {}
+_PROBED: set[tuple] = set()  # (env_id, kwargs, start timeout) of envs that stepped (`_probe`)
 
 
 def register_env_factory(name: str, factory: Callable[..., Any]) -> str:
@@ -50,6 +53,7 @@ def register_env_factory(name: str, factory: Callable[..., Any]) -> str:
         raise TypeError(f"env_factory={factory!r} is not callable; pass a function making one env")
     _FACTORIES[name] = factory
     _python_check.cache_clear()  # a name given to another factory: check it afresh
+    _PROBED.clear()
     return FACTORY + name
 
 
@@ -111,13 +115,29 @@ def _build(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, str | None]:
     except FactoryError as e:
         return None, str(e)
     except ModuleNotFoundError as e:
-        module = e.name or env_id.split(":")[1]  # gymnasium re-raises without the name
-        return None, import_problem(name, module)
+        return None, import_problem(name, e, _named_module(env_id) or e.name or "")
     except Exception as e:  # noqa: BLE001  the user's code: any error is reported in one line
         return None, _gymnasium_problem(env_id, env_kwargs, e) or (
             f"{name}: making the env failed with {one_line(e)}"
         )
     return env, None
+
+
+def _named_module(env_id: str) -> str | None:
+    """The module `env_id` makes its envs from (the one the user must make importable), if
+    known: its `module:` part, a gymnasium entry point's module, a factory's module."""
+    if env_id.startswith(FACTORY):
+        return getattr(_FACTORIES.get(env_id[len(FACTORY) :]), "__module__", None)
+    module, _, gym_id = env_id.split(":", 1)[1].rpartition(":")
+    if module or not env_id.startswith(GYMNASIUM):
+        return module or None
+    import gymnasium
+
+    try:
+        entry = gymnasium.spec(gym_id).entry_point
+    except Exception:  # noqa: BLE001  an unknown id: reported by its own check
+        return None
+    return entry.partition(":")[0] if isinstance(entry, str) else entry.__module__
 
 
 def _gymnasium_problem(env_id: str, env_kwargs: dict[str, Any], e: BaseException) -> str | None:
@@ -231,20 +251,48 @@ def _python(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, str | None]:
         return _python_check.__wrapped__(env_id, repr(frozen), frozen)
 
 
-def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
-    """A one-line problem with `env_id`/`env_kwargs` for its source, or None."""
+def check_env(
+    env_id: str, env_kwargs: dict[str, Any], *, start_timeout_s: float = START_TIMEOUT_S
+) -> str | None:
+    """A one-line problem with `env_id`/`env_kwargs` for its source, or None. Last, one env
+    is made, reset and stepped once as the run would (`envs/probe.py`; a Python env's worker
+    within `start_timeout_s`)."""
     if env_id.startswith(JAX_SOURCES):
         return (
             f"config.env_id={env_id!r} is a JAX env, stepped by runtime='anakin'; set "
             "config.runtime='anakin' (Sebulba steps EnvPool and Python envs)"
         )
     if not is_python_env(env_id):
-        return envpool_env.check_env(env_id, env_kwargs)
-    spec, problem = _python(env_id, env_kwargs)
-    if problem:
-        return problem
-    _, indices = split_obs_indices(env_kwargs)
-    return obs_indices_problem(indices, spec.obs_shape)
+        problem = envpool_env.check_env(env_id, env_kwargs)
+    else:
+        spec, problem = _python(env_id, env_kwargs)
+        _, indices = split_obs_indices(env_kwargs)
+        problem = problem or obs_indices_problem(indices, spec.obs_shape)
+    return problem or _probe(env_id, env_kwargs, start_timeout_s)
+
+
+def _probe(env_id: str, env_kwargs: dict[str, Any], start_timeout_s: float) -> str | None:
+    """`probe_problem` for one env of `env_id`, once per process for an env that passed (a
+    run's evaluation env, a second run of the same env: no second worker to start)."""
+    key = (env_id, repr(sorted(env_kwargs.items(), key=lambda kv: kv[0])), start_timeout_s)
+    if key in _PROBED:
+        return None
+    make = functools.partial(_probe_pool, env_id, env_kwargs, start_timeout_s)
+    problem = probe_problem(env_id, make, env_spec(env_id, env_kwargs))
+    if problem is None:
+        _PROBED.add(key)
+    return problem
+
+
+def _probe_pool(env_id: str, env_kwargs: dict[str, Any], start_timeout_s: float) -> Any:
+    """A pool of one env for the probe: an EnvPool, or one quiet worker whose first step is
+    part of its start too."""
+    if not is_python_env(env_id):
+        return envpool_env.make_env(env_id, env_kwargs, 1, 1, seed=0, num_threads=1)
+    kwargs, _ = split_obs_indices(env_kwargs)
+    factory = python_factory(env_id, kwargs)
+    timeouts = {"step_timeout_s": start_timeout_s, "start_timeout_s": start_timeout_s}
+    return ProcessPool(factory, env_id, 1, 1, 1, seed=0, quiet=True, **timeouts)
 
 
 def env_spec(env_id: str, env_kwargs: dict[str, Any]) -> EnvSpec:
@@ -302,6 +350,7 @@ def make_env(
     thread_affinity_offset: int = -1,
     restart: Callable[[str], bool] | None = None,
     step_timeout_s: float = 60.0,
+    start_timeout_s: float = START_TIMEOUT_S,
 ) -> Any:
     """A pool of `num_envs` envs in EnvPool's gymnasium protocol; env `i` seeded `seed + i`.
 
@@ -309,8 +358,9 @@ def make_env(
     finish (`info["env_id"]`). EnvPool: `num_threads` C++ threads (0: one per batch slot),
     pinned from `thread_affinity_offset` if >= 0. Python envs: `num_threads` worker processes
     (0: `default_workers`); a failed worker is replaced when `restart(reason)` allows it, and
-    one silent for `step_timeout_s` counts as failed. `env_kwargs["obs_indices"]` cuts the
-    observations (`envs/observation.py`)."""
+    one silent for `step_timeout_s` counts as failed; a worker has `start_timeout_s` to start
+    (`process_pool.py`). `env_kwargs["obs_indices"]` cuts the observations
+    (`envs/observation.py`)."""
     if not is_python_env(env_id):
         return envpool_env.make_env(
             env_id,
@@ -331,5 +381,6 @@ def make_env(
         seed=seed,
         restart=restart,
         step_timeout_s=step_timeout_s,
+        start_timeout_s=start_timeout_s,
     )
     return pool if indices is None else ObservationSubset(pool, indices)

@@ -18,6 +18,7 @@ import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
 from jaxrl_dist.envs import derive_seed, make_env
+from jaxrl_dist.envs.workers import START_TIMEOUT_S
 from jaxrl_dist.learning.mesh import local_replica
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
@@ -25,8 +26,9 @@ EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with a
 
 class EvalSetup(NamedTuple):
     """What every EnvPool evaluator is built from: the env, how many episodes, the run's seed,
-    the agent's actor half, the device it acts on, and how many envs play the episodes (0:
-    one per episode; `EnvEpisodes` shares them out)."""
+    the agent's actor half, the device it acts on, how many envs play the episodes (0:
+    one per episode; `EnvEpisodes` shares them out), and how long a Python env's worker may
+    take to start (`config.env_start_timeout_s`)."""
 
     env_id: str
     env_kwargs: dict[str, Any]
@@ -35,6 +37,7 @@ class EvalSetup(NamedTuple):
     core: ActorCore
     device: jax.Device
     envs: int = 0
+    start_timeout_s: float = START_TIMEOUT_S
 
     @property
     def num_envs(self) -> int:
@@ -44,7 +47,9 @@ class EvalSetup(NamedTuple):
         """The evaluation's sync EnvPool of `num_envs` envs, seeded apart from the actors'."""
         seed = derive_seed(self.seed, EVAL_SEED_PURPOSE)
         n = self.num_envs
-        return make_env(self.env_id, self.env_kwargs, n, n, seed=seed)
+        return make_env(
+            self.env_id, self.env_kwargs, n, n, seed=seed, start_timeout_s=self.start_timeout_s
+        )
 
     def acting(self) -> EvalActing:
         return EvalActing(self.core, self.device, self.seed)

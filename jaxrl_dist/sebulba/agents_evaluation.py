@@ -56,7 +56,14 @@ class MultiAgentEvaluator:
         env_id, kwargs = config.eval_env
         opponent = config.seats.eval_opponent
         setup = lambda core: EvalSetup(  # noqa: E731
-            env_id, kwargs, config.eval_episodes, config.seed, core, device, config.eval_envs
+            env_id,
+            kwargs,
+            config.eval_episodes,
+            config.seed,
+            core,
+            device,
+            config.eval_envs,
+            config.env_start_timeout_s,
         )
         rows = config.num_eval_envs
         self._names = list(agents)
@@ -119,7 +126,14 @@ class SlotEvaluator:
     ):
         env_id, kwargs = config.eval_env
         setup = EvalSetup(
-            env_id, kwargs, config.eval_episodes, config.seed, None, device, config.eval_envs
+            env_id,
+            kwargs,
+            config.eval_episodes,
+            config.seed,
+            None,
+            device,
+            config.eval_envs,
+            config.env_start_timeout_s,
         )
         self._env, self._num, self._slots = setup.pool(), config.eval_episodes, slots
         self._envs = setup.num_envs

@@ -8,6 +8,7 @@ params (and offers them to the seats' opponent pools). Only the main thread upda
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any
@@ -59,7 +60,8 @@ class SebulbaEngine(Engine):
     def machine(cls, config: Any) -> tuple[Any, Any]:
         """EnvPool's registry, the process count, the XLA loop, the devices, the seats or
         agents, GIFs (the env must render here); ConfigError."""
-        problem = check_env(config.env_id, config.env_kwargs)
+        check = functools.partial(check_env, start_timeout_s=config.env_start_timeout_s)
+        problem = check(config.env_id, config.env_kwargs)
         problem = problem or config.process_problem(jax.process_count())
         if not problem and config.actor_loop == "xla":
             problem = xla_loop_problem(config.env_id, config.env_kwargs)
@@ -81,7 +83,7 @@ class SebulbaEngine(Engine):
                 raise ConfigError(problem)
         spec = env_spec(config.env_id, config.env_kwargs)
         problem = multi_agent_problem(config, spec) or video_problem(config)
-        problem = problem or eval_env_problem(config, spec, check_env, env_spec)
+        problem = problem or eval_env_problem(config, spec, check, env_spec)
         if problem:
             raise ConfigError(problem)
         return spec, devices
@@ -247,7 +249,13 @@ class SebulbaEngine(Engine):
         if not self._single:
             return agents_evaluator(cfg, self.lanes, device, self.spec.num_players), None
         setup = EvalSetup(
-            *cfg.eval_env, cfg.eval_episodes, cfg.seed, self.agent.actor, device, cfg.eval_envs
+            *cfg.eval_env,
+            cfg.eval_episodes,
+            cfg.seed,
+            self.agent.actor,
+            device,
+            cfg.eval_envs,
+            cfg.env_start_timeout_s,
         )
         evaluator = make_evaluator(
             setup,

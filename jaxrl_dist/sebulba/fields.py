@@ -9,6 +9,7 @@ USES = {
     "actor_loop": "the Python loop or the jitted XLA unroll",
     "env_groups_per_actor": "the XLA unroll's env groups stepped in turn",
     "actor_hang_timeout_s": "a hung XLA unroll stops the run",
+    "env_start_timeout_s": "a Python env's worker start (its envs built and first reset)",
     "env_thread_affinity_offset": "EnvPool thread pinning",
     "unroll_length": "T, steps per segment",
     "batch_size": "segments (or transitions) per update, over all processes",
