@@ -76,6 +76,8 @@ _add_xla_flag("xla_cpu_use_fusion_emitters", "false", probe=True)
 # The files that take longest (seconds on a cold 2-core run), in the order they start.
 LONGEST_FIRST = (
     "test_multiprocess.py",
+    "test_multiprocess_agents.py",
+    "test_multiprocess_envs.py",
     "test_docs.py",
     "test_recurrent.py",
     "test_own_envs.py",

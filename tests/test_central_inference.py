@@ -1,15 +1,26 @@
 """The central inference server inside real runs: it serves several actor threads, learns, is
-restarted within the restart budget when it fails, and is deterministic in lockstep mode."""
+restarted within the restart budget when it fails, and is deterministic in lockstep mode; R2D2
+(each env's LSTM state kept in the server) and tic-tac-toe's seats act through it as through
+local inference, answer for answer."""
 
+import functools
 import json
 import os
+import threading
+from typing import Any, NamedTuple
 
+import jax
+import numpy as np
 import pytest
 
 from jaxrl_dist.acting import inference_server
+from jaxrl_dist.acting.inference_server import ServerClient
+from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.policy_client import ActResult, LocalClient, jit_inference_step
 from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.types import ACTION_MASK
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
@@ -90,3 +101,158 @@ def test_lockstep_through_the_server_is_deterministic(tmp_path):
     second = Trainer(config, str(tmp_path / "b"), quiet=True).run().summary
     assert first["updates"] == second["updates"] == 10
     assert first["params_sha256"] == second["params_sha256"]
+
+
+# ----------------------------------------------------------------------------- R2D2 and seats
+class Call(NamedTuple):
+    """One request an actor sent the server (host copies) and the server's answer."""
+
+    obs: Any
+    env_ids: np.ndarray
+    first: np.ndarray | None
+    result: ActResult
+
+
+class ServerTraffic:
+    """Records, during a run, every actor's requests to the inference server with the answers
+    (one stream per client and reset: its identity, key and calls) and the params of every
+    published version, so the answers can be played again through local inference."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.streams: list[dict] = []
+        self.params: dict[int, Any] = {}
+        self._by_client: dict[int, dict] = {}
+        real_reset, real_act, real_publish = (
+            ServerClient.reset,
+            ServerClient.act,
+            ParamsStore.publish,
+        )
+
+        def reset(client, key):
+            real_reset(client, key)
+            stream = {"identity": client._identity, "key": key, "calls": []}
+            self.streams.append(stream)
+            self._by_client[id(client)] = stream
+
+        def act(client, obs, env_ids, min_version=0, first=None):
+            result = real_act(client, obs, env_ids, min_version, first)
+            if result is not None:
+                copy = None if first is None else np.array(first)
+                call = Call(jax.tree.map(np.array, obs), np.array(env_ids), copy, result)
+                self._by_client[id(client)]["calls"].append(call)
+            return result
+
+        def publish(store, params, version):
+            real_publish(store, params, version)
+            self.params[version] = jax.device_get(params)
+
+        monkeypatch.setattr(ServerClient, "reset", reset)
+        monkeypatch.setattr(ServerClient, "act", act)
+        monkeypatch.setattr(ParamsStore, "publish", publish)
+
+    @property
+    def calls(self) -> list[Call]:
+        return [call for stream in self.streams for call in stream["calls"]]
+
+    def replay_locally(self, core: Any, config: Any) -> int:
+        """Plays every stream's requests again through a `LocalClient` (the actor's own
+        inference) from the same per-env state and key, with the params the server used, and
+        asserts the same actions, extras and recurrent core states; returns the rows compared."""
+        device = jax.local_devices()[0]
+        store, step = ParamsStore([device]), jit_inference_step(core)
+        pad = config.recv_rows if config.seats.enabled else 0
+        rows = 0
+        for stream in self.streams:
+            local = LocalClient(
+                step=step,
+                core=core,
+                store=store,
+                device=device,
+                identity=stream["identity"],
+                num_envs=config.streams_per_actor,
+                key=stream["key"],
+                stop=threading.Event(),
+                pad_to=pad,
+            )
+            for call in stream["calls"]:
+                served = call.result
+                if store.version != served.version:
+                    store.publish(self.params[served.version], served.version)
+                got = local.act(call.obs, call.env_ids, 0, call.first)
+                np.testing.assert_array_equal(got.action, served.action)
+                close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
+                jax.tree.map(
+                    close, (got.extras, got.core_state), (served.extras, served.core_state)
+                )
+                rows += len(call.env_ids)
+        return rows
+
+
+def _memory(core_state: Any) -> np.ndarray:
+    """`[B]` each row's recurrent state's absolute sum (0: a fresh state)."""
+    return sum(np.abs(x).reshape(len(x), -1).sum(axis=1) for x in jax.tree.leaves(core_state))
+
+
+def _most_requests_per_batch(workdir) -> float:
+    return max(
+        r["inference/requests_per_batch"]
+        for r in _records(workdir)
+        if "inference/requests_per_batch" in r
+    )
+
+
+def _served_run(monkeypatch, tmp_path, config_path, *overrides):
+    """A run through the server with its traffic recorded: (trainer, summary, traffic)."""
+    traffic = ServerTraffic(monkeypatch)
+    args = [*SERVER, "--config.inference.timeout_ms=50", *overrides]
+    args[1] = config_path
+    trainer = Trainer(parse_args(args)[0], str(tmp_path / "run"), quiet=True)
+    summary = trainer.run().summary
+    return trainer, summary, traffic
+
+
+def test_r2d2_through_the_server_acts_as_local_inference_with_each_envs_memory(
+    monkeypatch, tmp_path
+):
+    """R2D2's LSTM state per env lives in the server, across batches that mix both actors'
+    requests. Deterministic mode refuses recurrent cores, so the run is not compared with a
+    local one; instead every answer the server gave (actions and the core state each env acted
+    from, which the segments store) is played again through each actor's local inference from
+    the same start: the same, row for row."""
+    config = os.path.join(ROOT, "configs", "r2d2_memory.py:quick")
+    trainer, summary, traffic = _served_run(
+        monkeypatch, tmp_path, config, "--config.total_env_steps=2400"
+    )
+    assert summary["stop_reason"] == "total_env_steps reached" and summary["updates"] > 0
+    assert _most_requests_per_batch(tmp_path / "run") > 1  # batches held both actors' requests
+    assert len({stream["identity"].index for stream in traffic.streams}) == 2
+    # The memory is carried: after the first steps most rows act from a non-zero LSTM state.
+    remembered = np.concatenate([_memory(c.result.core_state) > 0 for c in traffic.calls[4:]])
+    assert remembered.mean() > 0.9
+    assert len(traffic.params) > 2  # answers came from several versions of the params
+    lane = trainer.engine.lanes[0]
+    assert traffic.replay_locally(lane.agent.actor, lane.config) >= 2000
+
+
+def test_seats_through_the_server_serve_every_learner_stream_legally(monkeypatch, tmp_path):
+    """Tic-tac-toe's seats (self-play and scripted opponents, the learner in either seat)
+    through the server: each actor's requests carry only the streams whose turn it is (a
+    varying number of rows), every learner stream of both seats is served, every action is
+    legal, and every answer equals local inference's on the same requests (deterministic mode
+    refuses seats, so the run is not compared with a local one)."""
+    config = os.path.join(ROOT, "configs", "ppo_tictactoe.py:quick")
+    trainer, summary, traffic = _served_run(
+        monkeypatch, tmp_path, config, "--config.total_env_steps=1600"
+    )
+    assert summary["stop_reason"] == "total_env_steps reached" and summary["updates"] > 0
+    assert _most_requests_per_batch(tmp_path / "run") > 1
+    lane = trainer.engine.lanes[0]
+    streams = lane.config.streams_per_actor
+    for stream in traffic.streams:
+        calls = stream["calls"]
+        assert set(np.concatenate([c.env_ids for c in calls])) == set(range(streams))
+        assert len({len(c.env_ids) for c in calls}) > 2  # whoever's turn it is
+        for call in calls:
+            legal = np.asarray(call.obs[ACTION_MASK], bool)
+            assert legal[np.arange(len(legal)), call.result.action].all()
+    assert traffic.replay_locally(lane.agent.actor, lane.config) >= 1500
