@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
 import stages  # noqa: E402
 
 from jaxrl_dist.acting.policy_client import jit_inference_step  # noqa: E402
@@ -105,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", default="16,32,64")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--out", default=None)
+    provenance.add_argument(parser)
     args, rest = parser.parse_known_args(argv)
     config, _ = parse_args([*rest, "--workdir", "unused"])
+    origin = provenance.capture(args.allow_dirty, config)
     spec, devices, agent = stages.build(config)
     device = devices.actor_devices[0]
     learner_state = agent.learner.init(jax.random.PRNGKey(0))
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     for batch in [int(b) for b in args.batches.split(",")]:
         rows.append(measure(act_step, agent.actor, params, device, spec, batch, args.calls))
         print(json.dumps({k: round(v, 1) for k, v in rows[-1].items()}), flush=True)
-    result = {"device": str(device.device_kind), "config": rest, "rows": rows}
+    result = {"device": str(device.device_kind), "config": rest, "provenance": origin, "rows": rows}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)

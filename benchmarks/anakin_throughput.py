@@ -15,8 +15,11 @@ Rows (CartPole-v1, PPO, PureJaxRL's hyperparameters: 4 envs x 128 steps, 4 x 4 m
   steps), and the wall time of that many seeds (the first count) in one `scripts/train.py` run
   against as many separate runs (process start, compile and all).
 
-Baseline and library alternate `--repeat` times; the ratio is the median of the per-pair
-ratios. Written to `benchmarks/results/<device>/anakin_throughput.json` and `.md`.
+Baseline and library run in `--repeat` interleaved pairs, the baseline first in even pairs and
+second in odd ones (ABBA); the ratio is the median of the per-pair ratios with a bootstrap 95%
+interval (`--repeat 7 --skip-separate --seeds ''`: the one-seed pairs alone). Written to
+`benchmarks/results/<device>/anakin_throughput.json` and `.md`, with the provenance (commit,
+the library's configs as built, the machine; a dirty tree refused unless `--allow-dirty`).
 
 `--rainbow`: Rainbow on CartPole-v1, the same agent, replay and updates per env step (one
 update of 128 transitions per 16 env steps) on both runtimes: `anakin_rainbow_cartpole.py`
@@ -41,7 +44,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
+import provenance  # noqa: E402
 import purejaxrl_ppo  # noqa: E402
+from seed_statistics import median_ci  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
 from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402
@@ -60,6 +65,11 @@ QUIET = {
 }
 
 
+def library_config(config_path: str, steps: int, **overrides):
+    """The config a `library_sps` run trains: `steps` env steps, no evaluation or saving."""
+    return load_config(config_path, total_env_steps=steps, **{**QUIET, **overrides})
+
+
 def library_sps(config_path: str, steps: int, **overrides) -> dict:
     """A library run of `steps` env steps per seed; SPS (all seeds) after the first update's
     end (compilation done), from the `on_iteration` hook's times."""
@@ -67,7 +77,7 @@ def library_sps(config_path: str, steps: int, **overrides) -> dict:
     hooks = Hooks(
         on_iteration=lambda episodes, env_steps: marks.append((time.perf_counter(), env_steps))
     )
-    config = load_config(config_path, total_env_steps=steps, **{**QUIET, **overrides})
+    config = library_config(config_path, steps, **overrides)
     with tempfile.TemporaryDirectory() as workdir:
         t0 = time.perf_counter()
         result = make_trainer(config, workdir, quiet=True, hooks=hooks).run()
@@ -122,20 +132,22 @@ def separate_vs_vmapped(seeds: int, steps: int) -> dict:
 
 def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
     """Rainbow's rows: Anakin against Sebulba per alternating pair, and Anakin's vmapped seeds."""
-    steps = args.steps or 65_536
-    rows: dict[str, list] = {"sebulba": [], "anakin": []}
-    for _ in range(args.repeat):
-        rows["sebulba"].append(library_sps(SEBULBA_RAINBOW, steps))
-        rows["anakin"].append(library_sps(ANAKIN_RAINBOW, steps))
+    steps = args.steps
+    paths = {"sebulba": SEBULBA_RAINBOW, "anakin": ANAKIN_RAINBOW}
+    rows = interleaved(
+        args.repeat, {k: lambda p=p: library_sps(p, steps) for k, p in paths.items()}
+    )
     ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["sebulba"], strict=True)]
     seeds = args.seeds[0]
     vmapped = library_sps(ANAKIN_RAINBOW, steps, num_seeds=seeds)
     result = {
         "environment": environment(),
+        "provenance": args.origin,
         "steps_per_seed": steps,
         "rows": rows,
         "anakin_over_sebulba": [round(r, 3) for r in ratios],
         "anakin_over_sebulba_median": round(float(np.median(ratios)), 3),
+        "anakin_over_sebulba_ci95": median_ci(ratios),
         f"anakin_{seeds}_seeds": vmapped,
     }
     median = lambda rows: float(np.median([r["sps"] for r in rows]))  # noqa: E731
@@ -154,12 +166,38 @@ def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
         *[f"| {name} | {sps:,.0f} | {sps / base:.2f} |" for name, sps in entries],
         "",
         f"Anakin / Sebulba per pair: {result['anakin_over_sebulba']} "
-        f"(median {result['anakin_over_sebulba_median']})",
+        f"(median {result['anakin_over_sebulba_median']}, 95% CI "
+        f"{result['anakin_over_sebulba_ci95'][0]}-{result['anakin_over_sebulba_ci95'][1]})",
     ]
     return "anakin_rainbow_throughput", result, "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def interleaved(pairs: int, measure: dict) -> dict[str, list]:
+    """`pairs` measurements of each of two sides, alternately, the first side first in even
+    pairs and second in odd ones (ABBA), so a drift of the machine's speed falls on both;
+    each row also says which pair and position it was."""
+    first, second = measure
+    rows: dict[str, list] = {first: [], second: []}
+    for i in range(pairs):
+        for position, side in enumerate((first, second) if i % 2 == 0 else (second, first)):
+            rows[side].append({**shown(side, measure[side]()), "pair": i, "position": position})
+    return rows
+
+
+def configs(args: argparse.Namespace) -> dict:
+    """What the rows train, as the library builds it (recorded in the provenance)."""
+    if args.rainbow:
+        return {
+            "sebulba": library_config(SEBULBA_RAINBOW, args.steps),
+            "anakin": library_config(ANAKIN_RAINBOW, args.steps),
+        }
+    return {
+        "anakin": library_config(ANAKIN, args.steps),
+        "sebulba": library_config(SEBULBA, min(200_704, args.steps)),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--steps", type=int, default=0, help="env steps per seed (0: 499,712; Rainbow 65,536)"
@@ -167,33 +205,45 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--seeds",
-        type=lambda text: [int(n) for n in text.split(",")],
+        type=lambda text: [int(n) for n in text.split(",") if n],
         default=[8],
-        help="the vmapped rows' seed counts, a comma list (Rainbow: the first)",
+        help="the vmapped rows' seed counts, a comma list (Rainbow: the first); '' for none "
+        "(the one-seed pairs and Sebulba's row only)",
     )
     parser.add_argument("--skip-separate", action="store_true")
     parser.add_argument("--rainbow", action="store_true", help="Rainbow's rows instead")
     parser.add_argument("--out-dir", default=None)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--name", default=None, help="result file name (anakin_throughput, anakin_rainbow_...)"
+    )
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    if args.rainbow and not args.seeds:
+        parser.error("--rainbow needs a seed count for its vmapped row (--seeds 8)")
+    args.steps = args.steps or (65_536 if args.rainbow else 499_712)
+    args.origin = provenance.capture(args.allow_dirty, configs(args))
     name, result, table = rainbow(args) if args.rainbow else ppo(args)
-    write_result(args.out_dir, name, result, table)
+    write_result(args.out_dir, args.name or name, result, table)
 
 
 def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
     """PPO's rows: the library against the PureJaxRL-style baseline, and Sebulba."""
-    args.steps = args.steps or 499_712
     config = {**purejaxrl_ppo.CONFIG, "TOTAL_TIMESTEPS": args.steps}
-    rows: dict[str, list] = {"baseline": [], "anakin": []}
-    for _ in range(args.repeat):  # alternating, so drift hits both alike
-        rows["baseline"].append(shown("baseline", purejaxrl_ppo.measure(config, 1)))
-        rows["anakin"].append(shown("anakin", library_sps(ANAKIN, args.steps)))
+    sides = {
+        "baseline": lambda: purejaxrl_ppo.measure(config, 1),
+        "anakin": lambda: library_sps(ANAKIN, args.steps),
+    }
+    rows = interleaved(args.repeat, sides)
     ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["baseline"], strict=True)]
     result = {
         "environment": environment(),
+        "provenance": args.origin,
+        "baseline_config": config,
         "steps_per_seed": args.steps,
         "rows": rows,
         "anakin_over_baseline": [round(r, 3) for r in ratios],
         "anakin_over_baseline_median": round(float(np.median(ratios)), 3),
+        "anakin_over_baseline_ci95": median_ci(ratios),
     }
     for seeds in args.seeds:  # before Sebulba's row: the vmapped rows matter more
         result[f"baseline_{seeds}_seeds"] = shown(
@@ -203,7 +253,7 @@ def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
             f"anakin_{seeds}_seeds", library_sps(ANAKIN, args.steps, num_seeds=seeds)
         )
     result["sebulba"] = shown("sebulba", library_sps(SEBULBA, min(200_704, args.steps)))
-    if not args.skip_separate:
+    if not args.skip_separate and args.seeds:
         result["separate_vs_vmapped"] = separate_vs_vmapped(args.seeds[0], args.steps)
     return "anakin_throughput", result, markdown(result, args.seeds)
 
@@ -238,7 +288,9 @@ def markdown(result: dict, seed_counts: list[int]) -> str:
     lines += [
         "",
         f"Anakin / baseline per pair: {result['anakin_over_baseline']} "
-        f"(median {result['anakin_over_baseline_median']})",
+        f"(median {result['anakin_over_baseline_median']}, 95% CI "
+        f"{result['anakin_over_baseline_ci95'][0]}-{result['anakin_over_baseline_ci95'][1]}; "
+        "interleaved, ABBA)",
     ]
     sep = result.get("separate_vs_vmapped")
     if sep:

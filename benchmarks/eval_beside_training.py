@@ -37,6 +37,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
+import provenance  # noqa: E402
 from learning_seeds import BackgroundLoad  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
@@ -64,7 +65,7 @@ def timed_run(steps: int, overrides: dict) -> dict:
         on_iteration=lambda episodes, env_steps: marks.append((time.perf_counter(), env_steps)),
         on_eval=lambda report: evals.append(report.env_steps),
     )
-    config = load_config(CONFIG, total_env_steps=steps, **{**BASE, **overrides})
+    config = arm_config(steps, overrides)
     with tempfile.TemporaryDirectory() as workdir:
         make_trainer(config, workdir, quiet=True, hooks=hooks).run()
     (t_first, s_first), (t_last, s_last) = marks[0], marks[-1]
@@ -76,20 +77,29 @@ def timed_run(steps: int, overrides: dict) -> dict:
     }
 
 
-def main() -> None:
+def arm_config(steps: int, overrides: dict):
+    """The config an arm's run trains (`timed_run`)."""
+    return load_config(CONFIG, total_env_steps=steps, **{**BASE, **overrides})
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200_000, help="env steps, none/background")
     parser.add_argument("--blocking-steps", type=int, default=30_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--load", type=int, default=0, help="busy background processes")
     parser.add_argument("--out-dir", default=None)
-    args = parser.parse_args()
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    steps = {arm: args.blocking_steps if arm == "blocking" else args.steps for arm in ARMS}
+    origin = provenance.capture(
+        args.allow_dirty, {arm: arm_config(steps[arm], o) for arm, o in ARMS.items()}
+    )
     runs = {arm: [] for arm in ARMS}
     with BackgroundLoad(args.load):
         for _ in range(args.repeat):
             for arm, overrides in ARMS.items():
-                steps = args.blocking_steps if arm == "blocking" else args.steps
-                runs[arm].append(timed_run(steps, overrides))
+                runs[arm].append(timed_run(steps[arm], overrides))
                 print(arm, runs[arm][-1], flush=True)
     ratios = {
         arm: [r["sps"] / n["sps"] for r, n in zip(runs[arm], runs["none"], strict=True)]
@@ -98,6 +108,7 @@ def main() -> None:
     }
     result = {
         "environment": environment(),
+        "provenance": origin,
         "config": CONFIG,
         "steps": args.steps,
         "blocking_steps": args.blocking_steps,

@@ -27,6 +27,7 @@ sys.path.insert(0, ROOT)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+import provenance  # noqa: E402
 from throughput import RESULTS, device_dir, environment  # noqa: E402
 
 from jaxrl_dist.anakin.envs import network_player  # noqa: E402
@@ -85,13 +86,15 @@ def pooled(rows: list[dict]) -> list[dict]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="work dirs of tic-tac-toe or connect four runs")
     parser.add_argument("--games", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out-dir", default=None)
-    args = parser.parse_args()
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    origin = provenance.capture(args.allow_dirty)  # each run's own config is in its work dir
     rows = []
     for run in args.runs:
         policy = load_policy(run)
@@ -118,6 +121,7 @@ def main() -> None:
         "games": args.games,
         "repeats": args.repeats,
         "environment": environment(),
+        "provenance": origin,
         "rows": rows,
         "pooled": pooled(rows),
         "largest_gap": max(r["gap"] for r in rows),

@@ -22,6 +22,11 @@ packed again, so a check cut off keeps what it measured. The parts, most wanted 
 7. `learning`: IMPALA on Breakout, the config as written, for the time left, its curve saved
    (`learning_curve.png`); with 6, the two loops' returns at the same env steps.
 
+`gpu_check.json` records its provenance (`provenance.py`: commit, dirty flag and diff hash, the
+machine) and each part's result its own; a tree with uncommitted changes is refused before any
+part starts unless `--allow-dirty`, which a copy of the tree without `.git` (a lent machine
+that got the files only) needs too, and then records no commit.
+
 Children share a persistent compilation cache (`--cache-dir`), so a program compiled by one part
 is loaded by the next. `--tiny` runs every part with CartPole-sized settings and a few seconds
 each, so `tests/test_gpu_check.py` proves the commands on a CPU. A GPU node without a package
@@ -45,6 +50,9 @@ import time
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
+
 from jaxrl_dist.compilation import MIN_COMPILE_S  # noqa: E402  (imports jax; starts no device)
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
 
@@ -54,6 +62,9 @@ CONFIGS = os.path.join(ROOT, "configs")
 ATARI = os.path.join(CONFIGS, "impala_atari.py")
 CARTPOLE = os.path.join(CONFIGS, "impala_cartpole.py")
 PY = sys.executable
+# The check takes the tree's provenance (or refuses a dirty tree) once, before any part: its
+# parts then record the tree as it is rather than refusing it again.
+RECORD_TREE = ("--allow-dirty",)
 PYTHON_LOOP = (
     "--config.actor_loop=python",
     "--config.async_envs=True",
@@ -84,6 +95,7 @@ def breakout_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
     return [
         *(PY, os.path.join(HERE, "sweep.py"), "--config", config, "--grid", grid),
         *("--seconds", seconds, "--final-repeat", "0", "--name", "breakout", "--out-dir", out_dir),
+        *RECORD_TREE,
     ]
 
 
@@ -120,6 +132,7 @@ def central_local_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[s
         *("--stages", "raw_async,end_to_end,end_to_end_central", "--repeat", "1"),
         *("--seconds", "0.5" if tiny else "10", "--no-plot"),
         *("--name", "central_local", "--out-dir", out_dir),
+        *RECORD_TREE,
     ]
 
 
@@ -148,6 +161,7 @@ def anakin_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
     return [
         *(PY, os.path.join(HERE, "anakin_throughput.py"), "--repeat", "1", "--skip-separate"),
         *("--steps", steps, "--seeds", seeds, "--out-dir", out_dir),
+        *RECORD_TREE,
     ]
 
 
@@ -168,6 +182,7 @@ def recurrent_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
     return [
         *(PY, os.path.join(HERE, "recurrent_throughput.py"), "--repeat", "1"),
         *("--steps", steps, "--rows", rows, "--out-dir", out_dir),
+        *RECORD_TREE,
     ]
 
 
@@ -315,6 +330,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parts", default=",".join(p.name for p in PARTS), help="a subset")
     parser.add_argument("--cache-dir", default=None, help="compilation cache for all parts")
     parser.add_argument("--tiny", action="store_true", help="CartPole-sized parts: a CPU smoke")
+    provenance.add_argument(parser)
     args = parser.parse_args(argv)
     chosen = [p for p in args.parts.split(",") if p]
     unknown = sorted(set(chosen) - {p.name for p in PARTS})
@@ -335,6 +351,7 @@ def check(args: argparse.Namespace, argv: list[str] | None) -> int:
             f"error: --out-dir {out_dir} holds an earlier check; give a new folder", file=sys.stderr
         )
         return 2
+    origin = provenance.capture(args.allow_dirty, devices=False)  # the parts need the device
     os.makedirs(out_dir, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
@@ -351,6 +368,7 @@ def check(args: argparse.Namespace, argv: list[str] | None) -> int:
         "budget_s": args.budget_s,
         "tiny": args.tiny,
         "command": " ".join([PY, *(sys.argv if argv is None else ["gpu_check.py", *argv])]),
+        "provenance": origin,
         "parts": [],
     }
     t0 = time.perf_counter()  # the budget is the parts'

@@ -14,12 +14,26 @@ with each other for cores.
 for the whole sweep: the condition of a researcher's laptop doing other work, where thread
 timing in an asynchronous pipeline differs from a quiet machine.
 
-A seed succeeds when a greedy evaluation returns at least `--target` (default: the config's
-`stop_at_eval_return`) within the budget (default: the config's `total_env_steps`). Reported:
-the success rate; env steps and seconds (the run's own clock, compilation included) to the
-target, median and interquartile range over the seeds that reached it; each seed's best and
-final evaluation, stop reason and whole command time; the load average during the sweep; and
-each seed's evaluation and training-return curves. Written to
+A seed *crosses* the target (`success`) when one greedy evaluation returns at least `--target`
+(default: the config's `stop_at_eval_return`) within the budget (default: the config's
+`total_env_steps`), and *holds* it when its last evaluation (the run's final one) is still at
+or above it: one good evaluation on the way is not a policy that stays good. Reported: how many
+seeds cross and how many hold; env steps and seconds (the run's own clock, compilation
+included) to the first crossing, median and interquartile range over the seeds that crossed;
+each seed's best and last evaluation, stop reason and whole command time; the load average
+during the sweep; and each seed's evaluation and training-return curves.
+
+Aggregated over seeds as Agarwal et al. 2021 advise (`seed_statistics.py`, rliable's method):
+the interquartile mean (IQM) with a 95% stratified bootstrap interval of two per-seed scores,
+(1) each seed's last evaluation (every seed that evaluated: the policy the run ends with) and
+(2) the env steps to the first crossing (the seeds that crossed; how many is beside it). Two
+sweeps compare seed against seed with `compare_learning.py A.json B.json` (the probability
+that a seed of A scores above a seed of B, with its interval).
+
+The result records where it came from (`provenance.py`): the commit, the resolved config
+(`--config` and the overrides, as train.py builds it) and the machine. A tree with uncommitted
+changes is refused (exit 2) unless `--allow-dirty`, and then the result keeps the diff's
+SHA-256. Written to
 `benchmarks/results/<device>/learning/<name>.json` and `.png` (or `--out-dir`); `<name>` is the
 config's file name, with `_load<N>` under load. A run that crashed or timed out leaves the
 existing `<name>.json` and `.png` as they were: the sweep goes to `<name>.crashed.json` and exits
@@ -35,7 +49,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +59,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
+import provenance  # noqa: E402
 from learning_report import aggregate, plot, table  # noqa: E402
 from learning_seeds import BackgroundLoad, run_seed  # noqa: E402
 
@@ -124,12 +138,14 @@ def _parser() -> argparse.ArgumentParser:
         "evaluate its final checkpoint against OPPONENT (random, heuristic, perfect)",
     )
     parser.add_argument("--also-eval-episodes", type=int, default=200, help="games for it")
+    provenance.add_argument(parser)
     return parser
 
 
-def _check(args: argparse.Namespace, extra: list[str]) -> None:
+def _check(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
     """Refuses bad arguments (one line, exit 2); fills in the target and budget from the config
-    as train.py builds it, overrides included, so a bad override fails here, not in every seed."""
+    as train.py builds it, overrides included, so a bad override fails here, not in every seed;
+    returns the sweep's provenance (a dirty tree without --allow-dirty: refused, exit 2)."""
     bad = [a for a in extra if not a.startswith("--config.")]
     if bad:
         _fail(f"unrecognized arguments: {' '.join(bad)} (overrides are --config.field=value)")
@@ -153,6 +169,7 @@ def _check(args: argparse.Namespace, extra: list[str]) -> None:
         _fail("--target must be finite and --budget > 0")
     if args.out_dir and os.path.isfile(args.out_dir):
         _fail(f"--out-dir {args.out_dir} is a file; give a directory")
+    return provenance.capture(args.allow_dirty, config)
 
 
 def _default_out_dir() -> str:
@@ -164,34 +181,7 @@ def _default_out_dir() -> str:
 def _environment() -> dict[str, Any]:
     from throughput import environment
 
-    env = environment()
-    env["cpu_model"] = _cpu_model()
-    return env
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    return {**environment(), "cpu_model": provenance.cpu_model()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         args, extra = _parser().parse_known_args(argv)
     except UsageError as e:
         _fail(str(e))
-    _check(args, extra)
     seeds = parse_seeds(args.seeds)
+    origin = _check(args, extra)  # the provenance last: a bad argument is named first
     config_name = os.path.splitext(os.path.basename(args.config.partition(":")[0]))[0]
     variant = args.config.partition(":")[2]
     name = args.name or config_name + (f"_{variant}" if variant else "")
@@ -217,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         "eval_key": args.eval_key,
         "budget": args.budget,
         "command": " ".join([os.path.relpath(__file__, ROOT), *(argv or sys.argv[1:])]),
-        "git_commit": _git_commit(),
+        "git_commit": (origin["source"]["git_commit"] or "")[:7] or None,
         "environment": _environment(),
+        "provenance": origin,
         "per_seed": [],
     }
     load_before = os.getloadavg()[0]
@@ -235,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(runs_root, ignore_errors=True)
     result["sweep_s"] = round(time.monotonic() - start, 1)
     result["load_average_1min_before"] = load_before
-    result["aggregate"] = aggregate(result["per_seed"])
+    result["aggregate"] = aggregate(result["per_seed"], args.target)
     os.makedirs(out_dir, exist_ok=True)
     crashed = result["aggregate"]["crashed_seeds"]
     if crashed:
@@ -271,10 +262,14 @@ def _progress(s: dict[str, Any]) -> None:
         if s["success"]
         else "target NOT reached"
     )
-    best = "—" if s["best_eval_return"] is None else f"{s['best_eval_return']:.1f}"
+    best, last = (
+        "—" if v is None else f"{v:.1f}" for v in (s["best_eval_return"], s["final_eval_return"])
+    )
     error = f"; {s['error']}" if s["error"] else ""
     print(
-        f"seed {s['seed']}: {reached}, best eval {best}, {s['command_s']:.1f} s{error}", flush=True
+        f"seed {s['seed']}: {reached}, best eval {best}, last eval {last}, "
+        f"{s['command_s']:.1f} s{error}",
+        flush=True,
     )
 
 

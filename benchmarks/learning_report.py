@@ -1,6 +1,9 @@
 """What `benchmarks/learning.py` makes of a sweep: per-seed reductions, the aggregate (success
-rate, median and interquartile range of steps and seconds to the target, metric medians), the
-Markdown table and the PNG of every seed's curves. Pure functions of the per-seed results."""
+rate, median and interquartile range of steps and seconds to the first crossing of the target,
+how many seeds hold the target at their last evaluation, the interquartile mean with its 95%
+bootstrap interval of the last evaluation and of the steps to the first crossing, metric
+medians), the Markdown table and the PNG of every seed's curves. Pure functions of the per-seed
+results."""
 
 from __future__ import annotations
 
@@ -8,6 +11,11 @@ import os
 from typing import Any
 
 import numpy as np
+from seed_statistics import METHOD, iqm_summary
+
+# What `aggregate` added to the sweep's statistics on 2026-11-29 (issue 55): the keys
+# `restate_learning.py` writes into a results file measured before them, and nothing else.
+ADDED_KEYS = ("held", "held_seeds", "final_eval_iqm", "env_steps_to_target_iqm", "statistics")
 
 
 def _at(values: list[float], points: dict[str, float]) -> dict[str, float] | None:
@@ -28,8 +36,12 @@ def percentiles(values: list[float]) -> dict[str, float] | None:
     return _at(values, {"p10": 10, "p50": 50, "p90": 90})
 
 
-def aggregate(seeds: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(seeds: list[dict[str, Any]], target: float) -> dict[str, Any]:
+    """The sweep's statistics from its per-seed results. A seed *crosses* the target at its first
+    evaluation at or above it within the budget (`success`, `env_steps_to_target`); it *holds*
+    the target when its last evaluation is at or above it (`held`)."""
     ok = [s for s in seeds if s["success"]]
+    finals = [s["final_eval_return"] for s in seeds if s["final_eval_return"] is not None]
     names = {name for s in seeds for name in s.get("metrics", {})}
     medians = {  # per metric: the median over seeds of each seed's run median
         name: float(np.median([s["metrics"][name]["p50"] for s in seeds if s["metrics"][name]]))
@@ -43,14 +55,52 @@ def aggregate(seeds: list[dict[str, Any]]) -> dict[str, Any]:
         "failed_seeds": [s["seed"] for s in seeds if not s["success"]],
         "crashed_seeds": [s["seed"] for s in seeds if s["error"]],
         "env_steps_to_target": quartiles([s["env_steps_to_target"] for s in ok]),
-        "seconds_to_target": quartiles([s["seconds_to_target"] for s in ok]),
-        "command_s": quartiles([s["command_s"] for s in seeds]),
-        "final_eval_return": quartiles(
-            [s["final_eval_return"] for s in seeds if s["final_eval_return"] is not None]
+        "seconds_to_target": quartiles(  # unknown for a sweep judged again (`at_target`)
+            [s["seconds_to_target"] for s in ok if s["seconds_to_target"] is not None]
         ),
+        "command_s": quartiles([s["command_s"] for s in seeds]),
+        "final_eval_return": quartiles(finals),
         "metric_medians": medians,
+        **added_statistics(seeds, target),
         **_also_eval(seeds),
     }
+
+
+def added_statistics(seeds: list[dict[str, Any]], target: float) -> dict[str, Any]:
+    """The `ADDED_KEYS` of the aggregate: how many seeds hold the target at their last
+    evaluation (and which), and the IQM with its 95% interval of (1) every seed's last
+    evaluation and (2) the env steps to the first crossing over the seeds that crossed."""
+    finals = [s["final_eval_return"] for s in seeds if s["final_eval_return"] is not None]
+    crossed = [s["env_steps_to_target"] for s in seeds if s["success"]]
+    return {
+        "held": sum(f >= target for f in finals),
+        "held_seeds": [s["seed"] for s in seeds if _holds(s, target)],
+        "final_eval_iqm": iqm_summary(finals),
+        "env_steps_to_target_iqm": iqm_summary(crossed),
+        "statistics": METHOD,
+    }
+
+
+def _holds(seed: dict[str, Any], target: float) -> bool:
+    return seed["final_eval_return"] is not None and seed["final_eval_return"] >= target
+
+
+def at_target(seeds: list[dict[str, Any]], target: float, budget: int) -> list[dict[str, Any]]:
+    """The per-seed results judged again at another `target`, from each seed's evaluation
+    curve: the first evaluation at or above it within `budget`. Seconds to it are unknown (the
+    curve keeps env steps only): None."""
+    judged = []
+    for s in seeds:
+        reached = [steps for steps, value in s["eval_curve"] if value >= target and steps <= budget]
+        judged.append(
+            {
+                **s,
+                "success": bool(reached),
+                "env_steps_to_target": reached[0] if reached else None,
+                "seconds_to_target": None,
+            }
+        )
+    return judged
 
 
 def _also_eval(seeds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -72,14 +122,39 @@ def _also_eval(seeds: list[dict[str, Any]]) -> dict[str, Any]:
     return {"also_eval": summary}
 
 
+def number(value: float | None, small: bool = False) -> str:
+    """A figure as the tables print it: thousands with separators, returns to one decimal,
+    `small` ones (a sweep whose target is under 2: win rates, DeepSea's 0.99) to three; None
+    as a dash."""
+    if value is None:
+        return "—"
+    if small:
+        return f"{value:.3f}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.1f}"
+
+
+def is_small(target: float) -> bool:
+    """Whether a sweep's returns print to three decimals (`number`'s `small`)."""
+    return abs(target) < 2
+
+
+def iqm_text(summary: dict[str, Any] | None, small: bool = False) -> str:
+    """`472.3 (95% CI 455.1 to 488.0)`, or a dash for no values."""
+    if not summary:
+        return "—"
+    low, high = (number(v, small) for v in summary["ci95"])
+    return f"{number(summary['iqm'], small)} (95% CI {low} to {high})"
+
+
 def table(result: dict[str, Any]) -> str:
     """A Markdown table of the sweep, one row per seed, and a closing summary line."""
     columns = (
         "seed",
-        "env steps to target",
-        "seconds to target",
+        "first crossing, env steps",
+        "seconds to it",
         "best eval",
-        "final eval",
+        "last eval",
+        "holds the target",
         "command s",
     )
     rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
@@ -88,7 +163,8 @@ def table(result: dict[str, Any]) -> str:
         rows.append(
             f"| {s['seed']} | {fmt(s['env_steps_to_target'], ',')} | "
             f"{fmt(s['seconds_to_target'], '.1f')} | {fmt(s['best_eval_return'], '.1f')} | "
-            f"{fmt(s['final_eval_return'], '.1f')} | {s['command_s']:.1f} |"
+            f"{fmt(s['final_eval_return'], '.1f')} | "
+            f"{'yes' if _holds(s, result['target']) else 'no'} | {s['command_s']:.1f} |"
         )
     return "\n".join(rows) + "\n\n" + headline(result)
 
@@ -97,15 +173,19 @@ def headline(result: dict[str, Any]) -> str:
     agg = result["aggregate"]
     line = (
         f"{agg['successes']}/{agg['seeds']} seeds reach {result['target']:g} within "
-        f"{result['budget']:,} env steps (load {result['load']})"
+        f"{result['budget']:,} env steps (load {result['load']}); {agg['held']}/{agg['seeds']} "
+        f"hold it at their last evaluation, whose IQM is "
+        f"{iqm_text(agg['final_eval_iqm'], is_small(result['target']))}"
     )
     steps, secs = agg["env_steps_to_target"], agg["seconds_to_target"]
     if steps:
         line += (
-            f"; env steps to target median {steps['median']:,.0f} "
-            f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), seconds median "
-            f"{secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})"
+            f"; env steps to the first crossing median {steps['median']:,.0f} "
+            f"(IQR {steps['q25']:,.0f}-{steps['q75']:,.0f}), IQM "
+            f"{iqm_text(agg['env_steps_to_target_iqm'])}"
         )
+    if steps and secs:
+        line += f"; seconds median {secs['median']:.1f} (IQR {secs['q25']:.1f}-{secs['q75']:.1f})"
     also = agg.get("also_eval")
     if also:
         line += (

@@ -28,10 +28,14 @@ import csv
 import glob
 import json
 import os
+import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import provenance  # noqa: E402
+
 REFERENCE = os.path.join(HERE, "results", "cpu", "learning", "pong_reference")
 Episodes = tuple[np.ndarray, np.ndarray, np.ndarray]  # frames at the end, return, weight
 
@@ -93,12 +97,16 @@ def baselines_ppo2(path: str) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs="+", required=True, help="run directories")
-    parser.add_argument("--out", required=True, help="path prefix for OUT.md and OUT.png")
+    parser.add_argument(
+        "--out", required=True, help="path prefix for OUT.md, OUT.png and OUT.json (provenance)"
+    )
     parser.add_argument("--bin-frames", type=float, default=500_000)
-    args = parser.parse_args()
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    origin = provenance.capture(args.allow_dirty, devices=False)
     runs = {os.path.basename(os.path.normpath(d)): run_episodes(d) for d in args.runs}
     empty = [name for name, r in runs.items() if not len(r[0])]
     if empty:
@@ -115,6 +123,17 @@ def main() -> None:
     centers = (edges[:-1] + edges[1:]) / 2
     ppo2 = np.interp(centers, ppo2_frames, ppo2_returns).tolist()
     write_table(args.out + ".md", edges, table, sb3, ppo2)
+    with open(args.out + ".json", "w") as f:  # the table's figures and where they came from
+        json.dump(
+            {
+                "runs": args.runs,
+                "bin_frames": args.bin_frames,
+                "table": table,
+                "provenance": origin,
+            },
+            f,
+            indent=1,
+        )
     plot(args.out + ".png", runs, edges, table, sb3, (ppo2_frames, ppo2_returns), top)
 
 

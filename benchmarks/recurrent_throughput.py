@@ -28,7 +28,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
-from anakin_throughput import library_sps  # noqa: E402
+import provenance  # noqa: E402
+from anakin_throughput import library_config, library_sps  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
 HIDDEN = {"env_kwargs": {"obs_indices": (0, 2)}}
@@ -76,17 +77,22 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100_352, help="env steps per run")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", default=",".join(ROWS), help=f"some of {','.join(ROWS)}")
     parser.add_argument("--out-dir", default=None)
-    args = parser.parse_args()
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
     names = args.rows.split(",")
     if not set(names) <= set(ROWS):
         parser.error(f"--rows {args.rows!r}: choose from {','.join(ROWS)}")
-    result = {"environment": environment(), "steps": args.steps, "rows": {}}
+    built = {  # each row's LSTM run as the library builds it (its pair differs in the core)
+        name: library_config(ROWS[name][0], args.steps, **ROWS[name][1]) for name in names
+    }
+    origin = provenance.capture(args.allow_dirty, built)
+    result = {"environment": environment(), "provenance": origin, "steps": args.steps, "rows": {}}
     for name in names:  # written after every row: a run cut off keeps the rows it measured
         result["rows"][name] = measure(*ROWS[name], args.steps, args.repeat)
         write_result(args.out_dir, "recurrent_throughput", result, markdown(result))

@@ -32,6 +32,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
+
 from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.prioritized import PrioritizedReplay
 from jaxrl_dist.data.replay import UniformReplay
@@ -130,7 +133,9 @@ def main(argv=None) -> int:
     p.add_argument("--atari-capacity", type=int, default=100_000)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", default=DEFAULT_OUT)
+    provenance.add_argument(p)
     args = p.parse_args(argv)
+    origin = provenance.capture(args.allow_dirty, devices=False)  # NumPy only: JAX unstarted
     rows = []
     for kind, (_, _, flag, _) in KINDS.items():
         for prioritized in (False, True):
@@ -147,6 +152,7 @@ def main(argv=None) -> int:
                 "python": sys.version.split()[0],
                 "numpy": np.__version__,
                 "command": " ".join(sys.argv),
+                "provenance": origin,
             },
             f,
             indent=2,

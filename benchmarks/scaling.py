@@ -93,6 +93,7 @@ def point(axis: str, value: int, args, extra: list[str], platform: str) -> dict:
             "--name",
             "point",
             "--no-plot",
+            "--allow-dirty",  # this sweep took the tree's provenance (or refused it) itself
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         path = os.path.join(out_dir, "point.json")
@@ -172,9 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--name", default=None)
     parser.add_argument("--out-dir", default=None)
-    args, extra = parser.parse_known_args(argv)
     sys.path.insert(0, HERE)
+    import provenance
     from throughput import _default_name
+
+    provenance.add_argument(parser)
+    args, extra = parser.parse_known_args(argv)
 
     from jaxrl_dist.config import ConfigError
     from jaxrl_dist.config.cli import parse_args
@@ -198,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    # devices=False: the points run in children, so this process never holds an accelerator.
+    origin = provenance.capture(args.allow_dirty, config, devices=False)
     name = (args.name or _default_name(args.config)) + "_scaling"
     result = {
         "name": name,
@@ -205,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": args.config,
         "overrides": extra,
         "seconds": args.seconds,
+        "provenance": origin,
         "points": [],
     }
     out_dir = args.out_dir or os.path.join(HERE, "results", folder)

@@ -32,6 +32,7 @@ import time
 from typing import IO, NoReturn
 
 import numpy as np
+import provenance
 import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", default=None, help="default: results/<device>/soak_<name>.json")
     parser.add_argument("--workdir", default=None, help="the run's directory (default: a tmp)")
+    provenance.add_argument(parser)
     return parser
 
 
@@ -196,28 +198,24 @@ def main(argv: list[str] | None = None) -> int:
     from jaxrl_dist.config import ConfigError
     from jaxrl_dist.config.cli import parse_args
 
-    try:  # the overrides, before anything starts
-        parse_args(["--config", args.config, *extra, "--workdir", "unused"])
-    except ConfigError as e:
-        _fail(str(e))
-    backend, _, folder = _backend()  # in a child: this process never holds an accelerator
-    name = "soak_" + _default_name(args.config).removeprefix("impala_")
-    out = args.out or os.path.join(RESULTS, folder, f"{name}.json")
-    workdir = args.workdir or tempfile.mkdtemp(prefix="jaxrl_dist_soak_")
     run_s = args.minutes * 60
-    cmd = [
-        sys.executable,
-        TRAIN,
-        "--config",
-        args.config,
-        "--workdir",
-        workdir,
-        "--quiet",
+    soaked = [  # no step budget, no early stop; the caller's overrides last, so they win
         f"--config.max_wall_time_s={run_s}",
         "--config.total_env_steps=10_000_000_000",
         "--config.stop_at_eval_return=none",
         *extra,
     ]
+    try:  # the overrides, before anything starts
+        config, _ = parse_args(["--config", args.config, *soaked, "--workdir", "unused"])
+    except ConfigError as e:
+        _fail(str(e))
+    # devices=False: in a child, so this process never holds an accelerator.
+    origin = provenance.capture(args.allow_dirty, config, devices=False)
+    backend, _, folder = _backend()
+    name = "soak_" + _default_name(args.config).removeprefix("impala_")
+    out = args.out or os.path.join(RESULTS, folder, f"{name}.json")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="jaxrl_dist_soak_")
+    cmd = [sys.executable, TRAIN, "--config", args.config, "--workdir", workdir, "--quiet", *soaked]
     print(f"{name}: {args.minutes:g} min of training, RSS every {args.sample_s:g}s", flush=True)
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))  # to the finally
     try:
@@ -277,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             "versions": {p: _version(p) for p in ("jax", "jaxlib", "envpool", "psutil")},
             "date": time.strftime("%Y-%m-%d"),
         },
+        "provenance": origin,
         "samples": samples,
     }
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)

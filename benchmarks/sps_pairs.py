@@ -13,7 +13,9 @@ first when it is even (ABBA), so a drift of the machine's speed falls on both. `
   off), SPS from the first chunk's end to the last.
 
 The ratio of a pair is new SPS over old; the result is the median ratio with a bootstrap 95%
-interval, written to `benchmarks/results/<device>/sps_pairs_<what>.json` and `.md`.
+interval, written to `benchmarks/results/<device>/sps_pairs_<what>.json` and `.md` with the
+provenance of this checkout (the harness: commit, dirty flag, machine; refused when dirty unless
+`--allow-dirty`). The two trees, `git archive` copies without `.git`, are named by their paths.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import provenance  # noqa: E402
+from seed_statistics import median_ci  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
 ANAKIN_CODE = (
@@ -56,6 +60,7 @@ def measure(tree: str, what: str, seconds: float, steps: int) -> float:
                 out,
                 "--name",
                 "pair",
+                *_measure_anyway(tree),
             ]
             subprocess.run(command, cwd=tree, env=env, check=True, capture_output=True)
             with open(os.path.join(out, "pair.json")) as f:
@@ -67,14 +72,21 @@ def measure(tree: str, what: str, seconds: float, steps: int) -> float:
     return float(json.loads(out.stdout.strip().splitlines()[-1])["sps"])
 
 
+def _measure_anyway(tree: str) -> list[str]:
+    """A tree from `git archive` has no .git: a throughput.py that records its provenance
+    must be told to measure it anyway (this harness records its own)."""
+    return (
+        ["--allow-dirty"]
+        if os.path.exists(os.path.join(tree, "benchmarks", "provenance.py"))
+        else []
+    )
+
+
 def bootstrap_median(ratios: list[float], draws: int = 10_000) -> list[float]:
-    rng = np.random.default_rng(0)
-    samples = rng.choice(ratios, size=(draws, len(ratios)), replace=True)
-    medians = np.median(samples, axis=1)
-    return [round(float(np.percentile(medians, q)), 4) for q in (2.5, 97.5)]
+    return median_ci(ratios, draws)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", required=True, help="the tree before the change")
     parser.add_argument("--new", required=True, help="the tree after the change")
@@ -83,7 +95,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="impala_xla's window")
     parser.add_argument("--steps", type=int, default=262_144, help="anakin_ppo's env steps")
     parser.add_argument("--out-dir", default=None)
-    args = parser.parse_args()
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    origin = provenance.capture(args.allow_dirty)
     pairs = []
     for i in range(1, args.pairs + 1):
         order = ("old", "new") if i % 2 else ("new", "old")
@@ -100,6 +114,7 @@ def main() -> None:
         "old": args.old,
         "new": args.new,
         "environment": environment(),
+        "provenance": origin,
         "pairs": pairs,
         "median_ratio": median,
         "ratio_ci95": bootstrap_median(ratios),

@@ -24,7 +24,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import provenance  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
+
+from jaxrl_dist.config import ConfigError  # noqa: E402
 
 CONFIGS = ("configs/impala_cartpole.py", "configs/impala_atari.py")
 ONE_STEP = [  # one update (Breakout's batch is 64 x 20 = 1,280 env steps), a short evaluation
@@ -57,6 +60,14 @@ def one_run(config: str, cache: str) -> dict:
     return {"process_s": round(wall, 2), "startup_s": summary["startup_s"], **compiled}
 
 
+def resolved(configs: list[str]) -> dict:
+    """Each config as train.py builds it for these runs (the one-step flags included)."""
+    from jaxrl_dist.config.cli import parse_args
+
+    flags = [f for f in ONE_STEP if f.startswith("--config.")]
+    return {c: parse_args(["--config", c, "--workdir", "unused", *flags])[0] for c in configs}
+
+
 def markdown(result: dict) -> str:
     lines = [
         f"Start-up, {result['environment']['device']}, {result['environment']['cpu_count']} "
@@ -75,14 +86,23 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma list of configs")
     parser.add_argument("--warm", type=int, default=2, help="warm runs after the cold one")
     parser.add_argument("--out-dir", default=None)
-    args = parser.parse_args()
-    result = {"flags": ONE_STEP, "configs": {}}
-    for config in args.configs.split(","):
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    configs = args.configs.split(",")
+    try:
+        built = resolved(configs)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    # devices=False: JAX starts here only after the runs (below).
+    origin = provenance.capture(args.allow_dirty, built, devices=False)
+    result = {"flags": ONE_STEP, "configs": {}, "provenance": origin}
+    for config in configs:
         runs = result["configs"][config] = []
         with tempfile.TemporaryDirectory() as cache:
             for label in ["off", "cold"] + ["warm"] * args.warm:
@@ -92,7 +112,8 @@ def main() -> None:
     # JAX starts here only after the runs: on a GPU it would take memory from the children.
     result["environment"] = environment()
     write_result(args.out_dir, "startup", result, markdown(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,6 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import provenance  # noqa: E402
 import stages  # noqa: E402
 from throughput import RESULTS, device_dir, environment  # noqa: E402
 
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--name", default=None, help="result name (default: config_grid)")
     parser.add_argument("--out-dir", default=None, help="default: benchmarks/results/<device>")
+    provenance.add_argument(parser)
     try:
         args, extra = parser.parse_known_args(argv)
         if args.grid not in GRIDS or args.seconds <= 0 or args.final_repeat < 0:
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    origin = provenance.capture(args.allow_dirty, configs[0])  # the base point's config
     config_name = os.path.basename(args.config.partition(":")[0]).removesuffix(".py")
     name = args.name or f"sweep_{config_name}_{args.grid}"
     out_dir = args.out_dir or os.path.join(RESULTS, device_dir())
@@ -193,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "grid": grid,
         "seconds_per_stage": args.seconds,
         "environment": environment(),
+        "provenance": origin,
         "points": [],
     }
 

@@ -8,7 +8,12 @@ Measures (see `stages.py`): raw EnvPool sync and async with random actions (the 
 actors alone, the learner alone on synthetic batches (FLOPs per update and MFU on a GPU), the
 synchronous act-step-update baseline, and end-to-end training with its per-stage timers. Prints
 a table with each figure's ratio to raw EnvPool async, says which stage bounds training, and
-writes `benchmarks/results/<device>/<name>.json` and `.png` (or under `--out-dir`).
+writes `benchmarks/results/<device>/<name>.json` and `.png` (or under `--out-dir`). With
+`--repeat N` the stages run N times in turn, and each ratio of two stages (end to end against
+the synchronous loop, central inference against local, end to end against gymnasium's
+`AsyncVectorEnv`) is the median of its per-repeat ratios with a bootstrap 95% interval. The
+result records its provenance (`provenance.py`: commit, the config as built, the machine); a
+tree with uncommitted changes is refused unless `--allow-dirty`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
 import stages  # noqa: E402
+from seed_statistics import median_ci  # noqa: E402
 
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
@@ -71,7 +78,10 @@ def environment() -> dict:
 
 def write_result(out_dir: str | None, name: str, result: dict, table: str) -> None:
     """`name.json` (the result) and `name.md` (its table) in `out_dir` (default: this device's
-    results folder); prints the table."""
+    results folder); prints the table. The result carries its `provenance`: every caller took
+    it with `provenance.capture` before measuring."""
+    if "provenance" not in result:
+        raise ValueError(f"{name}: a result without provenance (call provenance.capture first)")
     out = out_dir or os.path.join(RESULTS, device_dir())
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"{name}.json"), "w") as f:
@@ -150,24 +160,12 @@ def summarize(result: dict) -> None:
     """Adds the ratios to raw EnvPool async and the bottleneck analysis to `result`."""
     measured = {k: v for k, v in result["stages"].items() if "error" not in v}
     result["failed_stages"] = sorted(set(result["stages"]) - set(measured))
-    pairs = zip(
-        result.get("repeats", {}).get("end_to_end", []),
-        result.get("repeats", {}).get("sync_baseline", []),
-        strict=False,
-    )
-    ratios = [a["sps"] / b["sps"] for a, b in pairs if "error" not in a and "error" not in b]
-    if ratios:  # the median of same-repeat ratios: robust to a machine whose speed drifts
-        result["async_over_sync"] = float(np.median(ratios))
-        result["async_over_sync_per_repeat"] = ratios
-    pairs = zip(
-        result.get("repeats", {}).get("end_to_end_central", []),
-        result.get("repeats", {}).get("end_to_end", []),
-        strict=False,
-    )
-    ratios = [a["sps"] / b["sps"] for a, b in pairs if "error" not in a and "error" not in b]
-    if ratios:  # central inference against local, repeat by repeat
-        result["central_over_local"] = float(np.median(ratios))
-        result["central_over_local_per_repeat"] = ratios
+    # Medians of same-repeat ratios (robust to a machine whose speed drifts), with a bootstrap
+    # 95% interval over the repeats: end to end against the synchronous loop, central inference
+    # against local, end to end against gymnasium's own AsyncVectorEnv.
+    _per_repeat(result, "end_to_end", "sync_baseline", "async_over_sync")
+    _per_repeat(result, "end_to_end_central", "end_to_end", "central_over_local")
+    _per_repeat(result, "end_to_end", "raw_gymnasium", "end_to_end_over_raw_gymnasium")
     if "raw_gymnasium" in measured:  # a Python env: the ceiling without jaxrl_dist's pool
         raw = measured["raw_gymnasium"]["sps"]
         result["over_raw_gymnasium"] = {s: _figure(res) / raw for s, res in measured.items()}
@@ -176,6 +174,24 @@ def summarize(result: dict) -> None:
     raw = measured["raw_async"]["sps"]
     result["over_raw_async"] = {stage: _figure(res) / raw for stage, res in measured.items()}
     result["bottleneck"] = stages.bottleneck(measured)
+
+
+RATIOS = {  # per-repeat ratios and what they compare
+    "async_over_sync": "asynchronous pipeline / synchronous loop",
+    "central_over_local": "central inference server / local inference",
+    "end_to_end_over_raw_gymnasium": "end to end / gymnasium's AsyncVectorEnv",
+}
+
+
+def _per_repeat(result: dict, numerator: str, denominator: str, key: str) -> None:
+    repeats = result.get("repeats", {})
+    pairs = zip(repeats.get(numerator, []), repeats.get(denominator, []), strict=False)
+    ratios = [a["sps"] / b["sps"] for a, b in pairs if "error" not in a and "error" not in b]
+    if ratios:
+        result[key] = float(np.median(ratios))
+        result[f"{key}_per_repeat"] = ratios
+        if len(ratios) > 1:
+            result[f"{key}_ci95"] = median_ci(ratios)
 
 
 LABELS = {
@@ -216,19 +232,14 @@ def table(result: dict) -> str:
             flops = learner["flops_per_update"]
             size = f"{flops / 1e9:.1f} GFLOP" if flops >= 1e9 else f"{flops / 1e6:.2f} MFLOP"
             lines.append(f"learner: {size}/update{mfu}")
-    if "async_over_sync" in result:
-        each = result["async_over_sync_per_repeat"]
-        spread = f" (median of {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
-        lines.append(
-            f"asynchronous pipeline / synchronous loop: {result['async_over_sync']:.2f}x{spread}"
-        )
-    if "central_over_local" in result:
-        each = result["central_over_local_per_repeat"]
-        spread = f" (median of {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
-        lines.append(
-            f"central inference server / local inference: {result['central_over_local']:.2f}x"
-            f"{spread}"
-        )
+    for key, what in RATIOS.items():
+        if key in result:
+            each = result[f"{key}_per_repeat"]
+            spread = ""
+            if len(each) > 1:
+                low, high = result[f"{key}_ci95"]
+                spread = f" (median of {', '.join(f'{r:.2f}' for r in each)}; 95% CI {low}-{high})"
+            lines.append(f"{what}: {result[key]:.2f}x{spread}")
     for stage, runs in result.get("repeats", {}).items():
         figures = [_figure(r) for r in runs if "error" not in r]
         if len(figures) > 1:
@@ -301,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="run the stages N times, interleaved; medians"
     )
+    provenance.add_argument(parser)
     args, rest = parser.parse_known_args(argv)
     which = [s for s in args.stages.split(",") if s]
     unknown = [s for s in which if s not in STAGES]
@@ -316,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    origin = provenance.capture(args.allow_dirty, config)
     if not is_python_env(config.env_id) and "raw_gymnasium" in which:
         which.remove("raw_gymnasium")  # EnvPool's own envs: raw_async is the ceiling
     if config.actor_loop == "xla" and "end_to_end_central" in which:
@@ -354,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds_per_stage": args.seconds,
         "repeat": args.repeat,
         "environment": environment(),
+        "provenance": origin,
         "stages": {},
     }
     out_dir = args.out_dir or os.path.join(RESULTS, device_dir())

@@ -28,8 +28,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import jax  # noqa: E402
+import provenance  # noqa: E402
 import purejaxrl_ppo  # noqa: E402
-from anakin_throughput import ANAKIN, library_sps  # noqa: E402
+from anakin_throughput import ANAKIN, library_config, library_sps  # noqa: E402
 from recurrent_throughput import ROWS  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
@@ -78,7 +79,7 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unrolls", default="1,16", help="GPU_TIME_UNROLL values, alternated")
     parser.add_argument("--steps", type=int, default=499_712, help="anakin_ppo's env steps")
@@ -86,20 +87,25 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--force-gpu-rule", action="store_true")
     parser.add_argument("--out-dir", default=None)
-    args = parser.parse_args()
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    steps = {"anakin_ppo": args.steps, "anakin_ppo_lstm": args.lstm_steps}
+    built = {case: library_config(CASES[case][0], steps[case], **CASES[case][1]) for case in CASES}
+    origin = provenance.capture(args.allow_dirty, built)
     unrolls = [int(u) for u in args.unrolls.split(",")]
     if args.force_gpu_rule:
         loops.UNROLLED_BACKENDS = (*loops.UNROLLED_BACKENDS, jax.default_backend())
     result = {
         "environment": environment(),
+        "provenance": origin,
         "unrolls": unrolls,
         "forced": args.force_gpu_rule,
         "rows": {},
     }
     config = {**purejaxrl_ppo.CONFIG, "TOTAL_TIMESTEPS": args.steps}
     result["baseline_sps"] = purejaxrl_ppo.measure(config, 1)["sps"]
-    for case, steps in (("anakin_ppo", args.steps), ("anakin_ppo_lstm", args.lstm_steps)):
-        result["rows"][case] = measure(case, unrolls, steps, args.repeat)
+    for case, case_steps in steps.items():
+        result["rows"][case] = measure(case, unrolls, case_steps, args.repeat)
         write_result(args.out_dir, "time_unroll", result, markdown(result))
 
 

@@ -28,6 +28,9 @@ import numpy as np  # noqa: E402
 
 from jaxrl_dist.ops import vtrace_td_error_and_advantage  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
+
 SHAPES = [(20, 32), (128, 256), (20, 1024), (128, 1024)]
 DEFAULT_OUTPUT = os.path.join(os.path.dirname(__file__), "results", "cpu", "vtrace_scan.json")
 
@@ -94,11 +97,13 @@ def bench_shape(shape, fns, repeats):
     return result
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=31)
     parser.add_argument("--output", default=DEFAULT_OUTPUT)
-    args = parser.parse_args()
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    origin = provenance.capture(args.allow_dirty)
     fns = _candidates()
     report = {
         "command": shlex.join([sys.executable] + sys.argv),
@@ -113,6 +118,7 @@ def main():
         "rlax_version": getattr(sys.modules.get("rlax"), "__version__", None),
         "loadavg_before": os.getloadavg(),
         "repeats": args.repeats,
+        "provenance": origin,
         "dtype": "float32",
         "lambda_": 0.95,
         "results": {},

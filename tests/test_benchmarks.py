@@ -14,6 +14,7 @@ import jax
 import numpy as np
 import pytest
 
+from jaxrl_dist.config import jsonable
 from jaxrl_dist.config.cli import parse_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,6 +57,18 @@ def _figure(stage_result: dict) -> float:
     return stage_result.get("sps", stage_result.get("with_transfer_samples_per_s"))
 
 
+def _assert_provenance(result: dict, config) -> None:
+    """The result names its commit, whether the tree differed (then the diff's hash), the
+    config as train.py builds it, and the machine (`benchmarks/provenance.py`)."""
+    origin = result["provenance"]
+    source = origin["source"]
+    assert len(source["git_commit"]) == 40 and isinstance(source["dirty"], bool)
+    assert (source["diff_sha256"] is not None) == bool(source["changed"])
+    expected = None if config is None else jsonable(config.to_dict())
+    assert origin["config"] == expected
+    assert origin["machine"]["cpu_count"] == os.cpu_count() and origin["machine"]["device"]
+
+
 def _is_png(path) -> bool:
     with open(path, "rb") as f:
         return f.read(len(PNG_MAGIC)) == PNG_MAGIC
@@ -70,7 +83,7 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     settings, PNG and table recorded."""
     out_dir = tmp_path / "out"
     args = [THROUGHPUT, "--config", CARTPOLE_QUICK, "--seconds", "0.25", "--out-dir", str(out_dir)]
-    proc = _run(args)
+    proc = _run([*args, "--allow-dirty"])
     assert proc.returncode == 0, _failed(proc)
     with open(out_dir / "impala_cartpole_quick.json") as f:
         result = json.load(f)
@@ -124,6 +137,7 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     for key in ("num_actor_threads", "envs_per_actor", "env_batch_size", "batch_size"):
         assert settings[key] == getattr(config, key), key
     assert settings["unroll_length"] == config.unroll_length
+    _assert_provenance(result, config)
 
     png = out_dir / "impala_cartpole_quick.png"
     assert png.is_file() and _is_png(png)
@@ -147,6 +161,7 @@ def test_throughput_repeats_interleave_and_report_medians(tmp_path):
         "--out-dir",
         str(out_dir),
         "--no-plot",
+        "--allow-dirty",
     ]
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
@@ -177,6 +192,7 @@ def test_throughput_skips_central_inference_for_the_xla_actor_loop(tmp_path):
         "--no-plot",
         "--config.actor_loop=xla",
         "--config.async_envs=false",
+        "--allow-dirty",
     ]
     proc = _run(args)
     assert proc.returncode == 0, _failed(proc)
@@ -283,12 +299,15 @@ def test_scaling_actor_threads_and_two_fake_learner_devices(tmp_path):
         "2",
         "--out-dir",
         str(out_dir),
+        "--allow-dirty",
     ]
     proc = _run(args, timeout=600)
     path = out_dir / "impala_cartpole_quick_scaling.json"
     assert path.is_file(), _failed(proc)
     with open(path) as f:
-        points = json.load(f)["points"]
+        result = json.load(f)
+    points = result["points"]
+    _assert_provenance(result, parse_args(["--config", CARTPOLE_QUICK, "--workdir", "x"])[0])
     errors = [(p["axis"], p["value"], p["error"]) for p in points if "error" in p]
     assert not errors, errors
     assert proc.returncode == 0, _failed(proc)
@@ -352,9 +371,11 @@ def test_replay_throughput_measures_every_replay_and_kind(tmp_path):
 
     out = str(tmp_path / "replay.json")
     args = ["--vector-capacity", "4096", "--atari-capacity", "1024", "--repeats", "2", "--out", out]
-    assert replay_throughput.main(args) == 0
+    assert replay_throughput.main([*args, "--allow-dirty"]) == 0
     with open(out) as f:
-        rows = json.load(f)["rows"]
+        result = json.load(f)
+    rows = result["rows"]
+    _assert_provenance(result, None)
     assert [(r["kind"], r["prioritized"]) for r in rows] == [
         ("vector", False),
         ("vector", True),

@@ -19,7 +19,7 @@ PARTS = ("breakout", "anakin_ppo", "central_local", "recurrent", "learning")
 def _check(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, GPU_CHECK, "--tiny", "--out-dir", str(out), *args],
+        [sys.executable, GPU_CHECK, "--tiny", "--out-dir", str(out), "--allow-dirty", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -66,6 +66,7 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
         "--metrics",
         "losses/entropy,stats/policy_lag,no/such_metric",
         "--config.total_env_steps=3200",
+        "--allow-dirty",
     ]
     proc = _run(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -93,7 +94,16 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
     assert (result["load"], result["target"], result["budget"]) == (1, 0.0, 3200)
     assert result["overrides"] == ["--config.total_env_steps=3200"]
     assert result["environment"]["cpu_count"] == os.cpu_count()
-    assert "2/2 seeds reach 0 within 3,200 env steps (load 1)" in proc.stdout
+    assert agg["held"] == 2 and agg["held_seeds"] == [3, 5]  # the last evaluation is >= 0
+    finals = sorted(s["final_eval_return"] for s in result["per_seed"])
+    assert finals[0] <= agg["final_eval_iqm"]["iqm"] <= finals[1]  # two seeds: their mean
+    origin = result["provenance"]  # the commit, the config as train.py built it, the machine
+    assert origin["config"]["total_env_steps"] == 3200 and origin["config"]["env_id"]
+    assert (
+        len(origin["source"]["git_commit"]) == 40
+        and origin["machine"]["cpu_count"] == os.cpu_count()
+    )
+    assert "2/2 seeds reach 0 within 3,200 env steps (load 1); 2/2 hold it" in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -161,7 +171,7 @@ def test_a_crashed_run_is_a_failure_with_its_error(tmp_path):
     (tmp_path / "run" / "train.log").write_text("a\nb\nRuntimeError: boom\n")
     s = learning_seeds.seed_result(0, work, 1, 1.0, target=475, budget=10**6)
     assert s["error"] == "exit 1: a | b | RuntimeError: boom"
-    assert learning_report.aggregate([s])["crashed_seeds"] == [0]
+    assert learning_report.aggregate([s], 475)["crashed_seeds"] == [0]
 
 
 def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here(tmp_path):
@@ -181,7 +191,7 @@ def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here
         "seconds_to_target": None,
         "metrics": {"stats/policy_lag": None},
     }
-    agg = learning_report.aggregate([ok, failed])
+    agg = learning_report.aggregate([ok, failed], 475)
     assert (agg["successes"], agg["success_rate"], agg["failed_seeds"]) == (1, 0.5, [8])
     assert agg["env_steps_to_target"]["median"] == 1000
     assert agg["metric_medians"] == {"stats/policy_lag": 2.0}
@@ -196,6 +206,7 @@ def test_a_sweep_with_a_crashed_seed_leaves_the_result_it_would_replace(tmp_path
     crashed = learning_seeds.seed_result(0, str(tmp_path), 1, 0.1, target=475, budget=1000)
     monkeypatch.setattr(learning, "run_seed", lambda *args: crashed)
     argv = ["--config", "configs/impala_cartpole.py", "--seeds", "0", "--out-dir", str(out)]
+    argv.append("--allow-dirty")
     assert learning.main(argv) == 1
     assert (out / "impala_cartpole.json").read_text() == "kept"
     with open(out / "impala_cartpole.crashed.json") as f:
@@ -232,6 +243,7 @@ def test_a_board_game_sweep_judges_the_weaker_seat_and_plays_perfect_play_after(
         "4",
         "--out-dir",
         str(out_dir),
+        "--allow-dirty",
     ]
     proc = _run(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -257,8 +269,8 @@ def test_the_after_run_evaluation_is_summarised_with_its_exact_losses(tmp_path):
             "exact_loss_rate": exact,
         }
         seeds.append(s)
-    also = learning_report.aggregate(seeds)["also_eval"]
+    also = learning_report.aggregate(seeds, 0.85)["also_eval"]
     assert (also["loss_rate_max"], also["exact_loss_rate_max"]) == (0.055, 0.04)
     assert also["exact_loss_rate"]["median"] == 0.01
     del seeds[0]["also_eval"]["exact_loss_rate"]  # one seed without: no exact summary
-    assert "exact_loss_rate" not in learning_report.aggregate(seeds)["also_eval"]
+    assert "exact_loss_rate" not in learning_report.aggregate(seeds, 0.85)["also_eval"]

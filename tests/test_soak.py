@@ -22,7 +22,11 @@ CARTPOLE_QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
 
 def _run(args: list[str], timeout: float = 150) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, SOAK, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, SOAK, *args, "--allow-dirty"],  # a working tree may differ from HEAD
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -72,6 +76,7 @@ def test_short_soak_records_rss_and_the_run(tmp_path):
     assert {"platform", "cpu_count", "python", "versions"} <= set(result["machine"])
     assert result["machine"]["versions"]["jax"] and result["machine"]["versions"]["envpool"]
     assert "--config.max_wall_time_s=9.0" in result["train_command"]
+    assert result["provenance"]["config"]["max_wall_time_s"] == 9.0  # the config that ran
     assert result["train_command"].endswith("--config.log_every_updates=10")  # overrides last
     assert os.listdir(workdir / "checkpoints")  # checkpointing was on
     assert "RSS start" in proc.stdout and str(out) in proc.stdout
