@@ -16,7 +16,7 @@ import pytest
 
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.run.checkpoint import restore_params, tree_digest
+from jaxrl_dist.run.checkpoint import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.run.hooks import Hooks, mean_return
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools.launch import TRAIN, start_processes
@@ -66,8 +66,15 @@ def test_each_agent_learns_in_lockstep(run):
 
 
 def test_the_reward_metric_sees_every_agent_and_seed(run):
-    _, summary, seen = run
-    assert seen == [(2 * 10, 2)]  # [seeds x episodes, agents]
+    workdir, summary, seen = run
+    # [seeds x episodes, agents]; then each agent's column of the first seed's episodes, which
+    # ranks its best params (checkpoints/best/NAME/).
+    assert seen == [(2 * 10, 2), (10, 1), (10, 1)]
+    final = summary["evals"][-1]
+    for name in ("rb", "ppo"):
+        with Checkpointer(os.path.join(workdir, "checkpoints", "best", name), create=False) as c:
+            assert c.all_steps() == [final["updates"]]
+            assert c.metric(final["updates"]) == pytest.approx(final[f"{name}/seed0_return"])
     best = summary["best_eval"]
     assert best["return"] == pytest.approx((best["rb/return"] + best["ppo/return"]) / 2)
     assert best["return_worst_seat"] == min(

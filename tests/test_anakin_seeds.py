@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.trainer import Trainer
 
 QUICK = "configs/anakin_ppo_cartpole.py:quick"
@@ -52,6 +53,11 @@ def test_many_seeds_summary_and_log(tmp_path):
     assert all(s["best_eval_return"] is not None for s in summary["seeds"])
     evals = summary["evals"]
     assert all(f"seed{i}_return" in e for e in evals for i in range(2))
+    # The best params are the first seed's (a checkpoint's policy), ranked by its own return.
+    top = max(evals, key=lambda e: e["seed0_return"])  # the earliest of a tie
+    assert summary["best_checkpoint_step"] == top["updates"] and len(evals) >= 2
+    with Checkpointer(summary["best_checkpoint_dir"], create=False) as ckpt:
+        assert ckpt.metric(top["updates"]) == top["seed0_return"]
     lines = [json.loads(x) for x in open(os.path.join(result.workdir, "metrics.jsonl"))]
     assert any("charts/seed1_episode_return" in x for x in lines)
     assert os.path.getsize(os.path.join(result.workdir, "learning_curves_seeds.png")) > 10_000

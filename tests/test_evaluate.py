@@ -16,10 +16,17 @@ import pytest
 from PIL import Image, ImageSequence
 
 from jaxrl_dist import agents
-from jaxrl_dist.config import build_config, cli
+from jaxrl_dist.config import ConfigError, build_config, cli
 from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
-from jaxrl_dist.run.policy import describe_policy, list_steps, load_policy, resolve_step
+from jaxrl_dist.run.policy import (
+    describe_policy,
+    list_steps,
+    load_policy,
+    locate_step,
+    resolve_step,
+)
+from jaxrl_dist.run.preflight import warm_params
 from jaxrl_dist.run.video import VIDEO_FRAME_MS, VIDEO_MAX_SIDE
 from jaxrl_dist.tools import evaluate_cli
 
@@ -139,34 +146,46 @@ def test_the_policy_description_in_meta_is_what_builds_the_network(run, tmp_path
     assert "\n" not in str(e.value)
 
 
-def test_resolve_step(run, tmp_path, capsys):
+def test_locate_step(run, tmp_path, capsys):
+    ckpt_dir = os.path.join(run, "checkpoints")
     assert resolve_step(run, "latest") == 10
     assert resolve_step(run, 5) == resolve_step(run, "5") == 5
     with pytest.raises(ValueError, match=r"step 7 is not a checkpoint .*available: 5, 10"):
         resolve_step(run, 7)
-    assert resolve_step(run, "best") == 10  # the final evaluation's step
+    # The final evaluation's params, written to checkpoints/best/ at its update.
+    assert locate_step(run, "best") == (os.path.join(ckpt_dir, "best"), 10)
+    assert locate_step(run, "latest") == (ckpt_dir, 10)
     with pytest.raises(ValueError, match="give latest, best or a step number"):
         resolve_step(run, "newest")
     with pytest.raises(FileNotFoundError, match="no checkpoint under"):
         resolve_step(str(tmp_path), "latest")
 
+    # A run saved before checkpoints/best/ existed, with keep_best_checkpoints: its best is its
+    # kept step of highest metric.
     work = _copy(run, tmp_path)
-    _add_step(work, 20, eval_metric=30.0)
-    _add_step(work, 30, eval_metric=12.5)
-    _add_step(work, 40, drop=("eval_metric",))  # saved without an evaluation: never "best"
+    shutil.rmtree(os.path.join(work, "checkpoints", "best"))
+    old = load_policy(work, "latest").meta["config"]
+    old = {**old, "keep_best_checkpoints": 2}
+    for step, metric in ((20, 30.0), (30, 12.5), (40, None)):
+        extra = {} if metric is None else {"eval_metric": metric}  # 40: never "best"
+        drop = ("best_store",) if metric is not None else ("best_store", "eval_metric")
+        _add_step(work, step, drop=drop, config=old, **extra)
     assert list_steps(os.path.join(work, "checkpoints")) == [20, 30, 40]  # 3 kept, as a run
-    assert resolve_step(work, "best") == 20
+    assert locate_step(work, "best") == (os.path.join(work, "checkpoints"), 20)
     assert resolve_step(work, "latest") == 40
 
-    # No kept step was evaluated: "best" is refused, by the script too (one line, exit 2).
-    unevaluated = _copy(run, tmp_path, name="unevaluated")
-    for step in (20, 30, 40):
-        _add_step(unevaluated, step, drop=("eval_metric",))
-    with pytest.raises(ValueError, match="records an evaluation.*eval_every_updates"):
-        resolve_step(unevaluated, "best")
-    assert evaluate_cli.main([unevaluated, "--step", "best"]) == 2
+    # Best saves off: no best, refused in one line (by the script too, exit 2), never "latest".
+    off = _copy(run, tmp_path, name="off")
+    shutil.rmtree(os.path.join(off, "checkpoints", "best"))
+    _add_step(off, 20, best_store=0)  # with its evaluation's metric, as the final save has
+    with pytest.raises(ValueError, match="saved no best params .*keep_best_checkpoints=0"):
+        locate_step(off, "best")
+    assert evaluate_cli.main([off, "--step", "best"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "records an evaluation" in err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "saved no best params" in err
+    # The same for a warm start from it.
+    with pytest.raises(ConfigError, match=r"warm_start=.*@best.*saved no best params"):
+        warm_params(f"{off}@best", None, "CartPole-v1")
 
 
 def test_evaluate_script_prints_and_writes_the_same_numbers(run, tmp_path, capsys):

@@ -63,6 +63,7 @@ def test_hooks_save_best_only_on_a_new_best_and_stop_ends_the_run(tmp_path):
         "--config.keep_checkpoints=1",
         "--config.keep_best_checkpoints=2",
         "--config.learning_curve=true",
+        "--config.eval_in_background=false",  # the stop hook's update is the evaluated one
     )
     workdir = str(tmp_path / "run")
     result = Trainer(config, workdir, quiet=True, hooks=hooks).run()
@@ -82,10 +83,12 @@ def test_hooks_save_best_only_on_a_new_best_and_stop_ends_the_run(tmp_path):
     episodes = [e for e, _ in calls["iteration"]]
     assert episodes == sorted(episodes) and episodes[-1] > 0
     assert result.episodes >= episodes[-1]
-    # Retention: the newest step (20, metric 5) and the two best (5 and 3 at update 8); the
-    # best-1 save at update 4 was deleted when better ones came.
-    assert Checkpointer(result.checkpoint_dir, create=False).all_steps() == [8, 20]
-    assert result.best_checkpoint == os.path.join(result.checkpoint_dir, "20")
+    # Retention: the newest step (20), and in best/ the two best evaluations' params (5 at
+    # update 20, 3 at update 8); the best-1 params of update 4 were deleted when better came.
+    assert Checkpointer(result.checkpoint_dir, create=False).all_steps() == [20]
+    best = os.path.join(result.checkpoint_dir, "best")
+    assert Checkpointer(best, create=False).all_steps() == [8, 20]
+    assert result.best_checkpoint == os.path.join(best, "20")
     assert result.best_eval_metric == 5.0 and result.summary["best_checkpoint_step"] == 20
     with open(os.path.join(workdir, "summary.json")) as f:
         assert json.load(f)["best_eval"]["metric"] == 5.0

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.config.cli import main
-from jaxrl_dist.run.checkpoint import restore_params
+from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.tools.launch import TRAIN, free_port, start_processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -127,6 +127,21 @@ def test_two_processes_equal_one_process_and_resume_across_layouts(tmp_path):
         # saved (on process 0's request when it is not the final one) and kept.
         assert [e["updates"] for e in s["evals"]] == [6, 8, 10]
         assert s["best_checkpoint_step"] == s["best_eval"]["updates"]
+
+
+def test_a_stop_beside_training_takes_back_the_scored_params_on_every_process(tmp_path):
+    """The first evaluation (beside training, on process 0) crosses the target: both
+    processes go on updating while it plays, then take back its snapshot (process 0's, sent to
+    the other) before the final save; process 0 alone wrote it to checkpoints/best/."""
+    workdir = tmp_path / "run"
+    beside = ("--config.eval_in_background=true", "--config.eval_every_updates=2")
+    _two_processes(workdir, 12, *beside, "--config.stop_at_eval_return=1")
+    s = _summary(workdir)
+    assert s["final_params_update"] == 2 and s["updates"] > 2, s["updates"]
+    assert s["best_checkpoint_step"] == 2 and [e["updates"] for e in s["evals"]] == [2]
+    scored = tree_digest(restore_params(os.path.join(workdir, "checkpoints", "best"), 2))
+    assert s["params_sha256_by_process"] == [scored, scored]
+    assert tree_digest(restore_params(str(workdir))) == scored  # the final checkpoint's
 
 
 def _start_long_run(workdir, *extra):

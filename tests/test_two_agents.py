@@ -110,7 +110,7 @@ def test_the_plot_draws_a_curve_per_agent(run):
 
 def test_the_reward_metric_sees_every_agents_returns(run):
     _, summary, seen = run
-    assert seen == [(20, 2)]
+    assert seen == [(20, 2), (20, 1), (20, 1)]  # the run's, then each agent's own column
     best = summary["best_eval"]
     assert best["return"] == pytest.approx((best["rb/return"] + best["ppo/return"]) / 2)
     # The agents against each other, from the first's side.
@@ -252,7 +252,7 @@ def test_two_agents_share_a_simultaneous_move_task(tmp_path):
     summary = Trainer(config, str(tmp_path / "f"), quiet=True, hooks=hooks).run().summary
     a, b = summary["agents"]["a"], summary["agents"]["b"]
     assert a["updates"] > 0 and b["updates"] > 0 and a["params_sha256"] != b["params_sha256"]
-    assert seen == [(6, 2)]
+    assert seen == [(6, 2), (6, 1), (6, 1)]  # the run's, then each agent's column
     assert {"a/return", "b/return"} <= set(summary["best_eval"])
     with pytest.raises(ConfigError, match=r"config.agent_slots=\('a',\) must name one agent"):
         load_config("configs/two_agents_foraging.py:quick", agent_slots="('a',)")
@@ -355,3 +355,26 @@ def test_a_learning_agent_without_exploration_acts_greedily_everywhere(monkeypat
     # PPO, which explores, samples in its own actors.
     ppo = [a for a in acts if a.core is lanes["ppo"].agent.actor and a.who == "actor"]
     assert ppo and not any(a.greedy for a in ppo)
+
+
+def test_each_agent_has_its_own_best_params(run, tmp_path):
+    """`checkpoints/best/NAME/`: every agent's params of the evaluation that was that agent's
+    best (ranked by its own column's metric), read by naming the agent."""
+    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.tools import evaluate_cli
+
+    workdir, summary, _ = run
+    final = summary["evals"][-1]
+    assert summary["best_checkpoint_step"] == {"rb": final["updates"], "ppo": final["updates"]}
+    for name in ("rb", "ppo"):
+        best = load_policy(workdir, "best", agent=name)
+        assert best.directory == os.path.join(workdir, "checkpoints", "best", name)
+        assert best.meta["best_of"] == name and best.meta["eval_metric"] == final[f"{name}/return"]
+        latest = load_policy(workdir, "latest", agent=name)  # one evaluation: at the end
+        assert tree_digest(best.params) == tree_digest(latest.params)
+    with pytest.raises(ValueError, match="holds several agents.*each has its own best"):
+        load_policy(workdir, "best")
+    out = str(tmp_path / "e.json")
+    flags = ["--agent", "ppo", "--step", "best", "--episodes", "4", "--json", out]
+    assert evaluate_cli.main([workdir, *flags]) == 0
+    assert json.load(open(out))["step"] == final["updates"]

@@ -254,6 +254,20 @@ class AnakinEngine(Engine):
             carries[name] = carry._replace(learner=learner)
         self.carry = self._joined(carries)
 
+    def policy_params_of(self, snapshot: Any) -> Any:
+        """The first seed's params of an `eval_params` snapshot (several agents: by name)."""
+        return jax.tree.map(lambda x: x[0], snapshot)
+
+    def take_params(self, snapshot: Any) -> None:
+        """Every seed's learner takes its own params of the snapshot (`[S, ...]` leaves)."""
+        carries = self._carries()
+        several = {name: snapshot[name] for name in carries} if self._several else None
+        for name, carry in carries.items():
+            params = several[name] if several else snapshot
+            learner = jax.vmap(self._core(name).with_params)(carry.learner, params)
+            carries[name] = carry._replace(learner=learner)
+        self.carry = self._joined(carries)
+
     def load_params(self, name: str, params: Any) -> None:
         """Every seed's learner of agent `name` takes the same `params` (the league's
         snapshots and a frozen start keep theirs)."""

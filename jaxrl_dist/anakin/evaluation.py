@@ -124,24 +124,32 @@ class JaxEvaluator:
         others: dict[str, Any] | None = None,
     ) -> EvalResult | None:
         """`[S, episodes]` results -> an `EvalResult` of every seed's episodes (returns
-        `[S * episodes, 1]`), with each seed's mean return as `seed<i>_return` when S > 1.
+        `[S * episodes, 1]`), with each seed's mean return as `seed<i>_return` (and a game's
+        statistics as `seed<i>_<stat>`) when S > 1.
         `others`: the other agents' `[S, ...]` params by role, where the games seat them."""
         if abort():
             return None
         params, others = jax.device_put(local_replica((params, others or {})), self._device)
         key = jax.random.fold_in(self._key, at_update)
         returns, lengths = jax.device_get(self._play[greedy](params, key, others))
+        result = self._result(returns, lengths)
+        if returns.shape[0] > 1:  # each seed's return (and a game's statistics)
+            for i in range(returns.shape[0]):
+                seed = self._result(returns[i : i + 1], lengths[i : i + 1])
+                mine = {"return": seed.stats()["return"], **seed.extra}
+                result.extra.update({f"seed{i}_{k}": v for k, v in mine.items()})
+        return result
+
+    def _result(self, returns: np.ndarray, lengths: np.ndarray) -> EvalResult:
+        """The `EvalResult` of `[S, episodes]` results: a game's win, draw and loss rates and
+        returns per seat, as on Sebulba."""
         if self._seats is None:
-            result = EvalResult(
+            return EvalResult(
                 np.asarray(returns, np.float64).reshape(-1, 1),
                 np.asarray(lengths, np.int64).reshape(-1),
             )
-        else:  # a game's win, draw and loss rates and returns per seat, as on Sebulba
-            seats = np.broadcast_to(self._seats, returns.shape).reshape(-1)
-            result = game_stats(returns.reshape(-1), seats, lengths.reshape(-1))
-        if returns.shape[0] > 1:
-            result.extra.update({f"seed{i}_return": float(r.mean()) for i, r in enumerate(returns)})
-        return result
+        seats = np.broadcast_to(self._seats, returns.shape).reshape(-1)
+        return game_stats(returns.reshape(-1), seats, lengths.reshape(-1))
 
     def close(self) -> None:
         pass

@@ -119,6 +119,10 @@ class TrainConfig:
     # The envs that play them (0: one per episode); env e plays episodes e, e + eval_envs, ...
     eval_envs: int = 0
     eval_mode: str = "greedy"  # "greedy", "sampled" or "both"
+    # What ranks evaluations (the best so far, best saves, the hooks' metric): "return" is
+    # `Hooks.reward_metric` of the returns (default: their mean); or a statistic the
+    # evaluation reports, e.g. "return_worst_seat" (a seated game: the learner's weaker seat).
+    eval_metric: str = "return"
     # Evaluate in a thread on a snapshot of the params while updates go on (results logged at
     # the snapshot's env steps), or block the learner (the old way); None = in the background
     # except in deterministic mode, where stops and best saves must not depend on timing.
@@ -133,11 +137,12 @@ class TrainConfig:
     checkpoint_every_updates: int = 500
     checkpoint_every_env_steps: int = 0  # save every this many env steps
     checkpoint_every_s: float = 0.0  # save every this many wall seconds
-    # Retention: the newest `keep_checkpoints` steps, and the `keep_best_checkpoints` steps with
-    # the best evaluation metric (a new best is saved when it is evaluated; 0 = no best saves:
-    # on a 12 s CartPole run its 3-8 saves cost a median 4% of SPS; on long runs next to nothing).
+    # Retention: the newest `keep_checkpoints` steps.
     keep_checkpoints: int = 3
-    keep_best_checkpoints: int = 0  # also keep this many best-evaluated steps
+    # The params of the best evaluations, in checkpoints/best/: when one beats the best so far,
+    # the params it played are written at the update they were taken (run/best.py); this many
+    # of highest metric are kept (0 = no best saves: `--step best` and `RUN@best` are refused).
+    keep_best_checkpoints: int = 1
     # Logs, and `learning_curve.png` in the work dir at the end (scripts/plot.py draws it any time).
     log_every_updates: int = 10
     learning_curve: bool = True  # draw learning_curve.png at the end
@@ -268,14 +273,13 @@ class TrainConfig:
     def evaluates_in_background(self, engine_default: bool) -> bool:
         """Whether evaluation runs beside the updates (`eval_in_background`, resolved: by
         default where the engine's default is to (`Engine.evaluates_beside_by_default`),
-        except in deterministic mode and with best checkpoints, whose saved step must be the
-        evaluated one, and without evaluations during the run: the final one blocks anyway)."""
+        except in deterministic mode, where stops must not depend on timing, and without
+        evaluations during the run: the final one blocks anyway)."""
         if self.eval_in_background is None:
             return (
                 engine_default
                 and bool(self.eval_every_updates or self.eval_every_episodes)
                 and not self.deterministic
-                and not (self.keep_best_checkpoints)
             )
         return self.eval_in_background
 

@@ -4,6 +4,7 @@ naming the field and the fix."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jaxrl_dist.config.errors import ConfigError, fail
@@ -105,11 +106,10 @@ def check_evaluation(c: Any) -> None:
         )
     if not 0 < c.eval_background_share <= 1:
         fail("eval_background_share", c.eval_background_share, "must be in (0, 1]")
-    if c.eval_in_background and c.keep_best_checkpoints:
+    if not re.fullmatch(r"\w+", c.eval_metric):
         fail(
-            "eval_in_background",
-            True,
-            "cannot keep best checkpoints (a best is saved "
-            "at the evaluated update, and background evaluations end updates later); set "
-            "config.keep_best_checkpoints=0 or config.eval_in_background=False",
+            "eval_metric",
+            c.eval_metric,
+            "must be 'return' or the name of an evaluation statistic (return_worst_seat, "
+            "win_rate, ...)",
         )

@@ -38,25 +38,36 @@ class Checkpointer:
     """Save and restore `(state, meta)` pairs under `directory/<step>`.
 
     Retention (Orbax preservation policies): a step survives while it is one of the newest
-    `keep_latest`, or one of the `keep_best` with the highest evaluation metric (only steps saved
-    with a metric compete; 0 keeps none for being best).
+    `keep_latest` (0: none for being new), or one of the `keep_best` with the highest evaluation
+    metric (only steps saved with a metric compete; 0 keeps none for being best).
+    `primary_only`: only process 0 opens and writes this directory (the run's best params,
+    `best.py`), so its saves wait for no other process.
     """
 
     def __init__(
-        self, directory: str, keep_latest: int = 3, keep_best: int = 0, create: bool = True
+        self,
+        directory: str,
+        keep_latest: int = 3,
+        keep_best: int = 0,
+        create: bool = True,
+        primary_only: bool = False,
     ):
         self.directory = os.path.abspath(directory)
-        policies = [ocp.checkpoint_managers.LatestN(n=keep_latest)]
+        policies = [ocp.checkpoint_managers.LatestN(n=keep_latest)] if keep_latest else []
         if keep_best:
             policies.append(
                 ocp.checkpoint_managers.BestN(
                     get_metric_fn=_metric, n=keep_best, keep_checkpoints_without_metrics=False
                 )
             )
+        if primary_only and create:  # Orbax creates no directory for a subset of processes
+            os.makedirs(self.directory, exist_ok=True)
+        processes = ocp.options.MultiprocessingOptions(primary_host=0, active_processes={0})
         options = ocp.CheckpointManagerOptions(
-            create=create,
+            create=create and not primary_only,
             preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
             best_fn=_metric,  # so Orbax writes and reads each step's metrics
+            **({"multiprocessing_options": processes} if primary_only else {}),
         )
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_handlers=_item_handlers()
@@ -68,15 +79,23 @@ class Checkpointer:
     def all_steps(self) -> list[int]:
         return list(self._manager.all_steps())
 
+    def metric(self, step: int) -> float | None:
+        """The evaluation metric saved beside `step` (None if it was saved without one)."""
+        metrics = self._manager.metrics(step)
+        return metrics[METRIC] if metrics and METRIC in metrics else None
+
+    def delete(self, step: int) -> None:
+        self._manager.delete(step)
+
     def best_step(self) -> int | None:
         """The kept step with the highest evaluation metric, the earliest of a tie (as the run's
         best evaluation: a tie does not beat; Orbax's `best_step` takes the latest); None if no
         step has one."""
         scored = []
         for step in self._manager.all_steps():
-            metrics = self._manager.metrics(step)
-            if metrics and METRIC in metrics:
-                scored.append((metrics[METRIC], step))
+            metric = self.metric(step)
+            if metric is not None:
+                scored.append((metric, step))
         if not scored:
             return None
         top = max(score for score, _ in scored)

@@ -12,7 +12,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jaxrl_dist.run.checkpoint import Checkpointer, find_checkpoint_dir, first_line
+from jaxrl_dist.run.best import BEST_STORE, best_dir
+from jaxrl_dist.run.checkpoint import (
+    AgentNotSavedError,
+    Checkpointer,
+    find_checkpoint_dir,
+    first_line,
+)
 
 STEP_CHOICES = ("latest", "best")
 READ_ATTEMPTS = 3  # reads of a step that fail while a run deletes other steps are retried
@@ -96,11 +102,23 @@ def split_step(spec: str) -> tuple[str, str]:
 
 
 def resolve_step(path: str, which: str | int = "latest") -> int:
-    """The checkpoint step `which` names in the run at `path`.
+    """The checkpoint step `which` ("latest" or a step number, int or digits) names in the run
+    at `path`. "best" is in a directory of its own: `locate_step`."""
+    if which == "best":
+        raise ValueError("the best params are in checkpoints/best/: use locate_step")
+    return locate_step(path, which)[1]
 
-    `which`: "latest"; "best", the kept step with the highest evaluation metric (saved right
-    after an evaluation of exactly those params; `Checkpointer.best_step`, as the run's
-    summary names it); or a step number (int or digits).
+
+def locate_step(
+    path: str, which: str | int = "latest", agent: str | None = None
+) -> tuple[str, int]:
+    """(the checkpoint dir to read, the step) that `which` names in the run at `path`.
+
+    `which`: "latest"; a step number (int or digits); or "best": the params of the run's best
+    evaluation, which the run wrote to `checkpoints/best/` (agent `agent`'s best, in
+    `best/NAME/`, for a run of several agents), `best.py`. Runs saved before that directory
+    existed, with `keep_best_checkpoints`, kept their best among their checkpoints: their step
+    of highest metric. Errors name the fix (FileNotFoundError, ValueError; one line).
     """
     directory = checkpoint_dir(path)
     steps = list_steps(directory)
@@ -109,27 +127,57 @@ def resolve_step(path: str, which: str | int = "latest") -> int:
     if isinstance(which, str) and which.isdigit():
         which = int(which)
     if which == "latest":
-        return steps[-1]
+        return directory, steps[-1]
     if which == "best":
-        return _best_step(path, directory)
+        return _best(path, directory, steps[-1], agent)
     if isinstance(which, int) and not isinstance(which, bool):
         if which not in steps:
             raise ValueError(
                 f"step {which} is not a checkpoint of {path!r}; available: "
                 f"{', '.join(map(str, steps))} (or latest, best)"
             )
-        return which
+        return directory, which
     raise ValueError(f"step {which!r}: give latest, best or a step number")
 
 
-def _best_step(path: str, directory: str) -> int:
-    """Orbax ranks the steps by the metric it keeps beside each (ties go to the later step)."""
+def _best(path: str, directory: str, latest: int, agent: str | None) -> tuple[str, int]:
+    """Where the best params of the run are (`locate_step`)."""
+    meta = read_meta(directory, latest)
+    names = list(meta.get("policies") or {})
+    if names and agent not in names:
+        given = f"has no agent {agent!r}" if agent else "holds several agents"
+        raise AgentNotSavedError(
+            f"{path!r} {given} ({', '.join(names)}); each has its own best: name one "
+            "(--agent NAME, agent=NAME)"
+        )
+    keep = meta.get("config", {}).get("keep_best_checkpoints", 0)
+    if BEST_STORE not in meta and keep:  # saved before best/ existed: among the checkpoints
+        return directory, _best_step(path, directory)
+    best = best_dir(directory, agent if names else None)
+    step = _top_step(best) if list_steps(best) else None
+    if step is not None:
+        return best, step
+    if not meta.get(BEST_STORE, 0):
+        raise ValueError(
+            f"{path!r} saved no best params (config.keep_best_checkpoints=0); use --step latest "
+            "or a step number, or train with config.keep_best_checkpoints=1"
+        )
+    raise ValueError(
+        f"{path!r} has no best params yet: no evaluation has finished; use --step latest"
+    )
 
+
+def _top_step(directory: str) -> int | None:
     def best() -> int | None:
         with Checkpointer(directory, create=False) as ckpt:
             return ckpt.best_step()
 
-    step = _retried(best, f"the checkpoints' metrics in {directory}")
+    return _retried(best, f"the best params' metrics in {directory}")
+
+
+def _best_step(path: str, directory: str) -> int:
+    """Orbax ranks the steps by the metric it keeps beside each (ties go to the earlier step)."""
+    step = _top_step(directory)
     if step is None:
         raise ValueError(
             f"no checkpoint of {path!r} records an evaluation (an eval_metric); train with "

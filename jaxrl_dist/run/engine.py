@@ -142,6 +142,20 @@ class Engine(abc.ABC):
         """The params an evaluation plays (Anakin: every seed's), in buffers no later step
         donates (an evaluation beside training plays them while training goes on)."""
 
+    def policy_params_of(self, snapshot: PyTree) -> PyTree:
+        """The policy params (`policy_params`'s form) of an `eval_params` snapshot (Anakin:
+        its first seed's)."""
+        return snapshot
+
+    def take_params(self, snapshot: PyTree) -> None:
+        """The learners take back the params of an `eval_params` snapshot (host arrays, the
+        same on every process; Anakin: every seed its own), as `load_params` loads them:
+        optimizer states and counts go on. A run stopped by an evaluation beside training
+        ends with the params that evaluation scored."""
+        several = len(self.agents) > 1
+        for name in self.agents:
+            self.load_params(name, snapshot[name] if several else snapshot)
+
     @abc.abstractmethod
     def digests(self) -> tuple[str, str]:
         """(the policy params' digest, the whole state's), the same on every process."""

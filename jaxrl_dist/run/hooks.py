@@ -17,7 +17,10 @@ happens. An exception in a hook ends the run with its traceback; the last checkp
                                                 or None)
     stop(metric, num_env_steps) -> bool         after every evaluation; True ends the run
     reward_metric(returns) -> float             the monitored metric from `returns`
-                                                `[episodes, agents]`; default: the mean
+                                                `[episodes, agents]`; default: the mean. Also
+                                                called on each agent's column (several agents)
+                                                and on the first seed's episodes (Anakin seeds):
+                                                each saved policy's best is ranked by its own
 
 `params` are the learner's params (device arrays; `jax.device_get` them to keep a copy).
 """

@@ -1,12 +1,18 @@
-"""Process 0's evaluations: the monitored metric, the best so far, and the evaluation hooks.
+"""Process 0's evaluations: the monitored metric, the best so far, the best params saved, and
+the evaluation hooks.
 
-The metric is `hooks.reward_metric(returns [episodes, agents])` of the main mode; "best" means
-better than every earlier evaluation of the run (resumes included), never just the previous one.
+The metric is `hooks.reward_metric(returns [episodes, agents])` of the main mode, or the
+evaluation statistic `config.eval_metric` names (a seated game's `return_worst_seat`, ...);
+"best" means better than every earlier evaluation of the run (resumes included), never just the
+previous one. Each policy a checkpoint holds (the run's, or each agent's of several; an Anakin
+run's first seed) is ranked by its own metric (`policy_metrics`), and its best params are
+written when an evaluation beats its best so far (`best.py`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -14,6 +20,7 @@ import numpy as np
 
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.errors import RunError
+from jaxrl_dist.run.best import BestPolicies
 from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.evaluator import EvalResult, finishing_order
 from jaxrl_dist.run.hooks import EvalEpisode, EvalReport, Hooks
@@ -42,11 +49,18 @@ class EvalMonitor:
         progress: Progress,
         history: EvalHistory,
         videos: Any = None,
+        best: BestPolicies | None = None,
     ):
         """`evaluator`: `run(params, greedy, abort, at_update)` (`run/evaluator.py`).
         `videos`: records a GIF every `config.video_every_evals` evaluations
-        (`sebulba.videos.EvalVideos`), or None."""
+        (`sebulba.videos.EvalVideos`), or None. `best`: where the best params are written
+        (None: best saves are off)."""
         self.history = history
+        self._best = best
+        self._stat = config.eval_metric
+        several = len(config.agents) > 1
+        self._agents = [a.name for a in config.agents] if several else None
+        self._seeds = config.num_seeds
         self._modes = ("greedy", "sampled") if config.eval_mode == "both" else (config.eval_mode,)
         self._target = config.stop_at_eval_return
         self._evaluator = evaluator
@@ -56,15 +70,6 @@ class EvalMonitor:
         self._episodes, self._envs = config.eval_episodes, config.num_eval_envs
         self._measured = 0  # evaluations played (the GIF cadence)
         self._left_open = False
-
-    def evaluate(
-        self, params: Any, counters: Counters, wall_time_s: float, abort: Callable[[], bool]
-    ) -> tuple[EvalReport, str] | None:
-        """Evaluates `params` (`measure`) and records it at the run's point now (`record`); None
-        if `abort()` turned true first (nothing is recorded)."""
-        point = EvalPoint(counters.env_steps, counters.updates, wall_time_s)
-        results = self.measure(params, point, abort)
-        return None if results is None else self.record(results, point, params, counters)
 
     def measure(
         self, params: Any, point: EvalPoint, abort: Callable[[], bool]
@@ -102,6 +107,10 @@ class EvalMonitor:
                     hooks.on_eval_episode(episode)
         if hooks.on_eval is not None:
             hooks.on_eval(report)
+        if self._best is not None:
+            entry = self.history.entries[-1]
+            metrics = self.policy_metrics(results, report.metric)
+            self._best.offer(metrics, params, entry, counters.updates)
         if report.best and hooks.save_best is not None:
             hooks.save_best(params, report.metric, report.env_steps)
         stop = ""
@@ -135,9 +144,7 @@ class EvalMonitor:
         for mode, result in results.items():
             record.update({f"eval/{mode}_{k}": v for k, v in result.stats().items()})
         main: EvalResult = results[self._modes[0]]
-        metric = float(self._hooks.reward_metric(main.returns))
-        if not math.isfinite(metric):  # it would never be beaten, nor be valid JSON
-            raise RunError(f"reward_metric returned {metric}; it must return a finite number")
+        metric = self._metric(main.returns, main.stats())
         record["eval/return"] = record[f"eval/{self._modes[0]}_return"]
         record["eval/return_std"] = record[f"eval/{self._modes[0]}_return_std"]
         record["eval/metric"] = metric
@@ -146,6 +153,7 @@ class EvalMonitor:
             "updates": point.updates,
             "wall_time_s": round(point.wall_time_s, 3),
             "return": record["eval/return"],
+            "return_std": record["eval/return_std"],
             "metric": metric,
             "mode": self._modes[0],
             "episodes": len(main.lengths),
@@ -166,6 +174,41 @@ class EvalMonitor:
             lengths=main.lengths,
             record=record,
         )
+
+    def policy_metrics(self, results: dict[str, EvalResult], metric: float) -> dict[str, float]:
+        """Each policy's metric in an evaluation whose metric is `metric`, by agent name
+        ("learner": a one-agent run, whose metric it is): the main mode's `reward_metric` of
+        that agent's column of returns (the first seed's episodes, for an Anakin run of
+        several seeds), or its `config.eval_metric` statistic (`NAME/...`, `seed0_...`)."""
+        if self._agents is None and self._seeds == 1:
+            return {"learner": metric}
+        main = results[self._modes[0]]
+        stats = main.stats()
+        first = slice(None) if self._seeds == 1 else slice(0, len(main.lengths) // self._seeds)
+        seed = "" if self._seeds == 1 else "seed0_"
+        if self._agents is None:
+            return {"learner": self._metric(main.returns[first], stats, seed)}
+        return {
+            name: self._metric(main.returns[first, i : i + 1], stats, f"{name}/{seed}")
+            for i, name in enumerate(self._agents)
+        }
+
+    def _metric(self, returns: np.ndarray, stats: dict[str, float], prefix: str = "") -> float:
+        """`reward_metric(returns)` (`config.eval_metric="return"`), else the statistic
+        `prefix + config.eval_metric`; RunError (one line) if it is not finite or missing."""
+        if self._stat == "return":
+            metric, what = float(self._hooks.reward_metric(returns)), "reward_metric"
+        elif prefix + self._stat in stats:
+            metric, what = float(stats[prefix + self._stat]), f"the statistic {self._stat}"
+        else:
+            have = ", ".join(sorted({re.sub(r"^(\w+/)?(seed\d+_)?", "", k) for k in stats}))
+            raise RunError(
+                f"config.eval_metric={self._stat!r} is not a statistic of this run's "
+                f"evaluations; choose one of: {have}"
+            )
+        if not math.isfinite(metric):  # it would never be beaten, nor be valid JSON
+            raise RunError(f"{what} returned {metric}; it must return a finite number")
+        return metric
 
     def warm_up(self, params: Any) -> None:
         """Compiles the evaluator's policies, where it can (its `warm_up`, if it has one)."""

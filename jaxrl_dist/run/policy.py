@@ -3,8 +3,9 @@
 Every checkpoint's `meta["policy"]` (from `describe_policy`) holds what acting needs: the
 algorithm's name, its config and the network config, the env spec, the env id and options, and
 a format version. `load_policy(run_dir, "latest" | "best" | step)` rebuilds the algorithm from it,
-restores the params of that step and returns a `Policy` whose `act` maps a batch of observations
-to env actions. Checkpoints written before `meta["policy"]` existed are read through their
+restores the params of that step (for "best", the params the run's best evaluation played, in
+`checkpoints/best/`) and returns a `Policy` whose `act` maps a batch of observations to env
+actions. Checkpoints written before `meta["policy"]` existed are read through their
 `meta["config"]` and EnvPool's spec of the env.
 
 Errors are `FileNotFoundError` or `ValueError` with one line naming what is wrong and the fix.
@@ -33,6 +34,7 @@ from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import the
     StepGoneError,
     checkpoint_dir,
     list_steps,
+    locate_step,
     read_meta,
     read_step,
     resolve_step,
@@ -247,7 +249,7 @@ def load_policy(path: str, step: str | int = "latest", agent: str | None = None)
     """The policy of checkpoint `step` ("latest", "best" or a number) of the run at `path`
     (its work dir or checkpoints dir); of its agent `agent` where it had several
     (`config.agents`)."""
-    return load_policy_at(checkpoint_dir(path), resolve_step(path, step), agent)
+    return load_policy_at(*locate_step(path, step, agent), agent)
 
 
 def policy_from_config(params: Any, config: TrainConfig) -> Policy:
@@ -411,6 +413,7 @@ __all__ = [
     "list_steps",
     "load_policy",
     "load_policy_at",
+    "locate_step",
     "policy_description",
     "policy_from_config",
     "read_meta",

@@ -24,7 +24,7 @@ from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.checkpoint import AgentNotSavedError, restore_params_like
-from jaxrl_dist.run.checkpoint_steps import checkpoint_dir, read_meta, resolve_step, split_step
+from jaxrl_dist.run.checkpoint_steps import locate_step, read_meta, split_step
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
 from jaxrl_dist.run.opponents import named_player
@@ -272,24 +272,31 @@ def warm_params(
     """(the run's path, the step, its params) of the run `spec` names (`RUN[@latest|@best|
     @STEP]`; its agent `agent` if it had several), the params shaped like `like`, trained on
     `env_id`; ConfigError (one line naming `field`): a warm start's, and a load into a running
-    job's (`run/control.py`)."""
+    job's (`run/control.py`). For `@best` the path is the best params' own directory
+    (`checkpoints/best/`), so `PATH@STEP` names them again."""
     path, which = split_step(spec)
+    how = " with config.agents.NAME.warm_start_agent" if field == "config.warm_start" else ""
     try:
-        step = resolve_step(path, which)
-        source = read_meta(checkpoint_dir(path), step).get("policy", {}).get("env_id", env_id)
+        directory, step = locate_step(path, which, agent)
+        meta = read_meta(directory, step)
+        policies = meta.get("policies") or {}
+        policy = policies.get(agent) if agent in policies else meta.get("policy", {})
+        source = (policy or {}).get("env_id", env_id)
     except FileNotFoundError:
         raise ConfigError(f"{field}={spec!r} holds no checkpoint") from None
-    except ValueError as e:  # no such step, or no evaluated step for @best
+    except AgentNotSavedError as e:  # a run of several agents' best: which one
+        raise ConfigError(f"{field}={spec!r}: {e}{how}") from None
+    except ValueError as e:  # no such step, or no best params for @best
         raise ConfigError(f"{field}={spec!r}: {e}") from None
     if source != env_id:
         raise ConfigError(
             f"{field}={spec!r} was trained on {source}, not {env_id}; take params from a run "
             "of the same env"
         )
+    source_path = directory if which == "best" else path  # a best is in its own directory
     try:
-        return path, step, restore_params_like(path, like, step, agent)
+        return source_path, step, restore_params_like(directory, like, step, agent)
     except AgentNotSavedError as e:  # a run of several agents: which one
-        how = " with config.agents.NAME.warm_start_agent" if field == "config.warm_start" else ""
         raise ConfigError(f"{field}={spec!r}: {e}{how}") from None
     except ValueError:
         raise ConfigError(

@@ -1,13 +1,25 @@
 """Process 0's evaluations during a run: blocking on the main thread, or beside training
-(`background_eval.py`), and what follows one (a new best to save, a stop).
+(`background_eval.py`), and what follows one (a stop, and the params the run then ends with).
 
 Everything here runs on the main thread: a background evaluation's results are recorded
 (`land`) there, at the step after they finished, so hooks and counters see one thread.
+
+A run stopped by an evaluation (`stop_at_eval_return`, the stop hook) ends with the params
+that evaluation scored. Blocking, those are the params of the update it stopped at. Beside
+training, the result lands updates later: the run keeps the evaluated snapshot (`Stopping`),
+records no later evaluation, and the trainer gives it back to the learners before the final
+save (`take_back`).
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
 from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.background_eval import BackgroundEvaluation
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine
@@ -16,13 +28,23 @@ from jaxrl_dist.run.session import Session
 from jaxrl_dist.run.stopping import StopControl
 
 
+class Stopping(NamedTuple):
+    """The evaluation that asked the run to stop: where its params were taken, the params (an
+    `Engine.eval_params` snapshot) and the reason it gave."""
+
+    point: EvalPoint
+    params: Any
+    reason: str
+
+
 class RunEvaluation:
     """A run's evaluations (process 0; a no-op elsewhere, where the session has no monitor)."""
 
     def __init__(self, config: TrainConfig, stop: StopControl, engine: Engine):
         self._config, self._stop, self._engine = config, stop, engine
         self.background: BackgroundEvaluation | None = None
-        self.best_to_save = False  # a new best with keep_best_checkpoints: save it (agreed)
+        self.stopping: Stopping | None = None  # the first evaluation that asked for a stop
+        self.dropped = 0  # evaluations that landed after it: not recorded
         self._episode_mark = 0  # eval_every_episodes: the multiples of it passed so far
 
     def start(self, run: Session) -> None:
@@ -58,20 +80,59 @@ class RunEvaluation:
         snapshot of them goes to the evaluation thread, recorded by `land` once played."""
         if run.monitor is None:
             return
-        counters = run.counters
+        counters, params = run.counters, self._engine.eval_params()
+        point = EvalPoint(counters.env_steps, counters.updates, run.clock())
         if not blocking:
-            point = EvalPoint(counters.env_steps, counters.updates, run.clock())
-            self.background.submit(self._engine.eval_params(), point)
+            self.background.submit(params, point)
             return
-        params, signalled = self._engine.eval_params(), lambda: self._stop.signals > 0
-        outcome = run.monitor.evaluate(params, counters, run.clock(), signalled)
-        if outcome is not None:  # else a signal: stop promptly, without this evaluation
-            self._after(*outcome)
+        results = run.monitor.measure(params, point, abort=lambda: self._stop.signals > 0)
+        if results is not None:  # else a signal: stop promptly, without this evaluation
+            self._record(run, results, point, params)
 
     def land(self, run: Session) -> None:
-        """Records the background evaluations that finished."""
+        """Records the background evaluations that finished (none after one that asked for a
+        stop: the run ends with that one's params)."""
         for results, point, params in self.background.collect():
-            self._after(*run.monitor.record(results, point, params, run.counters))
+            if self.stopping is not None:
+                self.dropped += 1
+                continue
+            self._record(run, results, point, params)
+
+    def _record(self, run: Session, results: Any, point: EvalPoint, params: Any) -> None:
+        _, stop_reason = run.monitor.record(results, point, params, run.counters)
+        if stop_reason:
+            self.stopping = Stopping(point, params, stop_reason)
+            self._stop.request(stop_reason)
+
+    def take_back(self, run: Session, cluster: Cluster, engine: Engine) -> int | None:
+        """A run stopped by an evaluation beside training ends with the params it scored: every
+        process's learners take back that snapshot (process 0's, sent to all) before the final
+        save. Every process calls this. Returns its update, or None (nothing to take back)."""
+        stopping = self.to_take_back(run.counters.updates) if cluster.is_primary else None
+        update = int(
+            cluster.gather(np.int64(-1 if stopping is None else stopping.point.updates))[0]
+        )
+        if update < 0:
+            return None
+        if stopping is not None:
+            snapshot = jax.device_get(stopping.params)
+        else:  # the same shapes, filled with process 0's values
+            snapshot = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), engine.eval_params())
+        engine.take_params(jax.tree.map(lambda x: cluster.gather(x)[0], snapshot))
+        run.progress.message(
+            f"update {run.counters.updates}: the learners took back the params of update "
+            f"{update}, which the stopping evaluation scored"
+        )
+        return update
+
+    def to_take_back(self, updates: int) -> Stopping | None:
+        """The stopping evaluation whose params the learners must take back before the final
+        save: the run stopped for it (its reason came first) and the learners have moved on
+        from its snapshot (to `updates`)."""
+        stopping = self.stopping
+        if stopping is None or self._stop.reason != stopping.reason:
+            return None
+        return stopping if stopping.point.updates != updates else None
 
     def stop_thread(self, run: Session) -> bool:
         """Stops the evaluation thread (if any); False if it is stuck inside an evaluation:
@@ -91,8 +152,8 @@ class RunEvaluation:
             return
         if land and self.background is not None:
             self.land(run)
-        if not evaluate:
-            return
+        if not evaluate or self.to_take_back(run.counters.updates) is not None:
+            return  # the stopping evaluation is of the params the run ends with
         last = run.counters.last_eval
         if last is None or last["updates"] != run.counters.updates:
             self.evaluate(run)
@@ -100,9 +161,3 @@ class RunEvaluation:
     def log_record(self) -> dict[str, float]:
         """For the log line: requests replaced before they were played."""
         return {} if self.background is None else {"stats/eval_skipped": self.background.skipped}
-
-    def _after(self, report, stop_reason: str) -> None:
-        if report.best and self._config.keep_best_checkpoints:
-            self.best_to_save = True
-        if stop_reason:
-            self._stop.request(stop_reason)

@@ -1,8 +1,8 @@
 """When a run saves a checkpoint, and what a save holds.
 
 A save is due by updates or env steps (the same on every process, so all save together), or by
-seconds (process 0's clock decides and asks the others through the trainer's agreement), and
-after a new best evaluation (process 0 asks). Every process takes part in every save.
+seconds (process 0's clock decides and asks the others through the trainer's agreement). Every
+process takes part in every save. (The best evaluations' params are process 0's, `best.py`.)
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 
 from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.learning.distributed import Cluster
+from jaxrl_dist.run.best import BEST_STORE
 from jaxrl_dist.run.checkpoint import METRIC, Checkpointer
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Saved
@@ -49,18 +50,25 @@ class Saver:
         every = self._config.checkpoint_every_s
         return bool(every) and wall_time_s - self._last_save_s >= every
 
-    def save(self, counters: Counters, saved: Callable[[], Saved]) -> None:
+    def save(
+        self, counters: Counters, saved: Callable[[], Saved], params_update: int | None = None
+    ) -> None:
         """Every process saves what `saved()` gives (the engine's state at this update;
-        `counters.wall_time_s` up to date), with its evaluation metric if it was just evaluated
-        (as process 0 says), unless a save at this update exists already."""
+        `counters.wall_time_s` up to date), with its evaluation metric if its params were just
+        evaluated (as process 0 says), unless a save at this update exists already.
+        `params_update`: the state's params are those of that earlier update (taken back at a
+        stop): a save at this update is then replaced, and the meta says so."""
         step, last = counters.updates, counters.last_eval
         self.ckpt.wait()  # a save may still be finalising in the background: never race it
         if self.ckpt.latest_step() == step:
-            # The same state is saved already (a periodic save at this update). Replacing it
-            # would open a window with no checkpoint at all; its meta only lacks what followed
-            # (a final evaluation, which a resume from it runs again).
-            return
-        evaluated = last is not None and last["updates"] == step
+            if params_update is None:
+                # The same state is saved already (a periodic save at this update). Replacing
+                # it would open a window with no checkpoint at all; its meta only lacks what
+                # followed (a final evaluation, which a resume from it runs again).
+                return
+            self.ckpt.delete(step)  # of other params: the final state replaces it
+        params_of = step if params_update is None else params_update
+        evaluated = last is not None and last["updates"] == params_of
         local = last["metric"] if evaluated else np.nan
         # Process 0 evaluates; every process ranks the step by the same float32 copy (Orbax's
         # retention runs on each), and the meta keeps process 0's exact value.
@@ -71,8 +79,11 @@ class Saver:
             **counters.to_meta(),
             "config": jsonable(self._config.to_dict()),
             "policy": self._policy,
+            BEST_STORE: self._config.keep_best_checkpoints,
             **contents.meta,
         }
+        if params_update is not None:
+            meta["params_update"] = params_update
         if metric is not None:
             meta[METRIC] = float(local) if self._cluster.is_primary else metric
         self.ckpt.save(

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxrl_dist.config import TrainConfig, jsonable
+from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster
+from jaxrl_dist.run.best import BestPolicies
 from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.engine import Engine
@@ -43,6 +45,8 @@ class Session:
       clock: wall seconds of the whole run, resumed runs included.
       initial_digests: (policy params, whole state) as the run started.
       resumed_from: the update a resumed run started from (None for a fresh run).
+      best: process 0's writer of the best evaluations' params (None elsewhere, or with
+        `keep_best_checkpoints=0`).
     """
 
     counters: Counters
@@ -55,6 +59,7 @@ class Session:
     clock: Callable[[], float]
     initial_digests: tuple[str, str]
     resumed_from: int | None
+    best: BestPolicies | None = None
 
     def release(self, failed: bool = False, at_once: bool = False) -> None:
         """Closes the evaluator, the checkpointer (after its last save) and the logs; a failed
@@ -63,6 +68,9 @@ class Session:
         if not at_once:
             if self.monitor is not None:
                 self.monitor.close()
+            if self.best is not None:  # a failed run's bests too: `--step best` reads them
+                self.best.flush()
+                self.best.close()
             self.saver.ckpt.close()
         if self.logger is not None:
             self.logger.close(failed=failed)
@@ -82,9 +90,8 @@ def open_session(
     the resumed checkpoint's meta (None on a fresh start). RunError if the processes start
     from different params."""
     primary = cluster.is_primary
-    ckpt = Checkpointer(
-        os.path.join(workdir, "checkpoints"), config.keep_checkpoints, config.keep_best_checkpoints
-    )
+    ckpt_dir = os.path.join(workdir, "checkpoints")
+    ckpt = Checkpointer(ckpt_dir, config.keep_checkpoints)
     history = EvalHistory(workdir, primary)
     try:
         meta = engine.begin(ckpt, resume)
@@ -106,9 +113,14 @@ def open_session(
         ckpt.close()
         raise
     progress = Progress(config.total_env_steps, quiet=quiet or not primary)
-    monitor = None
+    monitor = best = None
     beside = config.evaluates_in_background(engine.evaluates_beside_by_default)
+    policy = describe_policy(config, engine.spec)
     if primary:
+        if config.keep_best_checkpoints:
+            best = _best_policies(config, engine, ckpt_dir, policy)
+            if meta is not None:
+                best.resume(counters.updates)
         evaluator, videos = engine.evaluator(beside, workdir)
         monitor = EvalMonitor(
             config,
@@ -118,9 +130,10 @@ def open_session(
             progress=progress,
             history=history,
             videos=videos,
+            best=best,
         )
     start, base_wall = time.monotonic(), counters.wall_time_s
-    saver = Saver(config, cluster, ckpt, describe_policy(config, engine.spec), base_wall)
+    saver = Saver(config, cluster, ckpt, policy, base_wall)
     return Session(
         counters=counters,
         history=history,
@@ -132,4 +145,23 @@ def open_session(
         clock=lambda: base_wall + time.monotonic() - start,
         initial_digests=digests,
         resumed_from=counters.updates if resume else None,
+        best=best,
     ), meta
+
+
+def _best_policies(
+    config: TrainConfig, engine: Engine, ckpt_dir: str, policy: dict[str, Any]
+) -> BestPolicies:
+    """The writer of the run's best params, with what a checkpoint's meta says of its policy
+    (each agent's description, for several)."""
+    names = list(engine.agents)
+    if len(names) > 1:
+        views = {view.name: view for view in agent_views(config)}
+        policies = {name: describe_policy(views[name].config, engine.spec) for name in names}
+        meta = {"policies": policies}
+    else:
+        meta = {"policy": policy}
+    meta["config"] = jsonable(config.to_dict())
+    return BestPolicies(
+        ckpt_dir, config.keep_best_checkpoints, meta, names, engine.policy_params_of
+    )

@@ -6,6 +6,7 @@ import dataclasses
 import os
 from typing import Any
 
+from jaxrl_dist.run.best import BestPolicies, best_dir
 from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.counters import Counters
 
@@ -16,13 +17,17 @@ def run_summary(
     target: float | None,
     stop_reason: str,
     ckpt: Checkpointer,
+    best: BestPolicies | None = None,
+    params_update: int | None = None,
 ) -> dict[str, Any]:
     """Env steps, updates, wall time, SPS, final and best evaluation (`evals`: the run's
     history), when `target` (the evaluation return to reach) was first reached, why the run
-    stopped, the checkpoints."""
+    stopped, the checkpoints and the best params saved (`best`: None where best saves are off,
+    or on another process than 0). `params_update`: the update whose params the run ends with,
+    where they were taken back at a stop (else its last update's)."""
     reached = [e for e in evals if target is not None and e["return"] >= target]
     wall = counters.wall_time_s
-    return {
+    summary = {
         "env_steps": counters.env_steps,
         "updates": counters.updates,
         "wall_time_s": round(wall, 3),
@@ -39,11 +44,52 @@ def run_summary(
         "stop_reason": stop_reason or "finished",
         "checkpoint_dir": ckpt.directory,
         "latest_checkpoint_step": ckpt.latest_step(),
-        "best_checkpoint_step": ckpt.best_step(),
+        "final_params_update": counters.updates if params_update is None else params_update,
+        **_best_checkpoints(ckpt, best),
         "checkpoint_steps": ckpt.all_steps(),
         "hparam_changes": counters.hparam_changes,
         "evals": evals,
     }
+    note = final_eval_note(summary, target, reached[0] if reached else None)
+    if note:
+        summary["final_eval_note"] = note
+    return summary
+
+
+def _best_checkpoints(ckpt: Checkpointer, best: BestPolicies | None) -> dict[str, Any]:
+    """Where the best params are: `best_checkpoint_step` and `best_checkpoint_dir`, each a
+    value for a one-agent run or `{NAME: value}` for several (None: best saves are off)."""
+    if best is None:
+        return {"best_checkpoint_step": None, "best_checkpoint_dir": None}
+    steps = best.steps()
+    dirs = {name: best_dir(ckpt.directory, name if len(steps) > 1 else None) for name in steps}
+    if len(steps) == 1:
+        (steps,), (dirs,) = steps.values(), dirs.values()
+    return {"best_checkpoint_step": steps, "best_checkpoint_dir": dirs}
+
+
+def final_eval_note(
+    summary: dict[str, Any], target: float | None, first: dict[str, Any] | None
+) -> str:
+    """Why a final evaluation is below the stop line `target` ("" when it is not, or there is
+    none): the target was never reached, or which update reached it first and where its params
+    are."""
+    final = summary["final_eval_return"]
+    if target is None or final is None or final >= target:
+        return ""
+    if first is None:
+        return f"below the target {target:g}, which no evaluation reached"
+    update, best = first["updates"], summary["best_checkpoint_step"]
+    if summary["best_checkpoint_dir"] is None:
+        where = "were not saved (config.keep_best_checkpoints=0)"
+    elif best == update or (isinstance(best, dict) and update in best.values()):
+        where = f"are checkpoints/best/ step {update}"
+    else:
+        where = "are not among the best kept (checkpoints/best/)"
+    return (
+        f"below the target {target:g}: the evaluation of update {update} reached "
+        f"{first['return']:.1f}; its params {where}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +103,10 @@ class RunResult:
       best_eval_metric: the best monitored metric (`Hooks.reward_metric`), or None.
       stop_reason: why the run stopped ("total_env_steps reached", "the stop hook ...", ...).
       workdir, checkpoint_dir: the run's directories.
-      latest_checkpoint, best_checkpoint: paths of those steps (None if there is none).
+      latest_checkpoint: the path of the latest step (None if there is none).
+      best_checkpoint: the path of the best evaluation's params (`checkpoints/best/STEP`;
+        several agents: `{NAME: path}`; None where best saves are off or nothing was
+        evaluated).
       summary: everything in `summary.json` (every evaluation, digests, ...).
     """
 
@@ -73,14 +122,20 @@ class RunResult:
     workdir: str
     checkpoint_dir: str
     latest_checkpoint: str | None
-    best_checkpoint: str | None
+    best_checkpoint: str | dict[str, str | None] | None
     summary: dict[str, Any]
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any], workdir: str) -> RunResult:
-        def step_path(step: int | None) -> str | None:
-            return None if step is None else os.path.join(summary["checkpoint_dir"], str(step))
+        def step_path(step: int | None, directory: str | None = None) -> str | None:
+            directory = directory or summary["checkpoint_dir"]
+            return None if step is None else os.path.join(directory, str(step))
 
+        best_step, best_dir = summary["best_checkpoint_step"], summary["best_checkpoint_dir"]
+        if isinstance(best_step, dict):
+            best_path = {n: step_path(best_step[n], best_dir[n]) for n in best_step}
+        else:
+            best_path = None if best_dir is None else step_path(best_step, best_dir)
         best = summary["best_eval"]
         return cls(
             env_steps=summary["env_steps"],
@@ -95,6 +150,6 @@ class RunResult:
             workdir=workdir,
             checkpoint_dir=summary["checkpoint_dir"],
             latest_checkpoint=step_path(summary["latest_checkpoint_step"]),
-            best_checkpoint=step_path(summary["best_checkpoint_step"]),
+            best_checkpoint=best_path,
             summary=summary,
         )

@@ -90,7 +90,7 @@ class Trainer:
         self.agent = self.engine.agent
         self.hparams = run_control(config, self.engine, self.workdir, self.cluster.is_primary)
         self._evals = RunEvaluation(config, self.stop, self.engine)
-        self._save_now = False  # process 0: a new best to save, or checkpoint_every_s is due
+        self._save_now = False  # process 0: checkpoint_every_s is due
         self._save_after_step = False  # every process: new hyperparameters must reach disk
 
     def _build_engine(self) -> Engine:
@@ -200,8 +200,7 @@ class Trainer:
                 self.request_stop("max_wall_time_s reached")
             if self.cluster.is_primary:
                 self.hparams.poll()
-                due = self._evals.best_to_save or run.saver.time_due(run.clock())
-                self._save_now, self._evals.best_to_save = self._save_now or due, False
+                self._save_now = self._save_now or run.saver.time_due(run.clock())
             # ---- the engine's next step, agreed by every process: all step, or all stop
             ready = engine.prepare(self._budget(counters), counters.updates)
             agreed = self._agree(run, ready)
@@ -227,8 +226,7 @@ class Trainer:
             # metric (a save at an update that has one is not made twice).
             last = cfg.ends_at(counters.env_steps, counters.episodes)
             if not last and (run.saver.due(counters, steps_before) or self._save_after_step):
-                self._save_after_step = False
-                self._save_now = self._evals.best_to_save = False  # a new best is in this save
+                self._save_after_step = self._save_now = False
                 self._save(run)
             steps_before = counters.env_steps
 
@@ -329,9 +327,14 @@ class Trainer:
             run.logger.write(run.counters.env_steps, record)
             run.progress.line(run.counters.env_steps, record)
 
-    def _save(self, run: Session) -> None:
+    def _save(self, run: Session, params_update: int | None = None) -> None:
+        """Every process saves the engine's state; `params_update`: its params are those of
+        that earlier update (taken back at a stop, `_take_back`)."""
         run.counters.wall_time_s = run.clock()
-        run.saver.save(run.counters, lambda: self.engine.saved(run.counters.updates))
+        saved = lambda: self.engine.saved(run.counters.updates)  # noqa: E731
+        run.saver.save(run.counters, saved, params_update)
+        if run.best is not None:  # the bests of evaluations recorded by this save's update
+            run.best.flush()
 
     # ----------------------------------------------------------------------------- the end
     def _finish(self, run: Session, error: RunError | None) -> dict:
@@ -341,22 +344,31 @@ class Trainer:
         self._evals.finish(
             run, land=error is None, evaluate=error is None and not self.stop.by_signal
         )
+        params_update = None if error else self._evals.take_back(run, self.cluster, self.engine)
         non_finite = isinstance(error, NonFiniteError)  # the last checkpoint is kept
         if not non_finite:
-            self._save(run)
+            self._save(run, params_update)
+        if run.best is not None:
+            run.best.flush()
         run.saver.ckpt.wait()
         donated = non_finite and self.engine.donates_on_failure  # no state to digest or hand
-        summary = self._final_summary(run, donated)
+        summary = self._final_summary(run, donated, params_update)
         if not donated and self.cluster.is_primary and self.hooks.save_last is not None:
             last = counters.last_eval["metric"] if counters.last_eval else None
             self.hooks.save_last(self.engine.policy_params(), last, counters.env_steps)
         return summary
 
-    def _final_summary(self, run: Session, donated: bool) -> dict:
+    def _final_summary(self, run: Session, donated: bool, params_update: int | None) -> dict:
         """The summary (`summary.json`, written by process 0), digests of every process."""
         counters, evals = run.counters, run.history.entries
         summary = run_summary(
-            counters, evals, self.config.stop_at_eval_return, self.stop.reason, run.saver.ckpt
+            counters,
+            evals,
+            self.config.stop_at_eval_return,
+            self.stop.reason,
+            run.saver.ckpt,
+            run.best,
+            params_update,
         )
         summary["runtime"] = self.engine.name
         summary["initial_params_sha256"], summary["initial_state_sha256"] = run.initial_digests
@@ -380,9 +392,11 @@ class Trainer:
         steps = f"{summary['env_steps']:,} env steps" + (
             f" per seed x {seeds} seeds" if seeds > 1 else ""
         )
+        why = summary.get("final_eval_note")
         run.progress.message(
             f"done ({summary['stop_reason']}): {steps}, {summary['updates']:,} updates in "
             f"{summary['wall_time_s']:.1f}s, final eval return {summary['final_eval_return']}"
+            + (f" ({why})" if why else "")
         )
         return summary
 

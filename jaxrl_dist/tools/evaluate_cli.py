@@ -199,8 +199,9 @@ def evaluate_once(args: argparse.Namespace) -> int:
     env = (result.env_id, result.env_kwargs)
     other = env != policy.run_eval_env
     tag = "_env" + hashlib.sha256(repr(env).encode()).hexdigest()[:8] if other else ""
+    kind = "best" if args.step == "best" else "step"  # a best step is in checkpoints/best/
     out = args.json or os.path.join(
-        run_dir_of(args.run_dir, ckpt_dir), "eval", f"step_{policy.step}_{args.mode}{tag}.json"
+        run_dir_of(args.run_dir, ckpt_dir), "eval", f"{kind}_{policy.step}_{args.mode}{tag}.json"
     )
     _write_json(out, record)
     print(f"wrote {out}")
