@@ -30,7 +30,7 @@ def main() -> int:
     Learner.update = update
     if hold := os.environ.get("HOLD_SAVE"):
 
-        def held_save(self, run):
+        def held_save(self, run, params_update=None):
             pathlib.Path(hold).touch()
             time.sleep(120)
 

@@ -14,9 +14,9 @@ from jaxrl_dist.run.checkpoint import (
     Checkpointer,
     abstract_like,
     restore_params,
-    state_mismatch,
     tree_digest,
 )
+from jaxrl_dist.run.checkpoint_integrity import state_mismatch
 
 
 def _live_lists() -> int:

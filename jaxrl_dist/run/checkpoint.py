@@ -1,17 +1,18 @@
 """A thin Orbax wrapper: the one file to change when Orbax's API moves.
 
 Each checkpoint step holds the whole `LearnerState` (params, optimizer state, RNG key, update
-counter) packed (`packing.py` says why): `packed` (a file of the replicated leaves' bytes),
-`state` (the leaves that are sharded, if any), `layout` (JSON: where each leaf went); and `meta`
-(JSON: counters, the run config). Steps saved before packing (no `layout`) are read as they
-were written. Saves are atomic (Orbax writes to a temporary directory and
-renames), so a killed run resumes from the last complete step. Only the main thread calls
-`save`.
+counter) packed (`packing.py` says why): `packed` (a file of the replicated leaves' bytes, its
+SHA-256 beside it), `state` (the leaves that are sharded, if any), `layout` (JSON: where each
+leaf went); `meta` (JSON: counters, the run config); and `integrity` (JSON: the items saved and
+the digests of the JSON ones), which `checkpoint_integrity.py` checks before a step is used.
+Steps saved before packing (no `layout`) or before digests (no `integrity`) are read as they
+were written. Saves are atomic (Orbax writes to a temporary directory and renames), so a killed
+run resumes from the last complete step; a save that fails (a full disk) raises
+`CheckpointSaveError` and deletes no older step. Only the main thread calls `save`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
@@ -19,8 +20,16 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run import packing
+from jaxrl_dist.run.checkpoint_trees import (  # noqa: F401  re-exported: the names users import
+    abstract_like,
+    first_line,
+    restructure_like,
+    tree_difference,
+    tree_digest,
+)
 from jaxrl_dist.run.orbax_items import (
     BytesHandler,
     BytesRestore,
@@ -32,6 +41,11 @@ from jaxrl_dist.run.orbax_items import (
 
 PROCESS_ITEMS = ("data", "pool")  # items every process saves its own file of
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
+INTEGRITY = "integrity"  # the item that says what a step holds (`packing.integrity_record`)
+
+
+class CheckpointSaveError(RunError):
+    """A save that failed (a full disk, a lost mount): the run stops; older steps are kept."""
 
 
 class Checkpointer:
@@ -70,8 +84,9 @@ class Checkpointer:
             **({"multiprocessing_options": processes} if primary_only else {}),
         )
         self._manager = ocp.CheckpointManager(
-            self.directory, options=options, item_handlers=_item_handlers()
+            self.directory, options=options, item_handlers=item_handlers()
         )
+        self._saving: int | None = None  # the step whose save may still be finishing
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
@@ -127,8 +142,15 @@ class Checkpointer:
             if name not in PROCESS_ITEMS:
                 raise ValueError(f"unknown per-process item {name!r}; known: {PROCESS_ITEMS}")
             items[name] = ProcessBytesSave(item)
+        names = [*items, INTEGRITY]
+        record = packing.integrity_record(names, {"layout": layout, "meta": meta})
+        items[INTEGRITY] = ocp.args.JsonSave(record)
         metrics = None if metric is None else {METRIC: float(metric)}
-        self._manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
+        self._saving = step
+        try:
+            self._manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
+        except OSError as e:  # a full disk (the step's directory, a file written at once)
+            raise self._save_failed(e) from None
 
     def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restores against `abstract_state` (a tree of `jax.ShapeDtypeStruct` with shardings),
@@ -150,7 +172,7 @@ class Checkpointer:
 
     def restore_replay(self, step: int) -> Any:
         """The `replay` item of `step` as host arrays, whole (every process gets all of it)."""
-        target = _on_one_local_device(self._manager.item_metadata(step)["replay"])
+        target = on_one_local_device(self._manager.item_metadata(step)["replay"])
         restored = self._manager.restore(
             step, args=ocp.args.Composite(replay=ocp.args.StandardRestore(target))
         )
@@ -172,10 +194,30 @@ class Checkpointer:
         return restored["meta"]
 
     def wait(self) -> None:
-        self._manager.wait_until_finished()
+        """Waits for the last save to finish; CheckpointSaveError (one line) if it failed."""
+        try:
+            self._manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001  what the commit thread raised
+            raise self._save_failed(e) from None
+        self._saving = None
 
     def close(self) -> None:
-        self._manager.close()
+        try:
+            self._manager.close()
+        except Exception as e:  # noqa: BLE001  a last save that failed
+            raise self._save_failed(e) from None
+
+    def _save_failed(self, error: BaseException) -> CheckpointSaveError:
+        """A failed save as one line: which step, why, and what is kept (read from the disk:
+        Orbax forgets the steps it meant to delete once the save completed, but deleted none)."""
+        step, self._saving = self._saving, None
+        kept = complete_steps(self.directory)
+        newest = f"newest complete step {kept[-1]}" if kept else "no complete step"
+        return CheckpointSaveError(
+            f"checkpoint step {step} could not be saved ({first_line(error)}); the run stopped "
+            f"and deleted no older step ({newest} in {self.directory}); free space or fix the "
+            "cause, then continue with --resume"
+        )
 
     def __enter__(self) -> Checkpointer:
         return self
@@ -188,12 +230,12 @@ def _metric(metrics: dict[str, float]) -> float:
     return metrics[METRIC]
 
 
-def abstract_like(tree: Any) -> Any:
-    """ShapeDtypeStructs (with shardings) of a tree of arrays: a restore target."""
-    return jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None)),
-        tree,
-    )
+def complete_steps(directory: str) -> list[int]:
+    """The complete (renamed) steps in a checkpoint dir, ascending."""
+    try:
+        return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
+    except FileNotFoundError:
+        return []
 
 
 def find_checkpoint_dir(path: str) -> str | None:
@@ -204,7 +246,7 @@ def find_checkpoint_dir(path: str) -> str | None:
     return None
 
 
-def _on_one_local_device(saved_metadata: Any) -> Any:
+def on_one_local_device(saved_metadata: Any) -> Any:
     """A restore target that puts every saved array whole on this process's first device."""
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     return jax.tree.map(
@@ -212,7 +254,7 @@ def _on_one_local_device(saved_metadata: Any) -> Any:
     )
 
 
-def _item_handlers() -> dict[str, ocp.CheckpointHandler]:
+def item_handlers() -> dict[str, ocp.CheckpointHandler]:
     """Every item a step may hold, so any subset restores without Orbax's warnings."""
     return {
         "state": ocp.StandardCheckpointHandler(),
@@ -220,6 +262,7 @@ def _item_handlers() -> dict[str, ocp.CheckpointHandler]:
         "layout": ocp.JsonCheckpointHandler(),
         "meta": ocp.JsonCheckpointHandler(),
         "replay": ocp.StandardCheckpointHandler(),
+        INTEGRITY: ocp.JsonCheckpointHandler(),
         **{name: ProcessBytesHandler() for name in PROCESS_ITEMS},
     }
 
@@ -228,7 +271,7 @@ def _reader(directory: str) -> ocp.CheckpointManager:
     """A manager that reads any step's items without knowing how they were saved."""
     options = ocp.CheckpointManagerOptions(create=False)
     return ocp.CheckpointManager(
-        os.path.abspath(directory), options=options, item_handlers=_item_handlers()
+        os.path.abspath(directory), options=options, item_handlers=item_handlers()
     )
 
 
@@ -244,7 +287,7 @@ def restore_params(path: str, step: int | None = None, agent: str | None = None)
         step = manager.latest_step() if step is None else step
         layout = _layout(manager, step)
         if layout is None:  # saved before packing
-            target = _on_one_local_device(manager.item_metadata(step)["state"])
+            target = on_one_local_device(manager.item_metadata(step)["state"])
             restored = manager.restore(
                 step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
             )
@@ -309,113 +352,6 @@ def _layout(manager: ocp.CheckpointManager, step: int) -> list[dict] | None:
     return restored["layout"]
 
 
-def _check_stored(manager: ocp.CheckpointManager, step: int, layout: list[dict]) -> None:
-    """Raises ValueError unless `step` holds the packed bytes and sharded arrays its layout
-    names (a partial copy, a damaged step), without reading the arrays."""
-    size, sharded = packing.packed_size(layout), packing.sharded_target(layout, None)
-    if size:
-        path = os.path.join(manager.directory, str(step), "packed", BytesHandler.FILENAME)
-        _check_packed_size(os.path.getsize(path) if os.path.exists(path) else None, size)
-    if sharded:
-        saved = manager.item_metadata(step)["state"]
-        if saved is None:
-            raise ValueError("no state metadata")
-        problem = tree_difference(saved, {packing.SHARDED: sharded})
-        if problem:
-            raise ValueError(f"the state does not match its layout: {problem}")
-
-
 def _check_packed_size(have: int | None, want: int) -> None:
     if have != want:
         raise ValueError(f"packed state: {have} bytes, its layout says {want}")
-
-
-class CheckpointReadError(RuntimeError):
-    """A checkpoint step that cannot be read (a partial copy, a damaged file); one line."""
-
-
-def state_mismatch(directory: str, abstract_state: Any, step: int | None = None) -> str | None:
-    """Compares the saved state of `step` (default: the latest) with `abstract_state` (shapes and
-    dtypes, leaf by leaf, by key path). Returns None if they match, else one line naming the
-    first leaf that differs. Raises FileNotFoundError (no step) or CheckpointReadError."""
-    manager = _reader(directory)
-    try:
-        step = manager.latest_step() if step is None else step
-        if step is None:
-            raise FileNotFoundError(f"no checkpoint in {directory}")
-        try:
-            layout = _layout(manager, step)
-            if layout is None:  # saved before packing
-                saved = manager.item_metadata(step)["state"]
-                if saved is None:
-                    raise ValueError("no state metadata")
-            else:
-                _check_stored(manager, step, layout)
-                saved = packing.abstract_from_layout(layout)
-        except Exception as e:  # noqa: BLE001  Orbax raises many kinds here
-            raise CheckpointReadError(f"step {step} cannot be read ({first_line(e)})") from None
-    finally:
-        manager.close()
-    return tree_difference(saved, abstract_state)
-
-
-def tree_difference(saved: Any, wanted: Any) -> str | None:
-    """One line naming the first leaf (by key path) whose shape or dtype differs between a saved
-    tree and the wanted one, or that only one of them has; None if they match."""
-    have, want = packing.leaves_by_path(saved), packing.leaves_by_path(wanted)
-    for name in sorted(set(have) | set(want)):
-        h, w = have.get(name), want.get(name)
-        if h is None or w is None:
-            where = "the checkpoint" if w is None else "this config"
-            return f"{name} exists only in {where}"
-        if (tuple(h.shape), _dtype_name(h)) != (tuple(w.shape), _dtype_name(w)):
-            return (
-                f"{name} is {_dtype_name(h)}{list(h.shape)} in the checkpoint but "
-                f"{_dtype_name(w)}{list(w.shape)} with this config"
-            )
-    return None
-
-
-def _dtype_name(leaf: Any) -> str:
-    """`float32`, or `key<fry>` for a typed PRNG key (which NumPy cannot name)."""
-    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        return str(leaf.dtype)
-    return np.dtype(leaf.dtype).name
-
-
-def first_line(error: BaseException) -> str:
-    """`Type: the first line of the message` (at most 200 characters of it)."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
-
-
-def restore_params_like(
-    path: str, params_shapes: Any, step: int | None = None, agent: str | None = None
-) -> Any:
-    """Params of another run (its work dir or checkpoint dir; its `step`, else the latest;
-    its agent `agent` where it had several) in the tree structure of `params_shapes`. Raises
-    FileNotFoundError, or ValueError if they do not fit."""
-    params = restore_params(path, step, agent)
-    problem = tree_difference(params, params_shapes)
-    if problem:
-        raise ValueError(f"the params under {path!r} do not match this network ({problem})")
-    return restructure_like(params, params_shapes)
-
-
-def restructure_like(tree: Any, like: Any) -> Any:
-    """`tree`'s leaves in `like`'s tree structure, matched by key path (Orbax restores
-    NamedTuples as dicts). Check with `tree_difference` first."""
-    have = packing.leaves_by_path(tree)
-    want, treedef = jax.tree_util.tree_flatten_with_path(like)
-    return jax.tree_util.tree_unflatten(treedef, [have[packing.path_name(p)] for p, _ in want])
-
-
-def tree_digest(tree: Any) -> str:
-    """SHA-256 of a tree's array bytes, leaves taken in the order of their key paths: equal
-    digests mean bit-identical arrays, whether a node is a NamedTuple or (as Orbax restores it)
-    a dict."""
-    digest = hashlib.sha256()
-    leaves = jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]  # local copies
-    for _, leaf in sorted(leaves, key=lambda item: packing.path_name(item[0])):
-        digest.update(np.ascontiguousarray(leaf).tobytes())
-    return digest.hexdigest()

@@ -1,6 +1,7 @@
 """Finding and reading a run's checkpoint steps (for `load_policy` and `scripts/evaluate.py`):
 the checkpoint dir of a run, its complete steps, "latest" / "best" / a number, and reads that
-retry while the run deletes old steps.
+retry while the run deletes old steps. "latest" is the newest intact step
+(`checkpoint_integrity`): damaged newer ones are named in one warning line.
 
 Errors are `FileNotFoundError` or `ValueError` with one line naming what is wrong and the fix.
 """
@@ -8,6 +9,7 @@ Errors are `FileNotFoundError` or `ValueError` with one line naming what is wron
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +21,7 @@ from jaxrl_dist.run.checkpoint import (
     find_checkpoint_dir,
     first_line,
 )
+from jaxrl_dist.run.checkpoint_integrity import Damage, damaged_clause, newest_intact
 
 STEP_CHOICES = ("latest", "best")
 READ_ATTEMPTS = 3  # reads of a step that fail while a run deletes other steps are retried
@@ -110,11 +113,16 @@ def resolve_step(path: str, which: str | int = "latest") -> int:
 
 
 def locate_step(
-    path: str, which: str | int = "latest", agent: str | None = None
+    path: str,
+    which: str | int = "latest",
+    agent: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[str, int]:
     """(the checkpoint dir to read, the step) that `which` names in the run at `path`.
 
-    `which`: "latest"; a step number (int or digits); or "best": the params of the run's best
+    `which`: "latest", the newest intact step (newer damaged ones are named in one line to
+    `warn`, by default a `warning:` line on stderr); a step number (int or digits); or "best":
+    the params of the run's best
     evaluation, which the run wrote to `checkpoints/best/` (agent `agent`'s best, in
     `best/NAME/`, for a run of several agents), `best.py`. Runs saved before that directory
     existed, with `keep_best_checkpoints`, kept their best among their checkpoints: their step
@@ -127,9 +135,9 @@ def locate_step(
     if isinstance(which, str) and which.isdigit():
         which = int(which)
     if which == "latest":
-        return directory, steps[-1]
+        return directory, _latest_intact(path, directory, steps, warn or _warn)
     if which == "best":
-        return _best(path, directory, steps[-1], agent)
+        return _best(path, directory, _latest_intact(path, directory, steps, None), agent)
     if isinstance(which, int) and not isinstance(which, bool):
         if which not in steps:
             raise ValueError(
@@ -138,6 +146,32 @@ def locate_step(
             )
         return directory, which
     raise ValueError(f"step {which!r}: give latest, best or a step number")
+
+
+def _latest_intact(
+    path: str, directory: str, steps: list[int], warn: Callable[[str], None] | None
+) -> int:
+    """The newest step of `steps` that is whole; `warn` (if given) gets one line naming the
+    damaged newer ones. ValueError (one line) if none is whole."""
+    step, damaged = newest_intact(directory, steps)
+    if step is None:
+        raise ValueError(
+            f"no intact checkpoint under {path!r}: {'; '.join(d.clause for d in damaged)}"
+        )
+    if damaged and warn is not None:
+        warn(damage_note(f"{path}@latest", step, damaged))
+    return step
+
+
+def damage_note(source: str, step: int, damaged: list[Damage]) -> str:
+    """One line: `source`'s damaged newer steps, and the step used instead."""
+    return (
+        f"{source}: checkpoint {damaged_clause(damaged)}; using step {step}, the newest intact one"
+    )
+
+
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr)
 
 
 def _best(path: str, directory: str, latest: int, agent: str | None) -> tuple[str, int]:

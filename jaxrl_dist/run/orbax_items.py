@@ -1,20 +1,31 @@
 """Orbax items and patches of our own: the packed state's plain-file item, the per-process
-replay contents' files, and TensorStore's leaking metrics read turned off. Imported by
-`checkpoint.py`, which applies them."""
+replay contents' files (each with its SHA-256 beside it, `digest_path`), and TensorStore's
+leaking metrics read turned off. Imported by `checkpoint.py`, which applies them."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-# Orbax warns at every save without metrics once `best_fn` is set; most saves have none.
-logging.getLogger("absl").addFilter(
-    lambda record: "did not provide metrics" not in record.getMessage()
-)
+DIGEST_PREFIX = "sha256."  # `sha256.bytes` beside `bytes`: the hex SHA-256 of its contents
+
+
+def _quiet(record: logging.LogRecord) -> bool:
+    """Orbax warns at every save without metrics once `best_fn` is set (most saves have none);
+    and a save that fails to write (a full disk: an OSError) is logged with its traceback by
+    each of Orbax's background threads before it is raised, which `Checkpointer` turns into one
+    line (`CheckpointSaveError`). Other failures keep their tracebacks."""
+    message = record.getMessage()
+    failed_write = record.exc_info is not None and isinstance(record.exc_info[1], OSError)
+    return not (failed_write or "did not provide metrics" in message)
+
+
+logging.getLogger("absl").addFilter(_quiet)
 
 
 def _skip_raw_write_throughput() -> None:
@@ -47,13 +58,45 @@ class BytesHandler(ocp.JsonCheckpointHandler):
 
     async def _save_fn(self, x: bytes, directory) -> None:
         if self._primary_host is None or jax.process_index() == self._primary_host:
-            (directory / self.FILENAME).write_bytes(x)
+            write_with_digest(directory / self.FILENAME, x)
 
     def restore(self, directory, item=None, args=None) -> np.ndarray:
-        path = directory / self.FILENAME
-        if not path.exists():
-            raise FileNotFoundError(f"{path} not found")
-        return np.frombuffer(path.read_bytes(), np.uint8)
+        return np.frombuffer(read_checked(directory / self.FILENAME), np.uint8)
+
+
+def digest_path(path):
+    """Where the SHA-256 of the file `path` is kept (a name that does not start as its own)."""
+    return path.with_name(DIGEST_PREFIX + path.name)
+
+
+def write_with_digest(path, data: bytes) -> None:
+    """`data` to `path`, and its SHA-256 (hex) to `digest_path(path)` (in Orbax's commit
+    thread: the hashing costs the training loop nothing)."""
+    path.write_bytes(data)
+    digest_path(path).write_text(hashlib.sha256(data).hexdigest())
+
+
+def read_checked(path) -> bytes:
+    """The bytes of `path`; ValueError if the SHA-256 saved beside them differs (a flipped or
+    cut file). Files saved before digests (none beside) are read as they are."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found")
+    data = path.read_bytes()
+    problem = digest_problem(path, data)
+    if problem:
+        raise ValueError(problem)
+    return data
+
+
+def digest_problem(path, data: bytes) -> str | None:
+    """Why `data` (read from `path`) is not what was saved, by the digest beside it; None if
+    it is, or if there is no digest (saved before digests)."""
+    digest = digest_path(path)
+    if not digest.exists():
+        return None
+    if hashlib.sha256(data).hexdigest() != digest.read_text().strip():
+        return f"{path.parent.name}/{path.name} fails its SHA-256 checksum"
+    return None
 
 
 @ocp.args.register_with_handler(BytesHandler, for_save=True)
@@ -77,13 +120,10 @@ class ProcessBytesHandler(BytesHandler):
         return directory / f"{self.FILENAME}.{jax.process_index()}"
 
     async def _save_fn(self, x: bytes, directory) -> None:
-        self._own(directory).write_bytes(x)
+        write_with_digest(self._own(directory), x)
 
     def restore(self, directory, item=None, args=None) -> np.ndarray:
-        path = self._own(directory)
-        if not path.exists():
-            raise FileNotFoundError(f"{path} not found")
-        return np.frombuffer(path.read_bytes(), np.uint8)
+        return np.frombuffer(read_checked(self._own(directory)), np.uint8)
 
 
 @ocp.args.register_with_handler(ProcessBytesHandler, for_save=True)

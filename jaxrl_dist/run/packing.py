@@ -11,10 +11,15 @@ every process writes only its own shards.
 key names), `shape`, `dtype`, and either `offset` (bytes, 16-aligned) into `packed` or `index`
 into `sharded`, in the host's byte order (little-endian wherever JAX runs). Typed PRNG keys
 are stored as their key data, with `key_impl` naming the impl.
+
+`integrity_record` is what a step keeps to be checked before it is used (`checkpoint_integrity`):
+the items saved, and the SHA-256 of its JSON items; the byte items keep theirs beside them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import jax
@@ -24,6 +29,8 @@ from jaxrl_dist.types import key_names, path_name
 
 PACKED, SHARDED = "packed", "sharded"
 ALIGN = 16  # bytes: every packed leaf starts at a multiple, so its view is aligned
+INTEGRITY_FORMAT = 1
+DIGESTED_JSON = ("layout", "meta")  # the JSON items whose digest the record keeps
 
 
 def pack(state: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -57,6 +64,20 @@ def pack(state: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         layout.append(entry)
     packed = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
     return _without_empty({PACKED: packed, SHARDED: sharded}), layout
+
+
+def integrity_record(items: list[str], json_items: dict[str, Any]) -> dict[str, Any]:
+    """What a step keeps to be checked: the names of every item saved, and the SHA-256 of each
+    of `json_items` (`{"layout": ..., "meta": ...}`) as `json_digest` gives it."""
+    digests = {name: json_digest(value) for name, value in json_items.items()}
+    return {"format": INTEGRITY_FORMAT, "items": sorted(items), "sha256": digests}
+
+
+def json_digest(value: Any) -> str:
+    """SHA-256 of `value` as `json.dumps` writes it (as Orbax's JSON items are written): the
+    same for the saved value and for its JSON read back (key order, float text and string keys
+    survive the trip)."""
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()
 
 
 def packed_size(layout: list[dict]) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,13 @@ from jaxrl_dist.data import DataFlow, flows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
 from jaxrl_dist.learning.mesh import Devices, select_devices
-from jaxrl_dist.run.checkpoint import AgentNotSavedError, restore_params_like
+from jaxrl_dist.run.checkpoint import (
+    AgentNotSavedError,
+    first_line,
+    restore_params,
+    restructure_like,
+    tree_difference,
+)
 from jaxrl_dist.run.checkpoint_steps import locate_step, read_meta, split_step
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
@@ -44,6 +51,7 @@ class Prepared:
     flow: DataFlow
     warm_params: Any = None
     lanes: tuple[PreparedLane, ...] = ()  # every agent's (`config.agents`); the first above
+    notes: tuple[str, ...] = ()  # warm starts that passed over damaged steps (the summary's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +62,7 @@ class PreparedLane:
     agent: Agent
     flow: DataFlow
     warm_params: Any = None
+    note: str | None = None  # its warm start passed over damaged steps (`warm_params`)
 
 
 def learner_devices(config: TrainConfig) -> Devices:
@@ -218,7 +227,8 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
         raise ConfigError(problem)
     lanes = tuple(_prepare_lane(view, spec, engine) for view in views)
     first = lanes[0]
-    return Prepared(spec, devices, first.agent, first.flow, first.warm_params, lanes)
+    notes = tuple(lane.note for lane in lanes if lane.note)
+    return Prepared(spec, devices, first.agent, first.flow, first.warm_params, lanes, notes)
 
 
 def _prepare_lane(view: AgentView, spec: EnvSpec, engine: type[Engine]) -> PreparedLane:
@@ -250,11 +260,12 @@ def _prepare_lane(view: AgentView, spec: EnvSpec, engine: type[Engine]) -> Prepa
             f"flow {entry.data!r} {'takes' if flow.priorities else 'takes no'} priorities back; "
             "register it with a flow whose DataFlow.priorities is LearnerCore.priorities"
         )
-    warm = None
+    warm, notes = None, []
     if config.warm_start:
         like = agent.learner.actor_params(init_shapes)
-        warm = warm_params(config.warm_start, like, config.env_id, view.warm_start_agent)[2]
-    return PreparedLane(view, agent, flow, warm)
+        source = config.warm_start
+        warm = warm_params(source, like, config.env_id, view.warm_start_agent, warn=notes.append)[2]
+    return PreparedLane(view, agent, flow, warm, notes[0] if notes else None)
 
 
 def _named(problem: str, view: AgentView) -> str:
@@ -267,17 +278,32 @@ def _named(problem: str, view: AgentView) -> str:
 
 
 def warm_params(
-    spec: str, like: Any, env_id: str, agent: str | None = None, field: str = "config.warm_start"
+    spec: str,
+    like: Any,
+    env_id: str,
+    agent: str | None = None,
+    field: str = "config.warm_start",
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[str, int, Any]:
     """(the run's path, the step, its params) of the run `spec` names (`RUN[@latest|@best|
     @STEP]`; its agent `agent` if it had several), the params shaped like `like`, trained on
     `env_id`; ConfigError (one line naming `field`): a warm start's, and a load into a running
     job's (`run/control.py`). For `@best` the path is the best params' own directory
-    (`checkpoints/best/`), so `PATH@STEP` names them again."""
+    (`checkpoints/best/`), so `PATH@STEP` names them again. "latest" is the newest intact step:
+    a damaged newer one is named in one `warning:` line on stderr (process 0), also handed to
+    `warn`."""
     path, which = split_step(spec)
     how = " with config.agents.NAME.warm_start_agent" if field == "config.warm_start" else ""
+
+    def note(line: str) -> None:
+        line = f"{field}: {line}"
+        if jax.process_index() == 0:
+            print(f"warning: {line}", file=sys.stderr)
+        if warn is not None:
+            warn(line)
+
     try:
-        directory, step = locate_step(path, which, agent)
+        directory, step = locate_step(path, which, agent, warn=note)
         meta = read_meta(directory, step)
         policies = meta.get("policies") or {}
         policy = policies.get(agent) if agent in policies else meta.get("policy", {})
@@ -295,12 +321,17 @@ def warm_params(
         )
     source_path = directory if which == "best" else path  # a best is in its own directory
     try:
-        return source_path, step, restore_params_like(directory, like, step, agent)
+        params = restore_params(directory, step, agent)
     except AgentNotSavedError as e:  # a run of several agents: which one
         raise ConfigError(f"{field}={spec!r}: {e}{how}") from None
-    except ValueError:
+    except ValueError as e:  # a damaged step named by its number
+        raise ConfigError(
+            f"{field}={spec!r}: step {step} cannot be read ({first_line(e)}); name another step"
+        ) from None
+    if tree_difference(params, like):
         raise ConfigError(
             f"{field}={spec!r}: its params do not match this config's network "
             "(different torso, sizes, env, or config.intrinsic's value head); take params "
             "from a run with the same network"
-        ) from None
+        )
+    return source_path, step, restructure_like(params, like)

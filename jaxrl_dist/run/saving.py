@@ -3,6 +3,10 @@
 A save is due by updates or env steps (the same on every process, so all save together), or by
 seconds (process 0's clock decides and asks the others through the trainer's agreement). Every
 process takes part in every save. (The best evaluations' params are process 0's, `best.py`.)
+
+A save that fails (a full disk: Orbax finishes saves in the background, so a failure shows at
+the next save or at the end) stops the run on every process with one line
+(`CheckpointSaveError`); no older step was deleted, and nothing more is saved.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.best import BEST_STORE
-from jaxrl_dist.run.checkpoint import METRIC, Checkpointer
+from jaxrl_dist.run.checkpoint import METRIC, Checkpointer, CheckpointSaveError
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Saved
 
@@ -36,6 +40,7 @@ class Saver:
         self.ckpt = ckpt
         self._policy = policy  # how to rebuild the acting network (jaxrl_dist.run.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
+        self.failed: CheckpointSaveError | None = None  # a save failed: nothing more is saved
 
     def due(self, counters: Counters, env_steps_before: int) -> bool:
         """A save by updates or env steps is due after this update (which took the run from
@@ -59,7 +64,9 @@ class Saver:
         `params_update`: the state's params are those of that earlier update (taken back at a
         stop): a save at this update is then replaced, and the meta says so."""
         step, last = counters.updates, counters.last_eval
-        self.ckpt.wait()  # a save may still be finalising in the background: never race it
+        if self.failed is not None:  # the run is stopping for it: the disk may still be full
+            return
+        self.wait()  # a save may still be finalising in the background: never race it
         if self.ckpt.latest_step() == step:
             if params_update is None:
                 # The same state is saved already (a periodic save at this update). Replacing
@@ -86,12 +93,35 @@ class Saver:
             meta["params_update"] = params_update
         if metric is not None:
             meta[METRIC] = float(local) if self._cluster.is_primary else metric
-        self.ckpt.save(
-            step,
-            contents.state,
-            meta,
-            contents.replay,
-            metric=metric,
-            process_items=contents.process_items,
-        )
+        try:
+            self.ckpt.save(
+                step,
+                contents.state,
+                meta,
+                contents.replay,
+                metric=metric,
+                process_items=contents.process_items,
+            )
+        except CheckpointSaveError as e:
+            self.failed = e
+            raise
         self._last_save_s = counters.wall_time_s
+
+    def wait(self) -> None:
+        """Every process: waits for the last save; if it failed on any process, all raise
+        CheckpointSaveError (one line: the failing process's, or which process failed), once."""
+        known = self.failed
+        try:
+            self.ckpt.wait()
+        except CheckpointSaveError as e:
+            self.failed = e
+        if self._cluster.count > 1:
+            failed = self._cluster.gather(np.int32(self.failed is not None))
+            first = np.flatnonzero(failed)
+            if first.size and self.failed is None:
+                self.failed = CheckpointSaveError(
+                    f"process {first[0]} could not save its checkpoint (see its log); the run "
+                    "stopped and deleted no older step"
+                )
+        if self.failed is not None and known is None:
+            raise self.failed

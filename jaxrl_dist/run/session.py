@@ -1,8 +1,10 @@
 """What one `Trainer.run` holds around its engine, and how it is opened.
 
-`open_session` has the engine restore or initialise its state, then builds the parts every run
-has, whatever its engine: the counters and the evaluation history, `config.json`, the logs, the
-evaluation monitor (process 0) and the saver.
+`open_session` settles which step a resume starts from (`resume.settle`: damaged newer steps
+are moved aside, and named in one warning line, the log and the summary), has the engine restore
+or initialise its state, then builds the parts every run has, whatever its engine: the counters
+and the evaluation history, `config.json`, the logs, the evaluation monitor (process 0) and the
+saver.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,13 +22,14 @@ from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.best import BestPolicies
-from jaxrl_dist.run.checkpoint import Checkpointer
+from jaxrl_dist.run.checkpoint import Checkpointer, CheckpointSaveError
 from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
 from jaxrl_dist.run.policy import describe_policy
+from jaxrl_dist.run.resume import ResumePlan, check_resumable, settle
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.run.wandb_sink import make_sink
 
@@ -47,6 +51,8 @@ class Session:
       resumed_from: the update a resumed run started from (None for a fresh run).
       best: process 0's writer of the best evaluations' params (None elsewhere, or with
         `keep_best_checkpoints=0`).
+      checkpoint_fallback: a resume that passed over damaged steps: which, and the step it
+        resumed (`ResumePlan.record`; None otherwise).
     """
 
     counters: Counters
@@ -60,20 +66,29 @@ class Session:
     initial_digests: tuple[str, str]
     resumed_from: int | None
     best: BestPolicies | None = None
+    checkpoint_fallback: dict[str, Any] | None = None
 
     def release(self, failed: bool = False, at_once: bool = False) -> None:
         """Closes the evaluator, the checkpointer (after its last save) and the logs; a failed
         run also closes the W&B sink (else the trainer does, after the learning curve).
-        `at_once` (a lost process, a second Ctrl-C): only the logs, waiting for nothing."""
+        `at_once` (a lost process, a second Ctrl-C): only the logs, waiting for nothing. A
+        failed run's writes that fail (the full disk that failed its save) are let go: the
+        run's own error says what went wrong."""
+        closes = []
         if not at_once:
             if self.monitor is not None:
-                self.monitor.close()
+                closes.append(self.monitor.close)
             if self.best is not None:  # a failed run's bests too: `--step best` reads them
-                self.best.flush()
-                self.best.close()
-            self.saver.ckpt.close()
+                closes += [self.best.flush, self.best.close]
+            closes.append(self.saver.ckpt.close)
         if self.logger is not None:
-            self.logger.close(failed=failed)
+            closes.append(lambda: self.logger.close(failed=failed))
+        for close in closes:
+            try:
+                close()
+            except (OSError, CheckpointSaveError):
+                if not failed:
+                    raise
 
 
 def open_session(
@@ -85,12 +100,18 @@ def open_session(
     quiet: bool,
     hooks: Hooks,
     cluster: Cluster,
+    resume_plan: ResumePlan | None = None,
 ) -> tuple[Session, dict[str, Any] | None]:
     """The session of a run whose checks passed (the engine's state restored or fresh); and
-    the resumed checkpoint's meta (None on a fresh start). RunError if the processes start
-    from different params."""
+    the resumed checkpoint's meta (None on a fresh start). `resume_plan`: what
+    `check_resumable` found on this process (found here when not given). RunError if the
+    processes start from different params; ConfigError if no step is intact on all."""
     primary = cluster.is_primary
     ckpt_dir = os.path.join(workdir, "checkpoints")
+    plan = None
+    if resume:  # before Orbax lists the steps: the damaged ones go aside first
+        plan = resume_plan or check_resumable(ckpt_dir, engine.saved_abstract())
+        plan = settle(plan, cluster)
     ckpt = Checkpointer(ckpt_dir, config.keep_checkpoints)
     history = EvalHistory(workdir, primary)
     try:
@@ -109,6 +130,7 @@ def open_session(
         if primary:
             sink = make_sink(config, workdir, resume)  # a failing wandb.init says why
             logger = MetricLogger(workdir, wall_time_offset=counters.wall_time_s, sink=sink)
+            _tell_fallback(plan, logger, counters.env_steps)
     except BaseException:
         ckpt.close()
         raise
@@ -146,7 +168,19 @@ def open_session(
         initial_digests=digests,
         resumed_from=counters.updates if resume else None,
         best=best,
+        checkpoint_fallback=None if plan is None else plan.record(),
     ), meta
+
+
+def _tell_fallback(plan: ResumePlan | None, logger: MetricLogger, env_steps: int) -> None:
+    """Process 0: a resume that passed over damaged steps says so in one warning line and in
+    the log (`checkpoint/` keys: the step resumed, how many were passed over)."""
+    note = None if plan is None else plan.note()
+    if note is None:
+        return
+    print(f"warning: {note}", file=sys.stderr)
+    record = {"checkpoint/resumed_step": plan.step, "checkpoint/damaged_steps": len(plan.damaged)}
+    logger.write(env_steps, record)
 
 
 def _best_policies(

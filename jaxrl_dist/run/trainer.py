@@ -96,14 +96,15 @@ class Trainer:
     def _build_engine(self) -> Engine:
         """The engine, whose checks read this machine (devices, files) and may fail on one
         process only: all processes learn of it, so none goes on alone into a collective."""
-        engine, problem = None, ""
+        engine, problem, self._resume_plan = None, "", None
         try:
             engine_cls = get_engine(self.config.runtime)
             prepared = prepare(self.config, self.workdir, self._resume, engine_cls)
+            self._warm_notes = list(prepared.notes)  # warm starts from an older intact step
             engine = engine_cls(self.config, prepared, self.cluster, self.stop.requested)
             if self._resume:  # a damaged checkpoint or other shapes: refused before writes
                 ckpt_dir = os.path.join(self.workdir, "checkpoints")
-                check_resumable(ckpt_dir, engine.saved_abstract())
+                self._resume_plan = check_resumable(ckpt_dir, engine.saved_abstract())
         except ConfigError as e:
             problem = str(e)
         failed = np.flatnonzero(self.cluster.gather(np.array(bool(problem), np.int32)))
@@ -145,6 +146,7 @@ class Trainer:
             quiet=self._quiet,
             hooks=self.hooks,
             cluster=self.cluster,
+            resume_plan=self._resume_plan,
         )
         if meta is not None:
             self.hparams.resume(engine.hparams(), self.hparams.saved_algo(meta["config"]))
@@ -169,8 +171,10 @@ class Trainer:
             engine.stop()
         try:
             summary = self._finish(run, error)
-        except BaseException:
+        except BaseException as e:
             run.release(failed=True)
+            if error is not None and isinstance(e, OSError):  # the disk that failed a save
+                raise error from None
             raise
         run.release()
         if self.cluster.is_primary and cfg.learning_curve:
@@ -350,7 +354,7 @@ class Trainer:
             self._save(run, params_update)
         if run.best is not None:
             run.best.flush()
-        run.saver.ckpt.wait()
+        run.saver.wait()  # a failed last save: one line, on every process
         donated = non_finite and self.engine.donates_on_failure  # no state to digest or hand
         summary = self._final_summary(run, donated, params_update)
         if not donated and self.cluster.is_primary and self.hooks.save_last is not None:
@@ -373,6 +377,8 @@ class Trainer:
         summary["runtime"] = self.engine.name
         summary["initial_params_sha256"], summary["initial_state_sha256"] = run.initial_digests
         summary["resumed_from_update"] = run.resumed_from
+        summary["checkpoint_fallback"] = run.checkpoint_fallback
+        summary["warm_start_fallback"] = self._warm_notes or None
         if not donated:  # else the state was donated to the update that failed
             summary["params_sha256"], summary["state_sha256"] = self.engine.digests()
             # Each process digests its own copy: equal digests mean bit-identical params.

@@ -39,8 +39,8 @@ from jaxrl_dist.run.policy import (
     StepGoneError,
     checkpoint_dir,
     list_steps,
-    load_policy,
     load_policy_at,
+    locate_step,
 )
 from jaxrl_dist.run.video import (
     VIDEO_MAX_FRAMES,
@@ -175,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
 def evaluate_once(args: argparse.Namespace) -> int:
     """Evaluates one checkpoint (and records a video): prints the table, writes the JSON."""
     ckpt_dir = checkpoint_dir(args.run_dir)
-    policy = load_policy(args.run_dir, args.step or "latest", args.agent)
+    # "latest" is the newest intact step: a damaged newer one is named on stderr and in the JSON
+    notes: list[str] = []
+    located = locate_step(args.run_dir, args.step or "latest", args.agent, warn=notes.append)
+    policy = load_policy_at(*located, args.agent)
+    for line in notes:
+        print(f"warning: {line}", file=sys.stderr)
     if args.video is not None:  # before anything is evaluated or written
         problem = pillow_problem() or render_problem(policy.env_id, policy.env_kwargs)
         if problem:
@@ -183,6 +188,8 @@ def evaluate_once(args: argparse.Namespace) -> int:
     result = _evaluate(policy, args)
     record = result.record()
     record.update(exact_losses(policy, record))
+    if notes:
+        record["checkpoint_note"] = notes[0]
     print(TABLE_HEADER)
     print(table_row(record), flush=True)
     if "exact_loss_rate" in record:
