@@ -36,6 +36,9 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import provenance  # noqa: E402
 
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
 
@@ -129,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--episodes", type=int, default=20, help="fresh episodes per policy")
     parser.add_argument("--z", type=float, default=3.0, help="standard errors allowed")
     parser.add_argument("--out", required=True, help="the JSON to write")
+    provenance.add_argument(parser)
     return parser
 
 
@@ -155,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    origin = provenance.capture(args.allow_dirty, devices=False)
     checked = [check_run(r, args.episodes, args.z) for r in runs]
     policies = [p for c in checked for p in c["policies"]]
     result = {
@@ -166,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "best_within_noise": sum(p["within_noise"] for p in policies),
         "best_checked": len(policies),
         "final_ok": sum(c["final_ok"] for c in checked),
+        "provenance": origin,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

@@ -145,7 +145,7 @@ def test_the_readme_tour_runs_as_written(tmp_path, monkeypatch):
             ]
         _run_here(argv[1:])
     assert (tmp_path / "runs" / "cp" / "summary.json").is_file()
-    assert glob.glob(str(tmp_path / "runs" / "cp" / "eval" / "step_*_greedy.json"))
+    assert glob.glob(str(tmp_path / "runs" / "cp" / "eval" / "best_*_greedy.json"))
     assert (tmp_path / "runs" / "cp" / "learning_curve.png").is_file()
     # Every other evaluate.py and plot.py command of the docs on a CartPole run, on this one.
     others = _run_commands(("scripts/evaluate.py", "scripts/plot.py")) - set(lines)

@@ -161,7 +161,7 @@ def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
             "seats.games": "(('rb','ppo'),('ppo','rb'))",
             "agents.ppo.warm_start": workdir + "@latest",
             "total_env_steps": "4000",
-            "max_updates_per_s": "60",
+            "max_updates_per_s": "20",
         },
     )
     work = str(tmp_path / "fixed")
@@ -182,13 +182,13 @@ def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
     assert (ppo["learning"], ppo["updates"], ppo["env_steps"]) == (False, 0, 0)
     assert ppo["params_sha256"] == tree_digest(fixed)
     assert rb["updates"] > 0 and summary["env_steps"] >= 4000
-    # Rainbow's learner capped at 60 updates a second (about 100 uncapped here), its own cap;
-    # the fixed agent has none.
+    # Rainbow's learner capped at 20 updates a second, its own cap: below what it makes uncapped
+    # even on a slow day (at 60 it sometimes never had to wait); the fixed agent has none.
     records = [json.loads(line) for line in open(os.path.join(work, "metrics.jsonl"))]
     capped = [r for r in records if "rb/stats/cap_wait_s" in r]
     assert len(capped) >= 5 and not any("ppo/stats/cap_wait_s" in r for r in records)
     assert sum(r["rb/stats/cap_wait_s"] for r in capped) > 0
-    assert all(r["rb/charts/updates_per_s"] <= 60 * 4 / 3 for r in capped[1:]), capped
+    assert all(r["rb/charts/updates_per_s"] <= 20 * 4 / 3 for r in capped[1:]), capped
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@
 One evaluation is `jaxrl_dist.evaluate` (`tools/evaluation.py`): `--episodes` episodes on
 fresh envs (`--envs`; by default one each, its first), seeded by default with the run's seed +
 `SEED_OFFSET`, so they are not the episodes the run's own evaluations played. It prints a
-table row and writes JSON (default `RUN_DIR/eval/step_<N>_<mode>.json`) with the per-episode
+table row and writes JSON (default `RUN_DIR/eval/step_<N>_<mode>.json`, `best_<N>_...` for
+`--step best`) with the per-episode
 returns. `--follow` evaluates each new
 checkpoint of a run while it trains and appends one JSON line per step to
 `RUN_DIR/validation.jsonl`; it stops when the run writes its `summary.json`, or after
@@ -79,7 +80,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--mode", default="greedy", help="greedy or sampled actions")
     p.add_argument("--seed", type=int, help=f"env seed (default: the run's + {SEED_OFFSET})")
-    p.add_argument("--json", help="output file (default RUN_DIR/eval/step_<N>_<mode>.json)")
+    p.add_argument(
+        "--json",
+        help="output file (default RUN_DIR/eval/step_<N>_<mode>.json; best_<N>_... for best)",
+    )
     p.add_argument("--video", help="also record one episode to this .gif")
     p.add_argument(
         "--opponent",
