@@ -10,7 +10,11 @@ first when it is even (ABBA), so a drift of the machine's speed falls on both. `
 - `impala_xla`: `throughput.py --config configs/impala_cartpole.py --stages end_to_end` (the
   default CartPole config: the XLA actor loop), SPS of its measured window;
 - `anakin_ppo`: `anakin_throughput.library_sps` on `configs/anakin_ppo_cartpole.py` (evaluation
-  off), SPS from the first chunk's end to the last.
+  off), SPS from the first chunk's end to the last;
+- `impala_cartpole_eval`, `impala_atari_eval`: whole `scripts/train.py` runs with evaluation
+  beside training on (`TRAIN_RUNS`), SPS between the first training log line after the
+  compilation and the last: what evaluation snapshots and best saves cost. `--keep-best 0,1`
+  gives each tree its `keep_best_checkpoints` (0 was the old default, 1 the new one).
 
 The ratio of a pair is new SPS over old; the result is the median ratio with a bootstrap 95%
 interval, written to `benchmarks/results/<device>/sps_pairs_<what>.json` and `.md` with the
@@ -41,9 +45,40 @@ ANAKIN_CODE = (
 )
 
 
-def measure(tree: str, what: str, seconds: float, steps: int) -> float:
+# Whole training runs as a user starts them, evaluation beside training on (what issue 55's
+# snapshots and best saves may cost): `scripts/train.py` with these overrides; the SPS of the
+# training log lines after the first (compilation) to the last, evaluations included.
+TRAIN_RUNS = {
+    # The default run, evaluating every 25 updates, not stopping at its target.
+    "impala_cartpole_eval": (
+        "configs/impala_cartpole.py",
+        ["--config.stop_at_eval_return=none", "--config.total_env_steps=200000"],
+    ),
+    # The Atari default (IMPALA's ResNet, the XLA loop in two env groups), evaluated beside
+    # training every 10 updates on 2 short greedy episodes (the config's every 2,000 updates
+    # of 10 full episodes never comes within a CPU window), checkpoints every 20 updates.
+    "impala_atari_eval": (
+        "configs/impala_atari.py",
+        [
+            "--config.total_env_steps=30720",
+            "--config.eval_every_updates=10",
+            "--config.eval_episodes=2",
+            "--config.eval_env_kwargs={'max_episode_steps': 300}",
+            "--config.checkpoint_every_updates=20",
+            "--config.eval_in_background=true",
+            "--config.keep_best_checkpoints=0",
+        ],
+    ),
+}
+
+
+def measure(
+    tree: str, what: str, seconds: float, steps: int, keep_best: int | None = None
+) -> float:
     """One measurement in a fresh process of `tree`; its SPS."""
     env = {**os.environ, "PYTHONPATH": tree}
+    if what in TRAIN_RUNS:
+        return _train_sps(tree, env, *TRAIN_RUNS[what], keep_best)
     if what == "impala_xla":
         with tempfile.TemporaryDirectory() as out:
             command = [
@@ -72,6 +107,25 @@ def measure(tree: str, what: str, seconds: float, steps: int) -> float:
     return float(json.loads(out.stdout.strip().splitlines()[-1])["sps"])
 
 
+def _train_sps(
+    tree: str, env: dict, config: str, overrides: list[str], keep_best: int | None
+) -> float:
+    """SPS of a `scripts/train.py` run of `tree` between its first and last training log line
+    (`keep_best`: `keep_best_checkpoints` for this tree, else the overrides' or the default)."""
+    if keep_best is not None:
+        overrides = [o for o in overrides if not o.startswith("--config.keep_best_checkpoints")]
+        overrides = [*overrides, f"--config.keep_best_checkpoints={keep_best}"]
+    with tempfile.TemporaryDirectory() as out:
+        workdir = os.path.join(out, "run")
+        command = [sys.executable, "scripts/train.py", "--config", config, "--workdir", workdir]
+        command += ["--quiet", "--config.learning_curve=false", *overrides]
+        subprocess.run(command, cwd=tree, env=env, check=True, capture_output=True)
+        with open(os.path.join(workdir, "metrics.jsonl")) as f:
+            lines = [r for r in map(json.loads, f) if "charts/sps" in r]
+    first, last = lines[1], lines[-1]  # the first line's window holds the compilation
+    return (last["env_steps"] - first["env_steps"]) / (last["wall_time_s"] - first["wall_time_s"])
+
+
 def _measure_anyway(tree: str) -> list[str]:
     """A tree from `git archive` has no .git: a throughput.py that records its provenance
     must be told to measure it anyway (this harness records its own)."""
@@ -90,7 +144,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", required=True, help="the tree before the change")
     parser.add_argument("--new", required=True, help="the tree after the change")
-    parser.add_argument("--what", choices=("impala_xla", "anakin_ppo"), required=True)
+    parser.add_argument("--what", choices=("impala_xla", "anakin_ppo", *TRAIN_RUNS), required=True)
+    parser.add_argument(
+        "--keep-best",
+        default=None,
+        help="OLD,NEW: keep_best_checkpoints for each tree's train runs (e.g. 0,1: the old "
+        "tree's default against the new one's), else the run's own",
+    )
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=10.0, help="impala_xla's window")
     parser.add_argument("--steps", type=int, default=262_144, help="anakin_ppo's env steps")
@@ -98,19 +158,26 @@ def main(argv: list[str] | None = None) -> None:
     provenance.add_argument(parser)
     args = parser.parse_args(argv)
     origin = provenance.capture(args.allow_dirty)
+    keep = (
+        dict(zip(("old", "new"), map(int, args.keep_best.split(",")), strict=True))
+        if (args.keep_best)
+        else {}
+    )
     pairs = []
     for i in range(1, args.pairs + 1):
         order = ("old", "new") if i % 2 else ("new", "old")
         sps = {}
         for side in order:
             tree = args.old if side == "old" else args.new
-            sps[side] = measure(tree, args.what, args.seconds, args.steps)
+            sps[side] = measure(tree, args.what, args.seconds, args.steps, keep.get(side))
         pairs.append({**sps, "ratio": round(sps["new"] / sps["old"], 4), "first": order[0]})
         print(f"pair {i}: old {sps['old']:,.0f} new {sps['new']:,.0f} ratio {pairs[-1]['ratio']}")
     ratios = [p["ratio"] for p in pairs]
     median = round(float(np.median(ratios)), 4)
     result = {
         "what": args.what,
+        "train_run": TRAIN_RUNS.get(args.what),
+        "keep_best_checkpoints": keep or None,
         "old": args.old,
         "new": args.new,
         "environment": environment(),
