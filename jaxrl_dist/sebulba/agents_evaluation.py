@@ -118,8 +118,8 @@ class SlotEvaluator:
     """Several agents of one run on a simultaneous-move task (`config.agent_slots`): agent `i`
     of every evaluation env is played by agent `slots[i]` with its params. `run(params: {name:
     params}, ...)`'s returns are `[episodes, agents]`, one column per slot (what
-    `reward_metric` sees), with `NAME/return` (the mean over that agent's slots) beside the
-    run's statistics. Same interface as `Evaluator`."""
+    `reward_metric` sees), with each agent's statistics over its slots (`NAME/return`,
+    `NAME/return_std`, ...) beside the run's. Same interface as `Evaluator`."""
 
     def __init__(
         self, config: Any, cores: dict[str, Any], device: jax.Device, slots: tuple[str, ...]
@@ -167,13 +167,11 @@ class SlotEvaluator:
             ended = np.logical_or(terminated, truncated)
             episodes.add(agent_rewards(reward, agents, team=False), ended)
             first, was_last = was_last, np.repeat(ended, agents)
-        result = episodes.result()
-        extra = {
-            f"{name}/return": float(
-                result.returns[:, [i for i, s in enumerate(self._slots) if s == name]].mean()
-            )
-            for name in self._acting
-        }
+        result, extra = episodes.result(), {}
+        for name in self._acting:  # over that agent's slots: NAME/return, NAME/return_std, ...
+            columns = [i for i, s in enumerate(self._slots) if s == name]
+            mine = EvalResult(result.returns[:, columns], result.lengths).stats()
+            extra.update({f"{name}/{k}": v for k, v in mine.items()})
         return EvalResult(result.returns, result.lengths, extra)
 
     def close(self) -> None:
