@@ -43,11 +43,20 @@ import provenance  # noqa: E402
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
 
 
-def within_noise(run: tuple[float, float, int], fresh: tuple[float, float, int], z: float) -> bool:
-    """Whether two evaluations' means (mean, std, episodes each) differ by at most `z` standard
-    errors of their difference (or are equal)."""
+def standard_errors(run: tuple[float, float, int], fresh: tuple[float, float, int]) -> float:
+    """How many standard errors of their difference two evaluations' means (mean, std,
+    episodes each) are apart: 0 when equal, inf when they differ without noise."""
     (m1, s1, n1), (m2, s2, n2) = run, fresh
-    return abs(m1 - m2) <= z * math.sqrt(s1**2 / n1 + s2**2 / n2) or m1 == m2
+    if m1 == m2:
+        return 0.0
+    se = math.sqrt(s1**2 / n1 + s2**2 / n2)
+    return abs(m1 - m2) / se if se else math.inf
+
+
+def within_noise(run: tuple[float, float, int], fresh: tuple[float, float, int], z: float) -> bool:
+    """Whether two evaluations' means differ by at most `z` standard errors of their difference
+    (or are equal)."""
+    return standard_errors(run, fresh) <= z
 
 
 def recorded(meta: dict[str, Any], agent: str | None) -> tuple[float, float, int]:
@@ -96,6 +105,7 @@ def check_run(workdir: str, episodes: int, z: float) -> dict[str, Any]:
                 "best_step": policy.step,
                 "recorded": dict(zip(("mean", "std", "episodes"), mine, strict=True)),
                 "evaluated": dict(zip(("mean", "std", "episodes"), fresh, strict=True)),
+                "standard_errors": round(standard_errors(mine, fresh), 3),
                 "within_noise": within_noise(mine, fresh, z),
             }
         )

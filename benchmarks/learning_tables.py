@@ -1,5 +1,6 @@
-"""The learning figures of the README and `docs/results/`, generated from the results files they
-cite, so a page cannot drift from its files.
+"""The learning figures of the README and `docs/results/` (and any other figure marked as a
+results file's value), generated from the results files they cite, so a page cannot drift from
+its files.
 
     python benchmarks/learning_tables.py            # rewrite the generated parts of the pages
     python benchmarks/learning_tables.py --check    # exit 1 (and name them) if a page differs
@@ -30,6 +31,20 @@ sweep judged again at target T (`restate_learning.py --at-target T`).
 
     <!-- learning-p: NAME_A > NAME_B -->...<!-- /learning-p -->
     (inline: the probability that a seed of A ends above a seed of B, with its interval)
+
+    <!-- figure: cpu/NAME.json KEY.PATH {:.2f} -->...<!-- /figure -->
+    (inline: one value of any results file under benchmarks/results/, formatted)
+
+    <!-- best: quiet=NAME; load 1=NAME -->...<!-- /best -->
+    (inline: how many bests, scored again by `scripts/evaluate.py --step best`, were within
+    the noise of the evaluation the run recorded)
+
+    <!-- best-check                       (rows: NAME | labels; files of `best_check.py` in
+    impala_cartpole_issue55 | quiet        benchmarks/results/cpu/best_check/)
+    -->  ... <!-- /best-check -->
+    (per sweep: the seeds that reached the target, their bests scored again within the
+    evaluation's noise, the largest difference in standard errors, the finals at or above the
+    stop line or explained)
 """
 
 from __future__ import annotations
@@ -50,6 +65,17 @@ from learning_report import at_target, iqm_text, is_small, number  # noqa: E402
 from seed_statistics import improvement_ci, probability_of_improvement  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "cpu", "learning")
+BEST_CHECKS = os.path.join(HERE, "results", "cpu", "best_check")
+# <!-- figure: cpu/sps_pairs_impala_xla.json median_ratio {:.2f} -->0.99<!-- /figure -->: a value
+# of any results file (a path under benchmarks/results/, a dotted key, list indices as
+# numbers), formatted.
+FIGURE = re.compile(
+    r"<!-- figure: (?P<path>\S+) (?P<key>\S+) (?P<fmt>[^>]*?) -->(?P<body>.*?)<!-- /figure -->"
+)
+INLINE_BEST = re.compile(r"<!-- best: (?P<spec>[^>]*?) -->(?P<body>.*?)<!-- /best -->")
+BEST_BLOCK = re.compile(
+    r"<!-- best-check\n(?P<spec>.*?)-->\n(?P<body>.*?)<!-- /best-check -->", re.DOTALL
+)
 PAGES = ("README.md", "docs/results/learning.md", "docs/results/performance.md")
 IMPROVEMENT_REPS = 2000  # rliable's README uses 2,000 resamples for this statistic
 BLOCK = re.compile(
@@ -94,6 +120,10 @@ def load(name: str, root: str = RESULTS) -> tuple[dict[str, Any], dict[str, Any]
 def render(text: str, root: str = RESULTS) -> str:
     """`text` with every marked part generated again from the files it names."""
     text = BLOCK.sub(lambda m: _block(m, root), text)
+    checks = os.path.join(root, "..", "best_check")
+    text = BEST_BLOCK.sub(lambda m: _best_block(m, checks), text)
+    text = INLINE_BEST.sub(lambda m: _inline_best(m, checks), text)
+    text = FIGURE.sub(lambda m: _figure(m, os.path.join(root, "..", "..")), text)
     text = INLINE_P.sub(lambda m: _inline_p(m, root), text)
     return INLINE.sub(lambda m: _inline(m, root), text)
 
@@ -259,6 +289,79 @@ def _sentence(label: str, agg: dict[str, Any], target: float) -> str:
         f", {agg['held']}/{n} hold it at their last evaluation (IQM {number(last['iqm'], small)}, "
         f"95% CI {low} to {high})"
     )
+
+
+def _figure(match: re.Match, results: str) -> str:
+    """One value of a results file, as the marker formats it."""
+    path = os.path.join(results, match["path"])
+    try:
+        with open(path) as f:
+            value: Any = json.load(f)
+    except OSError:
+        raise SpecError(f"no results file {os.path.relpath(path, ROOT)}") from None
+    for part in match["key"].split("."):
+        try:
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        except (KeyError, IndexError, ValueError):
+            raise SpecError(f"{match['path']} has no {match['key']!r}") from None
+    body = match["fmt"].format(value)
+    return f"<!-- figure: {match['path']} {match['key']} {match['fmt']} -->{body}<!-- /figure -->"
+
+
+def _best_check(name: str, root: str) -> dict[str, Any]:
+    path = os.path.join(root, name + ".json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError:
+        raise SpecError(f"{name}: no best_check file {os.path.relpath(path, ROOT)}") from None
+
+
+def _inline_best(match: re.Match, root: str) -> str:
+    """`quiet: --step best of 20/20 seeds scored within noise ...` for each `label=NAME`."""
+    parts = []
+    for item in match["spec"].split(";"):
+        label, _, name = item.strip().rpartition("=")
+        check = _best_check(name.strip(), root)
+        text = f"{label.strip()}: " if label.strip() else ""
+        parts.append(
+            f"{text}`--step best` of {check['best_within_noise']}/{check['best_checked']} "
+            f"scored again within noise"
+        )
+    body = "; ".join(parts)
+    return f"<!-- best: {match['spec']} -->{body}<!-- /best -->"
+
+
+def _best_block(match: re.Match, root: str) -> str:
+    """A table of `best_check.py` files: does each sweep's `best` hold what its runs recorded?"""
+    spec = match["spec"]
+    header = [
+        "run",
+        "condition",
+        "seeds reaching the target",
+        "`--step best` within the noise of the recorded evaluation",
+        "largest difference (standard errors)",
+        "final evaluation at or above the stop line, or explained",
+        "result",
+    ]
+    lines = [_row(header), "|" + " --- |" * len(header)]
+    for line in (row.strip() for row in spec.strip().splitlines()):
+        name, *labels = (cell.strip() for cell in line.split("|"))
+        check = _best_check(name, root)
+        policies = [p for run in check["runs"] for p in run["policies"]]
+        worst = max((p["standard_errors"] for p in policies), default=0.0)
+        commit = (check["provenance"]["source"]["git_commit"] or "?")[:7]
+        cells = [
+            *labels,
+            f"{check['reached']} / {len(check['runs'])}",
+            f"**{check['best_within_noise']} / {check['best_checked']}**",
+            f"{worst:.2f} (allowed {check['z']:g})",
+            f"{check['final_ok']} / {len(check['runs'])}",
+            f"`{name}` ({commit})",
+        ]
+        lines.append(_row(cells))
+    table = "\n".join(lines)
+    return f"<!-- best-check\n{spec}-->\n\n{table}\n\n<!-- /best-check -->"
 
 
 def _row(cells: list[str]) -> str:

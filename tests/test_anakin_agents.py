@@ -45,7 +45,7 @@ def run(tmp_path_factory):
     return workdir, result.summary, seen
 
 
-def test_each_agent_learns_in_lockstep(run):
+def test_each_agent_updates_in_lockstep(run):
     workdir, summary, _ = run
     rb, ppo = summary["agents"]["rb"], summary["agents"]["ppo"]
     assert summary["updates"] == rb["updates"] == ppo["updates"] == UPDATES

@@ -31,7 +31,7 @@ def rainbow_run(tmp_path_factory):
     )
 
 
-def test_quick_run_learns_from_the_device_replay(rainbow_run):
+def test_quick_run_updates_from_the_device_replay(rainbow_run):
     """16 rollouts; the replay holds min_size=512 transitions after the second, so 15 of them
     are followed by 16 updates each; the log has the learner's prioritized metrics."""
     workdir, summary = rainbow_run

@@ -46,7 +46,8 @@ def _records(workdir):
         return [json.loads(line) for line in f]
 
 
-def test_a_server_batches_two_actors_and_the_run_learns(tmp_path):
+def test_a_server_batches_two_actors(tmp_path):
+    """Learning through the server: `test_learning_claims.py`."""
     work = str(tmp_path / "run")
     config = _config("--config.total_env_steps=12800", "--config.inference.timeout_ms=50")
     result = Trainer(config, work, quiet=True).run()
@@ -56,7 +57,6 @@ def test_a_server_batches_two_actors_and_the_run_learns(tmp_path):
     # Two actors of 16 envs per recv() and a 50 ms window: batches hold both actors' requests.
     assert max(r["inference/requests_per_batch"] for r in logged) > 1.5
     assert max(r["inference/envs_per_batch"] for r in logged) > 16
-    assert result.final_eval_return > 30  # a random CartPole policy scores about 22
 
 
 def test_a_failed_server_is_restarted_within_the_budget(tmp_path, monkeypatch):

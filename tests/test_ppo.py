@@ -11,7 +11,6 @@ from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.agents.distributions import Categorical
 from jaxrl_dist.agents.ppo import PPOConfig, advantages_and_targets, ppo_loss
 from jaxrl_dist.config.cli import parse_args
-from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import Rollout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,16 +104,6 @@ def test_vtrace_targets_equal_gae_targets_on_policy():
     )
     np.testing.assert_allclose(gae[1], vtr[1], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(gae[2], vtr[2])
-
-
-def test_ppo_learns_cartpole(tmp_path):
-    config_file = os.path.join(ROOT, "configs", "ppo_cartpole.py")
-    config, _ = parse_args(["--config", config_file, "--workdir", "unused", "--config.seed=2"])
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
-    # The bar benchmarks/learning.py showed 20 of 20 seeds clear, quiet and under --load 1.
-    assert summary["env_steps_to_target"] is not None, summary["evals"]
-    assert summary["env_steps_to_target"] <= 300_000
-    assert summary["best_eval_return"] >= 475, summary["evals"]
 
 
 def test_ppo_atari_quick_runs(tmp_path):

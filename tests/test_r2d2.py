@@ -243,7 +243,7 @@ def test_rainbow_points_a_recurrent_network_to_r2d2(tmp_path):
         prepare(config, str(tmp_path), False, get_engine(config.runtime))
 
 
-def test_a_quick_r2d2_run_learns_from_sequences_and_its_checkpoint_acts(tmp_path):
+def test_a_quick_r2d2_run_updates_from_sequences_and_its_checkpoint_acts(tmp_path):
     """`r2d2_memory.py:quick` through `scripts/train.py`: the sequence replay fills, the
     learner updates and logs its sequence metrics, and the checkpoint acts with its state."""
     import json

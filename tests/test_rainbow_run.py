@@ -38,7 +38,7 @@ def run(tmp_path_factory):
     return workdir, result, logs, elapsed_s
 
 
-def test_the_run_learns_from_prioritized_windows_and_returns_priorities(run):
+def test_the_run_updates_from_prioritized_windows_and_returns_priorities(run):
     _, result, logs, _ = run
     assert result.summary["stop_reason"] == "total_env_steps reached"
     losses = [x for x in logs if "losses/importance_weight_mean" in x]

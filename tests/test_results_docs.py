@@ -54,7 +54,9 @@ def test_no_hand_written_table_row_cites_a_learning_result(page):
     """A table row outside the generated parts that names a sweep (`name`) would state figures
     no test ties to the file: such a row belongs in a `learning-table` marker."""
     outside = learning_tables.BLOCK.sub("", _read(page))
+    outside = learning_tables.BEST_BLOCK.sub("", outside)
     outside = learning_tables.INLINE.sub("", outside)
+    outside = learning_tables.INLINE_BEST.sub("", outside)
     stems = _stems()
     rows = [line for line in outside.splitlines() if line.startswith("|")]
     cited = [
@@ -122,3 +124,48 @@ def _iqm_of(summary, values) -> bool:
         and np.isclose(summary["iqm"], seed_statistics.iqm(values))
         and min(values) <= low <= high <= max(values)
     )
+
+
+def test_a_best_check_table_and_sentence_state_their_file(tmp_path):
+    """`best_check.py`'s files: a table of each sweep's checks, and a sentence for a cell."""
+    learning, checks = tmp_path / "learning", tmp_path / "best_check"
+    learning.mkdir(), checks.mkdir()
+    check = {
+        "z": 3.0,
+        "reached": 2,
+        "best_within_noise": 2,
+        "best_checked": 2,
+        "final_ok": 3,
+        "runs": [
+            {"policies": [{"standard_errors": 0.5}]},
+            {"policies": [{"standard_errors": 1.25}]},
+            {"policies": []},
+        ],
+        "provenance": {"source": {"git_commit": "0123456789abcdef"}},
+    }
+    (checks / "sweep.json").write_text(json.dumps(check))
+    page = "<!-- best-check\nsweep | `x.py` | quiet\n-->\nstale\n<!-- /best-check -->"
+    table = learning_tables.render(page, str(learning))
+    assert (
+        "| `x.py` | quiet | 2 / 3 | **2 / 2** | 1.25 (allowed 3) | 3 / 3 | `sweep` (0123456) |"
+        in (table)
+    )
+    cell = learning_tables.render("<!-- best: quiet=sweep -->old<!-- /best -->", str(learning))
+    assert cell == (
+        "<!-- best: quiet=sweep -->quiet: `--step best` of 2/2 scored again within noise"
+        "<!-- /best -->"
+    )
+    with pytest.raises(learning_tables.SpecError, match="no best_check file"):
+        learning_tables.render("<!-- best: quiet=missing -->x<!-- /best -->", str(learning))
+
+
+def test_a_figure_marker_states_its_files_value(tmp_path):
+    """Any results file's value in a page: `<!-- figure: PATH KEY FORMAT -->`."""
+    learning = tmp_path / "cpu" / "learning"
+    learning.mkdir(parents=True)
+    (tmp_path / "cpu" / "pairs.json").write_text(json.dumps({"pairs": [{"ratio": 0.98765}]}))
+    page = "ratio <!-- figure: cpu/pairs.json pairs.0.ratio {:.2f} -->1.5<!-- /figure -->x"
+    assert learning_tables.render(page, str(learning)) == page.replace("1.5", "0.99")
+    for bad, message in (("cpu/none.json pairs", "no results file"), ("cpu/pairs.json nope", "no")):
+        with pytest.raises(learning_tables.SpecError, match=message):
+            learning_tables.render(f"<!-- figure: {bad} {{}} -->?<!-- /figure -->", str(learning))

@@ -64,7 +64,7 @@ def run(tmp_path_factory):
     return workdir, summary, seen
 
 
-def test_each_agent_learns_on_its_own(run):
+def test_each_agent_updates_on_its_own(run):
     workdir, summary, _ = run
     agents = summary["agents"]
     assert set(agents) == {"rb", "ppo"}
