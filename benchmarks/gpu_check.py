@@ -298,21 +298,6 @@ def _small(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return None if "/checkpoints" in info.name else info
 
 
-def device() -> str:
-    """The accelerator's name as nvidia-smi gives it, without starting JAX here (the parts
-    need the whole device)."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else "cpu"
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        return "cpu"
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
@@ -362,7 +347,7 @@ def check(args: argparse.Namespace, argv: list[str] | None) -> int:
     # cache keeps (a run's start is many small programs).
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(MIN_COMPILE_S))
     result = {
-        "device": device(),
+        "device": provenance.nvidia_smi_name(),
         "cpu_count": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "budget_s": args.budget_s,

@@ -113,7 +113,7 @@ def machine(devices: bool = True) -> dict[str, Any]:
             device=f"{first.platform}:{first.device_kind}", device_count=jax.device_count()
         )
     else:
-        found["device"] = _nvidia_smi_name()
+        found["device"] = nvidia_smi_name()
     return found
 
 
@@ -177,7 +177,9 @@ def _file_sha256(path: str) -> str | None:
     return digest.hexdigest()
 
 
-def _nvidia_smi_name() -> str:
+def nvidia_smi_name() -> str:
+    """The accelerator's name as nvidia-smi gives it ("cpu" without one), without starting JAX
+    (a benchmark's parts may need the whole device)."""
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
