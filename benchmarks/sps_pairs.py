@@ -55,13 +55,15 @@ TRAIN_RUNS = {
         ["--config.stop_at_eval_return=none", "--config.total_env_steps=200000"],
     ),
     # The Atari default (IMPALA's ResNet, the XLA loop in two env groups), evaluated beside
-    # training every 10 updates on 2 short greedy episodes (the config's every 2,000 updates
-    # of 10 full episodes never comes within a CPU window), checkpoints every 20 updates.
+    # training every 8 updates on 2 short greedy episodes (the config's every 2,000 updates
+    # of 10 full episodes never comes within a CPU window), checkpoints every 20 updates, a
+    # log line every 4 (24 updates of 1,280 env steps).
     "impala_atari_eval": (
         "configs/impala_atari.py",
         [
             "--config.total_env_steps=30720",
-            "--config.eval_every_updates=10",
+            "--config.log_every_updates=4",
+            "--config.eval_every_updates=8",
             "--config.eval_episodes=2",
             "--config.eval_env_kwargs.max_episode_steps=300",
             "--config.checkpoint_every_updates=20",
