@@ -10,6 +10,8 @@ agents, for a run of several):
 
 - `scripts/evaluate.py RUN --step best --episodes E [--agent NAME]` scores fresh episodes (seeded
   apart from the run's own) of the params `checkpoints/best/` holds;
+- the best step read is the one the summary names (for a one-agent run, its record is the
+  summary's best evaluation);
 - that score must be within the evaluation's own noise of what the run recorded for those params
   (the evaluation in the best step's meta, the summary's best for a one-agent run): the two
   means differ by at most Z standard errors of their difference, `|m_run - m_eval| <= Z *
@@ -98,11 +100,18 @@ def check_run(workdir: str, episodes: int, z: float) -> dict[str, Any]:
     for agent in names:
         policy = load_policy(workdir, "best", agent)
         mine = recorded(policy.meta, agent)
+        # The step the summary names as the best is the one read, and (one agent) its record
+        # is the summary's best evaluation.
+        named = summary["best_checkpoint_step"]
+        named = named[agent] if agent else named
+        best = summary["best_eval"] or {}
+        agrees = named == policy.step and (agent is not None or best.get("return") == mine[0])
         fresh = _evaluate(workdir, episodes, agent)
         out["policies"].append(
             {
                 "agent": agent,
                 "best_step": policy.step,
+                "summary_agrees": agrees,
                 "recorded": dict(zip(("mean", "std", "episodes"), mine, strict=True)),
                 "evaluated": dict(zip(("mean", "std", "episodes"), fresh, strict=True)),
                 "standard_errors": round(standard_errors(mine, fresh), 3),
@@ -179,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": checked,
         "reached": sum(c["reached"] for c in checked),
         "best_within_noise": sum(p["within_noise"] for p in policies),
+        "summary_agrees": sum(p["summary_agrees"] for p in policies),
         "best_checked": len(policies),
         "final_ok": sum(c["final_ok"] for c in checked),
         "provenance": origin,
@@ -194,12 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"seed {c['seed']}: final {c['final_eval_return']}, {marks or 'target not reached'}")
     print(
-        f"{result['best_within_noise']}/{result['best_checked']} bests within noise; "
+        f"{result['best_within_noise']}/{result['best_checked']} bests within noise "
+        f"({result['summary_agrees']} the summary's); "
         f"{result['final_ok']}/{len(checked)} finals at the target or explained; wrote {args.out}"
     )
-    ok = result["best_within_noise"] == result["best_checked"] and result["final_ok"] == len(
-        checked
-    )
+    checked_all = result["best_checked"]
+    ok = result["best_within_noise"] == result["summary_agrees"] == checked_all
+    ok = ok and result["final_ok"] == len(checked)
     return 0 if ok else 1
 
 
