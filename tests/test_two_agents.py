@@ -240,7 +240,8 @@ def test_one_agent_of_the_run_is_loaded_and_evaluated_by_name(run, tmp_path, cap
 
 def test_two_agents_share_a_simultaneous_move_task(tmp_path):
     """Foraging with agent "a" in each env's first slot and "b" in its second: each learns
-    from its own slot, and the reward metric gets one column per slot."""
+    from its own slot, the reward metric gets one column per slot, and `evaluate` plays an
+    agent's best as the run evaluated it."""
     seen = []
 
     def metric(returns):
@@ -254,6 +255,15 @@ def test_two_agents_share_a_simultaneous_move_task(tmp_path):
     assert a["updates"] > 0 and b["updates"] > 0 and a["params_sha256"] != b["params_sha256"]
     assert seen == [(6, 2), (6, 1), (6, 1)]  # the run's, then each agent's column
     assert {"a/return", "b/return"} <= set(summary["best_eval"])
+    # Each agent's best, scored again as the run scored it: in its slot, the other agent of the
+    # same step in the other; with the run's own seed, the run's own episodes.
+    from jaxrl_dist import evaluate
+
+    best = summary["best_eval"]
+    for name in ("a", "b"):
+        again = evaluate(str(tmp_path / "f"), 6, step="best", agent=name, seed=config.seed)
+        assert again.returns.shape == (6, 1) and again.policy.name == name
+        assert again.mean_return == pytest.approx(best[f"{name}/return"])
     with pytest.raises(ConfigError, match=r"config.agent_slots=\('a',\) must name one agent"):
         load_config("configs/two_agents_foraging.py:quick", agent_slots="('a',)")
 

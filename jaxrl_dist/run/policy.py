@@ -79,6 +79,7 @@ class Policy:
       step: the checkpoint step (the run's update count when it was saved).
       meta: the checkpoint's meta (counters such as `env_steps`, the run config).
       directory: the checkpoint dir it was read from (None if built in memory).
+      name: which agent of a run of several it is (`config.agents`), else None.
     """
 
     def __init__(
@@ -90,8 +91,10 @@ class Policy:
         *,
         meta: dict[str, Any] | None = None,
         directory: str | None = None,
+        name: str | None = None,
     ):
         self.params = jax.device_put(params)  # once, not at every act call
+        self.name = name
         self.agent = agent
         self.description = description
         self.step = step
@@ -144,6 +147,14 @@ class Policy:
                 f"{self.env_id}; evaluate on an env with the same spaces"
             )
         return env
+
+    @property
+    def run_slots(self) -> tuple[str, ...]:
+        """The agent playing each of an env's agents in the run this policy is an agent of
+        (`config.agent_slots` of a simultaneous task shared by several agents), else ()."""
+        run = self.meta.get("config") or {}
+        slots = tuple(run.get("agent_slots") or ())
+        return slots if self.name is not None and self.name in slots else ()
 
     @property
     def eval_opponent(self) -> str:
@@ -280,7 +291,7 @@ def load_policy_at(directory: str, step: int, agent: str | None = None) -> Polic
         directory, step, "the params", lambda: restore_params(directory, step, agent)
     )
     params = _fit_params(params, built, f"the params of step {step}")
-    return Policy(params, built, description, step, meta=meta, directory=directory)
+    return Policy(params, built, description, step, meta=meta, directory=directory, name=agent)
 
 
 def _agent_meta(meta: dict[str, Any], step: int, agent: str | None) -> dict[str, Any]:

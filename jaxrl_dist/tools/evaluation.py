@@ -10,7 +10,9 @@ trained them. The episodes are played on fresh envs (EnvPool, or a JAX env behin
 interface; by default one env per episode, its first), seeded by default with the run's seed +
 `SEED_OFFSET`, so they are not the episodes the run's own evaluations played, and a rerun gives
 the same result. A turn-based game is played against an opponent (default: the run's
-`seats.eval_opponent`), the policy taking each seat in turn.
+`seats.eval_opponent`), the policy taking each seat in turn. An agent of a run of several that
+shared a simultaneous task (`config.agent_slots`) plays its own slots, the other agents of the
+same step theirs, as the run evaluated it; its returns are its slots'.
 
 Bad input raises ValueError or FileNotFoundError with one line naming the fix.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import types
 from typing import Any
 
 import jax
@@ -30,6 +33,7 @@ from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.envs.jax_envs import make_jax_env
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.envs.sources import check_env
+from jaxrl_dist.envs.workers import START_TIMEOUT_S
 from jaxrl_dist.run.checkpoint_steps import split_step
 from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
 from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
@@ -43,6 +47,7 @@ from jaxrl_dist.run.policy import (
     policy_from_config,
 )
 from jaxrl_dist.run.summary import RunResult
+from jaxrl_dist.sebulba.agents_evaluation import SlotEvaluator
 from jaxrl_dist.sebulba.evaluation import make_evaluator
 
 MODES = ("greedy", "sampled")
@@ -247,6 +252,8 @@ def _play(
     """`episodes` episodes on `envs` new envs (0: one each). New envs each time (not one
     evaluator kept for `evaluate.py --follow`): EnvPool seeds an env only when it is made, so
     only new envs give every call the same starting states, and a rerun the same result."""
+    if policy.run_slots:
+        return _play_slots(policy, episodes, greedy, seed, env, envs)
     if plays_in_jax(*env, check_env(*env)):
         return _play_jax(policy, make_jax_env(*env), episodes, greedy, seed, envs)
     setup = EvalSetup(*env, episodes, seed, policy.agent.actor, jax.local_devices()[0], envs)
@@ -273,6 +280,32 @@ def _play(
         return evaluator.run(policy.params, greedy=greedy)
     finally:
         evaluator.close()
+
+
+def _play_slots(
+    policy: Policy, episodes: int, greedy: bool, seed: int, env: tuple[str, dict], envs: int
+) -> EvalResult:
+    """An agent of a run of several sharing a simultaneous task (`config.agent_slots`), played
+    as the run evaluated it: in its own slots, the other slots by the other agents' params of
+    the same step. Returns its slots' columns (`[episodes, its slots]`)."""
+    slots = policy.run_slots
+    agents = {name: load_policy_at(policy.directory, policy.step, name) for name in set(slots)}
+    agents[policy.name] = policy
+    run = types.SimpleNamespace(
+        eval_env=env,
+        eval_episodes=episodes,
+        seed=seed,
+        eval_envs=envs,
+        env_start_timeout_s=START_TIMEOUT_S,
+    )
+    cores = {name: p.agent.actor for name, p in agents.items()}
+    evaluator = SlotEvaluator(run, cores, jax.local_devices()[0], slots)
+    try:
+        result = evaluator.run({name: p.params for name, p in agents.items()}, greedy=greedy)
+    finally:
+        evaluator.close()
+    mine = [i for i, slot in enumerate(slots) if slot == policy.name]
+    return EvalResult(result.returns[:, mine], result.lengths)
 
 
 def _play_jax(
