@@ -157,6 +157,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="impala_xla's window")
     parser.add_argument("--steps", type=int, default=262_144, help="anakin_ppo's env steps")
     parser.add_argument("--out-dir", default=None)
+    parser.add_argument("--name", default=None, help="the results file (default sps_pairs_WHAT)")
+    parser.add_argument(
+        "--commits", default=None, help="OLD,NEW: the commits the two trees were archived from"
+    )
     provenance.add_argument(parser)
     args = parser.parse_args(argv)
     origin = provenance.capture(args.allow_dirty)
@@ -182,6 +186,9 @@ def main(argv: list[str] | None = None) -> None:
         "keep_best_checkpoints": keep or None,
         "old": args.old,
         "new": args.new,
+        "commits": dict(zip(("old", "new"), args.commits.split(","), strict=True))
+        if args.commits
+        else None,
         "environment": environment(),
         "provenance": origin,
         "pairs": pairs,
@@ -195,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{median} (95% CI {result['ratio_ci95']}); old median {result['old_median_sps']:,.0f}, "
         f"new median {result['new_median_sps']:,.0f}\n"
     )
-    write_result(args.out_dir, f"sps_pairs_{args.what}", result, table)
+    write_result(args.out_dir, args.name or f"sps_pairs_{args.what}", result, table)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,8 @@ LONGEST_FIRST = (
     "test_multiprocess_agents.py",
     "test_multiprocess_envs.py",
     "test_docs.py",
+    "test_learning_claims.py",
+    "test_checkpoint_damage.py",
     "test_recurrent.py",
     "test_own_envs.py",
     "test_benchmarks.py",

@@ -265,7 +265,7 @@ def test_the_docs_benchmark_and_launch_commands_run_small(tmp_path):
     _run_small([*small, "--allow-dirty"], tmp_path)  # a working tree may differ from HEAD
     assert out.is_file()
     for what in ("impala_xla", "anakin_ppo"):
-        pairs = _doc_line("benchmarks/sps_pairs.py", what)
+        pairs = _doc_line("benchmarks/sps_pairs.py", f"--what {what} --pairs 10")
         small = {"--old": ROOT, "--new": ROOT, "--pairs": "1", "--seconds": "0.5"}
         small |= {"--steps": "4096", "--out-dir": str(tmp_path / "pairs")}
         _run_small([*_smaller(pairs, small), "--allow-dirty"], tmp_path)
