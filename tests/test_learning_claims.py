@@ -37,7 +37,13 @@ CLAIMS = {
         "impala_cartpole.py",
         "impala_cartpole_central",
         0,
-        ("--config.inference.client=server", "--config.num_actor_threads=2"),
+        # As the sweep ran (e582ada), when the Python actor loop was the default: the XLA
+        # loop runs inference inside its unroll, with no server to call.
+        (
+            "--config.inference.client=server",
+            "--config.num_actor_threads=2",
+            "--config.actor_loop=python",
+        ),
     ),
     "two_agents": (
         "two_agents_foraging.py",
