@@ -7,7 +7,11 @@ met it). The bound is read from the results file the README's claim cites, so a 
 test cannot drift apart; a run that takes longer, or ends below the target, fails.
 
 Sebulba's runs are asynchronous, so their steps to the target vary from run to run (the sweeps
-give the spread: `docs/results/learning.md`); Anakin's are a pure function of the seed.
+give the spread: `docs/results/learning.md`); Anakin's are a pure function of the seed. Where a
+claim's sweeps have runs past the bound (IMPALA: 7 of its 40 runs crossed after 3x the median,
+the two agents 2 of 40), the test tries up to three seeds and passes on the first that holds
+(the chance all three of a learner as good as its claim miss is about 1 in 200); a learner that
+does not learn misses on every one.
 """
 
 from __future__ import annotations
@@ -24,19 +28,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "cpu", "learning")
 FACTOR = 3  # the bound: this many times the claim's median env steps to its target
 
-# agent: (config, the claim's results file, the seed, overrides the claim's sweep used)
+# agent: (config, the claim's results file, the seeds tried in turn, overrides the sweep used)
 CLAIMS = {
-    "impala": ("impala_cartpole.py", "impala_cartpole_issue55", 0, ()),
-    "ppo": ("ppo_cartpole.py", "ppo_cartpole_issue55", 7, ()),
+    "impala": ("impala_cartpole.py", "impala_cartpole_issue55", (0, 3, 4), ()),
+    "ppo": ("ppo_cartpole.py", "ppo_cartpole_issue55", (7,), ()),
     # Seed 2 crosses at 17,136 steps in both sweeps (the median 85,112): the fast seed keeps
     # the suite's time; its bound is still 3x the median (capped at the config's budget).
-    "rainbow": ("rainbow_cartpole.py", "rainbow_cartpole_issue55", 2, ()),
-    "r2d2": ("r2d2_memory.py", "r2d2_memory", 1, ()),
-    "anakin_ppo": ("anakin_ppo_cartpole.py", "anakin_ppo_cartpole", 1, ()),
+    "rainbow": ("rainbow_cartpole.py", "rainbow_cartpole_issue55", (2,), ()),
+    "r2d2": ("r2d2_memory.py", "r2d2_memory", (1,), ()),
+    "anakin_ppo": ("anakin_ppo_cartpole.py", "anakin_ppo_cartpole", (1,), ()),
     "central_server": (
         "impala_cartpole.py",
         "impala_cartpole_central",
-        0,
+        (0, 1, 2),
         # As the sweep ran (e582ada), when the Python actor loop was the default: the XLA
         # loop runs inference inside its unroll, with no server to call.
         (
@@ -48,7 +52,7 @@ CLAIMS = {
     "two_agents": (
         "two_agents_foraging.py",
         "two_agents_foraging_issue55",
-        2,
+        (2, 4, 6),
         ("--config.stop_at_eval_return=0.5",),
     ),
 }
@@ -65,7 +69,19 @@ def claim_bound(name: str, budget: int) -> tuple[float, int]:
 
 @pytest.mark.parametrize("agent", list(CLAIMS))
 def test_each_headline_agent_learns_near_its_claim(agent, tmp_path):
-    config_file, claim, seed, overrides = CLAIMS[agent]
+    config_file, claim, seeds, overrides = CLAIMS[agent]
+    missed = []
+    for seed in seeds:
+        outcome = _run_to_claim(config_file, claim, seed, overrides, str(tmp_path / str(seed)))
+        if outcome is None:
+            return
+        missed.append(outcome)
+    pytest.fail(f"{agent}: no seed reached its claim: {missed}")
+
+
+def _run_to_claim(config_file, claim, seed, overrides, workdir):
+    """None if a run of `seed` reaches the claim's target within its bound and ends with a
+    policy that scored it; else what it did instead."""
     path = os.path.join(ROOT, "configs", config_file)
     argv = ["--config", path, "--workdir", "unused", f"--config.seed={seed}", *overrides]
     config, _ = parse_args([*argv, "--config.learning_curve=false"])
@@ -73,8 +89,9 @@ def test_each_headline_agent_learns_near_its_claim(agent, tmp_path):
     config, _ = parse_args(
         [*argv, "--config.learning_curve=false", f"--config.total_env_steps={bound}"]
     )
-    summary = Trainer(config, str(tmp_path / "run"), quiet=True).run().summary
+    summary = Trainer(config, workdir, quiet=True).run().summary
     reached = summary["env_steps_to_target"]
+    if reached is not None and reached <= bound and summary["final_eval_return"] >= target:
+        return None
     evals = [(e["env_steps"], round(e["return"], 3)) for e in summary["evals"]]
-    assert reached is not None and reached <= bound, (agent, bound, evals)
-    assert summary["final_eval_return"] >= target, (agent, evals)
+    return {"seed": seed, "bound": bound, "final": summary["final_eval_return"], "evals": evals}
