@@ -289,7 +289,8 @@ def _play_slots(
     as the run evaluated it: in its own slots, the other slots by the other agents' params of
     the same step. Returns its slots' columns (`[episodes, its slots]`)."""
     slots = policy.run_slots
-    agents = {name: load_policy_at(policy.directory, policy.step, name) for name in set(slots)}
+    others = set(slots) - {policy.name}  # this agent's params are loaded already
+    agents = {name: load_policy_at(policy.directory, policy.step, name) for name in others}
     agents[policy.name] = policy
     run = types.SimpleNamespace(
         eval_env=env,
