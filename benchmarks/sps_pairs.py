@@ -14,7 +14,10 @@ first when it is even (ABBA), so a drift of the machine's speed falls on both. `
 - `impala_cartpole_eval`, `impala_atari_eval`: whole `scripts/train.py` runs with evaluation
   beside training on (`TRAIN_RUNS`), SPS between the first training log line after the
   compilation and the last: what evaluation snapshots and best saves cost. `--keep-best 0,1`
-  gives each tree its `keep_best_checkpoints` (0 was the old default, 1 the new one).
+  gives each tree its `keep_best_checkpoints` (0 was the old default, 1 the new one);
+  `--env-steps` a longer run (a steadier window). Where a tree's summary records what its best
+  writes took the learner's thread (`best_saves`), each pair keeps its share of the window:
+  the cost measured inside the run, free of the machine's noise between runs.
 
 The ratio of a pair is new SPS over old; the result is the median ratio with a bootstrap 95%
 interval, written to `benchmarks/results/<device>/sps_pairs_<what>.json` and `.md` with the
@@ -30,6 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,13 +78,31 @@ TRAIN_RUNS = {
 }
 
 
+class Measurement(NamedTuple):
+    """One run's SPS, and for a training run that writes best params, the share of its
+    measured window the learner's thread spent writing them (its summary's `best_saves`)."""
+
+    sps: float
+    best_saves_share: float | None = None
+
+
 def measure(
-    tree: str, what: str, seconds: float, steps: int, keep_best: int | None = None
-) -> float:
-    """One measurement in a fresh process of `tree`; its SPS."""
+    tree: str,
+    what: str,
+    seconds: float,
+    steps: int,
+    keep_best: int | None = None,
+    env_steps: int | None = None,
+) -> Measurement:
+    """One measurement in a fresh process of `tree` (`env_steps`: a training run's budget,
+    else its `TRAIN_RUNS` one)."""
     env = {**os.environ, "PYTHONPATH": tree}
     if what in TRAIN_RUNS:
-        return _train_sps(tree, env, *TRAIN_RUNS[what], keep_best)
+        config, overrides = TRAIN_RUNS[what]
+        if env_steps:
+            overrides = [o for o in overrides if not o.startswith("--config.total_env_steps")]
+            overrides = [*overrides, f"--config.total_env_steps={env_steps}"]
+        return _train_sps(tree, env, config, overrides, keep_best)
     if what == "impala_xla":
         with tempfile.TemporaryDirectory() as out:
             command = [
@@ -101,19 +123,20 @@ def measure(
             ]
             subprocess.run(command, cwd=tree, env=env, check=True, capture_output=True)
             with open(os.path.join(out, "pair.json")) as f:
-                return float(json.load(f)["stages"]["end_to_end"]["sps"])
+                return Measurement(float(json.load(f)["stages"]["end_to_end"]["sps"]))
     code = ANAKIN_CODE.format(steps=steps)
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tree, env=env, check=True, capture_output=True, text=True
     )
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["sps"])
+    return Measurement(float(json.loads(out.stdout.strip().splitlines()[-1])["sps"]))
 
 
 def _train_sps(
     tree: str, env: dict, config: str, overrides: list[str], keep_best: int | None
-) -> float:
+) -> Measurement:
     """SPS of a `scripts/train.py` run of `tree` between its first and last training log line
-    (`keep_best`: `keep_best_checkpoints` for this tree, else the overrides' or the default)."""
+    (`keep_best`: `keep_best_checkpoints` for this tree, else the overrides' or the default),
+    and the share of that window its best writes took (a tree that records them)."""
     if keep_best is not None:
         overrides = [o for o in overrides if not o.startswith("--config.keep_best_checkpoints")]
         overrides = [*overrides, f"--config.keep_best_checkpoints={keep_best}"]
@@ -124,8 +147,13 @@ def _train_sps(
         subprocess.run(command, cwd=tree, env=env, check=True, capture_output=True)
         with open(os.path.join(workdir, "metrics.jsonl")) as f:
             lines = [r for r in map(json.loads, f) if "charts/sps" in r]
+        with open(os.path.join(workdir, "summary.json")) as f:
+            saves = json.load(f).get("best_saves")
     first, last = lines[1], lines[-1]  # the first line's window holds the compilation
-    return (last["env_steps"] - first["env_steps"]) / (last["wall_time_s"] - first["wall_time_s"])
+    window_s = last["wall_time_s"] - first["wall_time_s"]
+    # The writes of the whole run over the window: an upper bound on the window's share.
+    share = round(saves["learner_s"] / window_s, 5) if saves else None
+    return Measurement((last["env_steps"] - first["env_steps"]) / window_s, share)
 
 
 def _measure_anyway(tree: str) -> list[str]:
@@ -156,6 +184,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=10.0, help="impala_xla's window")
     parser.add_argument("--steps", type=int, default=262_144, help="anakin_ppo's env steps")
+    parser.add_argument(
+        "--env-steps",
+        type=int,
+        default=None,
+        help="a training run's budget (longer runs: a steadier window), else TRAIN_RUNS's",
+    )
     parser.add_argument("--out-dir", default=None)
     parser.add_argument("--name", default=None, help="the results file (default sps_pairs_WHAT)")
     parser.add_argument(
@@ -172,11 +206,16 @@ def main(argv: list[str] | None = None) -> None:
     pairs = []
     for i in range(1, args.pairs + 1):
         order = ("old", "new") if i % 2 else ("new", "old")
-        sps = {}
+        sps, shares = {}, {}
         for side in order:
             tree = args.old if side == "old" else args.new
-            sps[side] = measure(tree, args.what, args.seconds, args.steps, keep.get(side))
-        pairs.append({**sps, "ratio": round(sps["new"] / sps["old"], 4), "first": order[0]})
+            got = measure(tree, args.what, args.seconds, args.steps, keep.get(side), args.env_steps)
+            sps[side] = got.sps
+            if got.best_saves_share is not None:
+                shares[f"{side}_best_saves_share"] = got.best_saves_share
+        pairs.append(
+            {**sps, "ratio": round(sps["new"] / sps["old"], 4), "first": order[0], **shares}
+        )
         print(f"pair {i}: old {sps['old']:,.0f} new {sps['new']:,.0f} ratio {pairs[-1]['ratio']}")
     ratios = [p["ratio"] for p in pairs]
     median = round(float(np.median(ratios)), 4)
@@ -196,6 +235,12 @@ def main(argv: list[str] | None = None) -> None:
         "ratio_ci95": bootstrap_median(ratios),
         "old_median_sps": round(float(np.median([p["old"] for p in pairs])), 1),
         "new_median_sps": round(float(np.median([p["new"] for p in pairs])), 1),
+        "env_steps": args.env_steps,
+        # The new tree's best writes over each run's window (where its summary records them).
+        "new_best_saves_share_max": max(
+            (p["new_best_saves_share"] for p in pairs if "new_best_saves_share" in p),
+            default=None,
+        ),
     }
     table = (
         f"{args.what}: new / old end-to-end SPS over {len(pairs)} interleaved pairs: median "

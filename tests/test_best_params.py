@@ -71,6 +71,8 @@ def test_each_new_best_writes_the_params_it_scored_at_their_update(beside):
     bests = [r for r in reports if r.best]
     best = os.path.join(result.checkpoint_dir, "best")
     assert result.summary["best_checkpoint_dir"] == best
+    saves = result.summary["best_saves"]  # what writing them cost the learner's thread
+    assert saves["written"] == len(bests) and 0 < saves["learner_s"] < result.summary["wall_time_s"]
     with Checkpointer(best, create=False) as ckpt:
         assert ckpt.all_steps() == [r.updates for r in bests]  # the snapshots' updates
         assert [ckpt.metric(s) for s in ckpt.all_steps()] == [1.0, 3.0, 5.0]

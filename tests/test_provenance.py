@@ -140,7 +140,8 @@ def test_sps_pairs_and_anakin_throughput_record_provenance_and_interleave(tmp_pa
     import purejaxrl_ppo
     import sps_pairs
 
-    monkeypatch.setattr(sps_pairs, "measure", lambda tree, *a: 100.0 if tree == "o" else 110.0)
+    speed = lambda tree, *a: sps_pairs.Measurement(100.0 if tree == "o" else 110.0)  # noqa: E731
+    monkeypatch.setattr(sps_pairs, "measure", speed)
     argv = ["--old", "o", "--new", "n", "--what", "anakin_ppo", "--pairs", "2"]
     sps_pairs.main([*argv, "--out-dir", str(tmp_path), "--allow-dirty"])
     pairs = _read(tmp_path / "sps_pairs_anakin_ppo.json")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +75,9 @@ class BestPolicies:
         self._best = {name: _top(store) for name, store in self._stores.items()}
         # The newest bests not written yet (each beats those before it: the top `keep`).
         self._pending = {name: collections.deque(maxlen=keep) for name in names}
+        # What writing them cost the learner's thread (the summary's `best_saves`): how many
+        # were written, and the seconds `flush` held the thread (Orbax finishes in the back).
+        self.written, self.write_s = 0, 0.0
 
     def resume(self, up_to_update: int) -> None:
         """Deletes the bests of evaluations that landed after update `up_to_update` (the resumed
@@ -112,6 +116,7 @@ class BestPolicies:
 
     def flush(self) -> None:
         """Writes the bests kept since the last flush (with every checkpoint save)."""
+        start = time.perf_counter()
         for name, pending in self._pending.items():
             while pending:
                 snapshot, meta, metric = pending.popleft()
@@ -121,6 +126,8 @@ class BestPolicies:
                 else:
                     state = {"params": params}
                 self._save(self._stores[name], meta["updates"], state, meta, metric)
+                self.written += 1
+        self.write_s += time.perf_counter() - start
 
     @staticmethod
     def _save(store: Checkpointer, step: int, state: Any, meta: dict, metric: float) -> None:

@@ -58,14 +58,17 @@ def run_summary(
 
 def _best_checkpoints(ckpt: Checkpointer, best: BestPolicies | None) -> dict[str, Any]:
     """Where the best params are: `best_checkpoint_step` and `best_checkpoint_dir`, each a
-    value for a one-agent run or `{NAME: value}` for several (None: best saves are off)."""
+    value for a one-agent run or `{NAME: value}` for several (None: best saves are off), and
+    what writing them cost: `best_saves` (how many were written, and the seconds the learner's
+    thread spent writing them; process 0's, where the bests are written)."""
     if best is None:
-        return {"best_checkpoint_step": None, "best_checkpoint_dir": None}
+        return {"best_checkpoint_step": None, "best_checkpoint_dir": None, "best_saves": None}
+    saves = {"written": best.written, "learner_s": round(best.write_s, 4)}
     steps = best.steps()
     dirs = {name: best_dir(ckpt.directory, name if len(steps) > 1 else None) for name in steps}
     if len(steps) == 1:
         (steps,), (dirs,) = steps.values(), dirs.values()
-    return {"best_checkpoint_step": steps, "best_checkpoint_dir": dirs}
+    return {"best_checkpoint_step": steps, "best_checkpoint_dir": dirs, "best_saves": saves}
 
 
 def final_eval_note(
