@@ -7,8 +7,8 @@ What runs how:
   `evaluate.py` and `plot.py` command of the docs on a CartPole run, on the tour's run; the
   board-game evaluations on a quick tic-tac-toe run;
 - the commands of the scripts no other test runs (`actor_step.py`, `sps_pairs.py`,
-  `launch_local.py`), each on a smaller budget; the other benchmark scripts' commands run
-  small in their own tests (`test_benchmarks.py`, `test_learning_harness.py`,
+  `best_writes.py`, `launch_local.py`), each on a smaller budget; the other benchmark scripts'
+  commands run small in their own tests (`test_benchmarks.py`, `test_learning_harness.py`,
   `test_gpu_check.py`, `test_soak.py`);
 - every other `python scripts/train.py ...` line of the README and the docs: checked up to the
   start of training (its config file, every `--config.` override and flag parsed and
@@ -21,6 +21,7 @@ What runs how:
 """
 
 import glob
+import json
 import os
 import re
 import shlex
@@ -256,8 +257,9 @@ def _run_here(argv: list[str]) -> None:
 
 def test_the_docs_benchmark_and_launch_commands_run_small(tmp_path):
     """The docs' commands for scripts no other test runs, each on a smaller budget: the
-    inference-step split, before/after pairs of two source trees (here both this one), and
-    two processes launched on this machine."""
+    inference-step split, before/after pairs of two source trees (here both this one; whole
+    training runs among them), what a best write costs, and two processes launched on this
+    machine."""
     os.symlink(os.path.join(ROOT, "configs"), tmp_path / "configs")
     step = _doc_line("benchmarks/actor_step.py")
     out = tmp_path / "actor_step.json"
@@ -269,7 +271,20 @@ def test_the_docs_benchmark_and_launch_commands_run_small(tmp_path):
         small = {"--old": ROOT, "--new": ROOT, "--pairs": "1", "--seconds": "0.5"}
         small |= {"--steps": "4096", "--out-dir": str(tmp_path / "pairs")}
         _run_small([*_smaller(pairs, small), "--allow-dirty"], tmp_path)
-    assert len(os.listdir(tmp_path / "pairs")) >= 2
+    # A pair of whole training runs (evaluation beside training, best saves off and on): each
+    # new run's share of its window spent writing bests, read from its summary.
+    pairs = _doc_line("benchmarks/sps_pairs.py", "--env-steps 1000000")
+    small = {"--old": ROOT, "--new": ROOT, "--pairs": "1", "--env-steps": "19200"}
+    small |= {"--out-dir": str(tmp_path / "pairs")}
+    _run_small([*_smaller(pairs, small), "--allow-dirty"], tmp_path)
+    (pair,) = json.loads((tmp_path / "pairs" / f"{pairs[-1]}.json").read_text())["pairs"]
+    assert "old_best_saves_share" not in pair and 0 < pair["new_best_saves_share"] < 0.5
+    assert len(os.listdir(tmp_path / "pairs")) >= 3 * 2
+    writes = _doc_line("benchmarks/best_writes.py", "impala_cartpole")
+    small = [*_smaller(writes, {"--out-dir": str(tmp_path / "writes")}), "--allow-dirty"]
+    _run_small([*small, "--", "--config.total_env_steps=3200"], tmp_path)
+    result = json.loads((tmp_path / "writes" / f"{writes[-1]}.json").read_text())
+    assert result["best_saves"]["written"] >= 1 and result["seconds_per_write"] > 0
     launch = _doc_line("scripts/launch_local.py")
     launch += ["--config.total_env_steps=3200", "--config.actor_loop=python", "--quiet"]
     _run_small(launch, tmp_path)
