@@ -161,6 +161,12 @@ def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
     )
 
 
+def local_replica(tree: PyTree) -> PyTree:
+    """This process's copy of replicated arrays (on one of its devices); other leaves as they
+    are. `jax.device_put(x, device)` refuses arrays that span other processes."""
+    return jax.tree.map(lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x, tree)
+
+
 def keys_under(values: dict[str, Any], prefix: str) -> dict[str, Any]:
     """The entries of `values` whose key starts with `prefix`, the prefix removed: one part of
     a flat dict keyed "NAME/<key>" (an agent's hyperparameters or metrics, a pool's arrays);

@@ -22,20 +22,42 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
-from jaxrl_dist.config.sections import SeatsConfig
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES
-from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, keys_under, pad_rows, path_name
+from jaxrl_dist.types import (
+    ACTION_MASK,
+    AGENT_VIEW,
+    PyTree,
+    keys_under,
+    local_replica,
+    pad_rows,
+    path_name,
+)
 
 SNAPSHOT = "snapshot/"
+
+
+class SeatPlan(Protocol):
+    """What the seats' pools and roles read of a run's seats (`config.seats`, a `SeatsConfig`,
+    satisfies it): actors take these values, not the config's section."""
+
+    pool_capacity: int
+    pool_every_updates: int
+    pool_sampling: str
+    pool_pfsp_exponent: float
+
+    def roles(self, num_games: int) -> list[tuple[str, ...]]: ...
+
+    def snapshot_roles(self) -> set[str]: ...
+
+    def greedy_seat(self, seat: int) -> bool: ...
 
 
 class OpponentPool:
@@ -264,7 +286,7 @@ class SeatPools:
     ("frozen", one snapshot never replaced). One per process: its actors' players sample and
     record into it; each process saves its own (the same snapshots, its own records)."""
 
-    def __init__(self, seats: SeatsConfig, seed: int):
+    def __init__(self, seats: SeatPlan, seed: int):
         roles = seats.snapshot_roles()
         self.pools: dict[str, OpponentPool] = {}
         if POOL_ROLE in roles:
@@ -331,7 +353,7 @@ def role_arrays(arrays: dict[str, np.ndarray], role: str) -> dict[str, np.ndarra
 GREEDY = ":greedy"  # the player name of a snapshot role's greedy seats (`exploration_mask`)
 
 
-def seated_roles(seats: SeatsConfig, num_games: int) -> list[tuple[str, ...]]:
+def seated_roles(seats: SeatPlan, num_games: int) -> list[tuple[str, ...]]:
     """`seats.roles(num_games)` with snapshot roles of greedy seats named `<role>:greedy`."""
     return [
         tuple(

@@ -7,8 +7,7 @@ import threading
 import jax
 import jax.numpy as jnp
 
-from jaxrl_dist.learning.mesh import local_replica
-from jaxrl_dist.types import PyTree
+from jaxrl_dist.types import PyTree, local_replica
 
 # A jitted copy always writes new buffers. `device_put(x, d, may_alias=False)` is not enough:
 # from params replicated over several learner devices it returns device d's shard itself,

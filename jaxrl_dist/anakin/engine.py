@@ -41,14 +41,13 @@ from jaxrl_dist.envs.jax_games import SELF_ROLE, AgentsShared
 from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.envs.seats import AGENT_ROLE, POOL_ROLE
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
 from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
 from jaxrl_dist.threads import RateCap
-from jaxrl_dist.types import keys_under
+from jaxrl_dist.types import keys_under, local_replica
 
 CHUNK_S = 1.0  # the longest a chunk of updates runs between two looks at the host's events
 

@@ -17,7 +17,6 @@ from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 from jaxrl_dist.anakin.envs import make_eval_env, network_player
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.seats import AGENT_ROLE
-from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run.evaluator import (
     EVAL_SEED_PURPOSE,
     EvalResult,
@@ -25,6 +24,7 @@ from jaxrl_dist.run.evaluator import (
     env_of_episode,
     game_stats,
 )
+from jaxrl_dist.types import local_replica
 
 
 def play_episodes(

@@ -12,8 +12,8 @@ import jax
 import numpy as np
 
 from jaxrl_dist.agents.base import LearnerCore, Metrics
-from jaxrl_dist.learning.mesh import Devices, local_replica
-from jaxrl_dist.types import PyTree, Rollout
+from jaxrl_dist.learning.mesh import Devices
+from jaxrl_dist.types import PyTree, Rollout, local_replica
 
 
 class Learner:

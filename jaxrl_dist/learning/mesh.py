@@ -29,12 +29,6 @@ class Devices(NamedTuple):
         return NamedSharding(self.learner_mesh, PartitionSpec(*[None] * axis, DATA_AXIS))
 
 
-def local_replica(tree):
-    """This process's copy of replicated arrays (on one of its devices); other leaves as they
-    are. `jax.device_put(x, device)` refuses arrays that span other processes."""
-    return jax.tree.map(lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x, tree)
-
-
 def select_devices(actor_ids: tuple[int, ...], learner_ids: tuple[int, ...]) -> Devices:
     """Builds the device split from local device ids; an empty `learner_ids` means all.
 

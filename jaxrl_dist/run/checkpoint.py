@@ -21,7 +21,6 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxrl_dist.errors import RunError
-from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run import packing
 from jaxrl_dist.run.checkpoint_trees import (  # noqa: F401  re-exported: the names users import
     abstract_like,
@@ -38,6 +37,7 @@ from jaxrl_dist.run.orbax_items import (
     ProcessBytesRestore,
     ProcessBytesSave,
 )
+from jaxrl_dist.types import local_replica
 
 PROCESS_ITEMS = ("data", "pool")  # items every process saves its own file of
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better

@@ -19,7 +19,7 @@ import numpy as np
 from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.workers import START_TIMEOUT_S
-from jaxrl_dist.learning.mesh import local_replica
+from jaxrl_dist.types import local_replica
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
 

@@ -22,8 +22,8 @@ from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.learning.mesh import local_replica
 from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, first_line
+from jaxrl_dist.types import local_replica
 
 log = logging.getLogger(__name__)
 
