@@ -100,8 +100,7 @@ def measure(
     if what in TRAIN_RUNS:
         config, overrides = TRAIN_RUNS[what]
         if env_steps:
-            overrides = [o for o in overrides if not o.startswith("--config.total_env_steps")]
-            overrides = [*overrides, f"--config.total_env_steps={env_steps}"]
+            overrides = _overridden(overrides, "total_env_steps", env_steps)
         return _train_sps(tree, env, config, overrides, keep_best)
     if what == "impala_xla":
         with tempfile.TemporaryDirectory() as out:
@@ -138,8 +137,7 @@ def _train_sps(
     (`keep_best`: `keep_best_checkpoints` for this tree, else the overrides' or the default),
     and the share of that window its best writes took (a tree that records them)."""
     if keep_best is not None:
-        overrides = [o for o in overrides if not o.startswith("--config.keep_best_checkpoints")]
-        overrides = [*overrides, f"--config.keep_best_checkpoints={keep_best}"]
+        overrides = _overridden(overrides, "keep_best_checkpoints", keep_best)
     with tempfile.TemporaryDirectory() as out:
         workdir = os.path.join(out, "run")
         command = [sys.executable, "scripts/train.py", "--config", config, "--workdir", workdir]
@@ -154,6 +152,12 @@ def _train_sps(
     # The writes of the whole run over the window: an upper bound on the window's share.
     share = round(saves["learner_s"] / window_s, 5) if saves else None
     return Measurement((last["env_steps"] - first["env_steps"]) / window_s, share)
+
+
+def _overridden(overrides: list[str], field: str, value: int) -> list[str]:
+    """`overrides` with `--config.FIELD=VALUE` in place of any value they gave `field`."""
+    flag = f"--config.{field}"
+    return [*(o for o in overrides if not o.startswith(flag)), f"{flag}={value}"]
 
 
 def _measure_anyway(tree: str) -> list[str]:
