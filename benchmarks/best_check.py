@@ -69,7 +69,7 @@ def recorded(meta: dict[str, Any], agent: str | None) -> tuple[float, float, int
 
 def check_run(workdir: str, episodes: int, z: float) -> dict[str, Any]:
     """The checks of one kept run (see the module docstring)."""
-    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.checkpoints.policy import load_policy
 
     with open(os.path.join(workdir, "summary.json")) as f:
         summary = json.load(f)

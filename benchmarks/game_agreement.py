@@ -32,9 +32,9 @@ from throughput import RESULTS, device_dir, environment  # noqa: E402
 
 from jaxrl_dist.anakin.envs import network_player  # noqa: E402
 from jaxrl_dist.anakin.evaluation import JaxEvaluator  # noqa: E402
+from jaxrl_dist.checkpoints.policy import load_policy  # noqa: E402
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams  # noqa: E402
 from jaxrl_dist.run.evaluator import EvalSetup  # noqa: E402
-from jaxrl_dist.run.policy import load_policy  # noqa: E402
 from jaxrl_dist.sebulba.evaluation import make_evaluator  # noqa: E402
 
 KEYS = ("return", "win_rate", "draw_rate", "loss_rate")

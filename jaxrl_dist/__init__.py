@@ -16,7 +16,7 @@ _API = {
     "EvalReport": "jaxrl_dist.run.hooks",
     "EvalEpisode": "jaxrl_dist.run.hooks",
     "RunResult": "jaxrl_dist.run.summary",
-    "load_policy": "jaxrl_dist.run.policy",
+    "load_policy": "jaxrl_dist.checkpoints.policy",
     "evaluate": "jaxrl_dist.tools.evaluation",
     "Evaluation": "jaxrl_dist.tools.evaluation",
 }

@@ -12,7 +12,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
+from jaxrl_dist.checkpoints.store import Checkpointer, abstract_like, tree_digest
 
 
 def verdict() -> dict:

@@ -12,9 +12,9 @@ import signal
 import sys
 import threading
 
+from jaxrl_dist.checkpoints import orbax_items
+from jaxrl_dist.checkpoints.store import Checkpointer
 from jaxrl_dist.config import cli
-from jaxrl_dist.run import orbax_items
-from jaxrl_dist.run.checkpoint import Checkpointer
 
 
 def _kill() -> None:

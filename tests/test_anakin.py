@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from train_runs import IMPALA_ON_ANAKIN, interrupted_run, train_main
 
+from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.hooks import Hooks
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 
 QUICK = "configs/anakin_ppo_cartpole.py:quick"

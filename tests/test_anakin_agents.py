@@ -14,9 +14,9 @@ import jax
 import numpy as np
 import pytest
 
+from jaxrl_dist.checkpoints.store import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.run.checkpoint import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.run.hooks import Hooks, mean_return
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools.launch import TRAIN, start_processes
@@ -163,7 +163,7 @@ def test_a_fixed_warm_started_agent_on_two_processes_equals_one_process(run, tmp
 
 
 def test_one_agent_is_loaded_and_evaluated_by_name(run, tmp_path):
-    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.checkpoints.policy import load_policy
     from jaxrl_dist.tools.evaluate_cli import main as evaluate_main
 
     workdir, summary, _ = run

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from train_runs import interrupted_run, train_main
 
+from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import flows
 from jaxrl_dist.run.hooks import Hooks
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 
 QUICK = "configs/anakin_rainbow_cartpole.py:quick"

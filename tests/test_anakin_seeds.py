@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_dist.checkpoints.store import Checkpointer
 from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.trainer import Trainer
 
 QUICK = "configs/anakin_ppo_cartpole.py:quick"

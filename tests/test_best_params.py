@@ -10,22 +10,23 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.errors import RunError
-from jaxrl_dist.run import packing
-from jaxrl_dist.run.best import BestPolicies, best_dir
-from jaxrl_dist.run.checkpoint import (
+from jaxrl_dist.checkpoints import packing
+from jaxrl_dist.checkpoints.policy import load_policy
+from jaxrl_dist.checkpoints.store import (
     Checkpointer,
     _layout,
     _read_stored,
     _reader,
+    best_dir,
     restore_params,
     tree_digest,
 )
+from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.errors import RunError
+from jaxrl_dist.run.best import BestPolicies
 from jaxrl_dist.run.evaluator import EvalResult
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.monitor import EvalMonitor
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.summary import final_eval_note
 from jaxrl_dist.run.trainer import Trainer
 

@@ -11,9 +11,9 @@ import pytest
 from cli_refusal import assert_refused
 
 import jaxrl_dist
+from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs import games
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW

@@ -10,13 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from jaxrl_dist.run.checkpoint import (
+from jaxrl_dist.checkpoints.integrity import state_mismatch
+from jaxrl_dist.checkpoints.store import (
     Checkpointer,
     abstract_like,
     restore_params,
     tree_digest,
 )
-from jaxrl_dist.run.checkpoint_integrity import state_mismatch
 
 
 def _live_lists() -> int:
@@ -124,7 +124,7 @@ def test_steps_saved_before_packing_still_restore(tmp_path):
 
 
 def test_a_run_and_its_step_split_at_the_last_at_sign_only_for_a_step():
-    from jaxrl_dist.run.checkpoint_steps import split_step
+    from jaxrl_dist.checkpoints.steps import split_step
 
     assert split_step("runs/a") == ("runs/a", "latest")
     assert split_step("runs/a@best") == ("runs/a", "best")

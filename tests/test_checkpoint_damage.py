@@ -20,11 +20,11 @@ import sys
 import jax
 import pytest
 
+from jaxrl_dist.checkpoints import orbax_items
+from jaxrl_dist.checkpoints.integrity import newest_intact
+from jaxrl_dist.checkpoints.policy import load_policy
+from jaxrl_dist.checkpoints.store import restore_params, tree_digest
 from jaxrl_dist.config.cli import main, parse_args
-from jaxrl_dist.run import orbax_items
-from jaxrl_dist.run.checkpoint import restore_params, tree_digest
-from jaxrl_dist.run.checkpoint_integrity import newest_intact
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.preflight import warm_params
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.trainer import Trainer

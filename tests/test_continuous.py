@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
+from jaxrl_dist.checkpoints.store import restore_params
 from jaxrl_dist.config.cli import parse_args
-from jaxrl_dist.run.checkpoint import restore_params
 from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from jaxrl_dist import Hooks, Trainer, load_config
+from jaxrl_dist.checkpoints.store import restore_params, tree_digest
 from jaxrl_dist.run import hparams
-from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.run.hparams import HyperparamError
 
 ANAKIN_PPO = "configs/anakin_ppo_cartpole.py:quick"

@@ -15,10 +15,10 @@ from jaxrl_dist import agents
 from jaxrl_dist.agents.base import AgentEntry
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
 from jaxrl_dist.agents.ppo import PPOConfig, check_ppo, make_ppo
+from jaxrl_dist.checkpoints.store import Checkpointer
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import Batch, DataFlow, flows, snapshot
 from jaxrl_dist.data.on_policy import OnPolicyQueue
-from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.trainer import Trainer
 
 

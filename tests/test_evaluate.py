@@ -1,4 +1,4 @@
-"""Policies from checkpoints (jaxrl_dist.run.policy) and scripts/evaluate.py
+"""Policies from checkpoints (jaxrl_dist.checkpoints.policy) and scripts/evaluate.py
 (jaxrl_dist.tools.evaluate_cli): one quick CartPole run (checkpoints at updates 5 and 10) is
 trained once and read by every test."""
 
@@ -16,16 +16,16 @@ import pytest
 from PIL import Image, ImageSequence
 
 from jaxrl_dist import agents
-from jaxrl_dist.config import ConfigError, build_config, cli
-from jaxrl_dist.envs import env_spec, make_env
-from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, tree_digest
-from jaxrl_dist.run.policy import (
+from jaxrl_dist.checkpoints.policy import (
     describe_policy,
     list_steps,
     load_policy,
     locate_step,
     resolve_step,
 )
+from jaxrl_dist.checkpoints.store import Checkpointer, abstract_like, tree_digest
+from jaxrl_dist.config import ConfigError, build_config, cli
+from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.run.preflight import warm_params
 from jaxrl_dist.run.video import VIDEO_FRAME_MS, VIDEO_MAX_SIDE
 from jaxrl_dist.tools import evaluate_cli

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.agents.base import RunShape
+from jaxrl_dist.checkpoints.store import Checkpointer
 from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.learner import Learner
 from jaxrl_dist.run import hparams
-from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.hparams import HyperparamError
 from jaxrl_dist.run.trainer import Trainer

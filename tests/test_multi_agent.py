@@ -8,12 +8,12 @@ import os
 import numpy as np
 import pytest
 
+from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.envs.agents import AgentStreams, agent_rewards, agent_rows
 from jaxrl_dist.envs.games import random_legal
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 

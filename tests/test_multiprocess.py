@@ -13,8 +13,8 @@ import jax
 import numpy as np
 import pytest
 
+from jaxrl_dist.checkpoints.store import restore_params, tree_digest
 from jaxrl_dist.config.cli import main
-from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.tools.launch import TRAIN, free_port, start_processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

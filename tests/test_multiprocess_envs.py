@@ -16,7 +16,7 @@ import numpy as np
 from own_envs import CORRIDOR_ID, NIM_ID
 from train_runs import ROOT, train_main
 
-from jaxrl_dist.run.checkpoint import restore_params
+from jaxrl_dist.checkpoints.store import restore_params
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from record_updates import read_records, run_two_processes  # noqa: E402

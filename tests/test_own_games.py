@@ -48,7 +48,7 @@ def test_a_pettingzoo_game_takes_pools_and_masks_as_the_built_in_games_do(tmp_pa
     snapshots play seat 1 of other games. Every snapshot move is recorded: greedy only, the
     starting params throughout, later snapshots too, while the learner learns."""
     from jaxrl_dist.acting import opponent_pool
-    from jaxrl_dist.run.checkpoint import tree_digest
+    from jaxrl_dist.checkpoints.store import tree_digest
 
     played = collections.defaultdict(int)  # (greedy, params digest) -> moves
     original = opponent_pool.snapshot_policy

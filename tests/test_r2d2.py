@@ -250,7 +250,7 @@ def test_a_quick_r2d2_run_updates_from_sequences_and_its_checkpoint_acts(tmp_pat
 
     from train_runs import train_main
 
-    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.checkpoints.policy import load_policy
 
     workdir = str(tmp_path / "run")
     summary = train_main("configs/r2d2_memory.py:quick", workdir, "--config.log_every_updates=1")

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 from env_faults import inject_env_failures
 
+from jaxrl_dist.checkpoints.store import Checkpointer
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
-from jaxrl_dist.run.checkpoint import Checkpointer
 from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

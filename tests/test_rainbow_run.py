@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from cli_refusal import assert_refused
 
+from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.run.hparams import HyperparamError
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
 

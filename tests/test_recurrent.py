@@ -296,7 +296,7 @@ def test_a_recurrent_run_trains_evaluates_and_saves(lstm_run):
 
 
 def test_load_policy_carries_the_state_across_steps(lstm_run):
-    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.checkpoints.policy import load_policy
 
     policy = load_policy(lstm_run[0])
     assert policy.recurrent and policy.spec.obs_shape == (2,)

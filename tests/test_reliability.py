@@ -21,9 +21,9 @@ from jaxrl_dist import agents
 from jaxrl_dist.acting.supervisor import RestartBudget
 from jaxrl_dist.agents.base import AgentEntry, RunShape
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
+from jaxrl_dist.checkpoints.store import restore_params, tree_digest
 from jaxrl_dist.config.cli import load_config, main, parse_args
 from jaxrl_dist.errors import NonFiniteError
-from jaxrl_dist.run.checkpoint import restore_params, tree_digest
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.trainer import Trainer
 

@@ -24,8 +24,8 @@ from q_agent_parts import QNetwork, QState
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity, Agent, AgentEntry, LearnerCore
 from jaxrl_dist.agents.common import masked_mean, transitions
+from jaxrl_dist.checkpoints.store import Checkpointer, restore_params
 from jaxrl_dist.config import build_config
-from jaxrl_dist.run.checkpoint import Checkpointer, restore_params
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.trainer import Trainer
 

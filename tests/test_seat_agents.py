@@ -9,8 +9,8 @@ import jax
 import numpy as np
 import pytest
 
+from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

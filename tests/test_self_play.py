@@ -16,12 +16,12 @@ from jaxrl_dist import agents
 from jaxrl_dist.acting import opponent_pool
 from jaxrl_dist.acting.opponent_pool import SeatPools
 from jaxrl_dist.agents.base import RunShape
+from jaxrl_dist.checkpoints.policy import load_policy
+from jaxrl_dist.checkpoints.store import Checkpointer, tree_digest
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import env_spec
-from jaxrl_dist.run.checkpoint import Checkpointer, tree_digest
 from jaxrl_dist.run.opponents import pool_policy
-from jaxrl_dist.run.policy import load_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
 from jaxrl_dist.types import path_name

@@ -164,7 +164,7 @@ def test_breakout_quick_runs_and_logs_sps(tmp_path):
 def test_warm_start_takes_params_but_not_counters(tmp_path):
     """From a run's latest params by default, or the step `@STEP` names; a step the run does
     not hold is refused in one line that lists the ones it does."""
-    from jaxrl_dist.run.checkpoint import restore_params, tree_digest
+    from jaxrl_dist.checkpoints.store import restore_params, tree_digest
     from jaxrl_dist.run.preflight import warm_params
 
     def _warm_params(*args):
@@ -218,7 +218,7 @@ def test_final_save_over_a_periodic_save_at_the_same_update(tmp_path):
     """Stop at an evaluation that falls on a checkpoint update: the final save keeps the periodic
     one (waiting for it to finalise, never replacing it: no window without a checkpoint), whose
     meta already holds that evaluation."""
-    from jaxrl_dist.run.checkpoint import Checkpointer
+    from jaxrl_dist.checkpoints.store import Checkpointer
 
     config, _ = parse_args(
         [

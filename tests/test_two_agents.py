@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.acting import fleet, opponent_pool
+from jaxrl_dist.checkpoints.policy import policy_from_config
+from jaxrl_dist.checkpoints.store import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.agents import agent_view
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
-from jaxrl_dist.run.checkpoint import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.run.hooks import Hooks, mean_return
 from jaxrl_dist.run.hparams import HyperparamError
-from jaxrl_dist.run.policy import policy_from_config
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, pad_rows
 
@@ -220,7 +220,7 @@ def test_bad_agent_runs_are_refused_before_anything_is_written(
 
 
 def test_one_agent_of_the_run_is_loaded_and_evaluated_by_name(run, tmp_path, capsys):
-    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.checkpoints.policy import load_policy
     from jaxrl_dist.tools.evaluate_cli import main as evaluate_main
 
     workdir, summary, _ = run
@@ -370,7 +370,7 @@ def test_a_learning_agent_without_exploration_acts_greedily_everywhere(monkeypat
 def test_each_agent_has_its_own_best_params(run, tmp_path):
     """`checkpoints/best/NAME/`: every agent's params of the evaluation that was that agent's
     best (ranked by its own column's metric), read by naming the agent."""
-    from jaxrl_dist.run.policy import load_policy
+    from jaxrl_dist.checkpoints.policy import load_policy
     from jaxrl_dist.tools import evaluate_cli
 
     workdir, summary, _ = run

@@ -36,15 +36,15 @@ from jaxrl_dist.anakin.evaluation import run_evaluator
 from jaxrl_dist.anakin.fields import REFUSES, USES
 from jaxrl_dist.anakin.program import Anakin, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
+from jaxrl_dist.checkpoints.policy import describe_policy
+from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.envs.jax_games import SELF_ROLE, AgentsShared
 from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.envs.seats import AGENT_ROLE, POOL_ROLE
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
-from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
 from jaxrl_dist.threads import RateCap
 from jaxrl_dist.types import keys_under, local_replica

@@ -9,8 +9,8 @@ import jax
 import numpy as np
 
 from jaxrl_dist.anakin.program import Carry, each_carry
+from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 
 

@@ -6,7 +6,7 @@ result landed updates later) and writes them with the run's next checkpoint save
 numbered by the snapshot's own update, into `checkpoints/best/` (a one-agent run) or
 `checkpoints/best/NAME/` (each agent of several, ranked by its own metric:
 `EvalMonitor.policy_metrics`). `--step best`, `RUN@best` and `load_policy(run, "best")` read
-there (`checkpoint_steps.locate_step`); a run with best saves off
+there (`checkpoints.steps.locate_step`); a run with best saves off
 (`config.keep_best_checkpoints=0`) has no best, and they say so.
 
 Writing with the saves costs the learner no pause of its own (a write measured 25-110 ms on 2
@@ -27,23 +27,13 @@ the run's own history.
 from __future__ import annotations
 
 import collections
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import jax
 
-from jaxrl_dist.run.checkpoint import METRIC, Checkpointer
-
-BEST_DIR = "best"
-BEST_STORE = "best_store"  # in a checkpoint's meta: its run writes its bests to BEST_DIR
-
-
-def best_dir(ckpt_dir: str, agent: str | None = None) -> str:
-    """Where a run whose checkpoints are in `ckpt_dir` keeps its best params (agent `agent`'s,
-    for a run of several agents)."""
-    return os.path.join(ckpt_dir, BEST_DIR, *([agent] if agent else []))
+from jaxrl_dist.checkpoints.store import METRIC, Checkpointer, best_dir
 
 
 class BestPolicies:

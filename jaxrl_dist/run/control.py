@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.config.sections import REPLAY_RUNTIME_FIELDS
-from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.hparams import AgentsHyperparamControl, HyperparamControl
 from jaxrl_dist.run.preflight import warm_params
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from jaxrl_dist.acting.opponent_pool import OpponentPool, role_arrays
+from jaxrl_dist.checkpoints.policy import Policy, load_policy
+from jaxrl_dist.checkpoints.store import Checkpointer
 from jaxrl_dist.config.sections import CHECKPOINT_OPPONENT, names_checkpoint
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player, ScriptedPlayer, scripted_player
 from jaxrl_dist.envs.seats import POOL_ROLE, SCRIPTED_ROLES
-from jaxrl_dist.run.checkpoint import Checkpointer
-from jaxrl_dist.run.policy import Policy, load_policy
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, pad_rows
 
 CHECKPOINT = CHECKPOINT_OPPONENT

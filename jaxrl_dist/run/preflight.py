@@ -18,20 +18,20 @@ import numpy as np
 
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import Agent, RunShape, with_schedules
-from jaxrl_dist.config import ConfigError, TrainConfig
-from jaxrl_dist.config.agents import AGENT_FIELDS, AgentView, agent_views
-from jaxrl_dist.data import DataFlow, flows
-from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
-from jaxrl_dist.learning.mesh import Devices, select_devices
-from jaxrl_dist.run.checkpoint import (
+from jaxrl_dist.checkpoints.steps import locate_step, read_meta, split_step
+from jaxrl_dist.checkpoints.store import (
     AgentNotSavedError,
     first_line,
     restore_params,
     restructure_like,
     tree_difference,
 )
-from jaxrl_dist.run.checkpoint_steps import locate_step, read_meta, split_step
+from jaxrl_dist.config import ConfigError, TrainConfig
+from jaxrl_dist.config.agents import AGENT_FIELDS, AgentView, agent_views
+from jaxrl_dist.data import DataFlow, flows
+from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
+from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
 from jaxrl_dist.run.opponents import named_player

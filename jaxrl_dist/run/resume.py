@@ -1,7 +1,7 @@
 """Which checkpoint step `--resume` goes on from, decided before the run writes anything.
 
 `check_resumable` (every process, before anything is written) finds the newest step intact on
-this process (`checkpoint_integrity`: every item read as the run will read it) and refuses in
+this process (`checkpoints.integrity`: every item read as the run will read it) and refuses in
 one line when there is none, or when it holds other shapes than this config's. `settle` (every
 process together, as the session opens) agrees on the newest step intact on all of them, and
 process 0 moves the damaged newer steps and half-written saves aside, to
@@ -20,10 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_dist.config import ConfigError
-from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.run.checkpoint import complete_steps
-from jaxrl_dist.run.checkpoint_integrity import (
+from jaxrl_dist.checkpoints.integrity import (
     KINDS,
     Damage,
     StateMismatch,
@@ -32,6 +29,9 @@ from jaxrl_dist.run.checkpoint_integrity import (
     half_written,
     newest_intact,
 )
+from jaxrl_dist.checkpoints.store import complete_steps
+from jaxrl_dist.config import ConfigError
+from jaxrl_dist.learning.distributed import Cluster
 
 DAMAGED_DIR = "damaged"  # checkpoints/damaged/<step>-<kind>: damaged steps moved aside
 MAX_LISTED = 64  # the newest steps processes compare (a run keeps a few)

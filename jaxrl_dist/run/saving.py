@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from jaxrl_dist.checkpoints.store import BEST_STORE, METRIC, Checkpointer, CheckpointSaveError
 from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.run.best import BEST_STORE
-from jaxrl_dist.run.checkpoint import METRIC, Checkpointer, CheckpointSaveError
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Saved
 
@@ -35,10 +34,10 @@ class Saver:
         policy: dict[str, Any],
         wall_time_s: float,
     ):
-        """`policy`: how to rebuild the acting network (`run/policy.describe_policy`)."""
+        """`policy`: how to rebuild the acting network (`checkpoints/policy.describe_policy`)."""
         self._config, self._cluster = config, cluster
         self.ckpt = ckpt
-        self._policy = policy  # how to rebuild the acting network (jaxrl_dist.run.policy)
+        self._policy = policy  # how to rebuild the acting network (jaxrl_dist.checkpoints.policy)
         self._last_save_s = wall_time_s  # run wall time of the last save (or of the start)
         self.failed: CheckpointSaveError | None = None  # a save failed: nothing more is saved
 

@@ -17,18 +17,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from jaxrl_dist.checkpoints.policy import describe_policy
+from jaxrl_dist.checkpoints.store import Checkpointer, CheckpointSaveError
 from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.best import BestPolicies
-from jaxrl_dist.run.checkpoint import Checkpointer, CheckpointSaveError
 from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 from jaxrl_dist.run.monitor import EvalMonitor
-from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.resume import ResumePlan, check_resumable, settle
 from jaxrl_dist.run.saving import Saver
 from jaxrl_dist.run.wandb_sink import make_sink

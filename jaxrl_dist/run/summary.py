@@ -6,8 +6,8 @@ import dataclasses
 import os
 from typing import Any
 
-from jaxrl_dist.run.best import BestPolicies, best_dir
-from jaxrl_dist.run.checkpoint import Checkpointer
+from jaxrl_dist.checkpoints.store import Checkpointer, best_dir
+from jaxrl_dist.run.best import BestPolicies
 from jaxrl_dist.run.counters import Counters
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.run.policy import Policy
+from jaxrl_dist.checkpoints.policy import Policy
 
 VIDEO_MAX_FRAMES = 1000  # a GIF holds every frame in memory: cap long (Atari) episodes
 VIDEO_MAX_SIDE = 320  # frames are scaled down to this many pixels on their longer side

@@ -15,6 +15,8 @@ from typing import Any
 
 import jax
 
+from jaxrl_dist.checkpoints.policy import describe_policy
+from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data.base import NOT_READY
 from jaxrl_dist.data.on_policy import ACTOR_DEAD_TIMEOUT_S
@@ -23,12 +25,10 @@ from jaxrl_dist.envs.envpool_env import xla_device_problem
 from jaxrl_dist.envs.sources import is_python_env, worker_layout_problem
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.run.checkpoint import tree_digest
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped
 from jaxrl_dist.run.evaluator import EvalSetup
 from jaxrl_dist.run.lanes import Rotation
-from jaxrl_dist.run.policy import describe_policy
 from jaxrl_dist.run.preflight import (
     Prepared,
     eval_env_problem,

@@ -18,11 +18,11 @@ import jax
 import numpy as np
 
 from jaxrl_dist.acting.opponent_pool import SeatPools
+from jaxrl_dist.checkpoints.store import Checkpointer, abstract_like, first_line
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.learning.distributed import Cluster
-from jaxrl_dist.run.checkpoint import Checkpointer, abstract_like, first_line
 from jaxrl_dist.types import local_replica
 
 log = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ from typing import Any
 import jax
 
 from jaxrl_dist.agents.base import Agent
+from jaxrl_dist.checkpoints.policy import Policy, describe_policy
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.envs import derive_seed
-from jaxrl_dist.run.policy import Policy, describe_policy
 from jaxrl_dist.run.video import pillow_problem, record_video, render_problem
 
 VIDEO_SEED_PURPOSE = 6  # derive_seed path of the recorded episodes' env seeds

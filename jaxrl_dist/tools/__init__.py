@@ -1,2 +1,2 @@
 """Tools around runs: evaluate checkpoints, plot curves, launch processes (`load_policy` is
-`jaxrl_dist.run.policy`'s)."""
+`jaxrl_dist.checkpoints.policy`'s)."""

@@ -29,12 +29,7 @@ import sys
 import time
 from typing import Any
 
-from jaxrl_dist.envs.games import tictactoe_exact_losses
-from jaxrl_dist.envs.seats import AGENT_ROLE
-from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
-from jaxrl_dist.run.opponents import is_opponent_name
-from jaxrl_dist.run.policy import (
+from jaxrl_dist.checkpoints.policy import (
     STEP_CHOICES,
     Policy,
     StepGoneError,
@@ -43,6 +38,11 @@ from jaxrl_dist.run.policy import (
     load_policy_at,
     locate_step,
 )
+from jaxrl_dist.envs.games import tictactoe_exact_losses
+from jaxrl_dist.envs.seats import AGENT_ROLE
+from jaxrl_dist.errors import OneLineArgumentParser, UsageError
+from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
+from jaxrl_dist.run.opponents import is_opponent_name
 from jaxrl_dist.run.video import (
     VIDEO_MAX_FRAMES,
     pillow_problem,
@@ -52,7 +52,7 @@ from jaxrl_dist.run.video import (
 from jaxrl_dist.tools.evaluation import MODES, SEED_OFFSET, Evaluation, evaluate
 
 # A run deletes old steps while --follow reads; Orbax then warns of a step's missing metadata
-# file. jaxrl_dist.run.policy retries or skips that step: the warning is noise here.
+# file. jaxrl_dist.checkpoints.policy retries or skips that step: the warning is noise here.
 logging.getLogger("absl").addFilter(
     lambda record: "Metadata file does not exist" not in record.getMessage()
 )

@@ -29,16 +29,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist.anakin.evaluation import JaxEvaluator
-from jaxrl_dist.config import TrainConfig
-from jaxrl_dist.envs.jax_envs import make_jax_env
-from jaxrl_dist.envs.seats import AGENT_ROLE
-from jaxrl_dist.envs.sources import check_env
-from jaxrl_dist.envs.workers import START_TIMEOUT_S
-from jaxrl_dist.run.checkpoint_steps import split_step
-from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
-from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
-from jaxrl_dist.run.opponents import POOL, is_opponent_name, policy_player, pool_policy
-from jaxrl_dist.run.policy import (
+from jaxrl_dist.checkpoints.policy import (
     STEP_CHOICES,
     Policy,
     load_policy,
@@ -46,6 +37,15 @@ from jaxrl_dist.run.policy import (
     plays_in_jax,
     policy_from_config,
 )
+from jaxrl_dist.checkpoints.steps import split_step
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.envs.jax_envs import make_jax_env
+from jaxrl_dist.envs.seats import AGENT_ROLE
+from jaxrl_dist.envs.sources import check_env
+from jaxrl_dist.envs.workers import START_TIMEOUT_S
+from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
+from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
+from jaxrl_dist.run.opponents import POOL, is_opponent_name, policy_player, pool_policy
 from jaxrl_dist.run.summary import RunResult
 from jaxrl_dist.sebulba.agents_evaluation import SlotEvaluator
 from jaxrl_dist.sebulba.evaluation import make_evaluator

@@ -1,7 +1,7 @@
 """Finding and reading a run's checkpoint steps (for `load_policy` and `scripts/evaluate.py`):
 the checkpoint dir of a run, its complete steps, "latest" / "best" / a number, and reads that
 retry while the run deletes old steps. "latest" is the newest intact step
-(`checkpoint_integrity`): damaged newer ones are named in one warning line.
+(`integrity`): damaged newer ones are named in one warning line.
 
 Errors are `FileNotFoundError` or `ValueError` with one line naming what is wrong and the fix.
 """
@@ -14,14 +14,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jaxrl_dist.run.best import BEST_STORE, best_dir
-from jaxrl_dist.run.checkpoint import (
+from jaxrl_dist.checkpoints.integrity import Damage, damaged_clause, newest_intact
+from jaxrl_dist.checkpoints.store import (
+    BEST_STORE,
     AgentNotSavedError,
     Checkpointer,
+    best_dir,
     find_checkpoint_dir,
     first_line,
 )
-from jaxrl_dist.run.checkpoint_integrity import Damage, damaged_clause, newest_intact
 
 STEP_CHOICES = ("latest", "best")
 READ_ATTEMPTS = 3  # reads of a step that fail while a run deletes other steps are retried

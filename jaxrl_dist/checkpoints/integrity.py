@@ -1,6 +1,6 @@
 """Whether a checkpoint step is whole, checked before the step is used.
 
-`--resume` (`resume.py`) and "latest" (`checkpoint_steps.locate_step`: `RUN@latest`, a warm
+`--resume` (`resume.py`) and "latest" (`steps.locate_step`: `RUN@latest`, a warm
 start, `scripts/evaluate.py RUN`, `load_policy(RUN)`) take the newest intact step and name the
 damaged newer ones. Damage, by `Damage.kind`:
 
@@ -35,16 +35,16 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from jaxrl_dist.run import packing
-from jaxrl_dist.run.checkpoint import (
+from jaxrl_dist.checkpoints import packing
+from jaxrl_dist.checkpoints.orbax_items import BytesHandler, digest_path, digest_problem
+from jaxrl_dist.checkpoints.store import (
     INTEGRITY,
     PROCESS_ITEMS,
     complete_steps,
     item_handlers,
     on_one_local_device,
 )
-from jaxrl_dist.run.checkpoint_trees import first_line, tree_difference
-from jaxrl_dist.run.orbax_items import BytesHandler, digest_path, digest_problem
+from jaxrl_dist.checkpoints.trees import first_line, tree_difference
 
 TMP_MARKER = ".orbax-checkpoint-tmp"  # Orbax's temporary step directory: `<step>` + this
 COMMIT_MARKER = "commit_success.txt"  # written by Orbax into a step before it is renamed

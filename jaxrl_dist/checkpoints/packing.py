@@ -12,7 +12,7 @@ key names), `shape`, `dtype`, and either `offset` (bytes, 16-aligned) into `pack
 into `sharded`, in the host's byte order (little-endian wherever JAX runs). Typed PRNG keys
 are stored as their key data, with `key_impl` naming the impl.
 
-`integrity_record` is what a step keeps to be checked before it is used (`checkpoint_integrity`):
+`integrity_record` is what a step keeps to be checked before it is used (`integrity`):
 the items saved, and the SHA-256 of its JSON items; the byte items keep theirs beside them.
 """
 

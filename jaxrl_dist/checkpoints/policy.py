@@ -9,7 +9,7 @@ actions. Checkpoints written before `meta["policy"]` existed are read through th
 `meta["config"]` and EnvPool's spec of the env.
 
 Errors are `FileNotFoundError` or `ValueError` with one line naming what is wrong and the fix.
-Finding the step to read is `run/checkpoint_steps.py`'s.
+Finding the step to read is `checkpoints/steps.py`'s.
 """
 
 from __future__ import annotations
@@ -20,16 +20,17 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist import agents
-from jaxrl_dist.agents.base import Agent, RunShape, env_policies, evaluation_state
-from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
-from jaxrl_dist.config.train import eval_env_of
-from jaxrl_dist.data import flows
-from jaxrl_dist.envs import EnvSpec, check_env, env_spec
-from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
-from jaxrl_dist.envs.jax_games import PGX_GAMES
-from jaxrl_dist.run.checkpoint import restore_params, restructure_like, tree_difference
-from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import them from here
+from jaxrl_dist.agents.base import Agent, env_policies, evaluation_state
+from jaxrl_dist.checkpoints.description import (  # re-exported: the names users import
+    POLICY_FORMAT,
+    agent_meta,
+    build_agent,
+    describe_policy,
+    fit_params,
+    policy_description,
+    spec_from_json,
+)
+from jaxrl_dist.checkpoints.steps import (  # re-exported: scripts import them from here
     STEP_CHOICES,
     StepGoneError,
     checkpoint_dir,
@@ -39,34 +40,13 @@ from jaxrl_dist.run.checkpoint_steps import (  # re-exported: scripts import the
     read_step,
     resolve_step,
 )
+from jaxrl_dist.checkpoints.store import restore_params
+from jaxrl_dist.config import TrainConfig, jsonable
+from jaxrl_dist.config.train import eval_env_of
+from jaxrl_dist.envs import check_env, env_spec
+from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
+from jaxrl_dist.envs.jax_games import PGX_GAMES
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, split_observation
-
-POLICY_FORMAT = 2  # bump when describe_policy's dict changes in a way old readers cannot read
-# What a description needs of its reader: 2 with an intrinsic value head (`intrinsic`), which a
-# reader of format 1 would leave out of the network it builds; else 1, which every reader reads.
-INTRINSIC_FORMAT = 2
-
-
-def describe_policy(config: TrainConfig, spec: EnvSpec) -> dict[str, Any]:
-    """What rebuilds the acting network of a run, as plain JSON (kept in each checkpoint's meta).
-
-    `run_shape` is stored because the agent's `make` takes it (for schedules; acting ignores it).
-    """
-    return {
-        "format": INTRINSIC_FORMAT if config.intrinsic.enabled else 1,
-        "algorithm": config.algorithm,
-        "algo": jsonable(config.algo),
-        "network": jsonable(config.network),
-        "env_id": config.env_id,
-        "env_kwargs": jsonable(config.env_kwargs),
-        "env_spec": _spec_to_json(spec),
-        "seats": jsonable(config.seats),
-        **({"intrinsic": jsonable(config.intrinsic)} if config.intrinsic.enabled else {}),
-        "run_shape": [
-            config.total_env_steps,
-            flows.get(agents.get(config.algorithm).data).env_steps_per_update(config),
-        ],
-    }
 
 
 class Policy:
@@ -100,7 +80,7 @@ class Policy:
         self.step = step
         self.meta = meta or {}
         self.directory = directory
-        self.spec = _spec_from_json(description["env_spec"])
+        self.spec = spec_from_json(description["env_spec"])
         self._greedy, self._sample = env_policies(agent.actor)
         self._init_state = jax.jit(
             lambda key, rows: evaluation_state(agent.actor, rows, key), static_argnums=1
@@ -275,7 +255,7 @@ def policy_from_config(params: Any, config: TrainConfig) -> Policy:
     description = describe_policy(config, env_spec(config.env_id, config.env_kwargs))
     description = json.loads(json.dumps(description))  # as a checkpoint's meta holds it
     built = build_agent(description)
-    params = _fit_params(params, built, "the given params", "config.network")
+    params = fit_params(params, built, "the given params", "config.network")
     meta = {"config": jsonable(config)}  # its seed and evaluation env
     return Policy(params, built, description, 0, meta=meta)
 
@@ -285,50 +265,13 @@ def load_policy_at(directory: str, step: int, agent: str | None = None) -> Polic
     several). Raises StepGoneError if the step was deleted since it was listed (a run keeps
     only its newest checkpoints), ValueError (one line) for an agent it does not have."""
     meta = read_meta(directory, step)
-    description = policy_description(_agent_meta(meta, step, agent), step)
+    description = policy_description(agent_meta(meta, step, agent), step)
     built = build_agent(description)
     params = read_step(
         directory, step, "the params", lambda: restore_params(directory, step, agent)
     )
-    params = _fit_params(params, built, f"the params of step {step}")
+    params = fit_params(params, built, f"the params of step {step}")
     return Policy(params, built, description, step, meta=meta, directory=directory, name=agent)
-
-
-def _agent_meta(meta: dict[str, Any], step: int, agent: str | None) -> dict[str, Any]:
-    """`meta` with agent `agent`'s policy description as its "policy" (a run of several
-    agents keeps each one's in `meta["policies"]`); ValueError naming the agents when `agent`
-    is not one of them, or is given for a one-agent run."""
-    policies = meta.get("policies")
-    if policies is None:
-        if agent is not None:
-            raise ValueError(f"step {step} holds one agent; leave the agent (--agent) out")
-        return meta
-    if agent not in policies:
-        given = f"has no agent {agent!r}" if agent else "holds several agents"
-        raise ValueError(
-            f"step {step} {given} ({', '.join(policies)}); name one: load_policy(run, "
-            "agent=NAME), scripts/evaluate.py RUN --agent NAME"
-        )
-    return {**meta, "policy": policies[agent]}
-
-
-def policy_description(meta: dict[str, Any], step: int) -> dict[str, Any]:
-    """`meta["policy"]`, or for older checkpoints one built from `meta["config"]`."""
-    description = meta.get("policy")
-    if description is None:
-        if "config" not in meta:
-            raise ValueError(
-                f"step {step} has neither a policy description nor a run config in its meta; "
-                "it was not saved by jaxrl_dist's trainer"
-            )
-        config = _config_from_json(meta["config"], step)
-        return describe_policy(config, env_spec(config.env_id, config.env_kwargs))
-    if description.get("format", 0) > POLICY_FORMAT:
-        raise ValueError(
-            f"step {step} holds a policy of format {description['format']} (this jaxrl_dist "
-            f"reads up to {POLICY_FORMAT}); upgrade jaxrl_dist"
-        )
-    return description
 
 
 def plays_in_jax(env_id: str, env_kwargs: dict[str, Any], problem: str | None) -> bool:
@@ -339,77 +282,6 @@ def plays_in_jax(env_id: str, env_kwargs: dict[str, Any], problem: str | None) -
     if problem is None or env_id in PGX_GAMES:
         return False
     return jax_env_problem(env_id, env_kwargs) is None
-
-
-def build_agent(description: dict[str, Any]) -> Agent:
-    """The `Agent` a `describe_policy` dict names, built as the trainer built it."""
-    name = description["algorithm"]
-    if name not in agents.REGISTRY:
-        raise ValueError(
-            f"the checkpoint's algorithm {name!r} is not registered in this jaxrl_dist "
-            f"({sorted(agents.REGISTRY)})"
-        )
-    raw = {key: description[key] for key in ("algorithm", "env_id", "env_kwargs")}
-    # An intrinsic value head is in the params (older descriptions have none).
-    raw["intrinsic"] = description.get("intrinsic", {})
-    # build_config checks the values and turns JSON lists back into the tuples the configs hold.
-    config = _config_from_json(
-        {**raw, "network": description["network"], "algo": description["algo"]}, None
-    )
-    spec = _spec_from_json(description["env_spec"])
-    # Older descriptions stored the update count; schedules do not change how a policy acts.
-    shape = RunShape(*description.get("run_shape", (description.get("num_updates", 1), 1.0)))
-    return agents.make_agent(name, config.algo, config.network, spec, shape, config.intrinsic)
-
-
-def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
-    name = raw.get("algorithm", "impala")
-    if name not in agents.REGISTRY:
-        raise ValueError(f"the checkpoint's algorithm {name!r} is not registered in jaxrl_dist")
-    try:
-        return build_config(raw, agents.get(name).config_cls)
-    except ConfigError as e:
-        where = "its config" if step is None else f"step {step}'s config"
-        raise ValueError(
-            f"{where} does not fit this version of jaxrl_dist ({e}); use the version that "
-            "trained it"
-        ) from None
-
-
-def _fit_params(params: Any, agent: Agent, what: str, network: str = "its description") -> Any:
-    """Restored params (Orbax gives NamedTuples back as dicts) in the tree structure the
-    agent's functions expect, after checking every leaf's shape and dtype."""
-    shapes = agent.params_shapes()
-    problem = tree_difference(params, shapes)
-    if problem:
-        raise ValueError(f"{what} do not fit the network {network} builds ({problem})")
-    return restructure_like(params, shapes)
-
-
-def _spec_to_json(spec: EnvSpec) -> dict[str, Any]:
-    return {
-        "obs_shape": list(spec.obs_shape),
-        "obs_dtype": np.dtype(spec.obs_dtype).name,
-        "num_actions": int(spec.num_actions),
-        "action_dim": int(spec.action_dim),
-        "action_low": [float(x) for x in spec.action_low],
-        "action_high": [float(x) for x in spec.action_high],
-        "num_players": int(spec.num_players),
-        "num_agents": int(spec.num_agents),
-    }
-
-
-def _spec_from_json(raw: dict[str, Any]) -> EnvSpec:
-    return EnvSpec(
-        obs_shape=tuple(raw["obs_shape"]),
-        obs_dtype=np.dtype(raw["obs_dtype"]),
-        num_actions=raw["num_actions"],
-        action_dim=raw["action_dim"],
-        action_low=tuple(raw["action_low"]),
-        action_high=tuple(raw["action_high"]),
-        num_players=raw.get("num_players", 1),
-        num_agents=raw.get("num_agents", 1),
-    )
 
 
 __all__ = [

@@ -4,7 +4,7 @@ Each checkpoint step holds the whole `LearnerState` (params, optimizer state, RN
 counter) packed (`packing.py` says why): `packed` (a file of the replicated leaves' bytes, its
 SHA-256 beside it), `state` (the leaves that are sharded, if any), `layout` (JSON: where each
 leaf went); `meta` (JSON: counters, the run config); and `integrity` (JSON: the items saved and
-the digests of the JSON ones), which `checkpoint_integrity.py` checks before a step is used.
+the digests of the JSON ones), which `integrity.py` checks before a step is used.
 Steps saved before packing (no `layout`) or before digests (no `integrity`) are read as they
 were written. Saves are atomic (Orbax writes to a temporary directory and renames), so a killed
 run resumes from the last complete step; a save that fails (a full disk) raises
@@ -20,16 +20,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from jaxrl_dist.errors import RunError
-from jaxrl_dist.run import packing
-from jaxrl_dist.run.checkpoint_trees import (  # noqa: F401  re-exported: the names users import
-    abstract_like,
-    first_line,
-    restructure_like,
-    tree_difference,
-    tree_digest,
-)
-from jaxrl_dist.run.orbax_items import (
+from jaxrl_dist.checkpoints import packing
+from jaxrl_dist.checkpoints.orbax_items import (
     BytesHandler,
     BytesRestore,
     BytesSave,
@@ -37,11 +29,27 @@ from jaxrl_dist.run.orbax_items import (
     ProcessBytesRestore,
     ProcessBytesSave,
 )
+from jaxrl_dist.checkpoints.trees import (  # noqa: F401  re-exported: the names users import
+    abstract_like,
+    first_line,
+    restructure_like,
+    tree_difference,
+    tree_digest,
+)
+from jaxrl_dist.errors import RunError
 from jaxrl_dist.types import local_replica
 
 PROCESS_ITEMS = ("data", "pool")  # items every process saves its own file of
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
 INTEGRITY = "integrity"  # the item that says what a step holds (`packing.integrity_record`)
+BEST_DIR = "best"  # beside the steps: the run's best params (`run/best.py` writes them)
+BEST_STORE = "best_store"  # in a checkpoint's meta: its run writes its bests to BEST_DIR
+
+
+def best_dir(ckpt_dir: str, agent: str | None = None) -> str:
+    """Where a run whose checkpoints are in `ckpt_dir` keeps its best params (agent `agent`'s,
+    for a run of several agents)."""
+    return os.path.join(ckpt_dir, BEST_DIR, *([agent] if agent else []))
 
 
 class CheckpointSaveError(RunError):

@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.run import packing
+from jaxrl_dist.checkpoints import packing
 
 
 def abstract_like(tree: Any) -> Any:
