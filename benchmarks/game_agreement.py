@@ -5,8 +5,8 @@ do they give the same results?
 
 For each run's saved policy (tic-tac-toe or connect four, from either runtime) and each
 opponent, `--repeats` times with fresh seeds: `--games` games on EnvPool through the Sebulba
-evaluator (`sebulba/evaluation.py`, `SeatedGame`) and as many on pgx through the Anakin evaluator
-(`anakin/evaluation.py`, `SeatedJaxGame`), greedy, the learner taking each seat in turn. Rows:
+evaluator (`evaluation/pools.py`, `SeatedGame`) and as many on pgx through the Anakin evaluator
+(`evaluation/jax_envs.py`, `SeatedJaxGame`), greedy, the learner taking each seat in turn. Rows:
 each side's return and win/draw/loss rates, the largest gap, and the gap's sampling spread
 (two samples of N games differ by about sqrt(var_a / N + var_b / N) by chance alone); then each
 (game, opponent) with its repeats pooled. Written to
@@ -30,12 +30,11 @@ import numpy as np  # noqa: E402
 import provenance  # noqa: E402
 from throughput import RESULTS, device_dir, environment  # noqa: E402
 
-from jaxrl_dist.anakin.envs import network_player  # noqa: E402
-from jaxrl_dist.anakin.evaluation import JaxEvaluator  # noqa: E402
 from jaxrl_dist.checkpoints.policy import load_policy  # noqa: E402
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams  # noqa: E402
-from jaxrl_dist.run.evaluator import EvalSetup  # noqa: E402
-from jaxrl_dist.sebulba.evaluation import make_evaluator  # noqa: E402
+from jaxrl_dist.evaluation.base import EvalSetup  # noqa: E402
+from jaxrl_dist.evaluation.jax_envs import JaxEvaluator, network_player  # noqa: E402
+from jaxrl_dist.evaluation.pools import make_evaluator  # noqa: E402
 
 KEYS = ("return", "win_rate", "draw_rate", "loss_rate")
 OPPONENTS = {

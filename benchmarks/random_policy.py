@@ -15,7 +15,7 @@ import numpy as np
 from jaxrl_dist.envs import env_spec, make_env
 from jaxrl_dist.envs.agents import agent_rewards
 from jaxrl_dist.envs.games import random_legal
-from jaxrl_dist.run.evaluator import EnvEpisodes
+from jaxrl_dist.evaluation.base import EnvEpisodes
 
 
 def random_returns(env_id: str, episodes: int, seed: int) -> np.ndarray:

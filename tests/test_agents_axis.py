@@ -4,7 +4,7 @@ import numpy as np
 
 from jaxrl_dist.acting.actor import ActorStats
 from jaxrl_dist.envs import EpisodeTracker
-from jaxrl_dist.run.evaluator import EnvEpisodes
+from jaxrl_dist.evaluation.base import EnvEpisodes
 
 
 def _info(elapsed):

@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 from train_runs import interrupted_run, train_main
 
-from jaxrl_dist.anakin.envs import network_player
-from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.checkpoints.store import restore_params, tree_digest
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.envs.jax_games import SeatedJaxGame, evaluation_streams
-from jaxrl_dist.run.evaluator import EvalSetup
+from jaxrl_dist.evaluation.base import EvalSetup
+from jaxrl_dist.evaluation.jax_envs import JaxEvaluator, network_player
+from jaxrl_dist.evaluation.pools import make_evaluator
 from jaxrl_dist.run.trainer import Trainer
-from jaxrl_dist.sebulba.evaluation import make_evaluator
 
 QUICK = "configs/anakin_ppo_tictactoe.py:quick"
 

@@ -89,9 +89,9 @@ def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core, envs):
     seeds and policy keys as the Python evaluator, greedy and sampled; also with fewer envs
     than episodes (`config.eval_envs`: 4 envs play 6, two of them twice)."""
     from jaxrl_dist.envs import env_spec
-    from jaxrl_dist.run.evaluator import EvalSetup
-    from jaxrl_dist.sebulba.evaluation import Evaluator, make_evaluator
-    from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
+    from jaxrl_dist.evaluation.base import EvalSetup
+    from jaxrl_dist.evaluation.pools import PoolEvaluator, make_evaluator
+    from jaxrl_dist.evaluation.xla_loop import XlaEvaluator
 
     cfg = load_config(QUICK, **{"network.core": core, "network.core_size": 16})
     spec = env_spec(cfg.env_id, cfg.env_kwargs)
@@ -106,7 +106,7 @@ def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core, envs):
         )
         for in_xla in (False, True)
     }
-    assert type(made[False]) is Evaluator and type(made[True]) is XlaEvaluator
+    assert type(made[False]) is PoolEvaluator and type(made[True]) is XlaEvaluator
     try:
         for ev in made.values():
             ev.warm_up(params)  # the same key splits on both
@@ -155,7 +155,7 @@ def test_evaluation_blocks_where_timing_must_not_matter():
 
 
 def test_video_on_an_env_that_does_not_render_is_refused(tmp_path):
-    from jaxrl_dist.sebulba.videos import video_problem
+    from jaxrl_dist.evaluation.video import video_problem
 
     cfg = load_config(QUICK, env_id="FrozenLake-v1", video_every_evals=1)
     problem = video_problem(cfg)

@@ -23,8 +23,8 @@ from jaxrl_dist.checkpoints.store import (
 )
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.errors import RunError
+from jaxrl_dist.evaluation.base import EvalResult
 from jaxrl_dist.run.best import BestPolicies
-from jaxrl_dist.run.evaluator import EvalResult
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.monitor import EvalMonitor
 from jaxrl_dist.run.summary import final_eval_note

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxrl_dist import EvalEpisode, Hooks, Trainer, load_config
-from jaxrl_dist.run.evaluator import EnvEpisodes, finishing_order
+from jaxrl_dist.evaluation.base import EnvEpisodes, finishing_order
 
 
 def test_envs_play_fixed_shares_and_a_reset_step_counts_for_no_episode():

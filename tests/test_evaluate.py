@@ -26,8 +26,8 @@ from jaxrl_dist.checkpoints.policy import (
 from jaxrl_dist.checkpoints.store import Checkpointer, abstract_like, tree_digest
 from jaxrl_dist.config import ConfigError, build_config, cli
 from jaxrl_dist.envs import env_spec, make_env
+from jaxrl_dist.evaluation.video import VIDEO_FRAME_MS, VIDEO_MAX_SIDE
 from jaxrl_dist.run.preflight import warm_params
-from jaxrl_dist.run.video import VIDEO_FRAME_MS, VIDEO_MAX_SIDE
 from jaxrl_dist.tools import evaluate_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

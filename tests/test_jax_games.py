@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.acting.opponent_pool import OpponentPool
-from jaxrl_dist.anakin.envs import network_player
 from jaxrl_dist.envs import games as g
 from jaxrl_dist.envs import jax_league as league_ops
 from jaxrl_dist.envs import jax_players, make_env
 from jaxrl_dist.envs.jax_games import PGX_GAMES, SeatedJaxGame, Stream
+from jaxrl_dist.evaluation.jax_envs import network_player
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
 GAMES = ["TicTacToe-v1", "ConnectFour-v1"]

@@ -21,7 +21,7 @@ from jaxrl_dist.checkpoints.store import Checkpointer, tree_digest
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import env_spec
-from jaxrl_dist.run.opponents import pool_policy
+from jaxrl_dist.evaluation.opponents import pool_policy
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
 from jaxrl_dist.types import path_name

@@ -30,9 +30,7 @@ from jaxrl_dist.anakin.envs import (
     anakin_spec,
     changed_seats_problem,
     make_anakin_env,
-    network_player,
 )
-from jaxrl_dist.anakin.evaluation import run_evaluator
 from jaxrl_dist.anakin.fields import REFUSES, USES
 from jaxrl_dist.anakin.program import Anakin, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
@@ -42,6 +40,7 @@ from jaxrl_dist.config import ConfigError
 from jaxrl_dist.envs.jax_games import SELF_ROLE, AgentsShared
 from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.envs.seats import AGENT_ROLE, POOL_ROLE
+from jaxrl_dist.evaluation.jax_envs import network_player, run_evaluator
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite

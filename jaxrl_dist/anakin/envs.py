@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxrl_dist.agents.base import ActorCore, evaluation_state
+from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.config.sections import SeatsConfig, names_checkpoint
 from jaxrl_dist.envs import EnvSpec, jax_league
@@ -19,6 +19,7 @@ from jaxrl_dist.envs.jax_games import (
     seat_streams,
 )
 from jaxrl_dist.envs.seats import SCRIPTED_ROLES
+from jaxrl_dist.evaluation.jax_envs import network_player
 from jaxrl_dist.run.preflight import eval_env_problem
 
 
@@ -59,11 +60,6 @@ def anakin_eval_env_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     )
 
 
-def make_eval_env(config: TrainConfig, env: Any) -> Any:
-    """The env evaluations play: `env` (the training env), or the config's own eval env."""
-    return make_jax_env(*config.eval_env) if config.own_eval_env else env
-
-
 def anakin_spec(config: TrainConfig) -> EnvSpec:
     if config.env_id in PGX_GAMES:
         return game_spec(config.env_id)
@@ -84,19 +80,6 @@ def make_anakin_env(
             config.env_id, config.seats, config.batch_size, core, others, greedy_roles
         )
     return make_jax_env(config.env_id, config.env_kwargs)
-
-
-def network_player(core: ActorCore) -> NetworkPlayer:
-    """How a game's network roles move with the agent's actor half (memoryless: seats refuse
-    recurrent cores), a fresh actor state per move from its key."""
-
-    def sample(params, obs, key):
-        return core.act(params, obs, evaluation_state(core, 1, key))[0]
-
-    def greedy(params, obs, key):
-        return core.greedy_act(params, obs, evaluation_state(core, 1, key))[0]
-
-    return NetworkPlayer(sample, greedy)
 
 
 def seated_game(

@@ -193,7 +193,8 @@ class SeatsConfig:
     the openings its own policy avoids; evaluations always start from the empty board.
 
     `eval_opponent`: who the learner plays in evaluations, taking each seat in turn: a
-    scripted role or "checkpoint:PATH[@STEP]" (another run's greedy policy; `run/opponents.py`).
+    scripted role or "checkpoint:PATH[@STEP]" (another run's greedy policy;
+    `evaluation/opponents.py`).
     """
 
     # Role patterns, one tuple of roles per game (learner, pool, frozen, random, ...).

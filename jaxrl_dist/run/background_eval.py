@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from jaxrl_dist.run.evaluator import EvalResult
+from jaxrl_dist.evaluation.base import EvalResult
 from jaxrl_dist.run.monitor import EvalMonitor, EvalPoint
 
 

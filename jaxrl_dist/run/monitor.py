@@ -20,9 +20,9 @@ import numpy as np
 
 from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.errors import RunError
+from jaxrl_dist.evaluation.base import EvalResult, finishing_order
 from jaxrl_dist.run.best import BestPolicies
 from jaxrl_dist.run.counters import Counters, EvalHistory
-from jaxrl_dist.run.evaluator import EvalResult, finishing_order
 from jaxrl_dist.run.hooks import EvalEpisode, EvalReport, Hooks
 from jaxrl_dist.run.logger import MetricLogger, Progress
 
@@ -51,9 +51,9 @@ class EvalMonitor:
         videos: Any = None,
         best: BestPolicies | None = None,
     ):
-        """`evaluator`: `run(params, greedy, abort, at_update)` (`run/evaluator.py`).
+        """`evaluator`: `run(params, greedy, abort, at_update)` (`evaluation/base.py`).
         `videos`: records a GIF every `config.video_every_evals` evaluations
-        (`sebulba.videos.EvalVideos`), or None. `best`: where the best params are written
+        (`evaluation.video.EvalVideos`), or None. `best`: where the best params are written
         (None: best saves are off)."""
         self.history = history
         self._best = best

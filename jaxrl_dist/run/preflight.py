@@ -31,10 +31,10 @@ from jaxrl_dist.config.agents import AGENT_FIELDS, AgentView, agent_views
 from jaxrl_dist.data import DataFlow, flows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
+from jaxrl_dist.evaluation.opponents import named_player
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
-from jaxrl_dist.run.opponents import named_player
 from jaxrl_dist.run.wandb_sink import wandb_problem
 from jaxrl_dist.schedules import check_schedules
 

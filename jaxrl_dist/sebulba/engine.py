@@ -24,10 +24,13 @@ from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
 from jaxrl_dist.envs.envpool_env import xla_device_problem
 from jaxrl_dist.envs.sources import is_python_env, worker_layout_problem
 from jaxrl_dist.errors import RunError
+from jaxrl_dist.evaluation.agents import agents_evaluator
+from jaxrl_dist.evaluation.base import eval_setup
+from jaxrl_dist.evaluation.pools import make_evaluator
+from jaxrl_dist.evaluation.video import EvalVideos, video_problem
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped
-from jaxrl_dist.run.evaluator import EvalSetup
 from jaxrl_dist.run.lanes import Rotation
 from jaxrl_dist.run.preflight import (
     Prepared,
@@ -35,12 +38,9 @@ from jaxrl_dist.run.preflight import (
     learner_devices,
     multi_agent_problem,
 )
-from jaxrl_dist.sebulba.agents_evaluation import agents_evaluator
-from jaxrl_dist.sebulba.evaluation import make_evaluator
 from jaxrl_dist.sebulba.fields import REFUSES, USES
 from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items, saved_replay
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
-from jaxrl_dist.sebulba.videos import EvalVideos, video_problem
 from jaxrl_dist.threads import POLL_S, RateCap
 from jaxrl_dist.types import keys_under
 
@@ -248,17 +248,8 @@ class SebulbaEngine(Engine):
         device = self.devices.actor_devices[0]
         if not self._single:
             return agents_evaluator(cfg, self.lanes, device, self.spec.num_players), None
-        setup = EvalSetup(
-            *cfg.eval_env,
-            cfg.eval_episodes,
-            cfg.seed,
-            self.agent.actor,
-            device,
-            cfg.eval_envs,
-            cfg.env_start_timeout_s,
-        )
         evaluator = make_evaluator(
-            setup,
+            eval_setup(cfg, self.agent.actor, device),
             num_players=self.spec.num_players,
             opponent=cfg.seats.eval_opponent,
             num_agents=self.spec.num_agents,

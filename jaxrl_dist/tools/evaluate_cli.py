@@ -41,9 +41,9 @@ from jaxrl_dist.checkpoints.policy import (
 from jaxrl_dist.envs.games import tictactoe_exact_losses
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError
-from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
-from jaxrl_dist.run.opponents import is_opponent_name
-from jaxrl_dist.run.video import (
+from jaxrl_dist.evaluation.opponents import NAMES as OPPONENT_NAMES
+from jaxrl_dist.evaluation.opponents import is_opponent_name
+from jaxrl_dist.evaluation.video import (
     VIDEO_MAX_FRAMES,
     pillow_problem,
     record_video,

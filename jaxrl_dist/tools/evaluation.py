@@ -22,13 +22,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-import types
 from typing import Any
 
 import jax
 import numpy as np
 
-from jaxrl_dist.anakin.evaluation import JaxEvaluator
 from jaxrl_dist.checkpoints.policy import (
     STEP_CHOICES,
     Policy,
@@ -42,13 +40,13 @@ from jaxrl_dist.config import TrainConfig
 from jaxrl_dist.envs.jax_envs import make_jax_env
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.envs.sources import check_env
-from jaxrl_dist.envs.workers import START_TIMEOUT_S
-from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
-from jaxrl_dist.run.opponents import NAMES as OPPONENT_NAMES
-from jaxrl_dist.run.opponents import POOL, is_opponent_name, policy_player, pool_policy
+from jaxrl_dist.evaluation.agents import SlotEvaluator
+from jaxrl_dist.evaluation.base import EvalResult, EvalSetup
+from jaxrl_dist.evaluation.jax_envs import JaxEvaluator
+from jaxrl_dist.evaluation.opponents import NAMES as OPPONENT_NAMES
+from jaxrl_dist.evaluation.opponents import POOL, is_opponent_name, policy_player, pool_policy
+from jaxrl_dist.evaluation.pools import make_evaluator
 from jaxrl_dist.run.summary import RunResult
-from jaxrl_dist.sebulba.agents_evaluation import SlotEvaluator
-from jaxrl_dist.sebulba.evaluation import make_evaluator
 
 MODES = ("greedy", "sampled")
 SEED_OFFSET = 10_000  # default evaluation seed = the run's seed + this
@@ -292,15 +290,9 @@ def _play_slots(
     others = set(slots) - {policy.name}  # this agent's params are loaded already
     agents = {name: load_policy_at(policy.directory, policy.step, name) for name in others}
     agents[policy.name] = policy
-    run = types.SimpleNamespace(
-        eval_env=env,
-        eval_episodes=episodes,
-        seed=seed,
-        eval_envs=envs,
-        env_start_timeout_s=START_TIMEOUT_S,
-    )
+    setup = EvalSetup(*env, episodes, seed, None, jax.local_devices()[0], envs)
     cores = {name: p.agent.actor for name, p in agents.items()}
-    evaluator = SlotEvaluator(run, cores, jax.local_devices()[0], slots)
+    evaluator = SlotEvaluator(setup, cores, slots)
     try:
         result = evaluator.run({name: p.params for name, p in agents.items()}, greedy=greedy)
     finally:

@@ -1,5 +1,7 @@
-"""`scripts/evaluate.py --video`: one evaluation episode recorded to an animated GIF, and the
-checks that say beforehand whether the env renders and Pillow is there."""
+"""Evaluation episodes as animated GIFs: `scripts/evaluate.py --video` (one episode of a saved
+policy), and during training (`config.video_every_evals`, `EvalVideos`: one episode of the
+evaluated params every that many evaluations, in `WORKDIR/videos/update_UUUUUUUU.gif`, the update
+of the params); and the checks that say beforehand whether the env renders and Pillow is there."""
 
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.checkpoints.policy import Policy
+from jaxrl_dist.agents.base import Agent
+from jaxrl_dist.checkpoints.policy import Policy, describe_policy
+from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.envs import derive_seed
 
 VIDEO_MAX_FRAMES = 1000  # a GIF holds every frame in memory: cap long (Atari) episodes
 VIDEO_MAX_SIDE = 320  # frames are scaled down to this many pixels on their longer side
@@ -109,3 +114,40 @@ def _gif_frame(rgb: np.ndarray) -> Any:
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size, Image.Resampling.BILINEAR)
     return image.quantize(256)
+
+
+VIDEO_SEED_PURPOSE = 6  # derive_seed path of the recorded episodes' env seeds
+VIDEO_DIR = "videos"
+
+
+def video_problem(config: TrainConfig) -> str | None:
+    """One line when `video_every_evals` asks for GIFs this machine cannot make (the env does
+    not render here, or Pillow is missing), else None."""
+    if not config.video_every_evals:
+        return None
+    problem = pillow_problem() or render_problem(config.env_id, config.env_kwargs)
+    if problem is None:
+        return None
+    # The messages of scripts/evaluate.py --video, in config terms.
+    problem = problem.replace("drop --video", "set config.video_every_evals=0")
+    return problem.replace("--video", f"config.video_every_evals={config.video_every_evals}")
+
+
+class EvalVideos:
+    """Records GIFs of one env's episode with given params (the policy is built once)."""
+
+    def __init__(self, config: TrainConfig, agent: Agent, spec: Any, workdir: str):
+        self._config, self._agent, self._spec = config, agent, spec
+        self._dir = os.path.join(workdir, VIDEO_DIR)
+        self._policy: Policy | None = None
+
+    def record(self, params: Any, updates: int, greedy: bool) -> dict[str, Any]:
+        """One episode with `params` (those of update `updates`) to a GIF; its summary."""
+        if self._policy is None:
+            description = describe_policy(self._config, self._spec)
+            self._policy = Policy(params, self._agent, description, updates)
+        else:
+            self._policy.params = jax.device_put(params)
+        path = os.path.join(self._dir, f"update_{updates:08d}.gif")
+        seed = derive_seed(self._config.seed, VIDEO_SEED_PURPOSE, updates)
+        return record_video(self._policy, path, greedy, seed)

@@ -1,6 +1,6 @@
 """Evaluation on separate EnvPool instances with their own seeds.
 
-Each env plays a share of the episodes fixed in advance (`run/evaluator.py`'s `EnvEpisodes`; by
+Each env plays a share of the episodes fixed in advance (`evaluation/base.py`'s `EnvEpisodes`; by
 default one env per episode, its first), so short episodes are not over-counted (taking the
 first N episodes to finish across envs would bias the mean low).
 """
@@ -17,7 +17,7 @@ from jaxrl_dist.envs import derive_seed, xla_loop_problem
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import LEARNER, GameResult, SeatedGame
-from jaxrl_dist.run.evaluator import (
+from jaxrl_dist.evaluation.base import (
     EVAL_SEED_PURPOSE,
     EnvEpisodes,
     EvalResult,
@@ -25,13 +25,14 @@ from jaxrl_dist.run.evaluator import (
     env_of_episode,
     game_stats,
 )
-from jaxrl_dist.run.opponents import named_player
-from jaxrl_dist.sebulba.xla_evaluation import XlaEvaluator
+from jaxrl_dist.evaluation.opponents import named_player
+from jaxrl_dist.evaluation.xla_loop import XlaEvaluator
 from jaxrl_dist.types import pad_rows
 
 
-class Evaluator:
-    """Runs greedy or sampled episodes of the current params on a dedicated EnvPool."""
+class PoolEvaluator:
+    """Greedy or sampled episodes of the current params on a dedicated pool (EnvPool, or a
+    Python source's workers). An `Evaluator`."""
 
     def __init__(self, setup: EvalSetup, num_agents: int = 1):
         self._env = setup.pool()
@@ -88,8 +89,8 @@ class GameEvaluator:
     """The learner against an opponent in a turn-based game, taking each seat in turn (env
     `e`'s games: the learner in seat `e % players`); env `e` plays games `e, e + envs, ...` of
     the `num_episodes` (`EnvEpisodes`' shares; by default one env per game, its first).
-    `opponent` names it (`run/opponents.py`: scripted or "checkpoint:PATH[@STEP]"); `player`,
-    if given, plays it instead (a pool snapshot). Same interface as `Evaluator`."""
+    `opponent` names it (`evaluation/opponents.py`: scripted or "checkpoint:PATH[@STEP]"); `player`,
+    if given, plays it instead (a pool snapshot). An `Evaluator`."""
 
     def __init__(
         self, setup: EvalSetup, *, opponent: str, num_players: int, player: Player | None = None
@@ -168,4 +169,4 @@ def make_evaluator(
         return XlaEvaluator(setup)
     if num_players > 1:
         return GameEvaluator(setup, opponent=opponent, num_players=num_players, player=player)
-    return Evaluator(setup, num_agents)
+    return PoolEvaluator(setup, num_agents)

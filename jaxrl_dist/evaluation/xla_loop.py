@@ -23,7 +23,7 @@ import numpy as np
 
 from jaxrl_dist.acting.xla_actor import in_env_order
 from jaxrl_dist.agents.base import ActorCore
-from jaxrl_dist.run.evaluator import EvalResult, EvalSetup
+from jaxrl_dist.evaluation.base import EvalResult, EvalSetup
 
 CHUNK_STEPS = 64  # env steps per jitted call: `abort` is checked between calls
 

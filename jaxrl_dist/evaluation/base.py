@@ -1,17 +1,12 @@
-"""What every evaluator shares: its result (`EvalResult`), a game's statistics, and the policy
-an evaluator plays with (`EvalActing`).
-
-An evaluator (the EnvPool ones of `sebulba/evaluation.py`, Anakin's `JaxEvaluator`) has
-`run(params, greedy, abort, at_update) -> EvalResult | None` (None: `abort()` turned true
-first; `at_update`: the update of the params, for evaluators whose episodes are drawn from it),
-optionally `warm_up(params, greedy)` (compiles), and `close()`.
+"""What every evaluator shares: the `Evaluator` protocol, its result (`EvalResult`), a game's
+statistics, and the policy an evaluator plays with (`EvalActing`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -22,6 +17,27 @@ from jaxrl_dist.envs.workers import START_TIMEOUT_S
 from jaxrl_dist.types import local_replica
 
 EVAL_SEED_PURPOSE = 2  # derive_seed path: eval envs never share a stream with actors
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What every evaluator is (`pools.py`'s on EnvPool and Python pools, `xla_loop.py`'s inside
+    the XLA actor loop, `jax_envs.py`'s in JAX, `round_robin.RoundRobin` over several agents):
+    `run` plays the episodes of an evaluation with `params` (a dict `{name: params}` for several
+    agents) and returns them, or None when `abort()` turned true first (checked every step: a
+    signal must not wait for a long evaluation); `at_update` is the update of the params, for
+    evaluators whose episodes are drawn from it. An evaluator may also have
+    `warm_up(params, greedy)`, which compiles its policy before the first evaluation."""
+
+    def run(
+        self,
+        params: Any,
+        greedy: bool = True,
+        abort: Callable[[], bool] = lambda: False,
+        at_update: int = 0,
+    ) -> EvalResult | None: ...
+
+    def close(self) -> None: ...
 
 
 class EvalSetup(NamedTuple):
@@ -53,6 +69,22 @@ class EvalSetup(NamedTuple):
 
     def acting(self) -> EvalActing:
         return EvalActing(self.core, self.device, self.seed)
+
+
+def eval_setup(config: Any, core: Any, device: jax.Device) -> EvalSetup:
+    """The `EvalSetup` of a run's evaluations (`config.eval_env`, `eval_episodes`, `seed`,
+    `eval_envs`, `env_start_timeout_s`) for the actor half `core` on `device`."""
+    env_id, kwargs = config.eval_env
+    return EvalSetup(
+        env_id,
+        kwargs,
+        config.eval_episodes,
+        config.seed,
+        core,
+        device,
+        config.eval_envs,
+        config.env_start_timeout_s,
+    )
 
 
 def env_of_episode(num: int, envs: int) -> np.ndarray:
@@ -136,36 +168,6 @@ class EvalResult:
             "length": float(self.lengths.mean()),
             **self.extra,
         }
-
-
-def agents_result(
-    names: list[str],
-    alone: Callable[[str], EvalResult | None],
-    pair: Callable[[str, str], EvalResult | None],
-) -> EvalResult | None:
-    """One evaluation of several agents of a run in a turn-based game (`config.agents`, both
-    engines): each agent against the run's evaluation opponent (`alone(name)`), then each pair
-    (`pair(a, b)`, from a's side); None as soon as one part is (aborted). Returns `[episodes,
-    agents]` (each agent's against the opponent, in `names` order: what `reward_metric`
-    sees), each agent's statistics as `NAME/<stat>`, each pair's as `A_vs_B/<stat>`, and
-    `return_worst_seat`, the weakest agent's weaker seat."""
-    returns, lengths, extra = [], [], {}
-    for name in names:
-        result = alone(name)
-        if result is None:
-            return None
-        returns.append(result.returns[:, 0])
-        lengths.append(result.lengths)
-        extra.update({f"{name}/{k}": v for k, v in result.stats().items()})
-    # The weakest agent's weaker seat: every agent reaches a target on this one.
-    extra["return_worst_seat"] = min(extra[f"{name}/return_worst_seat"] for name in names)
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            result = pair(a, b)
-            if result is None:
-                return None
-            extra.update({f"{a}_vs_{b}/{k}": v for k, v in result.stats().items()})
-    return EvalResult(np.stack(returns, axis=1), np.mean(lengths, axis=0), extra)
 
 
 def game_stats(returns: np.ndarray, seat: np.ndarray, lengths: np.ndarray) -> EvalResult:

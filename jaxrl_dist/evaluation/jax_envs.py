@@ -13,18 +13,37 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, ActorIdentity
-from jaxrl_dist.anakin.envs import make_eval_env, network_player
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity, evaluation_state
 from jaxrl_dist.envs import derive_seed
+from jaxrl_dist.envs.jax_envs import make_jax_env
+from jaxrl_dist.envs.jax_games import NetworkPlayer
 from jaxrl_dist.envs.seats import AGENT_ROLE
-from jaxrl_dist.run.evaluator import (
+from jaxrl_dist.evaluation.base import (
     EVAL_SEED_PURPOSE,
     EvalResult,
-    agents_result,
     env_of_episode,
     game_stats,
 )
+from jaxrl_dist.evaluation.round_robin import RoundRobin
 from jaxrl_dist.types import local_replica
+
+
+def network_player(core: ActorCore) -> NetworkPlayer:
+    """How a game's network roles move with the agent's actor half (memoryless: seats refuse
+    recurrent cores), a fresh actor state per move from its key."""
+
+    def sample(params, obs, key):
+        return core.act(params, obs, evaluation_state(core, 1, key))[0]
+
+    def greedy(params, obs, key):
+        return core.greedy_act(params, obs, evaluation_state(core, 1, key))[0]
+
+    return NetworkPlayer(sample, greedy)
+
+
+def make_eval_env(config: Any, env: Any) -> Any:
+    """The env evaluations play: `env` (the training env), or the config's own eval env."""
+    return make_jax_env(*config.eval_env) if config.own_eval_env else env
 
 
 def play_episodes(
@@ -38,7 +57,7 @@ def play_episodes(
     envs: int = 0,
 ) -> tuple[jax.Array, jax.Array]:
     """`num` episodes on `envs` envs (0: one each; env `e` plays episodes `e, e + envs, ...`, a
-    share fixed in advance, as `run/evaluator.py`'s `EnvEpisodes`) -> (returns `[num]`
+    share fixed in advance, as `evaluation/base.py`'s `EnvEpisodes`) -> (returns `[num]`
     float32, lengths `[num]` int32: env steps, or a game's moves where the env reports them,
     `info["plies"]`); `others`: the params of the other agents a game seats, by role
     ("agent:NAME"). The step after an episode's end is the env's reset step: a game's counts
@@ -155,70 +174,57 @@ class JaxEvaluator:
         pass
 
 
-class AgentsJaxEvaluator:
-    """Several agents of one run (`config.agents`) in a pgx game: each against the run's
-    evaluation opponent taking each seat in turn, then each pair against each other (the
-    second playing its policy's mode), every seed at once. `run(params: {name: [S, ...]})`'s
-    returns are `[S * episodes, agents]` (each agent's against the opponent, in `config.agents`
-    order: what `reward_metric` sees); its statistics are each agent's as `NAME/<stat>`, each
-    pair's as `A_vs_B/<stat>` (A's side), and `return_worst_seat`, the weakest agent's weaker
-    seat: the Sebulba `MultiAgentEvaluator`'s keys."""
+def jax_round_robin(
+    envs: dict[str, Any],
+    cores: dict[str, ActorCore],
+    opponent: str,
+    num_episodes: int,
+    seed: int,
+    num_envs: int = 0,
+) -> RoundRobin:
+    """Several agents of one run (`config.agents`) in a pgx game, every seed at once: each
+    against the run's evaluation opponent taking each seat in turn, then each pair against each
+    other (the second playing its policy's mode). Returns are `[S * episodes, agents]`.
+    `envs`, `cores`: each agent's training env (a `SeatedJaxGame`) and actor half, in
+    `config.agents` order; `num_envs`: the games played at once (0: `num_episodes`)."""
+    names, streams = list(envs), num_envs or num_episodes
 
-    def __init__(
-        self,
-        envs: dict[str, Any],
-        cores: dict[str, ActorCore],
-        opponent: str,
-        num_episodes: int,
-        seed: int,
-        num_envs: int = 0,
-    ):
-        """`envs`, `cores`: each agent's training env (a `SeatedJaxGame`) and actor half, in
-        `config.agents` order; `num_envs`: the games played at once (0: `num_episodes`)."""
+    def evaluator(name: str, env: Any) -> JaxEvaluator:
+        return JaxEvaluator(env, cores[name], num_episodes, seed, num_envs)
 
-        self._names = list(envs)
-        streams = num_envs or num_episodes
+    alone = {name: evaluator(name, envs[name].evaluation(streams, opponent)) for name in names}
+    pairs = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            role = AGENT_ROLE + b
+            env = envs[a].evaluation(streams, role, {role: network_player(cores[b])})
+            pairs[(a, b)] = SeatedOther(evaluator(a, env), role)
+    return RoundRobin(alone, pairs)
 
-        def evaluator(name: str, env: Any) -> JaxEvaluator:
-            return JaxEvaluator(env, cores[name], num_episodes, seed, num_envs)
 
-        self._alone = {
-            name: evaluator(name, envs[name].evaluation(streams, opponent)) for name in self._names
-        }
-        self._pairs = {}
-        for i, a in enumerate(self._names):
-            for b in self._names[i + 1 :]:
-                role = AGENT_ROLE + b
-                env = envs[a].evaluation(streams, role, {role: network_player(cores[b])})
-                self._pairs[(a, b)] = evaluator(a, env)
+class SeatedOther:
+    """A pair's games in JAX (a `round_robin.PairEvaluator`): the other agent's params are
+    handed to the game, which seats them in its role."""
+
+    def __init__(self, evaluator: JaxEvaluator, role: str):
+        self._evaluator, self._role = evaluator, role
 
     def run(
-        self,
-        params: dict[str, Any],
-        greedy: bool = True,
-        abort: Callable[[], bool] = lambda: False,
-        at_update: int = 0,
+        self, params: Any, other: Any, greedy: bool, abort: Callable[[], bool], at_update: int
     ) -> EvalResult | None:
-        def alone(name: str) -> EvalResult | None:
-            return self._alone[name].run(params[name], greedy, abort, at_update)
-
-        def pair(a: str, b: str) -> EvalResult | None:
-            others = {AGENT_ROLE + b: params[b]}
-            return self._pairs[(a, b)].run(params[a], greedy, abort, at_update, others)
-
-        return agents_result(self._names, alone, pair)
+        return self._evaluator.run(params, greedy, abort, at_update, {self._role: other})
 
     def close(self) -> None:
-        pass
+        self._evaluator.close()
 
 
 def run_evaluator(config: Any, envs: dict[str, Any], cores: dict[str, ActorCore]) -> Any:
-    """A run's evaluator: `AgentsJaxEvaluator` for several agents, else `JaxEvaluator` on the
+    """A run's evaluator: `jax_round_robin` for several agents, else `JaxEvaluator` on the
     run's evaluation env (`envs`, `cores`: each agent's training env and actor half, in
     `config.agents` order), `eval_episodes` on `eval_envs` streams."""
     if len(envs) > 1:
         opponent, episodes = config.seats.eval_opponent, config.eval_episodes
-        return AgentsJaxEvaluator(envs, cores, opponent, episodes, config.seed, config.eval_envs)
+        return jax_round_robin(envs, cores, opponent, episodes, config.seed, config.eval_envs)
     (env,), (core,) = envs.values(), cores.values()
     env = make_eval_env(config, env).evaluation(config.num_eval_envs, config.seats.eval_opponent)
     return JaxEvaluator(env, core, config.eval_episodes, config.seed, config.eval_envs)
