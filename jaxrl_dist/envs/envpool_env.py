@@ -17,6 +17,7 @@ from jaxrl_dist.envs.observation import (
     obs_indices_problem,
     split_obs_indices,
 )
+from jaxrl_dist.envs.source import POOL, EnvSource
 
 # EnvPool builds gymnasium Box spaces (float64 bounds) inside recv(); gymnasium then warns on every
 # new pool. Harmless and not ours to fix: silence exactly that message.
@@ -271,3 +272,37 @@ def atari_protocol() -> dict[str, Any]:
         "reward_clip": True,
         "max_episode_steps": 27_000,
     }
+
+
+def _make_pool(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    num_envs: int,
+    batch_size: int,
+    *,
+    seed: int,
+    num_threads: int = 0,
+    thread_affinity_offset: int = -1,
+    **_: Any,
+) -> Any:
+    return make_env(
+        env_id,
+        env_kwargs,
+        num_envs,
+        batch_size,
+        seed=seed,
+        num_threads=num_threads,
+        thread_affinity_offset=thread_affinity_offset,
+    )
+
+
+ENVPOOL_SOURCE = EnvSource(
+    "envpool",
+    POOL,
+    (),
+    check=check_env,
+    make=_make_pool,
+    spec=env_spec,
+    xla_loop_problem=xla_loop_problem,
+    noun="an EnvPool env",
+)

@@ -29,8 +29,6 @@ is split over devices, and a checkpoint of the state resumes the env streams exa
 
 from __future__ import annotations
 
-import difflib
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -38,12 +36,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist.envs.envpool_env import EnvSpec
+from jaxrl_dist.envs.jax_sources import GYMNAX_PREFIX
 from jaxrl_dist.envs.observation import obs_indices_problem, split_obs_indices
-from jaxrl_dist.envs.user_code import FactoryError, load_factory
+from jaxrl_dist.envs.registry import find_source
+from jaxrl_dist.envs.source import JAX, kind_problem
+from jaxrl_dist.envs.user_code import FactoryError
 from jaxrl_dist.errors import one_line
 
-GYMNAX_PREFIX = "gymnax:"
-USER_PREFIX = "jax:"  # a user's own JAX env: jax:module:factory (`_user_env`)
 API_DOC = "docs/guides/your-own-environment.md lists the API a JAX env needs"
 
 
@@ -88,15 +87,10 @@ class JaxEnv:
         kwargs, indices = split_obs_indices(env_kwargs)
         max_steps = kwargs.pop("max_episode_steps", None)
         self.env_id = env_id
-        if env_id.startswith(USER_PREFIX):
-            self._env, params = _user_env(env_id, kwargs)
-        else:
-            import gymnax
-
-            self._env, params = gymnax.make(env_id, **kwargs)
+        self._env, params = find_source(env_id, JAX).make(env_id, kwargs)
         # gymnax's `Environment`, and classes written after it without subclassing it
         # (Craftax's), have `step_env`/`reset_env` (no auto-reset); another class's `step`
-        # must not reset by itself (module doc of `_user_env`).
+        # must not reset by itself (`jax_sources.user_env`).
         self._gymnax = hasattr(self._env, "step_env") and hasattr(self._env, "reset_env")
         if max_steps is not None:
             if not hasattr(params, "max_steps_in_episode"):
@@ -213,49 +207,28 @@ def _spec(env: Any, params: Any, reset: Any) -> EnvSpec:
     )
 
 
-@functools.cache
-def _gymnax_ids() -> tuple[str, ...]:
-    import gymnax
-
-    return tuple(gymnax.registered_envs)
-
-
 def jax_env_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
-    """A one-line problem with `env_id`/`env_kwargs` for the Anakin runtime, or None. Last,
-    the env's batched reset and step are traced as the run's program calls them
-    (`step_problem`)."""
-    if env_id.startswith(USER_PREFIX):
-        try:
-            env = make_jax_env(env_id, env_kwargs)
-        except FactoryError as e:
-            return str(e)
-        except EnvTraceError as e:
-            return f"config.env_id={env_id!r}: {e}"
-        except Exception as e:  # noqa: BLE001  the user's code: any error in one line
-            return f"config.env_id={env_id!r}: {one_line(e)}"
-        return step_problem(env_id, env)
-    if env_id.startswith(("gymnasium:", "factory:", "pettingzoo:")):
-        return (
-            f"config.env_id={env_id!r} is a Python env, stepped by runtime='sebulba' in worker "
-            "processes; set config.runtime='sebulba' (Anakin steps JAX envs: jax:module:factory)"
-        )
-    name = env_id.removeprefix(GYMNAX_PREFIX)
-    ids = _gymnax_ids()
-    if name not in ids:
-        close = difflib.get_close_matches(name, ids, n=3, cutoff=0.5)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        return (
-            f"config.env_id={env_id!r} is not a JAX env{hint}; runtime='anakin' steps gymnax "
-            "envs (gymnax.registered_envs), your own (jax:module:factory) and the games "
-            "TicTacToe-v1 and ConnectFour-v1"
-        )
+    """A one-line problem with `env_id`/`env_kwargs` for the Anakin runtime, or None: its
+    source's (`envs/registry.py`) check, then the env made and its batched reset and step
+    traced as the run's program calls them (`step_problem`)."""
+    source = find_source(env_id, JAX)
+    problem = kind_problem(env_id, source, JAX) or source.check(env_id, env_kwargs)
+    if problem:
+        return problem
     try:
         env = make_jax_env(env_id, env_kwargs)
+    except FactoryError as e:
+        return str(e)
     except EnvTraceError as e:
         return f"config.env_id={env_id!r}: {e}"
     except (TypeError, ValueError, AttributeError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return f"config.env_kwargs={env_kwargs!r} rejected by gymnax for {name}: {first}"
+        if source.name == "gymnax":  # gymnax.make's refusal of an option
+            name = env_id.removeprefix(GYMNAX_PREFIX)
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return f"config.env_kwargs={env_kwargs!r} rejected by gymnax for {name}: {first}"
+        return f"config.env_id={env_id!r}: {one_line(e)}"
+    except Exception as e:  # noqa: BLE001  the user's code: any error in one line
+        return f"config.env_id={env_id!r}: {one_line(e)}"
     return step_problem(env_id, env)
 
 
@@ -294,65 +267,6 @@ def step_problem(env_id: str, env: JaxEnv) -> str | None:
 
 def make_jax_env(env_id: str, env_kwargs: dict[str, Any]) -> JaxEnv:
     """The JAX env for `env_id`: a gymnax id (optionally written `gymnax:<id>`), whose
-    `env_kwargs` go to `gymnax.make`, or `jax:module:factory` (`_user_env`); in both,
+    `env_kwargs` go to `gymnax.make`, or `jax:module:factory` (`jax_sources.user_env`); in both,
     `max_episode_steps` (EnvPool's name) sets the params' time limit."""
-    return JaxEnv(env_id.removeprefix(GYMNAX_PREFIX), env_kwargs)
-
-
-def _user_env(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """`jax:module:factory`: `module.factory(**kwargs)` returns a JAX env with gymnax's API, or
-    `(env, params)` as `gymnax.make` does. The env has `default_params` (unless the factory
-    gives params), `observation_space(params)`, `action_space(params)` (gymnax spaces: Discrete
-    with `n`, or Box of rank 0 or 1), `reset(key, params) -> (obs, state)` and
-    `step(key, state, action, params) -> (obs, state, reward, done, info)`, where `done` is a
-    termination and `info["truncated"]` (if given) a time limit. An env with `step_env` and
-    `reset_env` (gymnax's `Environment`, or a class written after it without subclassing it,
-    as Craftax's are) is stepped through them, its time limit from `is_truncated` where it has
-    one; any other class's `step` must not reset by itself: the wrapper resets on the step
-    after `done`, as EnvPool does. A multi-agent env (`num_agents`, `agents`) is refused."""
-    name = f"config.env_id={env_id!r}"
-    factory = load_factory(env_id, USER_PREFIX)
-    made = factory(**kwargs)
-    env, params = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
-    agents = _agent_count(env)
-    if agents > 1:
-        raise FactoryError(
-            f"{name} made a multi-agent env ({type(env).__name__}, {agents} agents), but "
-            "runtime='anakin' steps single-agent JAX envs (gymnax's API) and the board games "
-            "TicTacToe-v1 and ConnectFour-v1; run agents that act at once on "
-            "runtime='sebulba' as a PettingZoo Parallel env (pettingzoo:module:factory with "
-            "config.agents_per_env)"
-        )
-    missing = [
-        m for m in ("reset", "step", "observation_space", "action_space") if not hasattr(env, m)
-    ]
-    if missing:
-        raise FactoryError(
-            f"{name} made a {type(env).__name__} without {', '.join(missing)}; return an env "
-            "with gymnax's API (docs/guides/your-own-environment.md)"
-        )
-    if not callable(env.observation_space) or not callable(env.action_space):
-        raise FactoryError(
-            f"{name} made a {type(env).__name__}, whose spaces are not methods of the params "
-            "(gymnax's API); a gymnasium env runs on runtime='sebulba' as gymnasium:ID"
-        )
-    if params is None:
-        if getattr(env, "default_params", None) is None:
-            raise FactoryError(
-                f"{name}: its env has no default_params; give it one, or return (env, params)"
-            )
-        params = env.default_params
-    return env, params
-
-
-def _agent_count(env: Any) -> int:
-    """How many agents `env` says it has (JaxMARL's `num_agents` and `agents`, PettingZoo's
-    `possible_agents`); 1 for an env that says nothing."""
-    counts = [1]
-    number = getattr(env, "num_agents", None)
-    if isinstance(number, int):
-        counts.append(number)
-    for names in (getattr(env, a, None) for a in ("agents", "possible_agents")):
-        if isinstance(names, list | tuple):
-            counts.append(len(names))
-    return max(counts)
+    return JaxEnv(env_id, env_kwargs)

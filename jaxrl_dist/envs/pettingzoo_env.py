@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_dist.envs.spaces import SpaceAdapter, spaces_problem
-from jaxrl_dist.envs.steppers import checked
+from jaxrl_dist.envs.spaces import SpaceAdapter, checked, spaces_problem
 
 AGENTS_VIEW = "agents_view"  # envs/agents.py's key, written here without importing JAX
 MASK = "action_mask"

@@ -19,6 +19,8 @@ from jaxrl_dist.envs.envpool_env import EnvSpec
 from jaxrl_dist.envs.workers import EnvContractError, WorkerError, WorkerStartError
 from jaxrl_dist.errors import one_line
 
+PROBED: set[tuple] = set()  # (env_id, kwargs, start timeout) of envs that stepped: probed once
+
 
 def probe_action(spec: EnvSpec, obs: Any, info: dict[str, Any]) -> np.ndarray:
     """A legal action for a pool of one env (module doc): `[1]`, `[1, agents]` for a

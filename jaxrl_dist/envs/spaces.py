@@ -158,3 +158,15 @@ class SpaceAdapter:
         if self._discrete:
             return int(action) + self._start
         return np.asarray(action, self.action_space.dtype)
+
+
+class ObservationError(Exception):
+    """An env broke its declared spaces; the message says how (the worker adds the env)."""
+
+
+def checked(adapter: SpaceAdapter, raw: Any) -> Any:
+    """`raw` converted by `adapter`, after checking it against the space (ObservationError)."""
+    problem = adapter.observation_problem(raw)
+    if problem:
+        raise ObservationError(problem)
+    return adapter.observation(raw)

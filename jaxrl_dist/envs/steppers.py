@@ -16,19 +16,7 @@ import sys
 import traceback
 from typing import Any
 
-from jaxrl_dist.envs.spaces import SpaceAdapter
-
-
-class ObservationError(Exception):
-    """An env broke its declared spaces; the message says how (the worker adds the env)."""
-
-
-def checked(adapter: SpaceAdapter, raw: Any) -> Any:
-    """`raw` converted by `adapter`, after checking it against the space (ObservationError)."""
-    problem = adapter.observation_problem(raw)
-    if problem:
-        raise ObservationError(problem)
-    return adapter.observation(raw)
+from jaxrl_dist.envs.spaces import ObservationError, SpaceAdapter, checked
 
 
 class GymStepper:
@@ -112,8 +100,4 @@ def _worker_main(conn: Any) -> None:
 
 
 if __name__ == "__main__":  # a worker: `python -m jaxrl_dist.envs.steppers FD`
-    # The package's module, not this `__main__` copy: `pettingzoo_env.py` raises that
-    # module's ObservationError, which the worker must recognise.
-    from jaxrl_dist.envs import steppers
-
-    steppers._worker_main(multiprocessing.connection.Connection(int(sys.argv[1])))
+    _worker_main(multiprocessing.connection.Connection(int(sys.argv[1])))
