@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.run.agreement import CONTINUE, Report, agree
-from jaxrl_dist.run.lanes import Rotation
+from jaxrl_dist.sebulba.rotation import Rotation
 
 
 def test_the_agreement_holds_the_lanes_ready_on_every_process():

@@ -44,7 +44,8 @@ from jaxrl_dist.evaluation.jax_envs import network_player, run_evaluator
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped, check_finite
-from jaxrl_dist.run.preflight import Prepared, learner_devices, multi_agent_problem
+from jaxrl_dist.run.preflight import learner_devices, multi_agent_problem
+from jaxrl_dist.run.prepared import Prepared
 from jaxrl_dist.threads import RateCap
 from jaxrl_dist.types import keys_under, local_replica
 
@@ -84,19 +85,16 @@ class AnakinEngine(Engine):
     def __init__(
         self, config: Any, prepared: Prepared, cluster: Cluster, stop_requested: threading.Event
     ):
-        super().__init__(config, prepared, cluster)
+        super().__init__(config, prepared, cluster, stop_requested)
         self._lanes = list(prepared.lanes)  # every agent's view, agent, flow and warm start
-        self._several = len(self._lanes) > 1
         programs = [self._program(lane) for lane in self._lanes]
-        if self._several:
-            program: Any = AgentsProgram(
-                [
-                    LaneProgram(lane.view.name, p, lane.view.learning)
-                    for lane, p in zip(self._lanes, programs, strict=True)
-                ]
+        # One agent's program is the run's; several agents' one program steps them all.
+        program = self.layout.alone(programs)
+        if program is None:
+            pairs = zip(self._lanes, programs, strict=True)
+            program = AgentsProgram(
+                [LaneProgram(lane.view.name, p, lane.view.learning) for lane, p in pairs]
             )
-        else:
-            program = programs[0]
         self.envs = {lane.view.name: p.env for lane, p in zip(self._lanes, programs, strict=True)}
         self.env = programs[0].env
         self.anakin = Anakin(program, config.num_seeds, prepared.devices.learner_mesh)
@@ -107,18 +105,15 @@ class AnakinEngine(Engine):
             if lane.view.learning
         }
         self.steps_per_update = sum(self._steps.values())
-        self._stop_requested = stop_requested
         self.carry: Any = None
         self._seconds_per_update: float | None = None  # known once a chunk ran compiled
         # max_updates_per_s: chunks of at most a second's updates, paced between chunks.
         cap = config.max_updates_per_s
         self._cap = RateCap(cap) if cap else None
         self._windows: dict[str, LogWindow] = {}
-        # Several agents: how to rebuild each one's acting network, for every checkpoint.
+        # How to rebuild each agent's acting network (several agents' checkpoints keep them).
         self._policies = {
-            lane.view.name: describe_policy(lane.view.config, self.spec)
-            for lane in self._lanes
-            if self._several
+            lane.view.name: describe_policy(lane.view.config, self.spec) for lane in self._lanes
         }
 
     def _program(self, lane: Any) -> Program:
@@ -139,10 +134,8 @@ class AnakinEngine(Engine):
         )
 
     def _carries(self, carry: Any = None) -> dict[str, Any]:
-        """Each agent's carry by name (one agent: the carry itself)."""
-        carry = self.carry if carry is None else carry
-        carries = carry if self._several else (carry,)
-        return {lane.view.name: c for lane, c in zip(self._lanes, carries, strict=True)}
+        """Each agent's carry by name (`Layout.split` of the program's)."""
+        return self.layout.split(self.carry if carry is None else carry)
 
     def _core(self, name: str) -> Any:
         return self.agents[name].learner
@@ -164,18 +157,18 @@ class AnakinEngine(Engine):
             )
             return {"params": params, "carry": carry}
 
-        if not self._several:
-            return placed(abstract, self.anakin.abstract)
-        return {"agents": {n: placed(abstract["agents"][n], c) for n, c in carries.items()}}
+        trees = self.layout.lanes_of(abstract)
+        return self.layout.tree({n: placed(trees[n], c) for n, c in carries.items()})
 
     def _saved_tree(self, carry: Any) -> dict[str, Any]:
-        """`{"params": the first seed's, "carry": ...}`; several agents: one per name under
-        "agents" (what `checkpoint.agent_state` reads)."""
+        """`{"params": the first seed's, "carry": ...}` of each agent, as the layout writes them
+        (several agents: one per name under "agents", what `checkpoints.store.agent_state`
+        reads)."""
         trees = {
             name: {"params": self._first_params(name, c), "carry": c}
             for name, c in self._carries(carry).items()
         }
-        return {"agents": trees} if self._several else next(iter(trees.values()))
+        return self.layout.tree(trees)
 
     # ------------------------------------------------------------------ the state
     def begin(self, ckpt: Any, resume: bool) -> dict[str, Any] | None:
@@ -183,53 +176,43 @@ class AnakinEngine(Engine):
         if resume:
             saved, meta = ckpt.restore(self.saved_abstract())
             _refuse(changed_seats_problem(self.config, meta.get("config", {})))
-            if self._several:
-                self.carry = tuple(saved["agents"][lane.view.name]["carry"] for lane in self._lanes)
-            else:
-                self.carry = saved["carry"]
+            trees = self.layout.lanes_of(saved)
+            self.carry = self.layout.joined({n: tree["carry"] for n, tree in trees.items()})
             return meta
         seeds = jnp.arange(cfg.seed, cfg.seed + cfg.num_seeds, dtype=jnp.uint32)
         # Warm starts go into the init: the streams' first replies and each league's first
         # snapshot and frozen policy are already the warm params.
         warm = {lane.view.name: lane.warm_params for lane in self._lanes}
         warm = {name: params for name, params in warm.items() if params is not None}
-        if not self._several:
-            warm = next(iter(warm.values()), None)
-        self.carry = self.anakin.init(seeds, warm or None)
+        self.carry = self.anakin.init(seeds, self.layout.params(warm) if warm else None)
         return None
 
     def _joined(self, carries: dict[str, Any]) -> Any:
         """Each agent's carry back as the program's carry, laid out on the mesh."""
-        carry = tuple(carries.values()) if self._several else next(iter(carries.values()))
-        return jax.device_put(carry, self.anakin.sharding)
+        return jax.device_put(self.layout.joined(carries), self.anakin.sharding)
 
     def saved(self, step: int) -> Saved:
-        if not self._several:
-            return Saved(self._saved_tree(self.carry))
-        meta = {
-            "agents": {
-                lane.view.name: {
-                    "updates": step if lane.view.learning else 0,
-                    "env_steps": step * self._steps.get(lane.view.name, 0),
-                }
-                for lane in self._lanes
-            },
-            "policies": self._policies,
+        counts = {
+            lane.view.name: {
+                "updates": step if lane.view.learning else 0,
+                "env_steps": step * self._steps.get(lane.view.name, 0),
+            }
+            for lane in self._lanes
         }
+        meta = self.layout.meta(counts, policies=self._policies)
         return Saved(self._saved_tree(self.carry), meta)
 
-    def _per_agent(self, get: Any) -> Any:
-        """`get(name, carry)` of the one agent, or `{name: get(name, carry)}` of several."""
-        out = {name: get(name, c) for name, c in self._carries().items()}
-        return out if self._several else next(iter(out.values()))
+    def _per_lane(self, get: Any) -> Any:
+        """`get(name, carry)` of every agent, as hooks, evaluators and digests take it."""
+        return self.layout.params({name: get(name, c) for name, c in self._carries().items()})
 
     def policy_params(self) -> Any:
         """The first seed's params (several agents: each one's by name)."""
-        return self._per_agent(self._first_params)
+        return self._per_lane(self._first_params)
 
     def eval_params(self) -> Any:
         """A copy of every seed's params (`[S, ...]` leaves; several agents: by name)."""
-        return self._per_agent(lambda n, c: _copy(self._core(n).actor_params(c.learner)))
+        return self._per_lane(lambda n, c: _copy(self._core(n).actor_params(c.learner)))
 
     def digests(self) -> tuple[str, str]:
         return tree_digest(self.policy_params()), carry_digest(self.carry)
@@ -258,10 +241,9 @@ class AnakinEngine(Engine):
 
     def take_params(self, snapshot: Any) -> None:
         """Every seed's learner takes its own params of the snapshot (`[S, ...]` leaves)."""
-        carries = self._carries()
-        several = {name: snapshot[name] for name in carries} if self._several else None
+        carries, per_lane = self._carries(), self.layout.params_of(snapshot)
         for name, carry in carries.items():
-            params = several[name] if several else snapshot
+            params = per_lane[name]
             learner = jax.vmap(self._core(name).with_params)(carry.learner, params)
             carries[name] = carry._replace(learner=learner)
         self.carry = self._joined(carries)
@@ -276,7 +258,7 @@ class AnakinEngine(Engine):
         self.carry = self._joined(carries)
 
     def _prefix(self, name: str) -> str:
-        return f"{name}/" if self._several else ""
+        return self.layout.prefix(name)
 
     # ------------------------------------------------------------------ the run
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
@@ -293,9 +275,8 @@ class AnakinEngine(Engine):
 
     def _lane_steps(self, name: str, counters: Counters) -> int:
         """An agent's env steps (one seed's): the run's for one agent."""
-        if not self._several:
-            return counters.env_steps
-        return counters.updates * self._steps.get(name, 0)
+        own = counters.updates * self._steps.get(name, 0)
+        return self.layout.counters(counters, counters.updates, own).env_steps
 
     def prepare(self, budget: int, at_update: int) -> Ready:
         """Nothing to read: the chunk's length, at most about CHUNK_S seconds of updates (1
@@ -354,7 +335,7 @@ class AnakinEngine(Engine):
             if learner_updates is not None:
                 lane["charts/learner_updates"] = learner_updates
             record.update({prefix + k: v for k, v in lane.items()})
-        if self._several:  # the run's speed and updates beside each agent's
+        if "charts/sps" not in record:  # the run's speed and updates beside each agent's
             record["charts/sps"] = sum(record[f"{n}/charts/sps"] for n in self._steps)
             record["charts/updates"] = counters.updates
         if self._cap is not None:  # every agent's: they update in lockstep
@@ -372,26 +353,22 @@ class AnakinEngine(Engine):
             "sps_all_seeds": round(counters.env_steps * seeds / wall, 1),
         }
         agents = {name: self._agent_summary(name, counters, evals) for name in self._carries()}
-        if self._several:
-            summary["agents"] = agents
-        else:
-            summary.update(next(iter(agents.values())))
+        summary.update(self.layout.summary(agents))
         return summary
 
     def _agent_summary(
         self, name: str, counters: Counters, evals: list[dict[str, Any]]
     ) -> dict[str, Any]:
         seeds, prefix = self.config.num_seeds, self._prefix(name)
-        out: dict[str, Any] = {"seeds": per_seed(evals, self.config, prefix)}
-        if self._several:
-            params = self._first_params(name, self._carries()[name])
-            out = {
+        out: dict[str, Any] = self.layout.own(
+            lambda: {
                 "learning": name in self._steps,
                 "updates": counters.updates if name in self._steps else 0,
                 "env_steps": self._lane_steps(name, counters),
-                "params_sha256": tree_digest(params),
-                **out,
+                "params_sha256": tree_digest(self._first_params(name, self._carries()[name])),
             }
+        )
+        out["seeds"] = per_seed(evals, self.config, prefix)
         learner_updates = self._learner_updates(name)
         if learner_updates is not None:
             out["learner_updates"] = learner_updates

@@ -32,7 +32,7 @@ class Report(NamedTuple):
       new_hparams: process 0 has new hyperparameters for every process.
       ready: the learners (lanes) whose data is ready here, a bitmask (one learner: 1). The
         agreement holds their AND: a lane steps only when its batch is ready on every
-        process (`run/lanes.py` picks one in turn).
+        process (`sebulba/rotation.py` picks one in turn).
     """
 
     status: int

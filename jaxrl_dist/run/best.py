@@ -34,6 +34,7 @@ from typing import Any
 import jax
 
 from jaxrl_dist.checkpoints.store import METRIC, Checkpointer, best_dir
+from jaxrl_dist.run.layout import Layout
 
 
 class BestPolicies:
@@ -51,11 +52,11 @@ class BestPolicies:
         `{"config": ...}`, as a checkpoint's meta holds them; `names`: the agents (one name: a
         one-agent run, whose bests are in `best/` itself); `policy_of(snapshot)`: the policy
         params (`Engine.policy_params`'s form) of an `Engine.eval_params` snapshot."""
-        self._several = len(names) > 1
+        self._layout = layout = Layout(names)  # where each agent's bests go, and how
         self._meta, self._policy_of = policy_meta, policy_of
         self._stores = {
             name: Checkpointer(
-                best_dir(ckpt_dir, name if self._several else None),
+                best_dir(ckpt_dir, layout.named(name)),
                 keep_latest=0,
                 keep_best=keep,
                 primary_only=True,
@@ -98,7 +99,7 @@ class BestPolicies:
                 **point,
                 "landed_at_updates": landed_at_updates,
                 "eval": entry,
-                **({"best_of": name} if self._several else {}),
+                **({"best_of": name} if self._layout.named(name) else {}),
             }
             self._pending[name].append((snapshot, meta, metrics[name]))
             self._best[name] = metrics[name]
@@ -110,11 +111,8 @@ class BestPolicies:
         for name, pending in self._pending.items():
             while pending:
                 snapshot, meta, metric = pending.popleft()
-                params = jax.device_get(self._policy_of(snapshot))
-                if self._several:
-                    state = {"agents": {n: {"params": p} for n, p in params.items()}}
-                else:
-                    state = {"params": params}
+                params = self._layout.params_of(jax.device_get(self._policy_of(snapshot)))
+                state = self._layout.tree({n: {"params": p} for n, p in params.items()})
                 self._save(self._stores[name], meta["updates"], state, meta, metric)
                 self.written += 1
         self.write_s += time.perf_counter() - start

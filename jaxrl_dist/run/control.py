@@ -27,9 +27,9 @@ import numpy as np
 
 from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
-from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.config.sections import REPLAY_RUNTIME_FIELDS
 from jaxrl_dist.run.hparams import AgentsHyperparamControl, HyperparamControl
+from jaxrl_dist.run.layout import Layout
 from jaxrl_dist.run.preflight import warm_params
 
 LOAD = "load_params"
@@ -40,13 +40,14 @@ BLOB_BYTES = 4096  # a request as JSON bytes, the same size on every process (a 
 def run_control(config: Any, engine: Any, workdir: str, primary: bool) -> HyperparamControl:
     """A run's control: its agent's run-time hyperparameters (each agent's, `NAME/field`, with
     several), with the loads and replay settings of `RunRequests`."""
-    if len(config.agents) < 2:
-        control = HyperparamControl.for_run(config, engine.agent.hyperparams, workdir, primary)
+    agent = engine.layout.alone(engine.agents.values())
+    if agent is not None:  # one agent's fields unprefixed, checked against the run's config
+        control = HyperparamControl.for_run(config, agent.hyperparams, workdir, primary)
     else:
         names = {name: agent.hyperparams for name, agent in engine.agents.items()}
-        control = AgentsHyperparamControl.for_agents(agent_views(config), names, workdir, primary)
-    agents = list(engine.agents)
-    control.requests = RunRequests(engine, config.env_id, agents, len(agents) > 1)
+        views = list(engine.views.values())
+        control = AgentsHyperparamControl.for_agents(views, names, workdir, primary)
+    control.requests = RunRequests(engine, config.env_id, engine.layout)
     return control
 
 
@@ -63,25 +64,23 @@ class ControlError(ValueError):
 
 
 class RunRequests:
-    """Pending loads and replay settings of a run's agents (`names`: one agent "learner",
-    whose keys have no prefix, or several, `NAME/key`)."""
+    """Pending loads and replay settings of a run's agents, keyed as `layout` writes them (one
+    agent's keys have no prefix, several agents' are `NAME/key`)."""
 
-    def __init__(self, engine: Any, env_id: str, names: list[str], prefixed: bool):
+    def __init__(self, engine: Any, env_id: str, layout: Layout):
         self._engine, self._env_id = engine, env_id
-        self._names, self._prefixed = names, prefixed
+        self._names, self._layout = layout.names, layout
         self._pending: dict[str, Any] = {}
         self._loaded: dict[str, Any] = {}  # process 0: the params read at the check
 
     @property
     def keys(self) -> tuple[str, ...]:
         own = (LOAD, *(REPLAY + f for f in REPLAY_RUNTIME_FIELDS))
-        if not self._prefixed:
-            return own
-        return tuple(f"{name}/{k}" for name in self._names for k in own)
+        return tuple(self._layout.prefix(name) + k for name in self._names for k in own)
 
     def claims(self, key: str) -> bool:
         """Whether `key` of a request is one of these (the rest are hyperparameters)."""
-        own = key.partition("/")[2] if self._prefixed else key
+        own = self._layout.split_key(key)[1]
         return own == LOAD or own.startswith(REPLAY)
 
     @property
@@ -165,17 +164,14 @@ class RunRequests:
     # ------------------------------------------------------------------ helpers
     def _split(self, key: str, strict: bool = True) -> tuple[str | None, str]:
         """`key` -> (agent name, its own key)."""
-        if not self._prefixed:
-            return self._names[0], key
-        name, _, own = key.partition("/")
-        if name not in self._names:
-            if not strict:
-                return None, own
+        name, own = self._layout.split_key(key)
+        if name is None and strict:
             raise ControlError(f"{key} names no agent ({', '.join(self._names)})")
         return name, own
 
     def _key(self, name: str, what: str) -> str:
-        return f"agent {name}'s {what}" if self._prefixed else what
+        who = self._layout.who(name)
+        return f"{who}'s {what}" if who else what
 
     def _checked_load(self, key: str, name: str, value: Any) -> tuple[str, Any]:
         """(`RUN@STEP`, the params) a load names."""
@@ -186,7 +182,7 @@ class RunRequests:
 
     def _read(self, key: str, name: str, spec: str) -> tuple[str, int, Any]:
         """A source run of several agents gives its agent of the same name."""
-        like, agent = self._engine.params_like(name), name if self._prefixed else None
+        like, agent = self._engine.params_like(name), self._layout.named(name)
         try:
             return warm_params(spec, like, self._env_id, agent, field=key)
         except (ConfigError, OSError, ValueError) as e:

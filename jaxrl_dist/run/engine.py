@@ -20,12 +20,26 @@ code). Each declares the run fields it honours beyond the shell's (`uses`) and t
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Mapping
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from jaxrl_dist.errors import NonFiniteError, RunError
+from jaxrl_dist.run.layout import Layout
 from jaxrl_dist.run.logger import MetricLogger
 from jaxrl_dist.types import PyTree
+
+if TYPE_CHECKING:  # the seam's types; these modules import this one
+    from jaxrl_dist.checkpoints.store import Checkpointer
+    from jaxrl_dist.config import TrainConfig
+    from jaxrl_dist.data import DataFlow
+    from jaxrl_dist.envs import EnvSpec
+    from jaxrl_dist.evaluation.base import Evaluator
+    from jaxrl_dist.evaluation.video import EvalVideos
+    from jaxrl_dist.learning.distributed import Cluster
+    from jaxrl_dist.learning.mesh import Devices
+    from jaxrl_dist.run.counters import Counters
+    from jaxrl_dist.run.prepared import Prepared
 
 
 class Ready(NamedTuple):
@@ -39,8 +53,9 @@ class Ready(NamedTuple):
       stopped: the engine will not step: a stop was asked for (Sebulba: its data seam saw it
         before a batch came).
       failure: what ended this process's data (an actor beyond its restart budget, ...).
-      ready: the engine's learners (lanes, `lanes.py`) whose batch is ready here, a bitmask;
-        every process's are ANDed, and `advance` gets the result (no step when it is 0).
+      ready: the engine's learners (lanes) whose batch is ready here, a bitmask; every
+        process's are ANDed, and `advance` gets the result (no step when it is 0; Sebulba
+        serves the ready lanes in turn, `sebulba/rotation.py`).
     """
 
     updates: int = 1
@@ -85,10 +100,11 @@ class Saved(NamedTuple):
 
 class Engine(abc.ABC):
     """What advances training. Built by the shell after `preflight.prepare` passed, with the
-    agent, devices and data flow it found (`Prepared`); it keeps `config`, `agent` and `spec`
-    (the env's) as attributes. Every method runs on the main thread; `prepare` and `advance`
-    are called by every process alike, as are `digests`, `saved` and `log_record` (they may
-    take part in collectives)."""
+    lanes (every agent's view, agent, data flow and warm start) and devices it found
+    (`Prepared`); it keeps `config`, `spec` (the env's), `agents` (by name) and `layout` as
+    attributes, and never asks how many agents there are (`layout.py` does). Every method runs
+    on the main thread; `prepare` and `advance` are called by every process alike, as are
+    `digests`, `saved` and `log_record` (they may take part in collectives)."""
 
     name: ClassVar[str]
     uses: ClassVar[Mapping[str, str]]  # run fields it honours besides SHELL_FIELDS, and how
@@ -98,23 +114,31 @@ class Engine(abc.ABC):
     # A failed step (NonFiniteError) leaves no valid state: it was donated to the update.
     donates_on_failure: ClassVar[bool] = True
 
-    def __init__(self, config: Any, prepared: Any, cluster: Any):
-        """`prepared`: what `preflight.prepare` found (agent, spec, devices, flow, warm start)."""
-        self.config, self.agent, self.spec = config, prepared.agent, prepared.spec
-        # Every agent of the run by name (`config.agents`; one-agent runs: "learner").
-        lanes = getattr(prepared, "lanes", ())
-        self.agents = {lane.view.name: lane.agent for lane in lanes} or {"learner": self.agent}
-        self.devices, self._flow, self._cluster = prepared.devices, prepared.flow, cluster
-        self._warm_params = prepared.warm_params
+    def __init__(
+        self,
+        config: TrainConfig,
+        prepared: Prepared,
+        cluster: Cluster,
+        stop_requested: threading.Event,
+    ):
+        """`prepared`: what `preflight.prepare` found (the spec, the devices, and every agent's
+        lane: its view, agent, data flow and warm start); `stop_requested`: set when the run
+        is asked to stop (an engine's waits for data end on it)."""
+        self.config, self.spec, self.devices = config, prepared.spec, prepared.devices
+        # Every agent of the run by name (`config.agents`; a one-agent run's: "learner").
+        self.agents = {lane.view.name: lane.agent for lane in prepared.lanes}
+        self.views = {lane.view.name: lane.view for lane in prepared.lanes}  # built once: preflight
+        self.layout = Layout(self.agents)  # how they are written: the one place their count shows
+        self._cluster, self._stop_requested = cluster, stop_requested
 
     # ------------------------------------------------------------------ checks (nothing written)
     @classmethod
     @abc.abstractmethod
-    def machine(cls, config: Any) -> tuple[Any, Any]:
+    def machine(cls, config: TrainConfig) -> tuple[EnvSpec, Devices]:
         """The env's spec and the device split for `config` on this machine; ConfigError."""
 
     @classmethod
-    def problem(cls, config: Any, flow: Any) -> str | None:
+    def problem(cls, config: TrainConfig, flow: DataFlow) -> str | None:
         """What in `config` this engine cannot run with data flow `flow` (one line), or None;
         the refused fields are checked before (`refusal`)."""
         return None
@@ -125,7 +149,7 @@ class Engine(abc.ABC):
 
     # ------------------------------------------------------------------ the state
     @abc.abstractmethod
-    def begin(self, ckpt: Any, resume: bool) -> dict[str, Any] | None:
+    def begin(self, ckpt: Checkpointer, resume: bool) -> dict[str, Any] | None:
         """The initial state: restored from `ckpt`'s latest step (its meta is returned), or
         fresh (from the warm-start params, if any; None)."""
 
@@ -152,9 +176,8 @@ class Engine(abc.ABC):
         same on every process; Anakin: every seed its own), as `load_params` loads them:
         optimizer states and counts go on. A run stopped by an evaluation beside training
         ends with the params that evaluation scored."""
-        several = len(self.agents) > 1
-        for name in self.agents:
-            self.load_params(name, snapshot[name] if several else snapshot)
+        for name, params in self.layout.params_of(snapshot).items():
+            self.load_params(name, params)
 
     @abc.abstractmethod
     def digests(self) -> tuple[str, str]:
@@ -191,14 +214,14 @@ class Engine(abc.ABC):
 
     # ------------------------------------------------------------------ the run
     @abc.abstractmethod
-    def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
+    def evaluator(self, in_background: bool, workdir: str) -> tuple[Evaluator, EvalVideos | None]:
         """(the evaluator, GIFs every `video_every_evals` evaluations or None) of process 0."""
 
     # Env steps every update adds where that is fixed (Anakin), so a step can end at the next
     # env-step mark; None where the data decides (Sebulba, one update a step).
     steps_per_update: int | None = None
 
-    def start(self, counters: Any) -> None:  # noqa: B027  optional: an engine may not act apart
+    def start(self, counters: Counters) -> None:  # noqa: B027  optional: an engine may not act apart
         """Starts acting (actor threads) from the run's `counters`, after `begin`."""
 
     @abc.abstractmethod
@@ -213,10 +236,10 @@ class Engine(abc.ABC):
         ProcessLostError."""
 
     @abc.abstractmethod
-    def log_record(self, metrics: dict[str, float], counters: Any) -> dict[str, float]:
+    def log_record(self, metrics: dict[str, float], counters: Counters) -> dict[str, float]:
         """A log line's record (every process calls it: it may gather)."""
 
-    def summary(self, counters: Any, evals: list[dict[str, Any]]) -> dict[str, Any]:
+    def summary(self, counters: Counters, evals: list[dict[str, Any]]) -> dict[str, Any]:
         """What the engine adds to `summary.json` (`evals`: the run's evaluation history)."""
         return {}
 

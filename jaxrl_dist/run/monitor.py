@@ -19,11 +19,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxrl_dist.config import TrainConfig
+from jaxrl_dist.envs.seats import LEARNER
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.evaluation.base import EvalResult, finishing_order
 from jaxrl_dist.run.best import BestPolicies
 from jaxrl_dist.run.counters import Counters, EvalHistory
 from jaxrl_dist.run.hooks import EvalEpisode, EvalReport, Hooks
+from jaxrl_dist.run.layout import Layout
 from jaxrl_dist.run.logger import MetricLogger, Progress
 
 
@@ -58,8 +60,8 @@ class EvalMonitor:
         self.history = history
         self._best = best
         self._stat = config.eval_metric
-        several = len(config.agents) > 1
-        self._agents = [a.name for a in config.agents] if several else None
+        # The run's agents, as the layout writes their evaluations (`NAME/<stat>` among several).
+        self._layout = Layout([agent.name for agent in config.agents] or [LEARNER])
         self._seeds = config.num_seeds
         self._modes = ("greedy", "sampled") if config.eval_mode == "both" else (config.eval_mode,)
         self._target = config.stop_at_eval_return
@@ -180,17 +182,20 @@ class EvalMonitor:
         ("learner": a one-agent run, whose metric it is): the main mode's `reward_metric` of
         that agent's column of returns (the first seed's episodes, for an Anakin run of
         several seeds), or its `config.eval_metric` statistic (`NAME/...`, `seed0_...`)."""
-        if self._agents is None and self._seeds == 1:
-            return {"learner": metric}
+        alone = self._layout.alone(self._layout.names)
+        if alone is not None and self._seeds == 1:
+            return {alone: metric}
         main = results[self._modes[0]]
         stats = main.stats()
         first = slice(None) if self._seeds == 1 else slice(0, len(main.lengths) // self._seeds)
         seed = "" if self._seeds == 1 else "seed0_"
-        if self._agents is None:
-            return {"learner": self._metric(main.returns[first], stats, seed)}
+        if alone is not None:  # one agent: every column of its returns (its env's agents)
+            return {alone: self._metric(main.returns[first], stats, seed)}
         return {
-            name: self._metric(main.returns[first, i : i + 1], stats, f"{name}/{seed}")
-            for i, name in enumerate(self._agents)
+            name: self._metric(
+                main.returns[first, i : i + 1], stats, self._layout.prefix(name) + seed
+            )
+            for i, name in enumerate(self._layout.names)
         }
 
     def _metric(self, returns: np.ndarray, stats: dict[str, float], prefix: str = "") -> float:

@@ -28,41 +28,17 @@ from jaxrl_dist.checkpoints.store import (
 )
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.agents import AGENT_FIELDS, AgentView, agent_views
-from jaxrl_dist.data import DataFlow, flows
+from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
+from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.evaluation.opponents import named_player
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.engine import Engine
 from jaxrl_dist.run.fields import refusal
+from jaxrl_dist.run.prepared import Prepared, PreparedLane
 from jaxrl_dist.run.wandb_sink import wandb_problem
 from jaxrl_dist.schedules import check_schedules
-
-
-@dataclasses.dataclass(frozen=True)
-class Prepared:
-    """What the checks produced: the env's spec, the device split, the agent's two halves, the
-    data flow that feeds its learner, and the warm-start params (host arrays) if
-    `config.warm_start` names a run."""
-
-    spec: EnvSpec
-    devices: Devices
-    agent: Agent
-    flow: DataFlow
-    warm_params: Any = None
-    lanes: tuple[PreparedLane, ...] = ()  # every agent's (`config.agents`); the first above
-    notes: tuple[str, ...] = ()  # warm starts that passed over damaged steps (the summary's)
-
-
-@dataclasses.dataclass(frozen=True)
-class PreparedLane:
-    """One agent of the run (`config/agents.py`): its view, agent, data flow and warm start."""
-
-    view: AgentView
-    agent: Agent
-    flow: DataFlow
-    warm_params: Any = None
-    note: str | None = None  # its warm start passed over damaged steps (`warm_params`)
 
 
 def learner_devices(config: TrainConfig) -> Devices:
@@ -226,9 +202,8 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
     if problem:
         raise ConfigError(problem)
     lanes = tuple(_prepare_lane(view, spec, engine) for view in views)
-    first = lanes[0]
     notes = tuple(lane.note for lane in lanes if lane.note)
-    return Prepared(spec, devices, first.agent, first.flow, first.warm_params, lanes, notes)
+    return Prepared(spec, devices, lanes, notes)
 
 
 def _prepare_lane(view: AgentView, spec: EnvSpec, engine: type[Engine]) -> PreparedLane:
@@ -335,3 +310,10 @@ def warm_params(
             "from a run with the same network"
         )
     return source_path, step, restructure_like(params, like)
+
+
+def with_env_factory(config: TrainConfig, env_factory: Callable[..., Any]) -> TrainConfig:
+    """`config` training on `env_factory`'s envs (registered as `factory:NAME`)."""
+    name = config.env_id.removeprefix(FACTORY) if config.env_id.startswith(FACTORY) else ""
+    name = name or re.sub(r"\W", "", getattr(env_factory, "__name__", "")) or "env"
+    return dataclasses.replace(config, env_id=register_env_factory(name, env_factory))

@@ -20,7 +20,6 @@ from typing import Any
 from jaxrl_dist.checkpoints.policy import describe_policy
 from jaxrl_dist.checkpoints.store import Checkpointer, CheckpointSaveError
 from jaxrl_dist.config import TrainConfig, jsonable
-from jaxrl_dist.config.agents import agent_views
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.best import BestPolicies
@@ -189,12 +188,12 @@ def _best_policies(
     """The writer of the run's best params, with what a checkpoint's meta says of its policy
     (each agent's description, for several)."""
     names = list(engine.agents)
-    if len(names) > 1:
-        views = {view.name: view for view in agent_views(config)}
+    if engine.layout.alone(names) is not None:
+        meta: dict[str, Any] = {"policy": policy}
+    else:
+        views = engine.views
         policies = {name: describe_policy(views[name].config, engine.spec) for name in names}
         meta = {"policies": policies}
-    else:
-        meta = {"policy": policy}
     meta["config"] = jsonable(config.to_dict())
     return BestPolicies(
         ckpt_dir, config.keep_best_checkpoints, meta, names, engine.policy_params_of

@@ -156,3 +156,16 @@ class RunResult:
             best_checkpoint=best_path,
             summary=summary,
         )
+
+
+def done_line(summary: dict[str, Any], seeds: int) -> str:
+    """The run's last progress line, from its summary."""
+    steps = f"{summary['env_steps']:,} env steps" + (
+        f" per seed x {seeds} seeds" if seeds > 1 else ""
+    )
+    why = summary.get("final_eval_note")
+    return (
+        f"done ({summary['stop_reason']}): {steps}, {summary['updates']:,} updates in "
+        f"{summary['wall_time_s']:.1f}s, final eval return {summary['final_eval_return']}"
+        + (f" ({why})" if why else "")
+    )

@@ -9,11 +9,9 @@ shell never names an engine, an agent nor a data flow (`engine.py` says what an 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +22,6 @@ from jaxrl_dist.compilation import CompileTotals, use_compilation_cache
 from jaxrl_dist.config import ConfigError, TrainConfig, jsonable
 from jaxrl_dist.config.engines import get_engine
 from jaxrl_dist.determinism import set_deterministic_xla_flags
-from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.errors import NonFiniteError, RunError
 from jaxrl_dist.learning.distributed import Cluster, ProcessLostError
 from jaxrl_dist.run.agreement import CONTINUE, FAILED, SIGNALLED, STOP, Report, agree
@@ -32,12 +29,12 @@ from jaxrl_dist.run.control import run_control
 from jaxrl_dist.run.curves import draw_agent_curves, draw_learning_curve, draw_seed_curves
 from jaxrl_dist.run.engine import Engine, Ready
 from jaxrl_dist.run.hooks import Hooks
-from jaxrl_dist.run.preflight import prepare
+from jaxrl_dist.run.preflight import prepare, with_env_factory
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.run_evaluation import RunEvaluation
 from jaxrl_dist.run.session import Session, open_session
 from jaxrl_dist.run.stopping import StopControl
-from jaxrl_dist.run.summary import RunResult, run_summary
+from jaxrl_dist.run.summary import RunResult, done_line, run_summary
 from jaxrl_dist.threads import switch_interval
 
 
@@ -87,7 +84,6 @@ class Trainer:
                 "process the same config, overrides and resume flag"
             )
         self.engine = self._build_engine()
-        self.agent = self.engine.agent
         self.hparams = run_control(config, self.engine, self.workdir, self.cluster.is_primary)
         self._evals = RunEvaluation(config, self.stop, self.engine)
         self._save_now = False  # process 0: checkpoint_every_s is due
@@ -181,8 +177,8 @@ class Trainer:
             draw_learning_curve(self.workdir, run.progress.message)
             if cfg.num_seeds > 1:
                 draw_seed_curves(self.workdir, cfg.num_seeds, run.progress.message)
-            if len(cfg.agents) > 1:
-                names = [agent.name for agent in cfg.agents]
+            names = list(self.engine.agents)
+            if self.engine.layout.alone(names) is None:  # several agents: one curve each
                 draw_agent_curves(self.workdir, names, run.progress.message)
         if run.logger is not None:
             run.logger.finish_sink(summary, failed=error is not None)
@@ -394,21 +390,5 @@ class Trainer:
         if self.cluster.is_primary:
             with open(os.path.join(self.workdir, "summary.json"), "w") as f:
                 json.dump(summary, f, indent=2)
-        seeds = self.config.num_seeds
-        steps = f"{summary['env_steps']:,} env steps" + (
-            f" per seed x {seeds} seeds" if seeds > 1 else ""
-        )
-        why = summary.get("final_eval_note")
-        run.progress.message(
-            f"done ({summary['stop_reason']}): {steps}, {summary['updates']:,} updates in "
-            f"{summary['wall_time_s']:.1f}s, final eval return {summary['final_eval_return']}"
-            + (f" ({why})" if why else "")
-        )
+        run.progress.message(done_line(summary, self.config.num_seeds))
         return summary
-
-
-def with_env_factory(config: TrainConfig, env_factory: Callable[..., Any]) -> TrainConfig:
-    """`config` training on `env_factory`'s envs (registered as `factory:NAME`)."""
-    name = config.env_id.removeprefix(FACTORY) if config.env_id.startswith(FACTORY) else ""
-    name = name or re.sub(r"\W", "", getattr(env_factory, "__name__", "")) or "env"
-    return dataclasses.replace(config, env_id=register_env_factory(name, env_factory))

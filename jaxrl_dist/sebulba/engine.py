@@ -31,16 +31,16 @@ from jaxrl_dist.evaluation.video import EvalVideos, video_problem
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import Engine, Ready, Saved, Stepped
-from jaxrl_dist.run.lanes import Rotation
 from jaxrl_dist.run.preflight import (
-    Prepared,
     eval_env_problem,
     learner_devices,
     multi_agent_problem,
 )
+from jaxrl_dist.run.prepared import Prepared
 from jaxrl_dist.sebulba.fields import REFUSES, USES
-from jaxrl_dist.sebulba.lane import Lane, LaneItems, join_items, saved_replay
+from jaxrl_dist.sebulba.lane import Lane, saved_replay
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
+from jaxrl_dist.sebulba.rotation import Rotation
 from jaxrl_dist.threads import POLL_S, RateCap
 from jaxrl_dist.types import keys_under
 
@@ -112,42 +112,25 @@ class SebulbaEngine(Engine):
     ):
         """`stop_requested` ends the learner's waits for data; the actors' waits end when the
         engine `stop`s."""
-        super().__init__(config, prepared, cluster)
-        several = len(prepared.lanes) > 1
+        super().__init__(config, prepared, cluster, stop_requested)
         self.lanes = [
-            Lane(
-                lane,
-                prepared.devices,
-                cluster,
-                stop_requested,
-                self.spec.obs_shape,
-                f"{lane.view.name}/" * several,
-            )
+            Lane(lane, prepared.devices, cluster, stop_requested, self.spec.obs_shape, self.layout)
             for lane in prepared.lanes
         ]
-        self._single = not several
-        # Several agents: how to rebuild each one's acting network, for every checkpoint.
-        self._policies = {
-            lane.name: describe_policy(lane.config, self.spec) for lane in self.lanes if several
-        }
+        # How to rebuild each agent's acting network (several agents' checkpoints keep them).
+        self._policies = {lane.name: describe_policy(lane.config, self.spec) for lane in self.lanes}
         self._rotation = Rotation(len(self.lanes))
         cap = config.max_updates_per_s  # each agent's learner its own
         self._caps = {lane.name: RateCap(cap) for lane in self.lanes if lane.learning and cap}
-        self._stop_requested = stop_requested
         self._last_metrics: dict[str, dict[str, float]] = {}
         self._clock = (time.monotonic(), 0)  # the run's (time, env steps) at the last log
-
-    @property
-    def _lane(self) -> Lane:
-        """The one lane of a one-agent run."""
-        return self.lanes[0]
 
     def saved_abstract(self) -> Any:
         shapes = {
             lane.name: jax.eval_shape(lane.agent.learner.init, jax.random.PRNGKey(0))
             for lane in self.lanes
         }
-        return shapes[self._lane.name] if self._single else {"agents": shapes}
+        return self.layout.tree(shapes)
 
     # ------------------------------------------------------------------ the state
     def begin(self, ckpt: Any, resume: bool) -> dict[str, Any] | None:
@@ -155,23 +138,23 @@ class SebulbaEngine(Engine):
         states = {lane.name: lane.learner.init_state() for lane in self.lanes}
         meta, updates = None, dict.fromkeys(states, 0)
         if resume:
-            lane = self._lane
+            # Deterministic mode's replayed env actions: the first lane's (refused with several
+            # agents, `config/agents.py`).
+            lane = self.lanes[0]
             columns = lane.config.process_batch_size(cluster.count)
             columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
-            template = states[lane.name] if self._single else {"agents": states}
+            template = self.layout.tree(states)
             state, meta, full = restore_checkpoint(ckpt, template, lane.replay_log, columns)
             lane.actor_replay = replay_for_actors(full, cfg.envs_per_actor)
-            if self._single:
-                states[lane.name] = state
-                updates[lane.name] = Counters.from_meta(meta).updates
-            else:
-                states = state["agents"]
-                updates = {n: a["updates"] for n, a in meta["agents"].items()}
-                for lane in self.lanes:
-                    lane.env_steps = meta["agents"][lane.name].get("env_steps", 0)
-                self._rotation.last = meta.get("lane_served_last", self._rotation.last)
+            states = self.layout.lanes_of(state)
+            run = Counters.from_meta(meta)
+            counts = self.layout.lane_counts(meta, run.updates, run.env_steps)
+            updates = {name: c["updates"] for name, c in counts.items()}
+            for lane in self.lanes:
+                lane.env_steps = counts[lane.name]["env_steps"]
+            self._rotation.last = meta.get("lane_served_last", self._rotation.last)
         for lane in self.lanes:
-            items = ckpt if self._single else LaneItems(ckpt, lane.name)
+            items = self.layout.lane_items(ckpt, lane.name)
             lane.begin(items, states[lane.name], updates[lane.name], resume)
             saved = (meta or {}).get("replay_settings", {}).get(lane.name)
             if saved:  # changed at run time before the checkpoint
@@ -180,39 +163,36 @@ class SebulbaEngine(Engine):
 
     def saved(self, step: int) -> Saved:
         meta, replay = {}, None
-        lane = self._lane
+        lane = self.lanes[0]  # deterministic mode's replay log: the first lane's (`begin`)
         window = lane.replay_log.window(step) if lane.replay_log is not None else None
         if window is not None:
             meta["replay"] = lane.replay_log.meta(step)
             replay = put_replay(window, self.devices.batch_sharding(axis=2))
         settings = {lane.name: lane.replay_settings() for lane in self.lanes}
         meta["replay_settings"] = {name: s for name, s in settings.items() if s}
-        if self._single:
-            return Saved(lane.state, meta, replay, lane.items())
-        meta["agents"] = {
+        counts = {
             lane.name: {"updates": lane.updates, "env_steps": lane.env_steps} for lane in self.lanes
         }
-        meta["lane_served_last"] = self._rotation.last
-        meta["policies"] = self._policies
-        items = join_items({lane.name: lane.items() for lane in self.lanes})
-        state = {"agents": {lane.name: lane.state for lane in self.lanes}}
+        meta.update(
+            self.layout.meta(counts, lane_served_last=self._rotation.last, policies=self._policies)
+        )
+        items = self.layout.items({lane.name: lane.items() for lane in self.lanes})
+        state = self.layout.tree({lane.name: lane.state for lane in self.lanes})
         return Saved(state, meta, replay, items)
 
-    def _per_agent(self, get: Any) -> Any:
-        """`get(lane)` of the one lane, or `{name: get(lane)}` of several."""
-        if self._single:
-            return get(self._lane)
-        return {lane.name: get(lane) for lane in self.lanes}
+    def _per_lane(self, get: Any) -> Any:
+        """`get(lane)` of every lane, as hooks, evaluators and digests take it (`Layout.params`)."""
+        return self.layout.params({lane.name: get(lane) for lane in self.lanes})
 
     def policy_params(self) -> Any:
-        return self._per_agent(Lane.policy_params)
+        return self._per_lane(Lane.policy_params)
 
     def eval_params(self) -> Any:
         """The params stores' copies on the first actor device (never donated)."""
-        return self._per_agent(Lane.eval_params)
+        return self._per_lane(Lane.eval_params)
 
     def digests(self) -> tuple[str, str]:
-        return tree_digest(self.policy_params()), tree_digest(self._per_agent(lambda x: x.state))
+        return tree_digest(self.policy_params()), tree_digest(self._per_lane(lambda x: x.state))
 
     def hparams(self) -> dict[str, Any]:
         """The hyperparameters in force (several agents: each one's as `NAME/field`)."""
@@ -246,24 +226,23 @@ class SebulbaEngine(Engine):
     def evaluator(self, in_background: bool, workdir: str) -> tuple[Any, Any]:
         cfg = self.config
         device = self.devices.actor_devices[0]
-        if not self._single:
+        lane = self.layout.alone(self.lanes)
+        if lane is None:  # several agents: each against the opponent and each other, or slots
             return agents_evaluator(cfg, self.lanes, device, self.spec.num_players), None
         evaluator = make_evaluator(
-            eval_setup(cfg, self.agent.actor, device),
+            eval_setup(cfg, lane.agent.actor, device),
             num_players=self.spec.num_players,
             opponent=cfg.seats.eval_opponent,
             num_agents=self.spec.num_agents,
             in_xla=in_background,
         )
-        videos = EvalVideos(cfg, self.agent, self.spec, workdir) if cfg.video_every_evals else None
+        videos = EvalVideos(cfg, lane.agent, self.spec, workdir) if cfg.video_every_evals else None
         return evaluator, videos
 
     def start(self, counters: Counters) -> None:
         for lane in self.lanes:
             others = {o.name: o.other() for o in self.lanes if o is not lane}
-            lane.start(
-                counters.updates, others, lane.env_steps if lane.prefix else counters.env_steps
-            )
+            lane.start(counters.updates, others, lane.env_steps)
         self._clock = (time.monotonic(), counters.env_steps)
         for lane in self.lanes:
             lane.last_ready = time.monotonic()
@@ -273,15 +252,16 @@ class SebulbaEngine(Engine):
 
     def prepare(self, budget: int, at_update: int) -> Ready:
         """This process's part of the next update: the lanes whose batch is ready (a one-agent
-        run waits for its batch; several agents poll theirs without waiting, `lanes.py`), and
+        run waits for its batch; several agents poll theirs without waiting, `rotation.py`), and
         what the actors counted since the last agreement. Not ready at a stop."""
         failure, stopped, mask, steps, dropped = None, False, 0, 0, 0
         try:
-            if self._single:
-                batch = self._lane.read(wait=True)
+            lane = self.layout.alone(self.lanes)
+            if lane is not None:  # one agent waits on its data seam; several are polled
+                batch = lane.read(wait=True)
                 stopped, mask = batch is None, int(batch is not None)
                 fresh = [batch] if batch is not None else []
-                cap = self._caps.get(self._lane.name)
+                cap = self._caps.get(lane.name)
                 if not stopped and cap is not None and not cap.wait(self._stop_requested):
                     stopped, mask = True, 0
             else:
@@ -348,25 +328,21 @@ class SebulbaEngine(Engine):
         if lane.name in self._caps:
             self._caps[lane.name].take()
         metrics = lane.advance()
-        if self._single:
-            return Stepped(metrics)
         self._last_metrics[lane.name] = metrics
-        return Stepped({f"{lane.prefix}{k}": v for k, v in metrics.items()})
+        return Stepped(self.layout.keyed(lane.name, metrics))
 
     def log_record(self, metrics: dict[str, float], counters: Counters) -> dict[str, float]:
-        """Every process's window (a gather per lane) as one record."""
-        if self._single:
-            lane = self._lane
-            record = lane.record(metrics, counters, self._cluster.gather(lane.window_totals()))
-            return {**record, **self._cap_window(lane)}
+        """Every process's window (a gather per lane) as one record: each lane's (its last
+        update's metrics, its keys as the layout writes them), and the run's speed and updates
+        where the lanes' records do not already say them (one agent's does: it is the run)."""
         record = {}
         for lane in self.lanes:
             rows = self._cluster.gather(lane.window_totals())
             record.update(lane.record(self._last_metrics.get(lane.name, {}), counters, rows))
             record.update(self._cap_window(lane))
         now, (then, steps) = time.monotonic(), self._clock
-        record["charts/sps"] = (counters.env_steps - steps) / max(1e-9, now - then)
-        record["charts/updates"] = counters.updates
+        record.setdefault("charts/sps", (counters.env_steps - steps) / max(1e-9, now - then))
+        record.setdefault("charts/updates", counters.updates)
         self._clock = (now, counters.env_steps)
         return record
 
@@ -378,20 +354,21 @@ class SebulbaEngine(Engine):
         return {lane.prefix + k: v for k, v in cap.window(lane.updates).items()}
 
     def summary(self, counters: Counters, evals: list[dict[str, Any]]) -> dict[str, Any]:
-        if self._single:
-            return {}
-        return {
-            "agents": {
-                lane.name: {
-                    "learning": lane.learning,
-                    "updates": lane.updates,
-                    "env_steps": lane.env_steps,
-                    # The published copy: a failed update donated the state's buffers.
-                    "params_sha256": tree_digest(lane.eval_params()),
-                }
+        """Each agent's own counters and params digest (one agent's are the run's)."""
+        return self.layout.summary(
+            {
+                lane.name: self.layout.own(
+                    lambda lane=lane: {
+                        "learning": lane.learning,
+                        "updates": lane.updates,
+                        "env_steps": lane.env_steps,
+                        # The published copy: a failed update donated the state's buffers.
+                        "params_sha256": tree_digest(lane.eval_params()),
+                    }
+                )
                 for lane in self.lanes
             }
-        }
+        )
 
     def stop(self) -> None:
         for lane in self.lanes:

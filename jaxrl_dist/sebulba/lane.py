@@ -1,6 +1,6 @@
 """One agent's part of a Sebulba run (issue 40): its learner state, data seam, params store,
 opponent pools, actors and log window. A one-agent run is one lane; `config.agents` makes one
-per agent (`engine.py` steps them in turn, `run/lanes.py`).
+per agent (`engine.py` steps them in turn, `sebulba/rotation.py`).
 
 Each learning agent has its own actors: they play the games of `config.seats.games` that name
 it, its seats as streams it learns from, the other agents' seats played inside the adapter with
@@ -24,20 +24,19 @@ from jaxrl_dist.acting.fleet import Fleet
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.sections import REPLAY_RUNTIME_FIELDS
-from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.data.base import NOT_READY
 from jaxrl_dist.data.flows import replay_tolerance, snapshot_bytes
 from jaxrl_dist.learning.distributed import ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import check_finite
+from jaxrl_dist.run.layout import Layout
 from jaxrl_dist.sebulba.log_window import LogWindow
 from jaxrl_dist.sebulba.resume import (
     ReplayLog,
     restore_replay_contents,
     seat_pools,
 )
-from jaxrl_dist.types import keys_under
 
 
 class OtherAgent(NamedTuple):
@@ -51,7 +50,7 @@ class OtherAgent(NamedTuple):
 
 class Lane:
     """One agent's learner, data seam, params store, pools and actors (see the module
-    docstring). `prefix` names its log keys ("" for a one-agent run, else "NAME/")."""
+    docstring). `layout` writes its log keys and names it in messages (`run/layout.py`)."""
 
     def __init__(
         self,
@@ -60,12 +59,13 @@ class Lane:
         cluster: Any,
         stop_requested: threading.Event,
         obs_shape: tuple,
-        prefix: str = "",
+        layout: Layout,
     ):
         """`obs_shape`: the env's observations' (whether a replay's contents are saved)."""
         view = prepared.view
         self._obs_shape = obs_shape
-        self.name, self.prefix = view.name, prefix
+        self.name, self._layout = view.name, layout
+        self.prefix = layout.prefix(view.name)  # its log keys' and run-time fields' prefix
         self.config = cfg = view.config
         self.learning, self.greedy = view.learning, not view.exploring
         self.agent, self.flow, self._warm = prepared.agent, prepared.flow, prepared.warm_params
@@ -89,8 +89,8 @@ class Lane:
             self.replay_log = ReplayLog(cfg.env_epoch_updates, {f: getattr(cfg, f) for f in fields})
         self.state: Any = None  # the newest learner state; the one before it was donated
         self.updates = 0  # this agent's own updates (its params' version)
-        self.env_steps = 0  # several agents: the env steps its actors made (all processes)
-        self.last_ready = 0.0  # several agents: when its batch was last ready (monotonic)
+        self.env_steps = 0  # the env steps its actors made (all processes)
+        self.last_ready = 0.0  # when its batch was last ready (monotonic; several agents poll)
         self.fleet: Fleet | None = None
         self.pools = None  # the seats' snapshot roles (opponent pool, frozen start)
         self.actor_replay: dict[int, np.ndarray] = {}  # lockstep resume, by global actor
@@ -131,7 +131,7 @@ class Lane:
     def replay_problem(self, settings: dict[str, float], num_processes: int) -> str | None:
         """Why this agent's replay cannot take `settings` now (one line), or None: checked as
         at the start (the config's checks, the data flow's, the rate limiter's bound)."""
-        who = f"agent {self.name}" if self.prefix else f"config.algorithm={self.config.algorithm!r}"
+        who = self._layout.who(self.name) or f"config.algorithm={self.config.algorithm!r}"
         if not self._has_replay:
             what = "learns from no replay" if self.learning else "does not learn"
             return f"{who} {what}: it has no replay settings"
@@ -304,7 +304,8 @@ class Lane:
             if self._cluster.count == 1:
                 raise
             raise ProcessLostError(lost_message(e)) from None
-        where = f"at update {self.updates + 1}" + (f" of agent {self.name}" if self.prefix else "")
+        who = self._layout.who(self.name)
+        where = f"at update {self.updates + 1}" + (f" of {who}" if who else "")
         check_finite(metrics, where)  # the state before was donated
         self.state = new_state
         return metrics, priorities
@@ -317,42 +318,12 @@ class Lane:
     def record(self, metrics: dict[str, float], counters: Counters, rows: np.ndarray) -> dict:
         """The log record of this lane from every process's `window_totals` (`rows`), its keys
         prefixed; `counters` the run's (this lane's updates replace the run's)."""
-        if self.prefix:
-            self.env_steps += int(np.atleast_2d(rows)[:, 0].sum())  # actor_env_steps
-            counters = dataclasses.replace(counters, updates=self.updates, env_steps=self.env_steps)
+        self.env_steps += int(np.atleast_2d(rows)[:, 0].sum())  # actor_env_steps
+        counters = self._layout.counters(counters, self.updates, self.env_steps)
         record = self.window.record(metrics, counters, rows)
         if self.fleet is not None:
             record.update(self.fleet.inference_record())
-        return {self.prefix + k: v for k, v in record.items()}
-
-
-class LaneItems:
-    """A checkpoint's per-process items as one lane of several sees them: each item holds every
-    lane's arrays, keyed "NAME/<key>" (`join_items`); `restore_data` gives this lane's."""
-
-    def __init__(self, ckpt: Any, name: str):
-        self._ckpt, self._prefix = ckpt, f"{name}/"
-
-    def latest_step(self) -> int | None:
-        return self._ckpt.latest_step()
-
-    def restore_data(self, step: int, item: str = "data") -> bytes | None:
-        saved = self._ckpt.restore_data(step, item)
-        if saved is None:
-            return None
-        arrays = npz.from_bytes(saved)
-        mine = keys_under(arrays, self._prefix)
-        return npz.to_bytes(mine) if mine else None
-
-
-def join_items(per_lane: dict[str, dict[str, bytes]]) -> dict[str, bytes]:
-    """Every lane's items as one of each: `{item: bytes}` whose arrays are keyed "NAME/<key>"."""
-    joined: dict[str, dict[str, np.ndarray]] = {}
-    for name, items in per_lane.items():
-        for item, data in items.items():
-            arrays = npz.from_bytes(data)
-            joined.setdefault(item, {}).update({f"{name}/{k}": v for k, v in arrays.items()})
-    return {item: npz.to_bytes(arrays) for item, arrays in joined.items()}
+        return self._layout.keyed(self.name, record)
 
 
 def saved_replay(config: dict[str, Any], name: str) -> dict[str, Any]:
