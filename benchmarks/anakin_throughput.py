@@ -49,8 +49,9 @@ import purejaxrl_ppo  # noqa: E402
 from seed_statistics import median_ci  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
-from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402
+from jaxrl_dist.config.cli import load_config  # noqa: E402
 from jaxrl_dist.run.hooks import Hooks  # noqa: E402
+from jaxrl_dist.tools.train_cli import make_trainer  # noqa: E402
 
 ANAKIN = os.path.join(ROOT, "configs", "anakin_ppo_cartpole.py")
 SEBULBA = os.path.join(ROOT, "configs", "ppo_cartpole.py")

@@ -41,8 +41,9 @@ import provenance  # noqa: E402
 from learning_seeds import BackgroundLoad  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
-from jaxrl_dist.config.cli import load_config, make_trainer  # noqa: E402
+from jaxrl_dist.config.cli import load_config  # noqa: E402
 from jaxrl_dist.run.hooks import Hooks  # noqa: E402
+from jaxrl_dist.tools.train_cli import make_trainer  # noqa: E402
 
 CONFIG = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
 BASE = {"stop_at_eval_return": None, "checkpoint_every_updates": 0, "learning_curve": False}

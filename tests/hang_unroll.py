@@ -8,7 +8,7 @@ import jax
 from jax.experimental import io_callback
 
 import jaxrl_dist.acting.xla_actor as xla_actor
-from jaxrl_dist.config.cli import main
+from jaxrl_dist.tools.train_cli import main
 
 real_make_unroll = xla_actor.make_unroll
 

@@ -14,7 +14,7 @@ import threading
 
 from jaxrl_dist.checkpoints import orbax_items
 from jaxrl_dist.checkpoints.store import Checkpointer
-from jaxrl_dist.config import cli
+from jaxrl_dist.tools import train_cli
 
 
 def _kill() -> None:
@@ -56,7 +56,7 @@ def main() -> int:
         kill_mid_write()
     else:
         raise SystemExit(f"MODE {mode!r}: give random or in-save")
-    return cli.main(argv)
+    return train_cli.main(argv)
 
 
 if __name__ == "__main__":

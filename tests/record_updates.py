@@ -18,9 +18,9 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from jaxrl_dist.config import cli
 from jaxrl_dist.learning.learner import Learner
 from jaxrl_dist.sebulba.lane import Lane
+from jaxrl_dist.tools import train_cli
 from jaxrl_dist.tools.launch import free_port
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -82,7 +82,7 @@ def main() -> int:
         return out
 
     Lane.advance, Learner.update = advance, update
-    return cli.main(argv)
+    return train_cli.main(argv)
 
 
 if __name__ == "__main__":

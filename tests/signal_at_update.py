@@ -11,9 +11,9 @@ import signal
 import sys
 import time
 
-from jaxrl_dist.config import cli
 from jaxrl_dist.learning.learner import Learner
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.tools import train_cli
 
 
 def main() -> int:
@@ -35,7 +35,7 @@ def main() -> int:
             time.sleep(120)
 
         Trainer._save = held_save
-    return cli.main(argv)
+    return train_cli.main(argv)
 
 
 if __name__ == "__main__":

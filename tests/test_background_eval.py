@@ -12,8 +12,9 @@ import pytest
 
 from jaxrl_dist import agents
 from jaxrl_dist.config import ConfigError
-from jaxrl_dist.config.cli import load_config, make_trainer
+from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.config.engines import get_engine
+from jaxrl_dist.tools.train_cli import make_trainer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

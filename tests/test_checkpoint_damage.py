@@ -24,11 +24,12 @@ from jaxrl_dist.checkpoints import orbax_items
 from jaxrl_dist.checkpoints.integrity import newest_intact
 from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.checkpoints.store import restore_params, tree_digest
-from jaxrl_dist.config.cli import main, parse_args
+from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.run.preflight import warm_params
 from jaxrl_dist.run.resume import check_resumable
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.tools import evaluate_cli
+from jaxrl_dist.tools.train_cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")

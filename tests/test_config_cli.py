@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from jaxrl_dist.config.cli import EXIT_CONFIG_ERROR, main, parse_args
+from jaxrl_dist.config.cli import EXIT_CONFIG_ERROR, parse_args
+from jaxrl_dist.tools.train_cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")

@@ -247,9 +247,9 @@ def _run_here(argv: list[str]) -> None:
     """`python ARGV` for the three user scripts, through the script's own `main` in this
     process, from the current directory (the script's parsing, checks, files and exit code,
     without a cold process's imports: a few seconds each); it must return 0."""
-    from jaxrl_dist.config.cli import main as train
     from jaxrl_dist.tools.evaluate_cli import main as evaluate
     from jaxrl_dist.tools.plotting import main as plot
+    from jaxrl_dist.tools.train_cli import main as train
 
     mains = {"scripts/train.py": train, "scripts/evaluate.py": evaluate, "scripts/plot.py": plot}
     assert mains[argv[0]](argv[1:]) == 0, " ".join(argv)

@@ -244,8 +244,8 @@ def test_an_evaluation_pool_that_does_not_start_ends_the_run_in_one_line(
     """The run's evaluation pool (the worker whose slow start once ended the run in a
     traceback from the evaluation's warm-up) given a start timeout it cannot meet: the run
     stops with one line, exit 1, and leaves no worker behind."""
-    from jaxrl_dist.config.cli import main
     from jaxrl_dist.evaluation.base import EvalSetup
+    from jaxrl_dist.tools.train_cli import main
 
     pool = EvalSetup.pool
     monkeypatch.setattr(EvalSetup, "pool", lambda s: pool(s._replace(start_timeout_s=0.01)))

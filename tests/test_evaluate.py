@@ -5,17 +5,21 @@ trained once and read by every test."""
 import dataclasses
 import json
 import os
-import queue
 import shutil
-import threading
-import time
 
 import jax
 import numpy as np
 import pytest
+from evaluate_runs import add_step as _add_step
+from evaluate_runs import cartpole_obs as _cartpole_obs
+from evaluate_runs import copy_run as _copy
+from evaluate_runs import files_of as _files
+from evaluate_runs import (
+    finished_run,
+)
+from evaluate_runs import run_config as _run_config
 from PIL import Image, ImageSequence
 
-from jaxrl_dist import agents
 from jaxrl_dist.checkpoints.policy import (
     describe_policy,
     list_steps,
@@ -23,76 +27,19 @@ from jaxrl_dist.checkpoints.policy import (
     locate_step,
     resolve_step,
 )
-from jaxrl_dist.checkpoints.store import Checkpointer, abstract_like, tree_digest
-from jaxrl_dist.config import ConfigError, build_config, cli
-from jaxrl_dist.envs import env_spec, make_env
+from jaxrl_dist.checkpoints.store import tree_digest
+from jaxrl_dist.config import ConfigError
+from jaxrl_dist.envs import env_spec
 from jaxrl_dist.evaluation.video import VIDEO_FRAME_MS, VIDEO_MAX_SIDE
 from jaxrl_dist.run.preflight import warm_params
 from jaxrl_dist.tools import evaluate_cli
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A finished run: 3,200 env steps = 10 updates of 320, checkpoints at updates 5 and 10
     (the final one after the final evaluation, with its metric)."""
-    workdir = str(tmp_path_factory.mktemp("evaluate") / "run")
-    rc = cli.main(
-        [
-            "--config",
-            CARTPOLE + ":quick",
-            "--workdir",
-            workdir,
-            "--quiet",
-            "--config.total_env_steps=3200",
-            "--config.checkpoint_every_updates=5",
-        ]
-    )
-    assert rc == 0
-    assert list_steps(os.path.join(workdir, "checkpoints")) == [5, 10]
-    return workdir
-
-
-def _copy(run, tmp_path, summary=False, name="run"):
-    """A copy of the run to modify; without its summary.json, a run still training."""
-    ignore = None if summary else shutil.ignore_patterns("summary.json")
-    return shutil.copytree(run, str(tmp_path / name), ignore=ignore)
-
-
-def _add_step(workdir, step, source="latest", drop=(), **meta_updates):
-    """Saves `step` into a run: the state and meta of step `source`, the meta keys `drop`
-    removed and `meta_updates` applied. The Checkpointer keeps its default number of steps, so
-    older ones go, as in a run."""
-    policy = load_policy(workdir, source)
-    target = abstract_like(policy.agent.learner.init(jax.random.PRNGKey(0)))
-    with Checkpointer(os.path.join(workdir, "checkpoints")) as ckpt:
-        state, meta = ckpt.restore(target, policy.step)
-        meta = {k: v for k, v in meta.items() if k not in drop}
-        meta = {**meta, **meta_updates}
-        ckpt.save(step, state, meta, metric=meta.get("eval_metric"))  # as the trainer's Saver
-
-
-def _run_config(run):
-    with open(os.path.join(run, "config.json")) as f:
-        raw = json.load(f)
-    return build_config(raw, agents.get(raw["algorithm"]).config_cls)
-
-
-def _files(directory):
-    return sorted(
-        os.path.relpath(os.path.join(d, n), directory)
-        for d, _, names in os.walk(directory)
-        for n in names
-    )
-
-
-def _cartpole_obs(n):
-    env = make_env("CartPole-v1", {}, n, n, seed=7)
-    obs, _ = env.reset()
-    env.close()
-    return obs
+    return finished_run(str(tmp_path_factory.mktemp("evaluate") / "run"))
 
 
 def test_load_policy_acts_with_the_chosen_step(run):
@@ -361,96 +308,3 @@ def test_video_of_an_env_that_does_not_render(run, tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err
     assert err.startswith("error: --video: FrozenLake-v1 does not render") and err.count("\n") == 1
     assert _files(run) == before and not os.listdir(tmp_path)
-
-
-def _lines(workdir):
-    with open(os.path.join(workdir, "validation.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-def test_follow_gives_up_on_a_dead_run_by_default(capsys):
-    """A run that died writes no summary.json: by default --follow stops after a while without
-    a new checkpoint; waiting forever is the explicit --idle_exit_s 0."""
-    default = evaluate_cli.parse_args(["runs/x", "--follow"]).idle_exit_s
-    assert 0 < default < float("inf")
-    assert default == evaluate_cli.FOLLOW_IDLE_EXIT_S == 1800
-    assert evaluate_cli.parse_args(["runs/x", "--follow", "--idle_exit_s", "0"]).idle_exit_s == 0
-    with pytest.raises(SystemExit) as exit_info:
-        evaluate_cli.parse_args(["--help"])
-    assert exit_info.value.code == 0
-    text = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
-    help_line = text[text.index("--idle_exit_s IDLE_EXIT_S") :]
-    assert "(default 1800, 30 minutes" in help_line
-    assert "0: wait until the run finishes" in help_line
-
-
-def test_follow_evaluates_new_steps_skipping_to_the_newest_until_the_run_ends(
-    run, tmp_path, monkeypatch
-):
-    work = _copy(run, tmp_path)
-    polls, resume = queue.Queue(), queue.Queue()
-
-    def wait(seconds):  # the follower found nothing new: let the test act, then go on
-        polls.put(seconds)
-        resume.get(timeout=120)
-
-    monkeypatch.setattr(evaluate_cli, "_wait", wait)
-    result = {}
-    args = [work, "--follow", "--episodes", "2", "--poll_s", "0.01"]
-    thread = threading.Thread(target=lambda: result.update(rc=evaluate_cli.main(args)))
-    thread.start()
-    try:
-        polls.get(timeout=120)  # steps 5 and 10 were there: 10 evaluated, 5 skipped
-        assert [(r["step"], r["skipped"]) for r in _lines(work)] == [(10, [5])]
-        _add_step(work, 20)
-        _add_step(work, 30)  # two new steps since the last look
-        resume.put(None)
-        polls.get(timeout=120)
-    finally:  # the run has finished: the follower stops (also when an assert failed above)
-        with open(os.path.join(work, "summary.json"), "w") as f:
-            json.dump({}, f)
-        for _ in range(3):
-            resume.put(None)
-        thread.join(timeout=120)
-    assert result == {"rc": 0}
-    lines = _lines(work)
-    assert [(r["step"], r["skipped"]) for r in lines] == [(10, [5]), (30, [20])]
-    assert [r["env_steps"] for r in lines] == [3200, 3200]  # step 30 holds step 10's meta
-    assert all(len(r["returns"]) == 2 for r in lines)
-
-
-def test_follow_skips_a_step_deleted_before_it_is_read_and_stops_when_idle(
-    run, tmp_path, monkeypatch, capsys
-):
-    work = _copy(run, tmp_path)
-    listings = []
-
-    def list_steps_racing_retention(directory):
-        if len(listings) == 1:
-            _add_step(work, 20)  # the run saves a new step...
-        steps = list_steps(directory)
-        if not listings:
-            shutil.rmtree(os.path.join(directory, "10"))  # ...and deletes a listed one
-        listings.append(steps)
-        return steps
-
-    monkeypatch.setattr(evaluate_cli, "list_steps", list_steps_racing_retention)
-    start = time.monotonic()
-    args = [work, "--follow", "--episodes", "2", "--poll_s", "0.1", "--idle_exit_s", "1"]
-    assert evaluate_cli.main(args) == 0
-    assert 1 <= time.monotonic() - start < 60
-    out = capsys.readouterr().out
-    assert "skipped steps 5" in out and "step 10 was deleted before it could be read" in out
-    assert "no new checkpoint in 1 s; evaluated 1 step(s)" in out
-    assert [(r["step"], r["skipped"]) for r in _lines(work)] == [(20, [])]
-
-
-def test_a_resumed_run_is_not_finished_until_it_writes_a_new_summary(tmp_path):
-    summary, config = tmp_path / "summary.json", tmp_path / "config.json"
-    assert not evaluate_cli.run_finished(str(tmp_path))
-    summary.write_text("{}")  # the end of the first part
-    config.write_text("{}")  # a resume starts
-    os.utime(summary, (1_000, 1_000))
-    assert not evaluate_cli.run_finished(str(tmp_path))
-    summary.write_text("{}")  # the resumed part ends
-    assert evaluate_cli.run_finished(str(tmp_path))

@@ -80,8 +80,8 @@ def _guide_lines(script: str) -> list[list[str]]:
 def test_the_guides_pretrain_fine_tune_and_evaluate_commands_run_small(tmp_path, monkeypatch):
     """The guide's pre-training, its fine-tune (a warm start) and the evaluation of the fine-tuned
     run, as written, each on a smaller step budget (Anakin, DeepSea)."""
-    from jaxrl_dist.config.cli import main as train
     from jaxrl_dist.tools.evaluate_cli import main as evaluate
+    from jaxrl_dist.tools.train_cli import main as train
 
     monkeypatch.chdir(tmp_path)
     os.symlink(os.path.join(ROOT, "configs"), tmp_path / "configs")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.checkpoints.store import restore_params, tree_digest
-from jaxrl_dist.config.cli import main
 from jaxrl_dist.tools.launch import TRAIN, free_port, start_processes
+from jaxrl_dist.tools.train_cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "impala_cartpole.py")

@@ -196,7 +196,7 @@ def test_a_failed_worker_is_restarted_and_the_run_finishes(tmp_path, fault):
 
 
 def test_a_worker_that_keeps_failing_stops_the_run_within_the_budget(tmp_path):
-    from jaxrl_dist.config.cli import main
+    from jaxrl_dist.tools.train_cli import main
 
     workdir = str(tmp_path / "run")
     flags = [*FAULTS, "--config.actor_max_restarts=2"]  # every env raises at its step 20
@@ -208,7 +208,7 @@ def test_a_worker_that_keeps_failing_stops_the_run_within_the_budget(tmp_path):
 
 
 def test_a_nan_observation_stops_the_run_with_the_reason(tmp_path, capsys):
-    from jaxrl_dist.config.cli import main
+    from jaxrl_dist.tools.train_cli import main
 
     workdir = str(tmp_path / "run")
     flags = [*FAULTS, "--config.env_kwargs.fault='nan'"]

@@ -22,10 +22,11 @@ from jaxrl_dist.acting.supervisor import RestartBudget
 from jaxrl_dist.agents.base import AgentEntry, RunShape
 from jaxrl_dist.agents.impala import ImpalaConfig, make_impala
 from jaxrl_dist.checkpoints.store import restore_params, tree_digest
-from jaxrl_dist.config.cli import load_config, main, parse_args
+from jaxrl_dist.config.cli import load_config, parse_args
 from jaxrl_dist.errors import NonFiniteError
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.tools.train_cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")

@@ -20,9 +20,10 @@ import pytest
 from jaxrl_dist import agents
 from jaxrl_dist.agents.base import LearnerCore, with_schedules
 from jaxrl_dist.config import SECTIONS, ConfigError, TrainConfig
-from jaxrl_dist.config.cli import load_config, make_trainer
+from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.config.describe import field_descriptions
 from jaxrl_dist.schedules import ScheduleError, check_schedules, parse_schedule
+from jaxrl_dist.tools.train_cli import make_trainer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -320,7 +321,7 @@ def test_flags_set_after_a_gpu_backend_started_warn(monkeypatch, capsys):
 
 
 def test_train_cli_sets_the_flags_in_deterministic_mode(monkeypatch):
-    from jaxrl_dist.config import cli
+    from jaxrl_dist.tools import train_cli
 
     seen = {}
 
@@ -329,7 +330,7 @@ def test_train_cli_sets_the_flags_in_deterministic_mode(monkeypatch):
             seen["flags"] = os.environ.get("XLA_FLAGS", "")
 
     monkeypatch.setenv("XLA_FLAGS", "")
-    monkeypatch.setattr(cli, "make_trainer", lambda *a, **k: Fake())
+    monkeypatch.setattr(train_cli, "make_trainer", lambda *a, **k: Fake())
     argv = [
         "--config",
         QUICK,
@@ -338,10 +339,10 @@ def test_train_cli_sets_the_flags_in_deterministic_mode(monkeypatch):
         "--config.deterministic=True",
         "--config.async_envs=False",
     ]
-    assert cli.main(argv) == 0
+    assert train_cli.main(argv) == 0
     assert "--xla_gpu_deterministic_ops=true" in seen["flags"]
     monkeypatch.setenv("XLA_FLAGS", "")
-    assert cli.main(argv[:4]) == 0
+    assert train_cli.main(argv[:4]) == 0
     assert "xla_gpu_deterministic_ops" not in seen["flags"]
 
 

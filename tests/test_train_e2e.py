@@ -140,7 +140,7 @@ def test_resume_continues_from_same_step_with_identical_params(tmp_path):
 
 
 def test_resume_without_checkpoint_and_rerun_over_existing_run_are_refused(tmp_path, capsys):
-    from jaxrl_dist.config.cli import main
+    from jaxrl_dist.tools.train_cli import main
 
     assert main(["--config", CARTPOLE, "--workdir", str(tmp_path / "none"), "--resume"]) == 2
     assert "no complete checkpoint" in capsys.readouterr().err

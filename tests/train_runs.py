@@ -67,7 +67,7 @@ def train_main(config: str, workdir: str, *flags: str) -> dict:
     """`scripts/train.py --config CONFIG --workdir WORKDIR --quiet FLAGS...` in this process
     (the script's `main`: its parsing, checks, files and exit code, without a cold process's
     imports); returns its `summary.json`."""
-    from jaxrl_dist.config.cli import main
+    from jaxrl_dist.tools.train_cli import main
 
     config = config if os.path.isabs(config) else os.path.join(ROOT, config)
     code = main(["--config", config, "--workdir", workdir, "--quiet", *flags])
