@@ -8,6 +8,7 @@ field (in `config.<section>.<field>` terms) and what is wrong.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from jaxrl_dist.envs.seats import (
     AGENT_ROLE,
@@ -240,6 +241,15 @@ class SeatsConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.games)
+
+    def set_without_games(self) -> tuple[str, Any, Any] | None:
+        """(name, value, default) of the first field set away from its default, which only a
+        game with seats reads; None when none is."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name != "games" and value != field.default:
+                return field.name, value, field.default
+        return None
 
     def role_problem(self) -> str | None:
         """What is wrong with the roles of a one-agent run's games (one line), or None; with

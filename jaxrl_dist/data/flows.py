@@ -45,6 +45,9 @@ class DataFlow:
     priorities: bool = False
     replays: bool = False
     reads: tuple[str, ...] = ()  # the `config.replay` fields it reads (the rest are refused)
+    # The run fields of `RUN_FIELDS` it reads: the on-policy queue's back-pressure and lag bound
+    # (a run none of whose agents' flows reads one refuses it set, `run/fields.py`).
+    run_reads: tuple[str, ...] = ("queue_size", "max_policy_lag")
 
     def check(self, config: Any) -> str | None:
         """A `config.replay` field it does not read set to other than its default (it would be
@@ -121,6 +124,7 @@ class Replay(DataFlow):
 
     replays = True
     reads = ("capacity", "min_size", "samples_per_insert", "tolerance", "save", "batch_size")
+    run_reads = ()  # no queue between actors and learner: the rate limiter paces them
 
     def __init__(self, by_priority: bool = False):
         self.priorities = by_priority

@@ -7,10 +7,13 @@ one list per engine, so no field is accepted and silently ignored."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jaxrl_dist.config.sections import field_value
+
+# Run fields some data flows read and others do not (`DataFlow.run_reads`).
+FLOW_FIELDS = ("queue_size", "max_policy_lag")
 
 # What the shell honours for every engine, and how (`Engine.uses` / `refuses`: the rest).
 SHELL_FIELDS: Mapping[str, str] = {
@@ -80,3 +83,24 @@ def field_default(config: Any, path: str) -> Any:
     if field.default_factory is not dataclasses.MISSING:
         return field.default_factory()
     return field.default
+
+
+def unread_problem(config: Any, flows: Sequence[Any]) -> str | None:
+    """One line naming a field `config` sets that nothing in this run reads (none of its
+    agents' data `flows` reads a queue field; env epochs outside deterministic mode), with the
+    fix; None when every set field is read. (Fields an engine refuses: `refusal`.)"""
+    for name in FLOW_FIELDS:
+        value, default = field_value(config, name), field_default(config, name)
+        if value != default and not any(name in flow.run_reads for flow in flows):
+            return (
+                f"config.{name}={value!r} is not used by config.algorithm={config.algorithm!r} "
+                f"(its data flow replays: no queue between actors and learner); leave it at "
+                f"{default!r}"
+            )
+    value, default = config.env_epoch_updates, field_default(config, "env_epoch_updates")
+    if value != default and not config.deterministic:
+        return (
+            f"config.env_epoch_updates={value!r} is read in deterministic mode only (lockstep "
+            f"env epochs); set config.deterministic=True, or leave it at {default!r}"
+        )
+    return None

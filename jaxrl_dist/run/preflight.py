@@ -35,7 +35,7 @@ from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.evaluation.opponents import named_player
 from jaxrl_dist.learning.mesh import Devices, select_devices
 from jaxrl_dist.run.engine import Engine
-from jaxrl_dist.run.fields import refusal
+from jaxrl_dist.run.fields import refusal, unread_problem
 from jaxrl_dist.run.prepared import Prepared, PreparedLane
 from jaxrl_dist.run.wandb_sink import wandb_problem
 from jaxrl_dist.schedules import check_schedules
@@ -114,6 +114,13 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
         return (
             f"config.seats.games is set but config.env_id={config.env_id!r} is not a turn-based "
             "game; leave config.seats.games empty"
+        )
+    unread = None if seats.enabled else seats.set_without_games()
+    if unread:
+        name, value, default = unread
+        return (
+            f"config.seats.{name}={value!r} is read only in a turn-based game with seats "
+            f"(config.seats.games); leave it at {default!r}"
         )
     if seats.enabled and len(seats.games[0]) != players:
         return (
@@ -202,6 +209,9 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
     if problem:
         raise ConfigError(problem)
     lanes = tuple(_prepare_lane(view, spec, engine) for view in views)
+    problem = unread_problem(config, [lane.flow for lane in lanes])
+    if problem:
+        raise ConfigError(problem)
     notes = tuple(lane.note for lane in lanes if lane.note)
     return Prepared(spec, devices, lanes, notes)
 
