@@ -28,7 +28,7 @@ import numpy as np
 from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.config.sections import REPLAY_RUNTIME_FIELDS
-from jaxrl_dist.run.hparams import AgentsHyperparamControl, HyperparamControl
+from jaxrl_dist.run.hparams import HyperparamControl, LanesHyperparamControl
 from jaxrl_dist.run.layout import Layout
 from jaxrl_dist.run.preflight import warm_params
 
@@ -40,14 +40,10 @@ BLOB_BYTES = 4096  # a request as JSON bytes, the same size on every process (a 
 def run_control(config: Any, engine: Any, workdir: str, primary: bool) -> HyperparamControl:
     """A run's control: its agent's run-time hyperparameters (each agent's, `NAME/field`, with
     several), with the loads and replay settings of `RunRequests`."""
-    agent = engine.layout.alone(engine.agents.values())
-    if agent is not None:  # one agent's fields unprefixed, checked against the run's config
-        control = HyperparamControl.for_run(config, agent.hyperparams, workdir, primary)
-    else:
-        names = {name: agent.hyperparams for name, agent in engine.agents.items()}
-        views = list(engine.views.values())
-        control = AgentsHyperparamControl.for_agents(views, names, workdir, primary)
-    control.requests = RunRequests(engine, config.env_id, engine.layout)
+    names = {name: agent.hyperparams for name, agent in engine.agents.items()}
+    views, layout = list(engine.views.values()), engine.layout
+    control = LanesHyperparamControl.for_lanes(views, names, layout, workdir, primary)
+    control.requests = RunRequests(engine, config.env_id, layout)
     return control
 
 

@@ -29,7 +29,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist import agents
-from jaxrl_dist.types import keys_under
 
 CONTROL_FILE = "control.json"
 POLL_EVERY_S = 1.0
@@ -235,76 +234,99 @@ class HyperparamControl:
         return record, text
 
 
-class AgentsHyperparamControl(HyperparamControl):
-    """Run-time changes in a run of several agents (`config.agents`): each name is
-    `NAME/field` (`{"ppo/learning_rate": 1e-4}` in `control.json`), checked by that agent's
-    algorithm against its view of the run; every request is checked whole before any of it is
-    queued. The engine's hyperparameters are keyed alike."""
+class LanesHyperparamControl(HyperparamControl):
+    """A run's run-time changes, over its lanes (`run/layout.py`): each name is a lane's field
+    as the layout keys it (one agent's `learning_rate`; several agents' `NAME/field`,
+    `{"ppo/learning_rate": 1e-4}` in `control.json`), checked by that agent's algorithm against
+    its view of the run; every request is checked whole before any of it is queued. The
+    engine's hyperparameters are keyed alike."""
 
-    def __init__(self, controls: dict[str, HyperparamControl], workdir: str, primary: bool):
-        names = tuple(f"{agent}/{n}" for agent, c in controls.items() for n in c.names)
+    def __init__(
+        self, controls: dict[str, HyperparamControl], layout: Any, workdir: str, primary: bool
+    ):
+        names = tuple(layout.prefix(lane) + n for lane, c in controls.items() for n in c.names)
         super().__init__(None, names, workdir, primary)
-        self._controls = controls
+        self._controls, self._layout = controls, layout
 
     @classmethod
-    def for_agents(
-        cls, views: Any, hyperparams: dict[str, tuple[str, ...]], workdir: str, primary: bool
-    ) -> AgentsHyperparamControl:
+    def for_lanes(
+        cls,
+        views: Any,
+        hyperparams: dict[str, tuple[str, ...]],
+        layout: Any,
+        workdir: str,
+        primary: bool,
+    ) -> LanesHyperparamControl:
         """`views`: the agents' `AgentView`s; `hyperparams`: what each agent can change."""
         controls = {
             v.name: HyperparamControl.for_run(v.config, hyperparams[v.name], workdir, primary)
             for v in views
         }
-        return cls(controls, workdir, primary)
+        return cls(controls, layout, workdir, primary)
+
+    @property
+    def requests(self) -> Any:
+        return self._requests
+
+    @requests.setter
+    def requests(self, requests: Any) -> None:
+        """The loads and replay settings the run takes: each lane's control names them among
+        what can change when it refuses a field."""
+        self._requests = requests
+        for control in getattr(self, "_controls", {}).values():
+            control.requests = requests
 
     def _split(self, flat: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """`{"NAME/field": v}` -> `{NAME: {field: v}}` (HyperparamError for another name)."""
-        out: dict[str, dict[str, Any]] = {agent: {} for agent in self._controls}
+        """`{key: v}` -> `{lane: {field: v}}` (HyperparamError for a key of no lane)."""
+        out: dict[str, dict[str, Any]] = {lane: {} for lane in self._controls}
         for key, value in flat.items():
-            agent, _, name = key.partition("/")
-            if agent not in out or not name:
+            lane, name = self._layout.split_key(key)
+            if lane not in out or not name:
                 raise HyperparamError(
                     f"{key} names no agent's field; these can change: {', '.join(self.names)}"
                 )
-            out[agent][name] = value
+            out[lane][name] = value
         return out
 
     def request(self, values: dict[str, Any], source: str = "hook") -> None:
         if not isinstance(values, dict) or not values:
             raise HyperparamError(
-                f'give a JSON object of new values, e.g. {{"{self.names[0]}": 1}}'
+                f'give a JSON object of new values, e.g. {{"{self.names[0]}": 1e-4}}'
             )
         extra, values = self._take_requests(values)
-        checked = {  # every agent's part checked before any is queued
-            agent: self._controls[agent]._checked(part)
-            for agent, part in self._split(values).items()
+        checked = {  # every lane's part checked before any is queued
+            lane: self._controls[lane]._checked(part)
+            for lane, part in self._split(values).items()
             if part
         }
-        for agent, part in checked.items():
-            self._controls[agent]._pending.update(part)
-        flat = {f"{agent}/{k}": v for agent, part in checked.items() for k, v in part.items()}
+        for lane, part in checked.items():
+            self._controls[lane]._pending.update(part)
+        flat = {k: v for lane, part in checked.items() for k, v in self._keyed(lane, part).items()}
         self._queue(flat, extra, source)
+
+    def _keyed(self, lane: str, values: dict[str, Any]) -> dict[str, Any]:
+        return self._layout.keyed(lane, values)
 
     def apply(self, hparams: dict[str, jax.Array], row: np.ndarray) -> tuple[dict, dict, str]:
         new, changes, at = dict(hparams), {}, 0
-        for agent, control in self._controls.items():
+        for lane, control in self._controls.items():
             part = row[at : at + len(control.names)]
             at += len(control.names)
-            mine = keys_under(hparams, agent + "/")
+            mine = self._layout.mine(lane, hparams)
             applied, changed, _ = control.apply(mine, part)
-            new.update({f"{agent}/{k}": v for k, v in applied.items()})
-            changes.update({f"{agent}/{k}": v for k, v in changed.items()})
+            new.update(self._keyed(lane, applied))
+            changes.update(self._keyed(lane, changed))
         return new, changes, self._applied()
 
     def resume(self, hparams: dict[str, jax.Array], saved_algo: dict[str, Any]) -> None:
-        for agent, control in self._controls.items():
-            mine = keys_under(hparams, agent + "/")
-            control.resume(mine, saved_algo.get(agent, {}))
-            self._pending.update({f"{agent}/{k}": v for k, v in control._pending.items()})
+        for lane, control in self._controls.items():
+            control.resume(self._layout.mine(lane, hparams), saved_algo.get(lane, {}))
+            self._pending.update(self._keyed(lane, control._pending))
             self._sources.extend(control._sources)
 
     def saved_algo(self, saved_config: dict[str, Any]) -> dict[str, Any]:
-        return {agent["name"]: agent["algo"] for agent in saved_config.get("agents", ())}
+        """Each lane's algo config as a checkpoint's run config holds it."""
+        return self._layout.sections_of(saved_config, "algo")
 
 
 def _rename(source: str, target: str) -> None:

@@ -1,7 +1,7 @@
 """The one boundary where a run's number of agents shows: how its lanes appear on disk, in the
 logs, in the summary and to hooks (issue 56).
 
-A run is a tuple of lanes (`run/preflight.py:Lane`), one per agent, each named; a one-agent run
+A run is a tuple of lanes (`run/prepared.py:PreparedLane`), one per agent, each named; a one-agent run
 is a tuple of one. Engines hold every agent as a lane and hand their per-lane trees, records and
 summaries to a `Layout`, which writes one agent the way jaxrl_dist always wrote a run (its state
 bare, its log keys and summary entries unprefixed, its params to hooks and evaluators as they
@@ -109,6 +109,13 @@ class Layout:
             }
             for name in self.names
         }
+
+    def sections_of(self, saved_config: Mapping[str, Any], section: str) -> dict[str, Any]:
+        """Each lane's `section` (`"algo"`, ...) of a saved run config (`config.json`, a
+        checkpoint's meta): one agent's at its top level, several agents' in `agents`."""
+        if self._bare:
+            return {self.names[0]: saved_config[section]}
+        return {agent["name"]: agent[section] for agent in saved_config.get(AGENTS, ())}
 
     # ------------------------------------------------------------------ per-process items
     def items(self, per_lane: Mapping[str, dict[str, bytes]]) -> dict[str, bytes]:
