@@ -103,12 +103,66 @@ LONGEST_FIRST = (
 )
 
 
+# The suite's tiers (`docs/development/tests.md`), each a marker: `-m ops` the RL maths and
+# losses alone (seconds), `-m parts` the pieces one at a time (data structures, networks, envs,
+# actors, checkpoints, config), `-m runs` whole training runs (the rest: every file that starts
+# a run, in process or as `scripts/train.py`). `test_tiers.py` holds the two short lists to it.
+OPS = (
+    "test_distributions.py",
+    "test_gae.py",
+    "test_impala_loss.py",
+    "test_intrinsic.py",
+    "test_q_heads.py",
+    "test_q_ops.py",
+    "test_rainbow_parts.py",
+    "test_running_stats.py",
+    "test_time_unroll.py",
+    "test_vtrace.py",
+)
+PARTS = (
+    "test_action_masks.py",
+    "test_actor.py",
+    "test_agents_axis.py",
+    "test_benchmark_stages.py",
+    "test_checkpoint.py",
+    "test_data_poll.py",
+    "test_device_replay.py",
+    "test_inference_server.py",
+    "test_jax_envs.py",
+    "test_jax_games.py",
+    "test_lanes.py",
+    "test_layout.py",
+    "test_learning_statistics.py",
+    "test_multiprocess_agents.py",
+    "test_networks.py",
+    "test_opponent_pool.py",
+    "test_prioritized_replay.py",
+    "test_process_stats.py",
+    "test_rainbow_agent.py",
+    "test_readme.py",
+    "test_replay.py",
+    "test_results_docs.py",
+    "test_seats.py",
+    "test_segments.py",
+    "test_sum_tree.py",
+    "test_tiers.py",
+    "test_unread_fields.py",
+)
+
+
+def tier(filename: str) -> str:
+    """The tier of test file `filename` (its base name)."""
+    return "ops" if filename in OPS else "parts" if filename in PARTS else "runs"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list) -> None:
     """Files in `LONGEST_FIRST` order, then the rest as collected; tests in a file keep their
     order (a stable sort)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
+    for item in items:
+        item.add_marker(tier(os.path.basename(str(item.fspath))))
 
 
 @pytest.hookimpl(trylast=True)
