@@ -89,7 +89,9 @@ def _chain_spec(env_id: str, env_kwargs: dict) -> EnvSpec:
     return EnvSpec(obs_shape=(_chain_length(env_id),), obs_dtype=np.float32, num_actions=2)
 
 
-def _chain_pool(env_id: str, env_kwargs: dict, num_envs: int, batch_size: int, **_) -> ChainPool:
+def _chain_pool(
+    env_id: str, env_kwargs: dict, num_envs: int, batch_size: int, options
+) -> ChainPool:
     return ChainPool(_chain_length(env_id), num_envs, batch_size, **env_kwargs)
 
 

@@ -17,7 +17,7 @@ from jaxrl_dist.envs.observation import (
     obs_indices_problem,
     split_obs_indices,
 )
-from jaxrl_dist.envs.source import POOL, EnvSource
+from jaxrl_dist.envs.source import POOL, EnvSource, PoolOptions
 
 # EnvPool builds gymnasium Box spaces (float64 bounds) inside recv(); gymnasium then warns on every
 # new pool. Harmless and not ours to fix: silence exactly that message.
@@ -275,24 +275,17 @@ def atari_protocol() -> dict[str, Any]:
 
 
 def _make_pool(
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    num_envs: int,
-    batch_size: int,
-    *,
-    seed: int,
-    num_threads: int = 0,
-    thread_affinity_offset: int = -1,
-    **_: Any,
+    env_id: str, env_kwargs: dict[str, Any], num_envs: int, batch_size: int, options: PoolOptions
 ) -> Any:
+    threads, offset = options.num_threads, options.thread_affinity_offset
     return make_env(
         env_id,
         env_kwargs,
         num_envs,
         batch_size,
-        seed=seed,
-        num_threads=num_threads,
-        thread_affinity_offset=thread_affinity_offset,
+        seed=options.seed,
+        num_threads=threads,
+        thread_affinity_offset=offset,
     )
 
 

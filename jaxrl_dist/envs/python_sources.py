@@ -24,9 +24,8 @@ from jaxrl_dist.envs.observation import (
 )
 from jaxrl_dist.envs.probe import PROBED
 from jaxrl_dist.envs.process_pool import ProcessPool, layout_fits
-from jaxrl_dist.envs.source import POOL, EnvSource
+from jaxrl_dist.envs.source import POOL, EnvSource, PoolOptions
 from jaxrl_dist.envs.user_code import FactoryError, import_problem, load_factory
-from jaxrl_dist.envs.workers import START_TIMEOUT_S
 from jaxrl_dist.errors import one_line
 
 GYMNASIUM = "gymnasium:"
@@ -291,17 +290,7 @@ def default_workers(num_envs: int, batch_size: int, cpus: int | None = None) -> 
 
 
 def _make_python(
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    num_envs: int,
-    batch_size: int,
-    *,
-    seed: int,
-    num_threads: int = 0,
-    restart: Callable[[str], bool] | None = None,
-    step_timeout_s: float = 60.0,
-    start_timeout_s: float = START_TIMEOUT_S,
-    **_: Any,
+    env_id: str, env_kwargs: dict[str, Any], num_envs: int, batch_size: int, options: PoolOptions
 ) -> Any:
     kwargs, indices = split_obs_indices(env_kwargs)
     pool = ProcessPool(
@@ -309,11 +298,11 @@ def _make_python(
         env_id,
         num_envs,
         batch_size,
-        num_threads or default_workers(num_envs, batch_size),
-        seed=seed,
-        restart=restart,
-        step_timeout_s=step_timeout_s,
-        start_timeout_s=start_timeout_s,
+        options.num_threads or default_workers(num_envs, batch_size),
+        seed=options.seed,
+        restart=options.restart,
+        step_timeout_s=options.step_timeout_s,
+        start_timeout_s=options.start_timeout_s,
     )
     return pool if indices is None else ObservationSubset(pool, indices)
 

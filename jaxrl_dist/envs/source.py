@@ -8,10 +8,35 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from jaxrl_dist.envs.workers import START_TIMEOUT_S
+
 POOL = "pool"  # host pools in EnvPool's protocol, stepped by runtime='sebulba'
 JAX = "jax"  # pure JAX envs, stepped inside runtime='anakin''s program
 RUNTIMES = {POOL: "sebulba", JAX: "anakin"}
 STEPS = {POOL: "Sebulba steps EnvPool and Python envs", JAX: "Anakin steps JAX envs"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolOptions:
+    """How a run wants a `POOL` source's pool made (a source reads what applies to it).
+
+    Attributes:
+      seed: env `i` is seeded `seed + i`.
+      num_threads: EnvPool's C++ threads, or a Python source's worker processes (0: its
+        default).
+      thread_affinity_offset: EnvPool's threads pinned from this core (-1: not pinned).
+      restart: `restart(reason) -> bool`: whether a failed worker may be replaced (the actors'
+        restart budget); None: never.
+      step_timeout_s: a worker silent this long counts as failed.
+      start_timeout_s: how long a worker may take to start.
+    """
+
+    seed: int
+    num_threads: int = 0
+    thread_affinity_offset: int = -1
+    restart: Callable[[str], bool] | None = None
+    step_timeout_s: float = 60.0
+    start_timeout_s: float = START_TIMEOUT_S
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,9 +50,8 @@ class EnvSource:
         which claims the bare ids of its kind).
       check: `check(env_id, env_kwargs) -> str | None`: one line saying what is wrong with the
         env id or its options and how to fix it, or None when envs can be made.
-      make: a `POOL` source's `make(env_id, env_kwargs, num_envs, batch_size, *, seed,
-        num_threads, thread_affinity_offset, restart, step_timeout_s, start_timeout_s)` -> a
-        pool (env `i` seeded `seed + i`; the options it has no use for ignored); a `JAX`
+      make: a `POOL` source's `make(env_id, env_kwargs, num_envs, batch_size, options)` -> a
+        pool (`options`: a `PoolOptions`; env `i` seeded `options.seed + i`); a `JAX`
         source's `make(env_id, env_kwargs) -> (env, params)` with gymnax's API (`JaxEnv`
         reads the spec from its spaces, `max_episode_steps` and `obs_indices` taken out of
         `env_kwargs` first).

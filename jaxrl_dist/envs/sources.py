@@ -30,7 +30,7 @@ from jaxrl_dist.envs.python_sources import (  # noqa: F401  re-exported: the nam
     worker_layout_problem,
 )
 from jaxrl_dist.envs.registry import find_source
-from jaxrl_dist.envs.source import POOL, EnvSource, kind_problem
+from jaxrl_dist.envs.source import POOL, EnvSource, PoolOptions, kind_problem
 from jaxrl_dist.envs.workers import START_TIMEOUT_S
 
 
@@ -56,10 +56,10 @@ def _probe(
     if source.probe is not None:
         make = functools.partial(source.probe, env_id, env_kwargs, start_timeout_s)
     else:
-        timeouts = {"step_timeout_s": start_timeout_s, "start_timeout_s": start_timeout_s}
-        make = functools.partial(
-            source.make, env_id, env_kwargs, 1, 1, seed=0, num_threads=1, **timeouts
+        options = PoolOptions(
+            seed=0, num_threads=1, step_timeout_s=start_timeout_s, start_timeout_s=start_timeout_s
         )
+        make = functools.partial(source.make, env_id, env_kwargs, 1, 1, options)
     problem = probe_problem(env_id, make, env_spec(env_id, env_kwargs))
     if problem is None:
         PROBED.add(key)
@@ -105,15 +105,7 @@ def make_env(
     one silent for `step_timeout_s` counts as failed; a worker has `start_timeout_s` to start
     (`process_pool.py`). `env_kwargs["obs_indices"]` cuts the observations
     (`envs/observation.py`)."""
-    return find_source(env_id, POOL).make(
-        env_id,
-        env_kwargs,
-        num_envs,
-        batch_size,
-        seed=seed,
-        num_threads=num_threads,
-        thread_affinity_offset=thread_affinity_offset,
-        restart=restart,
-        step_timeout_s=step_timeout_s,
-        start_timeout_s=start_timeout_s,
+    options = PoolOptions(
+        seed, num_threads, thread_affinity_offset, restart, step_timeout_s, start_timeout_s
     )
+    return find_source(env_id, POOL).make(env_id, env_kwargs, num_envs, batch_size, options)

@@ -1,12 +1,12 @@
 """The one boundary where a run's number of agents shows: how its lanes appear on disk, in the
 logs, in the summary and to hooks (issue 56).
 
-A run is a tuple of lanes (`run/prepared.py:PreparedLane`), one per agent, each named; a one-agent run
-is a tuple of one. Engines hold every agent as a lane and hand their per-lane trees, records and
-summaries to a `Layout`, which writes one agent the way jaxrl_dist always wrote a run (its state
-bare, its log keys and summary entries unprefixed, its params to hooks and evaluators as they
-are) and several agents under `agents` and `NAME/` (`docs/concepts/glossary.md`). Nothing else
-asks how many lanes there are.
+A run is a tuple of lanes (`run/prepared.py:PreparedLane`), one per agent, each named; a
+one-agent run is a tuple of one. Engines hold every agent as a lane and hand their per-lane
+trees, records and summaries to a `Layout`, which writes one agent the way jaxrl_dist always
+wrote a run (its state bare, its log keys and summary entries unprefixed, its params to hooks
+and evaluators as they are) and several agents under `agents` and `NAME/`
+(`docs/concepts/glossary.md`). Nothing else asks how many lanes there are.
 """
 
 from __future__ import annotations
