@@ -25,7 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def get_config(variant=None):
     suffix = f":{variant}" if variant else ""
     ppo = load_config_file(os.path.join(HERE, "ppo_connect_four.py" + suffix))
-    c = ml_collections.ConfigDict(ppo)
+    # PPO's queue fields: a replay has no queue between actors and learner (refused when set).
+    c = ml_collections.ConfigDict(
+        {k: v for k, v in ppo.items() if k not in ("queue_size", "max_policy_lag")}
+    )
     rainbow = load_config_file(os.path.join(HERE, "rainbow_tictactoe.py" + suffix))
     c.algorithm = "rainbow"
     c.replay = {**rainbow["replay"], "capacity": 100_000}

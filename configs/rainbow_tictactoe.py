@@ -22,10 +22,13 @@ import ml_collections
 from jaxrl_dist.config.cli import load_config_file
 
 PPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ppo_tictactoe.py")
+# PPO's queue fields: a replay has no queue between actors and learner (refused when set).
+ON_POLICY_ONLY = ("queue_size", "max_policy_lag")
 
 
 def get_config(variant=None):
-    c = ml_collections.ConfigDict(load_config_file(PPO + (f":{variant}" if variant else "")))
+    ppo = load_config_file(PPO + (f":{variant}" if variant else ""))
+    c = ml_collections.ConfigDict({k: v for k, v in ppo.items() if k not in ON_POLICY_ONLY})
     c.algorithm = "rainbow"
     c.total_env_steps = 1_000_000
     c.eval_every_updates = 500  # an update per 32 moves (128 samples, 4 per insert)

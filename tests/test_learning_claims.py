@@ -35,7 +35,9 @@ CLAIMS = {
     # Seed 2 crosses at 17,136 steps in both sweeps (the median 85,112): the fast seed keeps
     # the suite's time; its bound is still 3x the median (capped at the config's budget).
     "rainbow": ("rainbow_cartpole.py", "rainbow_cartpole_issue55", (2,), ()),
-    "r2d2": ("r2d2_memory.py", "r2d2_memory", (1,), ()),
+    # 4 of the sweep's 5 seeds crossed (seed 0 peaked at 471.3): one seed alone missed about
+    # one run in five; the next two crossed at its median too.
+    "r2d2": ("r2d2_memory.py", "r2d2_memory", (1, 4, 2), ()),
     "anakin_ppo": ("anakin_ppo_cartpole.py", "anakin_ppo_cartpole", (1,), ()),
     "central_server": (
         "impala_cartpole.py",
