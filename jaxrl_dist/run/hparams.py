@@ -301,11 +301,12 @@ class LanesHyperparamControl(HyperparamControl):
         }
         for lane, part in checked.items():
             self._controls[lane]._pending.update(part)
-        flat = {k: v for lane, part in checked.items() for k, v in self._keyed(lane, part).items()}
+        flat = {
+            k: v
+            for lane, part in checked.items()
+            for k, v in self._layout.keyed(lane, part).items()
+        }
         self._queue(flat, extra, source)
-
-    def _keyed(self, lane: str, values: dict[str, Any]) -> dict[str, Any]:
-        return self._layout.keyed(lane, values)
 
     def apply(self, hparams: dict[str, jax.Array], row: np.ndarray) -> tuple[dict, dict, str]:
         new, changes, at = dict(hparams), {}, 0
@@ -314,14 +315,14 @@ class LanesHyperparamControl(HyperparamControl):
             at += len(control.names)
             mine = self._layout.mine(lane, hparams)
             applied, changed, _ = control.apply(mine, part)
-            new.update(self._keyed(lane, applied))
-            changes.update(self._keyed(lane, changed))
+            new.update(self._layout.keyed(lane, applied))
+            changes.update(self._layout.keyed(lane, changed))
         return new, changes, self._applied()
 
     def resume(self, hparams: dict[str, jax.Array], saved_algo: dict[str, Any]) -> None:
         for lane, control in self._controls.items():
             control.resume(self._layout.mine(lane, hparams), saved_algo.get(lane, {}))
-            self._pending.update(self._keyed(lane, control._pending))
+            self._pending.update(self._layout.keyed(lane, control._pending))
             self._sources.extend(control._sources)
 
     def saved_algo(self, saved_config: dict[str, Any]) -> dict[str, Any]:
