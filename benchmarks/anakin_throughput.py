@@ -84,7 +84,7 @@ def library_sps(config_path: str, steps: int, **overrides) -> dict:
         result = make_trainer(config, workdir, quiet=True, hooks=hooks).run()
         wall = time.perf_counter() - t0
     (t_first, s_first), (t_last, s_last) = marks[0], marks[-1]
-    seeds = config.num_seeds
+    seeds = config.anakin.num_seeds
     return {
         "num_seeds": seeds,
         "env_steps_per_seed": result.env_steps,
@@ -96,7 +96,7 @@ def library_sps(config_path: str, steps: int, **overrides) -> dict:
 
 def separate_vs_vmapped(seeds: int, steps: int) -> dict:
     """Wall time of `seeds` runs of `scripts/train.py` one after another against one run with
-    `num_seeds=seeds` (each a fresh process: start, compile, train, final save)."""
+    `anakin.num_seeds=seeds` (each a fresh process: start, compile, train, final save)."""
     train = os.path.join(ROOT, "scripts", "train.py")
     flags = [f"--config.{k}={v}" for k, v in {**QUIET, "total_env_steps": steps}.items()]
 
@@ -120,7 +120,7 @@ def separate_vs_vmapped(seeds: int, steps: int) -> dict:
             return time.perf_counter() - t0
 
     separate = [run([f"--config.seed={s}"]) for s in range(seeds)]
-    vmapped = run([f"--config.num_seeds={seeds}"])
+    vmapped = run([f"--config.anakin.num_seeds={seeds}"])
     return {
         "seeds": seeds,
         "env_steps_per_seed": steps,
@@ -140,7 +140,7 @@ def rainbow(args: argparse.Namespace) -> tuple[str, dict, str]:
     )
     ratios = [a["sps"] / b["sps"] for a, b in zip(rows["anakin"], rows["sebulba"], strict=True)]
     seeds = args.seeds[0]
-    vmapped = library_sps(ANAKIN_RAINBOW, steps, num_seeds=seeds)
+    vmapped = library_sps(ANAKIN_RAINBOW, steps, **{"anakin.num_seeds": seeds})
     result = {
         "environment": environment(),
         "provenance": args.origin,
@@ -251,7 +251,7 @@ def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
             f"baseline_{seeds}_seeds", purejaxrl_ppo.measure(config, seeds)
         )
         result[f"anakin_{seeds}_seeds"] = shown(
-            f"anakin_{seeds}_seeds", library_sps(ANAKIN, args.steps, num_seeds=seeds)
+            f"anakin_{seeds}_seeds", library_sps(ANAKIN, args.steps, **{"anakin.num_seeds": seeds})
         )
     result["sebulba"] = shown("sebulba", library_sps(SEBULBA, min(200_704, args.steps)))
     if not args.skip_separate and args.seeds:

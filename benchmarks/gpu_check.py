@@ -66,9 +66,9 @@ PY = sys.executable
 # parts then record the tree as it is rather than refusing it again.
 RECORD_TREE = ("--allow-dirty",)
 PYTHON_LOOP = (
-    "--config.actor_loop=python",
-    "--config.async_envs=True",
-    "--config.env_groups_per_actor=1",
+    "--config.sebulba.actor_loop=python",
+    "--config.sebulba.async_envs=True",
+    "--config.sebulba.env_groups_per_actor=1",
 )
 
 
@@ -121,9 +121,13 @@ def _short(overrides: dict) -> str:
 
 def central_local_command(out_dir: str, tiny: bool, _timeout_s: float) -> list[str]:
     layout = [
-        "--config.num_actor_threads=8" if not tiny else "--config.num_actor_threads=2",
-        "--config.envs_per_actor=64" if not tiny else "--config.envs_per_actor=16",
-        "--config.env_threads_per_actor=2" if not tiny else "--config.env_threads_per_actor=1",
+        "--config.sebulba.num_actor_threads=8"
+        if not tiny
+        else "--config.sebulba.num_actor_threads=2",
+        "--config.sebulba.envs_per_actor=64" if not tiny else "--config.sebulba.envs_per_actor=16",
+        "--config.sebulba.env_threads_per_actor=2"
+        if not tiny
+        else "--config.sebulba.env_threads_per_actor=1",
     ]
     return [
         *(PY, os.path.join(HERE, "throughput.py"), "--config", CARTPOLE if tiny else ATARI),

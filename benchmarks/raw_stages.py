@@ -23,13 +23,13 @@ def warmup_s(seconds: float) -> float:
 
 def env_threads(config: TrainConfig) -> int:
     """EnvPool C++ threads of one actor's pool, as `make_env` resolves them."""
-    return config.env_threads_per_actor or config.env_batch_size
+    return config.sebulba.env_threads_per_actor or config.env_batch_size
 
 
 def raw_batch(config: TrainConfig, sync: bool) -> int:
     """Envs per `recv()` of a raw pool: all of them sync, half async (EnvPool's async layout,
     whatever the run's own loop uses)."""
-    return config.envs_per_actor if sync else max(1, config.envs_per_actor // 2)
+    return config.sebulba.envs_per_actor if sync else max(1, config.sebulba.envs_per_actor // 2)
 
 
 def raw_threads(config: TrainConfig, sync: bool) -> int:
@@ -37,10 +37,10 @@ def raw_threads(config: TrainConfig, sync: bool) -> int:
     so the async ceiling is the same whether the run steps an async pool or a sync one. A
     Python env's worker processes: the run's, or the pool's own default for the layout."""
     if is_python_env(config.env_id):
-        return config.env_threads_per_actor or default_workers(
-            config.envs_per_actor, raw_batch(config, sync)
+        return config.sebulba.env_threads_per_actor or default_workers(
+            config.sebulba.envs_per_actor, raw_batch(config, sync)
         )
-    return config.env_threads_per_actor or raw_batch(config, sync)
+    return config.sebulba.env_threads_per_actor or raw_batch(config, sync)
 
 
 def raw_gymnasium(config: TrainConfig, spec: EnvSpec, seconds: float) -> dict:
@@ -63,8 +63,8 @@ def raw_gymnasium(config: TrainConfig, spec: EnvSpec, seconds: float) -> dict:
 
         return step, env.close
 
-    sps = _stepped_sps(config.num_actor_threads, start, seconds)
-    return {"sps": sps, "workers": workers, "vector_envs": config.num_actor_threads}
+    sps = _stepped_sps(config.sebulba.num_actor_threads, start, seconds)
+    return {"sps": sps, "workers": workers, "vector_envs": config.sebulba.num_actor_threads}
 
 
 def _stepped_sps(num_threads: int, start: Any, seconds: float) -> float:
@@ -122,11 +122,11 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
     batch, pool_threads = raw_batch(config, sync), raw_threads(config, sync)
 
     def start(i: int):
-        pinned = pool_affinity(config.env_thread_affinity_offset, i, pool_threads)
+        pinned = pool_affinity(config.sebulba.env_thread_affinity_offset, i, pool_threads)
         env = make_env(
             config.env_id,
             config.env_kwargs,
-            config.envs_per_actor,
+            config.sebulba.envs_per_actor,
             batch,
             seed=1000 + i,
             num_threads=pool_threads,
@@ -148,11 +148,11 @@ def raw_envpool(config: TrainConfig, spec: EnvSpec, seconds: float, sync: bool) 
 
         return step, env.close
 
-    sps = _stepped_sps(config.num_actor_threads, start, seconds)
+    sps = _stepped_sps(config.sebulba.num_actor_threads, start, seconds)
     return {
         "sps": sps,
-        "num_envs": config.envs_per_actor,
+        "num_envs": config.sebulba.envs_per_actor,
         "batch": batch,
         "env_threads": pool_threads,
-        "pools": config.num_actor_threads,
+        "pools": config.sebulba.num_actor_threads,
     }

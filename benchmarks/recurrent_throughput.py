@@ -33,6 +33,8 @@ from anakin_throughput import library_config, library_sps  # noqa: E402
 from throughput import environment, write_result  # noqa: E402
 
 HIDDEN = {"env_kwargs": {"obs_indices": (0, 2)}}
+# The same run without its core (the core's width back at its default: nothing reads it).
+NO_CORE = {"network.core": "none", "network.core_size": 128}
 ROWS = {
     "ppo": (os.path.join(ROOT, "configs", "ppo_lstm_memory.py"), {}),
     "impala": (os.path.join(ROOT, "configs", "impala_lstm_memory.py"), {}),
@@ -48,7 +50,7 @@ def measure(config: str, overrides: dict, steps: int, repeat: int) -> dict:
     runs = {"lstm": [], "none": []}
     for _ in range(repeat):
         runs["lstm"].append(library_sps(config, steps, **overrides))
-        runs["none"].append(library_sps(config, steps, **{**overrides, "network.core": "none"}))
+        runs["none"].append(library_sps(config, steps, **{**overrides, **NO_CORE}))
     ratios = [a["sps"] / b["sps"] for a, b in zip(runs["lstm"], runs["none"], strict=True)]
     return {
         **runs,

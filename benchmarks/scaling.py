@@ -65,12 +65,12 @@ def point(axis: str, value: int, args, extra: list[str], platform: str) -> dict:
     overrides, env = [], dict(os.environ)
     stages = "raw_async,end_to_end"
     if axis == "actor_threads":
-        overrides.append(f"--config.num_actor_threads={value}")
+        overrides.append(f"--config.sebulba.num_actor_threads={value}")
         if args.env_threads_total:  # keep the cores busy: split them over the actors' pools
             per_actor = max(1, args.env_threads_total // value)
-            overrides.append(f"--config.env_threads_per_actor={per_actor}")
+            overrides.append(f"--config.sebulba.env_threads_per_actor={per_actor}")
     elif axis == "envs_per_actor":
-        overrides.append(f"--config.envs_per_actor={value}")
+        overrides.append(f"--config.sebulba.envs_per_actor={value}")
     else:
         stages = "learner,end_to_end"
         if platform == "cpu":

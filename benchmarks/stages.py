@@ -68,7 +68,9 @@ def actors_alone(config: TrainConfig, seconds: float) -> dict:
     store = ParamsStore(devices.actor_devices)
     learner_state = agent.learner.init(jax.random.PRNGKey(config.seed))
     store.publish(agent.learner.actor_params(learner_state), 0)
-    rollouts: queue.Queue = queue.Queue(maxsize=config.queue_size * config.num_actor_threads)
+    rollouts: queue.Queue = queue.Queue(
+        maxsize=config.sebulba.queue_size * config.sebulba.num_actor_threads
+    )
     stop, stats = threading.Event(), ActorStats()
     first = threading.Event()
 
@@ -120,7 +122,7 @@ def sync_baseline(config: TrainConfig, seconds: float) -> dict:
     state = learner.init_state()
     act_step = jit_inference_step(agent.actor)
     b = config.batch_size
-    threads = min(b, env_threads(config) * config.num_actor_threads)
+    threads = min(b, env_threads(config) * config.sebulba.num_actor_threads)
     env = make_env(config.env_id, config.env_kwargs, b, b, seed=2000, num_threads=threads)
     buffer = SegmentBuffer(b, config.unroll_length, b)
     # The per-env actor state follows the params onto the learner devices (as the key did).

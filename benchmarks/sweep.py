@@ -28,6 +28,7 @@ from throughput import RESULTS, device_dir, environment  # noqa: E402
 
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
+from jaxrl_dist.config.sections import field_value  # noqa: E402
 from jaxrl_dist.errors import OneLineArgumentParser, UsageError  # noqa: E402
 from jaxrl_dist.sebulba.engine import SebulbaEngine  # noqa: E402
 
@@ -36,8 +37,16 @@ FRAME_SKIP = 4
 
 # Each factor: a name and its values, each value a dict of `--config.` overrides. The base
 # (the config as written) is always measured first and is the reference of every factor.
-XLA = {"actor_loop": "xla", "async_envs": "False", "env_groups_per_actor": "1"}  # one pool
-PYTHON = {"actor_loop": "python", "async_envs": "True", "env_groups_per_actor": "1"}
+XLA = {
+    "sebulba.actor_loop": "xla",
+    "sebulba.async_envs": "False",
+    "sebulba.env_groups_per_actor": "1",
+}  # one pool
+PYTHON = {
+    "sebulba.actor_loop": "python",
+    "sebulba.async_envs": "True",
+    "sebulba.env_groups_per_actor": "1",
+}
 GRIDS = {
     # One GPU and 16 cores (the issue's H100 machine), Breakout with the IMPALA ResNet, from
     # impala_atari.py's 2 actor threads x 128 envs (two XLA-loop env groups of 64) x 8 EnvPool
@@ -45,11 +54,11 @@ GRIDS = {
     # parts that fit a 10-minute device call (`--factors`, README "One GPU with 16 cores").
     "gpu": {
         "switch_interval_s": [{"switch_interval_s": v} for v in ("0.0005", "0.001")],
-        "env_threads_per_actor": [{"env_threads_per_actor": v} for v in ("4", "6")],
-        "pinning": [{"env_thread_affinity_offset": v} for v in ("0", "2")],
-        "envs_per_actor": [{"envs_per_actor": v} for v in ("64", "256")],
-        "num_actor_threads": [{"num_actor_threads": v} for v in ("1", "4")],
-        "actor_loop": [PYTHON],
+        "sebulba.env_threads_per_actor": [{"sebulba.env_threads_per_actor": v} for v in ("4", "6")],
+        "pinning": [{"sebulba.env_thread_affinity_offset": v} for v in ("0", "2")],
+        "sebulba.envs_per_actor": [{"sebulba.envs_per_actor": v} for v in ("64", "256")],
+        "sebulba.num_actor_threads": [{"sebulba.num_actor_threads": v} for v in ("1", "4")],
+        "sebulba.actor_loop": [PYTHON],
         "learner_dtype": [{"network.dtype": "bfloat16"}],
     },
     # The actor layouts that may keep a GPU learner fed, against the base (the config: the XLA
@@ -60,17 +69,27 @@ GRIDS = {
     "gpu_actors": {
         "actor_layout": [
             PYTHON,
-            {**XLA, "num_actor_threads": "2"},
-            {**XLA, "num_actor_threads": "4", "envs_per_actor": "64", "env_threads_per_actor": "4"},
-            {**XLA, "num_actor_threads": "8", "envs_per_actor": "32", "env_threads_per_actor": "2"},
+            {**XLA, "sebulba.num_actor_threads": "2"},
+            {
+                **XLA,
+                "sebulba.num_actor_threads": "4",
+                "sebulba.envs_per_actor": "64",
+                "sebulba.env_threads_per_actor": "4",
+            },
+            {
+                **XLA,
+                "sebulba.num_actor_threads": "8",
+                "sebulba.envs_per_actor": "32",
+                "sebulba.env_threads_per_actor": "2",
+            },
         ],
     },
     # A small CPU box (2 cores), CartPole: quick enough to try the sweep anywhere.
     "cpu": {
         "switch_interval_s": [{"switch_interval_s": "0.0005"}],
-        "env_threads_per_actor": [{"env_threads_per_actor": "1"}],
-        "pinning": [{"env_thread_affinity_offset": "1"}],
-        "actor_loop": [PYTHON, {**PYTHON, "switch_interval_s": "0.0005"}],
+        "sebulba.env_threads_per_actor": [{"sebulba.env_threads_per_actor": "1"}],
+        "pinning": [{"sebulba.env_thread_affinity_offset": "1"}],
+        "sebulba.actor_loop": [PYTHON, {**PYTHON, "switch_interval_s": "0.0005"}],
     },
     # Tests: two points, seconds each.
     "smoke": {"switch_interval_s": [{"switch_interval_s": "0.0005"}]},
@@ -78,10 +97,10 @@ GRIDS = {
 LAYOUT = (
     "env_id",
     "env_kwargs",
-    "num_actor_threads",
-    "envs_per_actor",
-    "env_threads_per_actor",
-    "env_thread_affinity_offset",
+    "sebulba.num_actor_threads",
+    "sebulba.envs_per_actor",
+    "sebulba.env_threads_per_actor",
+    "sebulba.env_thread_affinity_offset",
 )
 
 
@@ -96,7 +115,7 @@ def measure_point(config, seconds: float, raw_cache: dict) -> dict:
     """End-to-end SPS, raw async EnvPool at the same layout (cached per layout), their ratio."""
     spec, _ = SebulbaEngine.machine(config)
     threads = stages.raw_threads(config, sync=False)  # resolved: auto (0) differs by loop
-    layout = json.dumps([*(getattr(config, k) for k in LAYOUT), threads], default=str)
+    layout = json.dumps([*(field_value(config, k) for k in LAYOUT), threads], default=str)
     if layout not in raw_cache:
         raw_cache[layout] = stages.raw_envpool(config, spec, seconds, sync=False)["sps"]
     e2e = stages.end_to_end(config, seconds)

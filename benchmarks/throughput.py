@@ -2,7 +2,7 @@
 
     python benchmarks/throughput.py --config configs/impala_atari.py:quick --seconds 30
     python benchmarks/throughput.py --config configs/impala_cartpole.py --seconds 20 \
-        --config.num_actor_threads=2
+        --config.sebulba.num_actor_threads=2
 
 Measures (see `stages.py`): raw EnvPool sync and async with random actions (the ceiling), the
 actors alone, the learner alone on synthetic batches (FLOPs per update and MFU on a GPU), the
@@ -38,6 +38,7 @@ from seed_statistics import median_ci  # noqa: E402
 
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
+from jaxrl_dist.config.sections import field_value  # noqa: E402
 from jaxrl_dist.envs.sources import is_python_env  # noqa: E402
 from jaxrl_dist.sebulba.engine import SebulbaEngine  # noqa: E402
 
@@ -110,18 +111,22 @@ MEASURE = {
 }
 
 
+def with_client(config, client: str):
+    """The config with inference client `client` ("local" or "server")."""
+    inference = dataclasses.replace(config.sebulba.inference, client=client)
+    return dataclasses.replace(
+        config, sebulba=dataclasses.replace(config.sebulba, inference=inference)
+    )
+
+
 def local(config):
     """The config with each actor's own inference (the policy seam's local client)."""
-    return dataclasses.replace(
-        config, inference=dataclasses.replace(config.inference, client="local")
-    )
+    return with_client(config, "local")
 
 
 def central(config):
     """The config with a central inference server per actor device batching the actors."""
-    return dataclasses.replace(
-        config, inference=dataclasses.replace(config.inference, client="server")
-    )
+    return with_client(config, "server")
 
 
 def run_stages(
@@ -331,12 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     origin = provenance.capture(args.allow_dirty, config)
     if not is_python_env(config.env_id) and "raw_gymnasium" in which:
         which.remove("raw_gymnasium")  # EnvPool's own envs: raw_async is the ceiling
-    if config.actor_loop == "xla" and "end_to_end_central" in which:
+    if config.sebulba.actor_loop == "xla" and "end_to_end_central" in which:
         which.remove("end_to_end_central")  # inference runs inside the jitted unroll
         print(
             "end_to_end_central: skipped (the XLA actor loop has no central inference; "
-            "measure it with --config.actor_loop=python --config.async_envs=True "
-            "--config.env_groups_per_actor=1)"
+            "measure it with --config.sebulba.actor_loop=python --config.sebulba.async_envs=True "
+            "--config.sebulba.env_groups_per_actor=1)"
         )
     name = args.name or _default_name(cli.config)
     print(f"{name}: {', '.join(which)} for {args.seconds:g}s each", flush=True)
@@ -344,21 +349,21 @@ def main(argv: list[str] | None = None) -> int:
         "name": name,
         "command": " ".join(["python", *sys.argv]) if argv is None else " ".join(argv),
         "config": cli.config,
-        "settings": {
-            k: getattr(config, k)
+        "settings": {  # keyed by the field names (results before the sections alike)
+            k.rsplit(".", 1)[-1]: field_value(config, k)
             for k in (
                 "env_id",
-                "num_actor_threads",
-                "envs_per_actor",
+                "sebulba.num_actor_threads",
+                "sebulba.envs_per_actor",
                 "env_batch_size",
-                "env_threads_per_actor",
-                "actor_loop",
+                "sebulba.env_threads_per_actor",
+                "sebulba.actor_loop",
                 "switch_interval_s",
-                "env_thread_affinity_offset",
+                "sebulba.env_thread_affinity_offset",
                 "batch_size",
                 "unroll_length",
-                "queue_size",
-                "actor_device_ids",
+                "sebulba.queue_size",
+                "sebulba.actor_device_ids",
                 "learner_device_ids",
             )
         },

@@ -26,7 +26,8 @@ def get_config(variant=None):
     c.env_id = "TicTacToe-v1"  # played as pgx's tic_tac_toe on Anakin
     c.env_kwargs = {}
     c.seed = 0
-    c.num_seeds = 1
+    c.anakin = {}
+    c.anakin.num_seeds = 1
     c.seats = {
         "games": (
             ("learner", "learner"),

@@ -23,10 +23,10 @@ def get_config(variant=None):
     c = ml_collections.ConfigDict(
         load_config_file(os.path.join(HERE, "rainbow_cartpole.py" + suffix))
     )
-    for sebulba_only in ("num_actor_threads", "envs_per_actor", "async_envs"):
-        del c[sebulba_only]
+    del c["sebulba"]  # Rainbow CartPole's actors: Anakin has none
     c.runtime = "anakin"  # env_id CartPole-v1: gymnax's
-    c.num_seeds = 1
+    c.anakin = {}
+    c.anakin.num_seeds = 1
     c.replay = {**c.replay, "batch_size": c.batch_size}  # transitions per update
     c.batch_size = 16  # envs per seed
     c.unroll_length = 16

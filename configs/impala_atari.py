@@ -37,15 +37,16 @@ def get_config(variant=None):
     # in steady state with no difference in returns over its first 1.4M env steps (H200, one
     # seed each). Eight EnvPool threads per pool.
     # The batch of 64 segments (the paper's is 32) is what was measured.
-    c.num_actor_threads = 2
-    c.envs_per_actor = 128  # two env groups of 64; one unroll = two rollouts of 64 segments
-    c.env_threads_per_actor = 8
-    c.actor_loop = "xla"
-    c.async_envs = False
-    c.env_groups_per_actor = 2
+    c.sebulba = {}
+    c.sebulba.num_actor_threads = 2
+    c.sebulba.envs_per_actor = 128  # two env groups of 64; one unroll = two rollouts of 64 segments
+    c.sebulba.env_threads_per_actor = 8
+    c.sebulba.actor_loop = "xla"
+    c.sebulba.async_envs = False
+    c.sebulba.env_groups_per_actor = 2
     c.unroll_length = 20
     c.batch_size = 64
-    c.queue_size = 2
+    c.sebulba.queue_size = 2
     c.total_env_steps = 50_000_000  # 200M frames, as in IMPALA's Atari-57 runs
     c.stop_at_eval_return = None
     c.eval_every_updates = 2_000
@@ -74,9 +75,9 @@ def get_config(variant=None):
         # learner takes ~100 transitions/s and bounds everything, so one actor thread with 8
         # envs (two env groups of 4) keeps it fed (its queue is full half the time); a short
         # smoke run.
-        c.num_actor_threads = 1
-        c.envs_per_actor = 8
-        c.env_threads_per_actor = 0  # one EnvPool thread per env of a pool: 4
+        c.sebulba.num_actor_threads = 1
+        c.sebulba.envs_per_actor = 8
+        c.sebulba.env_threads_per_actor = 0  # one EnvPool thread per env of a pool: 4
         c.batch_size = 4
         c.unroll_length = 8
         c.total_env_steps = 8 * 4 * 4  # 4 updates

@@ -20,16 +20,17 @@ def get_config(variant=None):
     # recv() of 16 envs of an async pool), which stays `actor_loop="python"`. 64 envs would be
     # faster still, but learned worse on the Python loop (64 envs, 32 per recv(): seed 2 never
     # reached 475 in 300k steps); a second actor thread only adds contention on 2 cores.
-    c.num_actor_threads = 1
-    c.actor_loop = "xla"
-    c.envs_per_actor = 32  # one unroll: two rollouts of 16 segments, two updates
-    c.env_threads_per_actor = 2
-    c.async_envs = False  # the XLA loop steps a sync pool
+    c.sebulba = {}
+    c.sebulba.num_actor_threads = 1
+    c.sebulba.actor_loop = "xla"
+    c.sebulba.envs_per_actor = 32  # one unroll: two rollouts of 16 segments, two updates
+    c.sebulba.env_threads_per_actor = 2
+    c.sebulba.async_envs = False  # the XLA loop steps a sync pool
     c.unroll_length = 20
     # 16 segments x 20 steps = 320 transitions per update: on CartPole, more (smaller) updates
     # per env step learn faster than IMPALA's Atari batch of 32 (measured: README, "CartPole").
     c.batch_size = 16
-    c.queue_size = 2
+    c.sebulba.queue_size = 2
     c.total_env_steps = 300_000
     c.stop_at_eval_return = 475.0  # CartPole-v1's "solved" threshold (gymnasium reward_threshold)
     c.eval_every_updates = 25  # every 8k env steps
@@ -65,8 +66,8 @@ def get_config(variant=None):
         # The suite's many short runs use the Python loop, the one every other config and every
         # feature (central inference, lockstep, seats, agents) runs on; the XLA loop has its own
         # tests (tests/test_xla_actor.py). Same envs and recv batch as before the XLA loop.
-        c.actor_loop = "python"
-        c.async_envs = True  # EnvPool returns 16 envs per recv()
+        c.sebulba.actor_loop = "python"
+        c.sebulba.async_envs = True  # EnvPool returns 16 envs per recv()
         c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
         c.total_env_steps = 20_000
         c.stop_at_eval_return = None

@@ -23,8 +23,8 @@ def get_config(variant=None):
         load_config_file(os.path.join(HERE, "impala_cartpole.py" + suffix))
     )
     c.env_kwargs = {"obs_indices": (0, 2)}
-    c.actor_loop = "python"
-    c.async_envs = True
+    c.sebulba.actor_loop = "python"
+    c.sebulba.async_envs = True
     if variant is None:
         c.total_env_steps = 500_000
     c.network = {**c.network, "hidden_sizes": (64,), "core": "lstm", "core_size": 64}

@@ -17,12 +17,13 @@ def get_config(variant=None):
     c.env_id = "HalfCheetah-v5"
     c.env_kwargs = {}
     c.seed = 0
-    c.num_actor_threads = 1
-    c.envs_per_actor = 64
-    c.async_envs = True
+    c.sebulba = {}
+    c.sebulba.num_actor_threads = 1
+    c.sebulba.envs_per_actor = 64
+    c.sebulba.async_envs = True
     c.unroll_length = 64
     c.batch_size = 32  # 2,048 transitions per update
-    c.queue_size = 1
+    c.sebulba.queue_size = 1
     c.total_env_steps = 1_000_000
     c.stop_at_eval_return = None
     c.eval_every_updates = 25
@@ -55,7 +56,7 @@ def get_config(variant=None):
     }
     if variant == "quick":
         c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
-        c.envs_per_actor = 16
+        c.sebulba.envs_per_actor = 16
         c.unroll_length = 16
         c.batch_size = 8
         c.algo.num_minibatches = 2

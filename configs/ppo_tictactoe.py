@@ -40,12 +40,13 @@ def get_config(variant=None):
         "eval_opponent": "random",
         "opening_plies": 2,  # every first move and reply meets the learner, not only its own
     }
-    c.num_actor_threads = 1
-    c.envs_per_actor = 36  # games; 48 learner streams
-    c.async_envs = True
+    c.sebulba = {}
+    c.sebulba.num_actor_threads = 1
+    c.sebulba.envs_per_actor = 36  # games; 48 learner streams
+    c.sebulba.async_envs = True
     c.unroll_length = 16
     c.batch_size = 16
-    c.queue_size = 1
+    c.sebulba.queue_size = 1
     c.total_env_steps = 1_000_000
     c.stop_at_eval_return = None
     c.eval_every_updates = 20

@@ -29,10 +29,11 @@ def get_config(variant=None):
     c.env_id = "Pong-v5"
     c.env_kwargs = atari_protocol()  # Machado et al. 2018; see jaxrl_dist/envs
     c.seed = 0
-    c.num_actor_threads = 2
-    c.envs_per_actor = 32
-    c.env_threads_per_actor = 8
-    c.async_envs = True
+    c.sebulba = {}
+    c.sebulba.num_actor_threads = 2
+    c.sebulba.envs_per_actor = 32
+    c.sebulba.env_threads_per_actor = 8
+    c.sebulba.async_envs = True
     c.unroll_length = 16
     c.batch_size = 32  # transitions per update
     c.total_env_steps = 2_500_000  # 10M frames
@@ -43,7 +44,7 @@ def get_config(variant=None):
     c.checkpoint_every_updates = 20_000
     c.keep_best_checkpoints = 1
     c.log_every_updates = 500
-    c.inference = {"client": "server"}  # SEED: one central batched inference server
+    c.sebulba.inference = {"client": "server"}  # SEED: one central batched inference server
     c.replay = {
         "capacity": 1_000_000,
         "min_size": 20_000,
@@ -67,9 +68,9 @@ def get_config(variant=None):
     }
     if variant == "quick":
         c.learning_curve = False  # a smoke run: no plot (matplotlib costs ~0.5 s a run)
-        c.num_actor_threads = 1
-        c.envs_per_actor = 8
-        c.env_threads_per_actor = 0
+        c.sebulba.num_actor_threads = 1
+        c.sebulba.envs_per_actor = 8
+        c.sebulba.env_threads_per_actor = 0
         c.unroll_length = 8
         c.batch_size = 8
         c.total_env_steps = 256  # 128 fill the replay, then ~90 updates of 8

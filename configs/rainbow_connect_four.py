@@ -26,9 +26,11 @@ def get_config(variant=None):
     suffix = f":{variant}" if variant else ""
     ppo = load_config_file(os.path.join(HERE, "ppo_connect_four.py" + suffix))
     # PPO's queue fields: a replay has no queue between actors and learner (refused when set).
+    queue = ("queue_size", "max_policy_lag")
     c = ml_collections.ConfigDict(
-        {k: v for k, v in ppo.items() if k not in ("queue_size", "max_policy_lag")}
+        {**ppo, "sebulba": {k: v for k, v in ppo["sebulba"].items() if k not in queue}}
     )
+    del c.network["shared_torso"]  # PPO's separate critic torso: a Q network has one torso
     rainbow = load_config_file(os.path.join(HERE, "rainbow_tictactoe.py" + suffix))
     c.algorithm = "rainbow"
     c.replay = {**rainbow["replay"], "capacity": 100_000}

@@ -26,9 +26,16 @@ PPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ppo_tictactoe.py
 ON_POLICY_ONLY = ("queue_size", "max_policy_lag")
 
 
+def without_queue(ppo: dict) -> dict:
+    """A PPO config's dict without its on-policy queue fields (`ON_POLICY_ONLY`)."""
+    sebulba = {k: v for k, v in ppo["sebulba"].items() if k not in ON_POLICY_ONLY}
+    return {**ppo, "sebulba": sebulba}
+
+
 def get_config(variant=None):
     ppo = load_config_file(PPO + (f":{variant}" if variant else ""))
-    c = ml_collections.ConfigDict({k: v for k, v in ppo.items() if k not in ON_POLICY_ONLY})
+    c = ml_collections.ConfigDict(without_queue(ppo))
+    del c.network["shared_torso"]  # PPO's separate critic torso: a Q network has one torso
     c.algorithm = "rainbow"
     c.total_env_steps = 1_000_000
     c.eval_every_updates = 500  # an update per 32 moves (128 samples, 4 per insert)

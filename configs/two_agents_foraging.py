@@ -31,7 +31,7 @@ def get_config(variant=None):
             "network": {**ppo["network"], "hidden_sizes": (64, 64)},
         },
     )
-    c.agent_slots = ("a", "b")
+    c.sebulba.agent_slots = ("a", "b")
     c.batch_size = 16  # each agent's actors hold 32 streams: one of each env's two agents
     c.eval_mode = "greedy"
     if variant != "quick":

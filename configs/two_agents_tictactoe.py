@@ -53,7 +53,7 @@ def get_config(variant=None):
             ("ppo", "pool:ppo"),
         ),
     }
-    c.envs_per_actor = 32  # games per agent's actor (the games naming it, cycled)
+    c.sebulba.envs_per_actor = 32  # games per agent's actor (the games naming it, cycled)
     c.total_env_steps = 1_000_000  # both agents' moves: about 500k each
     c.eval_every_updates = 1_000  # updates of both agents (rb makes 8 in 9)
     c.log_every_updates = 100

@@ -30,11 +30,14 @@ def _table(rows: list[tuple[str, str, str, str, str]]) -> str:
 def config_reference() -> str:
     from jaxrl_dist.agents import REGISTRY
     from jaxrl_dist.config.describe import describe
+    from jaxrl_dist.config.engine_sections import ENGINE_SECTIONS
     from jaxrl_dist.config.train import SECTIONS, TrainConfig
 
     parts = ["## The run (`--config.NAME=VALUE`)", _table(describe(TrainConfig, ""))]
     for name, cls in SECTIONS.items():
-        parts += [f"## `{name}` (`--config.{name}.NAME=VALUE`)", _table(describe(cls, f"{name}."))]
+        owner = f"; read by `runtime={name!r}` only" if name in ENGINE_SECTIONS else ""
+        heading = f"## `{name}` (`--config.{name}.NAME=VALUE`{owner})"
+        parts += [heading, _table(describe(cls, f"{name}."))]
     for algorithm, entry in REGISTRY.items():
         cls = entry.config_cls
         parts += [

@@ -20,7 +20,7 @@ def final_state(config_file, device_ids):
     config = load_config(
         f"configs/{config_file}:quick",
         batch_size=8,
-        num_seeds=2,
+        **{"anakin.num_seeds": 2},
         learner_device_ids=device_ids,
     )
     trainer = Trainer(config, "/tmp/unused_anakin_devices_check")

@@ -85,8 +85,11 @@ def test_overrides_reach_one_agent():
         ({GAMES: "(('learner','ppo'),('ppo','rb'))"}, "names 'learner'"),
         ({GAMES: "(('rb','ppo','pool:rb'),)"}, "must learn and be the only agent of that game"),
         ({GAMES: "(('rb','ppo'),('random','random'))"}, "where no agent learns"),
-        ({"deterministic": "True", "async_envs": "False"}, "not supported with several"),
-        ({"actor_loop": "xla", "async_envs": "False"}, "not supported with several"),
+        ({"deterministic": "True", "sebulba.async_envs": "False"}, "not supported with several"),
+        (
+            {"sebulba.actor_loop": "xla", "sebulba.async_envs": "False"},
+            "not supported with several",
+        ),
         ({"seats.learning_mask": "(True, False)"}, "with config.agents use config.learning_mask"),
         ({"algorithm": "ppo"}, "config.algorithm is set beside config.agents"),
         ({"agents.bob.batch_size": "3"}, "no agent 'bob' in config.agents (rb, ppo)"),
@@ -106,17 +109,25 @@ FORAGING = "configs/two_agents_foraging.py:quick"
 
 def test_slots_give_each_agent_its_own_agents_of_every_env():
     a, b = agent_views(load_config(FORAGING))
-    assert a.config.agent_slots == ("learner", "agent:b") and a.config.streams_per_actor == 32
-    assert b.config.agent_slots == ("agent:a", "learner") and b.config.recv_rows == 16
+    assert (
+        a.config.sebulba.agent_slots == ("learner", "agent:b") and a.config.streams_per_actor == 32
+    )
+    assert b.config.sebulba.agent_slots == ("agent:a", "learner") and b.config.recv_rows == 16
     assert a.config.network.hidden_sizes != b.config.network.hidden_sizes
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"agent_slots": "('a', 'c')"}, "config.agent_slots names 'c', which is no agent"),
-        ({"agent_slots": "('a', 'a')"}, "agent 'b' plays no slot of config.agent_slots"),
-        ({"agent_slots": "()"}, "name the agent of each with config.agent_slots"),
+        (
+            {"sebulba.agent_slots": "('a', 'c')"},
+            "config.sebulba.agent_slots names 'c', which is no agent",
+        ),
+        (
+            {"sebulba.agent_slots": "('a', 'a')"},
+            "agent 'b' plays no slot of config.sebulba.agent_slots",
+        ),
+        ({"sebulba.agent_slots": "()"}, "name the agent of each with config.sebulba.agent_slots"),
         ({"learning_mask": "(False, False)"}, "at least one agent must learn"),
     ],
 )

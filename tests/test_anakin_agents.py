@@ -26,7 +26,7 @@ from cli_refusal import assert_refused  # noqa: E402
 
 CONFIG = "configs/anakin_two_agents_tictactoe.py:quick"
 UPDATES = 6  # the quick variant's: 32 streams of each agent x 16 moves an update
-RUN = {"num_seeds": 2, "eval_episodes": 10, "checkpoint_every_updates": 3}
+RUN = {"anakin.num_seeds": 2, "eval_episodes": 10, "checkpoint_every_updates": 3}
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_one_agent_is_loaded_and_evaluated_by_name(run, tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["--config.agent_slots=('rb','ppo')"], "agent_slots"),
+        (["--config.sebulba.agent_slots=('rb','ppo')"], "agent_slots"),
         (["--config.exploration_mask=(True, False)"], "makes agent 'ppo' greedy, but it learns"),
     ],
 )

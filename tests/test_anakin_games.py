@@ -140,8 +140,7 @@ def test_connect_four_runs_with_the_shared_config(tmp_path):
         unroll_length=8,
         total_env_steps=16 * 8 * 2,
         eval_episodes=10,
-        envs_per_actor=16,
-        queue_size=2,
+        **{"sebulba.envs_per_actor": 16, "sebulba.queue_size": 2},
     )
     result = Trainer(config, str(tmp_path / "c4"), quiet=True).run()
     assert result.updates == 2 and result.final_eval_return is not None

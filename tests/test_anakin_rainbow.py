@@ -129,9 +129,13 @@ def test_rainbow_plays_seats_on_anakin(tmp_path):
         unroll_length=8,
         total_env_steps=16 * 8 * 3,
         eval_episodes=10,
-        envs_per_actor=16,
-        queue_size=2,
-        **{"replay.batch_size": 32, "replay.min_size": 128, "replay.samples_per_insert": 2.0},
+        **{
+            "sebulba.envs_per_actor": 16,
+            "sebulba.queue_size": 2,
+            "replay.batch_size": 32,
+            "replay.min_size": 128,
+            "replay.samples_per_insert": 2.0,
+        },
     )
     result = Trainer(config, str(tmp_path / "ttt"), quiet=True).run()
     assert result.updates == 3 and result.summary["learner_updates"] == 3 * 8

@@ -22,7 +22,7 @@ def _run(tmp_path, name, **overrides):
 
 def test_vmapped_seeds_match_separate_runs(tmp_path):
     """Seed 1 of a 2-seed vmapped program is the run of seed 1 alone (float tolerance)."""
-    config = load_config(QUICK, num_seeds=2)
+    config = load_config(QUICK, **{"anakin.num_seeds": 2})
     two = Trainer(config, str(tmp_path / "two")).engine.anakin
     one = Trainer(load_config(QUICK, seed=1), str(tmp_path / "one")).engine.anakin
     both = two.train(two.init(jnp.arange(2, dtype=jnp.uint32)), jnp.int32(5))
@@ -42,7 +42,7 @@ def test_many_seeds_summary_and_log(tmp_path):
     result = _run(
         tmp_path,
         "seeds",
-        num_seeds=2,
+        **{"anakin.num_seeds": 2},
         eval_every_updates=20,
         stop_at_eval_return=1e9,
         learning_curve=True,

@@ -39,7 +39,7 @@ def test_evaluation_beside_training_logs_at_the_snapshot_and_records_gifs(tmp_pa
             "eval_in_background": True,
             "eval_background_share": 1.0,
             "eval_episodes": 4,
-            "video_every_evals": 2,
+            "sebulba.video_every_evals": 2,
         },
     )
     assert cfg.evaluates_in_background(get_engine(cfg.runtime).evaluates_beside_by_default)
@@ -94,7 +94,8 @@ def test_the_xla_evaluator_plays_the_python_evaluators_episodes(core, envs):
     from jaxrl_dist.evaluation.pools import PoolEvaluator, make_evaluator
     from jaxrl_dist.evaluation.xla_loop import XlaEvaluator
 
-    cfg = load_config(QUICK, **{"network.core": core, "network.core_size": 16})
+    width = 16 if core != "none" else 128  # the core's width, read only with a core
+    cfg = load_config(QUICK, **{"network.core": core, "network.core_size": width})
     spec = env_spec(cfg.env_id, cfg.env_kwargs)
     agent = agents.get("impala").make(
         cfg.algo, cfg.network, spec, agents.base.RunShape(1000, 100.0)
@@ -143,7 +144,7 @@ def test_evaluation_blocks_where_timing_must_not_matter():
         cfg = load_config(path, **overrides)
         return cfg.evaluates_in_background(get_engine(cfg.runtime).evaluates_beside_by_default)
 
-    sync = {"async_envs": False, "batch_size": 16}
+    sync = {"sebulba.async_envs": False, "batch_size": 16}
     assert not beside(QUICK, deterministic=True, **sync)
     # Best saves write the evaluated snapshot itself (run/best.py): no need to block.
     assert beside(QUICK, eval_every_updates=10, keep_best_checkpoints=2)
@@ -158,6 +159,6 @@ def test_evaluation_blocks_where_timing_must_not_matter():
 def test_video_on_an_env_that_does_not_render_is_refused(tmp_path):
     from jaxrl_dist.evaluation.video import video_problem
 
-    cfg = load_config(QUICK, env_id="FrozenLake-v1", video_every_evals=1)
+    cfg = load_config(QUICK, env_id="FrozenLake-v1", **{"sebulba.video_every_evals": 1})
     problem = video_problem(cfg)
-    assert problem and "config.video_every_evals" in problem and "\n" not in problem
+    assert problem and "config.sebulba.video_every_evals" in problem and "\n" not in problem

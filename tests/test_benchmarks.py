@@ -134,7 +134,9 @@ def test_throughput_all_stages_consistent_result(tmp_path):
     config, _ = parse_args(["--config", CARTPOLE_QUICK, "--workdir", "unused"])
     settings = result["settings"]
     assert settings["env_id"] == "CartPole-v1"
-    for key in ("num_actor_threads", "envs_per_actor", "env_batch_size", "batch_size"):
+    assert settings["num_actor_threads"] == config.sebulba.num_actor_threads
+    assert settings["envs_per_actor"] == config.sebulba.envs_per_actor
+    for key in ("env_batch_size", "batch_size"):
         assert settings[key] == getattr(config, key), key
     assert settings["unroll_length"] == config.unroll_length
     _assert_provenance(result, config)
@@ -190,8 +192,8 @@ def test_throughput_skips_central_inference_for_the_xla_actor_loop(tmp_path):
         "--out-dir",
         str(tmp_path),
         "--no-plot",
-        "--config.actor_loop=xla",
-        "--config.async_envs=false",
+        "--config.sebulba.actor_loop=xla",
+        "--config.sebulba.async_envs=false",
         "--allow-dirty",
     ]
     proc = _run(args)
@@ -217,16 +219,16 @@ def _point(name, sps, **overrides):
 def test_sweep_merges_the_best_value_of_each_factor_that_beats_the_base():
     points = [
         _point("base", 50.0),
-        _point("threads", 40.0, env_threads_per_actor="4"),
-        _point("threads", 60.0, env_threads_per_actor="8"),
+        _point("threads", 40.0, **{"sebulba.env_threads_per_actor": "4"}),
+        _point("threads", 60.0, **{"sebulba.env_threads_per_actor": "8"}),
         _point("switch", 45.0, switch_interval_s="0.0005"),  # loses to the base: left out
-        _point("loop", 70.0, actor_loop="xla", async_envs="False"),
-        {"point": "envs", "overrides": {"envs_per_actor": "64"}, "error": "OOM"},
+        _point("loop", 70.0, **{"sebulba.actor_loop": "xla", "sebulba.async_envs": "False"}),
+        {"point": "envs", "overrides": {"sebulba.envs_per_actor": "64"}, "error": "OOM"},
     ]
     assert sweep.best_overrides(points) == {
-        "env_threads_per_actor": "8",
-        "actor_loop": "xla",
-        "async_envs": "False",
+        "sebulba.env_threads_per_actor": "8",
+        "sebulba.actor_loop": "xla",
+        "sebulba.async_envs": "False",
     }
     result = {
         "name": "s",

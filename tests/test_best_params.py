@@ -127,7 +127,7 @@ def test_anakin_seeds_each_take_back_their_own_scored_params(tmp_path):
     for background in (False, True):
         config = load_config(
             ANAKIN,
-            num_seeds=2,
+            **{"anakin.num_seeds": 2},
             eval_every_updates=2,
             eval_in_background=background,
             stop_at_eval_return=1.0,
@@ -184,8 +184,8 @@ def _monitor(agents=(), seeds=1, stat="return", metric=None):
         stop_at_eval_return=None,
         eval_metric=stat,
         agents=tuple(types.SimpleNamespace(name=n) for n in agents),
-        num_seeds=seeds,
-        video_every_evals=0,
+        anakin=types.SimpleNamespace(num_seeds=seeds),
+        sebulba=types.SimpleNamespace(video_every_evals=0),
         eval_episodes=2,
         num_eval_envs=2,
     )

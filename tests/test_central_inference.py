@@ -29,11 +29,11 @@ SERVER = [
     f"{CARTPOLE}:quick",
     "--workdir",
     "unused",
-    "--config.inference.client=server",
-    "--config.num_actor_threads=2",
+    "--config.sebulba.inference.client=server",
+    "--config.sebulba.num_actor_threads=2",
     "--config.log_every_updates=2",
-    "--config.actor_loop=python",
-    "--config.async_envs=true",  # the XLA loop has no server
+    "--config.sebulba.actor_loop=python",
+    "--config.sebulba.async_envs=true",  # the XLA loop has no server
 ]
 
 
@@ -49,7 +49,7 @@ def _records(workdir):
 def test_a_server_batches_two_actors(tmp_path):
     """Learning through the server: `test_learning_claims.py`."""
     work = str(tmp_path / "run")
-    config = _config("--config.total_env_steps=12800", "--config.inference.timeout_ms=50")
+    config = _config("--config.total_env_steps=12800", "--config.sebulba.inference.timeout_ms=50")
     result = Trainer(config, work, quiet=True).run()
     assert result.stop_reason == "total_env_steps reached" and result.env_steps >= 12_800
     logged = [r for r in _records(work) if "inference/envs_per_batch" in r]
@@ -80,7 +80,7 @@ def test_a_server_that_keeps_failing_spends_the_budget(tmp_path, monkeypatch):
         raise RuntimeError("injected inference failure")
 
     monkeypatch.setattr(inference_server.InferenceServer, "_run_batch", always_fail)
-    config = _config("--config.actor_max_restarts=2")
+    config = _config("--config.sebulba.actor_max_restarts=2")
     with pytest.raises(RunError, match="inference server 0 stopped.*restart budget is spent"):
         Trainer(config, str(tmp_path / "run"), quiet=True).run()
     with open(tmp_path / "run" / "summary.json") as f:
@@ -90,11 +90,11 @@ def test_a_server_that_keeps_failing_spends_the_budget(tmp_path, monkeypatch):
 def test_lockstep_through_the_server_is_deterministic(tmp_path):
     overrides = (
         "--config.deterministic=true",
-        "--config.async_envs=false",
-        "--config.envs_per_actor=8",
+        "--config.sebulba.async_envs=false",
+        "--config.sebulba.envs_per_actor=8",
         "--config.batch_size=16",
         "--config.total_env_steps=3200",
-        "--config.env_epoch_updates=4",
+        "--config.sebulba.env_epoch_updates=4",
     )
     config = _config(*overrides)
     first = Trainer(config, str(tmp_path / "a"), quiet=True).run().summary
@@ -204,7 +204,7 @@ def _most_requests_per_batch(workdir) -> float:
 def _served_run(monkeypatch, tmp_path, config_path, *overrides):
     """A run through the server with its traffic recorded: (trainer, summary, traffic)."""
     traffic = ServerTraffic(monkeypatch)
-    args = [*SERVER, "--config.inference.timeout_ms=50", *overrides]
+    args = [*SERVER, "--config.sebulba.inference.timeout_ms=50", *overrides]
     args[1] = config_path
     trainer = Trainer(parse_args(args)[0], str(tmp_path / "run"), quiet=True)
     summary = trainer.run().summary

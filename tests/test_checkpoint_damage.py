@@ -42,14 +42,14 @@ RUN = [
     f"{CARTPOLE}:quick",
     "--quiet",
     "--config.deterministic=true",
-    "--config.async_envs=false",
-    "--config.envs_per_actor=8",
+    "--config.sebulba.async_envs=false",
+    "--config.sebulba.envs_per_actor=8",
     "--config.batch_size=16",
-    "--config.num_actor_threads=2",
+    "--config.sebulba.num_actor_threads=2",
     "--config.total_env_steps=1920",
     "--config.eval_episodes=1",
     "--config.checkpoint_every_updates=2",
-    "--config.env_epoch_updates=3",
+    "--config.sebulba.env_epoch_updates=3",
 ]
 
 

@@ -18,9 +18,13 @@ BAD = [
     (["--config.batch_size=abc"], "batch_size"),
     (["--config.batch_size=-16"], "batch_size"),
     (["--config.unroll_length=0"], "unroll_length"),
-    (["--config.queue_size=0"], "queue_size"),
+    (["--config.sebulba.queue_size=0"], "queue_size"),
     (
-        ["--config.actor_loop=python", "--config.async_envs=true", "--config.envs_per_actor=7"],
+        [
+            "--config.sebulba.actor_loop=python",
+            "--config.sebulba.async_envs=true",
+            "--config.sebulba.envs_per_actor=7",
+        ],
         "envs_per_actor",
     ),  # an async pool returns half its envs per recv()
     (["--config.env_id=CartPole-v9"], "did you mean"),
@@ -30,7 +34,7 @@ BAD = [
     (["--config.algo.learnin_rate=1e-3"], "learning_rate"),
     (["--config.network.torso=transformer"], "network.torso"),
     (["--config.eval_mode=best"], "eval_mode"),
-    (["--config.async_envs=maybe"], "async_envs"),
+    (["--config.sebulba.async_envs=maybe"], "async_envs"),
     (["--config.algorithm=dqn"], "algorithm"),
     (["--config.learner_device_ids=(5,)"], "learner_device_ids"),
     (["--config.total_env_steps"], "--config.total_env_steps=VALUE"),
@@ -40,11 +44,17 @@ BAD = [
     (["--config.seed=-1"], "config.seed"),
     (["--config.algo.rmsprop_decay=5.0"], "rmsprop_decay"),
     (["--config.algo.learning_rate=1e999"], "finite"),
-    (["--config.env_threads_per_actor=-3"], "env_threads_per_actor"),
+    (["--config.sebulba.env_threads_per_actor=-3"], "env_threads_per_actor"),
     (["--config.warm_start=/nonexistent/run"], "warm_start"),
-    (["--config.actor_max_restarts=-1"], "config.actor_max_restarts=-1 must be >= 0"),
-    (["--config.actor_restart_window_s=0"], "config.actor_restart_window_s=0.0 must be > 0"),
-    (["--config.env_epoch_updates=0"], "config.env_epoch_updates=0 must be > 0"),
+    (
+        ["--config.sebulba.actor_max_restarts=-1"],
+        "config.sebulba.actor_max_restarts=-1 must be >= 0",
+    ),
+    (
+        ["--config.sebulba.actor_restart_window_s=0"],
+        "config.sebulba.actor_restart_window_s=0.0 must be > 0",
+    ),
+    (["--config.sebulba.env_epoch_updates=0"], "config.sebulba.env_epoch_updates=0 must be > 0"),
     (["--config.eval_every_episodes=-5"], "config.eval_every_episodes=-5 must be >= 0"),
     (
         ["--config.eval_every_episodes=50"],  # the config's eval_every_updates=... stays set
@@ -58,16 +68,19 @@ BAD = [
     (["--config.deterministic=true"], "actor_loop"),  # lockstep actors are Python loops
     (
         [
-            "--config.actor_loop=python",
+            "--config.sebulba.actor_loop=python",
             "--config.deterministic=true",
-            "--config.async_envs=true",
+            "--config.sebulba.async_envs=true",
             "--config.batch_size=32",
         ],
-        "config.async_envs=True must be False when deterministic=True",
+        "config.sebulba.async_envs=True must be False when deterministic=True",
     ),  # lockstep needs synchronous pools (Sebulba's: Anakin's envs step together anyway)
     (["--config.replay.capacity=500"], "config.replay.capacity=500 is not used by"),
-    (["--config.inference.broadcast_period=4"], "is the inference server's"),
-    (["--config.actor_loop=python", "--config.deterministic=true"], "--config.batch_size=32"),
+    (["--config.sebulba.inference.broadcast_period=4"], "is the inference server's"),
+    (
+        ["--config.sebulba.actor_loop=python", "--config.deterministic=true"],
+        "--config.batch_size=32",
+    ),
     (["--config.learner_device_ids=(0,0)"], "learner_device_ids"),
 ]
 
@@ -217,11 +230,11 @@ def test_the_xla_loops_hint_on_the_atari_default_leads_to_a_valid_config(tmp_pat
 
     args = ["--config", os.path.join(ROOT, "configs", "impala_atari.py"), "--workdir", "w"]
     with pytest.raises(ConfigError) as refused:
-        parse_args([*args, "--config.inference.client=server"])
+        parse_args([*args, "--config.sebulba.inference.client=server"])
     hint = str(refused.value)
-    assert "actor_loop='python' with config.env_groups_per_actor=1" in hint
+    assert "actor_loop='python' with config.sebulba.env_groups_per_actor=1" in hint
     config, _ = parse_args(
-        [*args, "--config.inference.client=server", "--config.actor_loop=python"]
-        + ["--config.env_groups_per_actor=1", "--config.async_envs=True"]
+        [*args, "--config.sebulba.inference.client=server", "--config.sebulba.actor_loop=python"]
+        + ["--config.sebulba.env_groups_per_actor=1", "--config.sebulba.async_envs=True"]
     )
-    assert (config.actor_loop, config.env_groups_per_actor) == ("python", 1)
+    assert (config.sebulba.actor_loop, config.sebulba.env_groups_per_actor) == ("python", 1)

@@ -34,8 +34,8 @@ def test_ppo_learns_pendulum(tmp_path):
         "--config.stop_at_eval_return=-300",
         "--config.seed=1",
         "--config.deterministic=true",
-        "--config.async_envs=false",
-        "--config.envs_per_actor=16",
+        "--config.sebulba.async_envs=false",
+        "--config.sebulba.envs_per_actor=16",
     )
     assert summary["env_steps_to_target"] is not None, summary["evals"]
     assert summary["best_eval_return"] >= -300 > RANDOM_PENDULUM_RETURN + 900, summary["evals"]
@@ -63,8 +63,8 @@ def test_mujoco_halfcheetah_runs(tmp_path, algorithm):
             "--config.network.tanh_squash=true",
             "--config.network.normalize_obs=true",
             "--config.env_kwargs.max_episode_steps=100",
-            "--config.actor_loop=python",
-            "--config.async_envs=true",  # float64 MuJoCo
+            "--config.sebulba.actor_loop=python",
+            "--config.sebulba.async_envs=true",  # float64 MuJoCo
         )
     assert summary["updates"] > 0 and np.isfinite(summary["final_eval_return"])
 

@@ -81,7 +81,7 @@ class Twice(DataFlow):
     def host(self, config, *, num_processes, process_index, stop_writers, stop_reading):
         return TwiceQueue(
             stop_reading,
-            maxsize=config.queue_size * config.num_actor_threads,
+            maxsize=config.sebulba.queue_size * config.sebulba.num_actor_threads,
             items_per_batch=config.process_batch_size(num_processes)
             // config.rollout_segments(num_processes),
             max_policy_lag=0,

@@ -10,8 +10,10 @@ import pytest
 from jaxrl_dist.config import SECTIONS, ConfigError, TrainConfig
 from jaxrl_dist.config.agents import AgentSection
 from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.config.engine_sections import ENGINE_SECTIONS
 from jaxrl_dist.config.engines import get_engine
-from jaxrl_dist.run.fields import SHELL_FIELDS
+from jaxrl_dist.config.sections import leaf_paths
+from jaxrl_dist.run.fields import SHELL_FIELDS, field_default
 from jaxrl_dist.run.trainer import Trainer
 
 ENGINES = ("sebulba", "anakin")
@@ -23,70 +25,86 @@ QUICK = {
 # config's own checks need beside it).
 SOLO = "solo"  # `with_fields` builds the one-agent section
 NOT_DEFAULT = {
-    "num_seeds": {"num_seeds": 2},
+    "anakin.num_seeds": {"anakin.num_seeds": 2},
     "replay.batch_size": {"replay.batch_size": 16},
-    "num_actor_threads": {"num_actor_threads": 2},
-    "envs_per_actor": {"envs_per_actor": 8},
-    "async_envs": {"async_envs": False},
-    "env_threads_per_actor": {"env_threads_per_actor": 2},
-    "actor_loop": {"actor_loop": "xla", "async_envs": False},
-    "env_groups_per_actor": {"env_groups_per_actor": 2, "actor_loop": "xla", "async_envs": False},
-    "actor_hang_timeout_s": {"actor_hang_timeout_s": 30.0},
-    "env_start_timeout_s": {"env_start_timeout_s": 30.0},
-    "env_thread_affinity_offset": {"env_thread_affinity_offset": 0},
-    "queue_size": {"queue_size": 3},
-    "max_policy_lag": {"max_policy_lag": 2},
-    "actor_max_restarts": {"actor_max_restarts": 0},
-    "actor_restart_window_s": {"actor_restart_window_s": 60.0},
-    "actor_device_ids": {"actor_device_ids": (0, 0)},
-    "sync_collection": {"sync_collection": True, "async_envs": False},
-    "fraction_samples": {
-        "fraction_samples": 0.5,
-        "sync_collection": True,
-        "async_envs": False,
-        "max_policy_lag": 1,
+    "sebulba.num_actor_threads": {"sebulba.num_actor_threads": 2},
+    "sebulba.envs_per_actor": {"sebulba.envs_per_actor": 8},
+    "sebulba.async_envs": {"sebulba.async_envs": False},
+    "sebulba.env_threads_per_actor": {"sebulba.env_threads_per_actor": 2},
+    "sebulba.actor_loop": {"sebulba.actor_loop": "xla", "sebulba.async_envs": False},
+    "sebulba.env_groups_per_actor": {
+        "sebulba.env_groups_per_actor": 2,
+        "sebulba.actor_loop": "xla",
+        "sebulba.async_envs": False,
     },
-    "video_every_evals": {"video_every_evals": 2},
-    "env_epoch_updates": {"env_epoch_updates": 50},
-    "inference.client": {"inference.client": "server"},
+    "sebulba.actor_hang_timeout_s": {"sebulba.actor_hang_timeout_s": 30.0},
+    "sebulba.env_start_timeout_s": {"sebulba.env_start_timeout_s": 30.0},
+    "sebulba.env_thread_affinity_offset": {"sebulba.env_thread_affinity_offset": 0},
+    "sebulba.queue_size": {"sebulba.queue_size": 3},
+    "sebulba.max_policy_lag": {"sebulba.max_policy_lag": 2},
+    "sebulba.actor_max_restarts": {"sebulba.actor_max_restarts": 0},
+    "sebulba.actor_restart_window_s": {"sebulba.actor_restart_window_s": 60.0},
+    "sebulba.actor_device_ids": {"sebulba.actor_device_ids": (0, 0)},
+    "sebulba.sync_collection": {"sebulba.sync_collection": True, "sebulba.async_envs": False},
+    "sebulba.fraction_samples": {
+        "sebulba.fraction_samples": 0.5,
+        "sebulba.sync_collection": True,
+        "sebulba.async_envs": False,
+        "sebulba.max_policy_lag": 1,
+    },
+    "sebulba.video_every_evals": {"sebulba.video_every_evals": 2},
+    "sebulba.env_epoch_updates": {"sebulba.env_epoch_updates": 50},
+    "sebulba.inference.client": {"sebulba.inference.client": "server"},
     # The server's own settings need the server (the local client refuses them).
-    "inference.batch_size": {"inference.batch_size": 8, "inference.client": "server"},
-    "inference.timeout_ms": {"inference.timeout_ms": 5.0, "inference.client": "server"},
-    "inference.broadcast_period": {"inference.broadcast_period": 2, "inference.client": "server"},
-    "inference.device_ids": {"inference.device_ids": (0,), "inference.client": "server"},
-    "agents_per_env": {"agents_per_env": 2},
-    "team_reward": {"team_reward": True},
+    "sebulba.inference.batch_size": {
+        "sebulba.inference.batch_size": 8,
+        "sebulba.inference.client": "server",
+    },
+    "sebulba.inference.timeout_ms": {
+        "sebulba.inference.timeout_ms": 5.0,
+        "sebulba.inference.client": "server",
+    },
+    "sebulba.inference.broadcast_period": {
+        "sebulba.inference.broadcast_period": 2,
+        "sebulba.inference.client": "server",
+    },
+    "sebulba.inference.device_ids": {
+        "sebulba.inference.device_ids": (0,),
+        "sebulba.inference.client": "server",
+    },
+    "sebulba.agents_per_env": {"sebulba.agents_per_env": 2},
+    "sebulba.team_reward": {"sebulba.team_reward": True},
     "replay.tolerance": {"replay.tolerance": 4.0},
     # Set on the built config (`with_fields`): an agent section is not a command-line value.
-    "agents": {"agents": SOLO},
-    "learning_mask": {"agents": SOLO, "learning_mask": (True,)},
-    "exploration_mask": {"agents": SOLO, "exploration_mask": (False,)},
-    "agent_slots": {"agents": SOLO, "agent_slots": ("solo",)},
+    "sebulba.agent_slots": {"agents": SOLO, "sebulba.agent_slots": ("solo",)},
 }
-BUILT = ("agents", "learning_mask", "exploration_mask", "agent_slots")
+BUILT = ("agents", "sebulba.agent_slots")
 
 
 def with_fields(spec: str, fields: dict):
     """`load_config(spec)` with `fields`: the command-line ones as overrides, `BUILT` ones
     replaced on the built config (the agent section "solo" takes the config's own agent)."""
     config = load_config(spec, **{k: v for k, v in fields.items() if k not in BUILT})
-    built = {k: v for k, v in fields.items() if k in BUILT}
-    if "agents" in built:
+    if "agents" in fields:
         own = {f: getattr(config, f) for f in ("algorithm", "algo", "network", "replay")}
-        built["agents"] = (AgentSection("solo", **own),)
-    return dataclasses.replace(config, **built)
+        config = dataclasses.replace(config, agents=(AgentSection("solo", **own),))
+    if "sebulba.agent_slots" in fields:
+        slots = fields["sebulba.agent_slots"]
+        sebulba = dataclasses.replace(config.sebulba, agent_slots=slots)
+        config = dataclasses.replace(config, sebulba=sebulba)
+    return config
 
 
 def run_fields() -> list[str]:
-    """Every field of a run's config: `TrainConfig`'s, each section's as `section.field`."""
-    fields = []
-    for field in dataclasses.fields(TrainConfig):
-        section = SECTIONS.get(field.name)
-        if section is None:
-            fields.append(field.name)
-        else:
-            fields.extend(f"{field.name}.{f.name}" for f in dataclasses.fields(section))
-    return fields
+    """Every field of a run's config, sections' field by field (`sebulba.inference.client`)."""
+    return leaf_paths(TrainConfig)
+
+
+def refused_by(name: str) -> list[str]:
+    """The fields engine `name` refuses: every other engine's section's, and its own list."""
+    engine = get_engine(name)
+    others = [s for s in ENGINE_SECTIONS if s != engine.section]
+    return [f for f in run_fields() if f.split(".")[0] in others] + list(engine.refuses)
 
 
 def listed_in(table, field: str) -> bool:
@@ -97,7 +115,13 @@ def listed_in(table, field: str) -> bool:
 @pytest.mark.parametrize("name", ENGINES)
 def test_every_field_is_honoured_used_or_refused_exactly_once(name):
     engine = get_engine(name)
-    tables = {"shell": SHELL_FIELDS, "uses": engine.uses, "refuses": engine.refuses}
+    others = {s: "another engine's section" for s in ENGINE_SECTIONS if s != engine.section}
+    tables = {
+        "shell": SHELL_FIELDS,
+        "uses": engine.uses,
+        "refuses": engine.refuses,
+        "another engine's section": others,
+    }
     fields = run_fields()
     for field in fields:
         where = [kind for kind, table in tables.items() if listed_in(table, field)]
@@ -106,11 +130,12 @@ def test_every_field_is_honoured_used_or_refused_exactly_once(name):
     for kind, table in tables.items():
         assert set(table) <= names, f"{name}.{kind} lists no field: {set(table) - names}"
         assert all(isinstance(how, str) and how for how in table.values())
+    assert engine.section in engine.uses  # its own section is its to read
 
 
 @pytest.mark.parametrize(
     ("name", "field"),
-    [(name, field) for name in ENGINES for field in get_engine(name).refuses],
+    [(name, field) for name in ENGINES for field in refused_by(name)],
 )
 def test_a_refused_field_stops_the_run_in_one_line_before_anything_is_written(
     name, field, tmp_path
@@ -120,7 +145,7 @@ def test_a_refused_field_stops_the_run_in_one_line_before_anything_is_written(
     with pytest.raises(ConfigError) as e:
         Trainer(config, str(workdir))
     message = str(e.value)
-    refused = [f for f in NOT_DEFAULT[field] if f in get_engine(name).refuses]
+    refused = [f for f in NOT_DEFAULT[field] if f in refused_by(name)]
     assert any(message.startswith(f"config.{f}=") for f in refused), message
     assert f"is not used by config.runtime={name!r}" in message and "\n" not in message
     assert not os.path.exists(workdir)
@@ -129,10 +154,7 @@ def test_a_refused_field_stops_the_run_in_one_line_before_anything_is_written(
 @pytest.mark.parametrize("name", ENGINES)
 def test_fields_at_their_defaults_are_not_refused(name, tmp_path):
     """The same values as the defaults, given explicitly, are accepted."""
-    engine = get_engine(name)
-    defaults = {
-        field: getattr(TrainConfig(), field) for field in engine.refuses if "." not in field
-    }
+    defaults = {f: field_default(TrainConfig(), f) for f in refused_by(name) if f not in BUILT}
     config = load_config(QUICK[name], **defaults)
     Trainer(config, str(tmp_path / "run"))  # builds: the checks passed
 
@@ -159,5 +181,7 @@ def test_a_replay_field_the_data_flow_does_not_read_is_refused(name, overrides, 
 
 
 def test_the_local_client_refuses_the_inference_servers_settings():
-    with pytest.raises(ConfigError, match=r"config.inference.timeout_ms=5.0 is the inference s"):
-        load_config(QUICK["sebulba"], **{"inference.timeout_ms": 5.0})
+    with pytest.raises(
+        ConfigError, match=r"config.sebulba.inference.timeout_ms=5.0 is the inference s"
+    ):
+        load_config(QUICK["sebulba"], **{"sebulba.inference.timeout_ms": 5.0})

@@ -145,7 +145,7 @@ def test_a_registered_jax_source_trains_on_anakin(tmp_path):
         ANAKIN,
         str(tmp_path / "corridor"),
         "--config.env_id=corridor:8",
-        "--config.num_seeds=2",
+        "--config.anakin.num_seeds=2",
         "--config.total_env_steps=60000",
         "--config.stop_at_eval_return=1.0",
         "--config.eval_every_updates=4",
@@ -173,7 +173,7 @@ def test_the_shipped_checks_route_through_the_registry():
 
     assert check_env("chain:x", {}) == "config.env_id='chain:x': write chain:LENGTH, LENGTH >= 2"
     assert env_spec("chain:6", {}).obs_shape == (6,)
-    assert "use config.actor_loop='python'" in xla_loop_problem("chain:6", {})
+    assert "use config.sebulba.actor_loop='python'" in xla_loop_problem("chain:6", {})
     assert jax_env_problem("corridor:x", {}) == "config.env_id='corridor:x': write corridor:LENGTH"
     assert "runtime='anakin'" in check_env("corridor:4", {})
 

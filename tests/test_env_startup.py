@@ -161,10 +161,10 @@ def test_a_slow_worker_start_is_refused_in_one_line(tmp_path, capsys, no_worker_
     flags = [
         f"--config.env_id={SLOW_START_ID}",
         "--config.env_kwargs.start_delay_s=60",
-        "--config.env_start_timeout_s=2",
+        "--config.sebulba.env_start_timeout_s=2",
     ]
     start = time.monotonic()
-    needle = "did not import and build its 1 env(s) within 2s, its start timeout; raise config.env_"
+    needle = "did not import and build its 1 env(s) within 2s, its start timeout; raise config.seb"
     assert_refused(PPO, flags, needle, tmp_path, capsys)
     assert time.monotonic() - start < 30
 
@@ -254,7 +254,7 @@ def test_an_evaluation_pool_that_does_not_start_ends_the_run_in_one_line(
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
     assert "env worker 0 did not import and build its" in err
-    assert "env(s) within 0.01s, its start timeout; raise config.env_start_timeout_s" in err
+    assert "env(s) within 0.01s, its start timeout; raise config.sebulba.env_start_timeout_s" in err
 
 
 LEFT_OPEN = """

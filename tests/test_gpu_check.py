@@ -113,7 +113,11 @@ def test_the_python_loop_learning_part_trains_beside_the_default_in_its_own_fold
         assert f"--config.max_wall_time_s={200 - gpu_check.LEARNING_MARGIN_S}" in argv
         config, _ = parse_args(argv[2:])
         assert config.env_id == "Breakout-v5" and config.learning_curve
-        layouts[name] = (config.actor_loop, config.async_envs, config.env_groups_per_actor)
+        layouts[name] = (
+            config.sebulba.actor_loop,
+            config.sebulba.async_envs,
+            config.sebulba.env_groups_per_actor,
+        )
     assert layouts == {"learning_python": ("python", True, 1), "learning": ("xla", False, 2)}
     (tmp_path / "learning_python").mkdir()
     (tmp_path / "learning_python" / "summary.json").write_text(

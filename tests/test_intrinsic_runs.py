@@ -59,7 +59,7 @@ def test_anakin_rnd_resumes_bit_identically(tmp_path):
     from jaxrl_dist.run.trainer import Trainer
 
     steps = {"total_env_steps": 16 * 512, "checkpoint_every_updates": 5, "log_every_updates": 4}
-    steps["num_seeds"] = 2  # RND's state vmapped over seeds
+    steps["anakin.num_seeds"] = 2  # RND's state vmapped over seeds
     config = load_config(f"{DEEPSEA}:quick", **steps)
     whole = Trainer(config, str(tmp_path / "whole"), quiet=True).run()
     cut = interrupted_run(config, str(tmp_path / "cut"), 6 * 512)

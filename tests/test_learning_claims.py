@@ -46,9 +46,9 @@ CLAIMS = {
         # As the sweep ran (e582ada), when the Python actor loop was the default: the XLA
         # loop runs inference inside its unroll, with no server to call.
         (
-            "--config.inference.client=server",
-            "--config.num_actor_threads=2",
-            "--config.actor_loop=python",
+            "--config.sebulba.inference.client=server",
+            "--config.sebulba.num_actor_threads=2",
+            "--config.sebulba.actor_loop=python",
         ),
     ),
     "two_agents": (

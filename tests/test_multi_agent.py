@@ -135,7 +135,9 @@ def test_foraging_quick_trains_and_evaluates_every_agent(run):
 
 def test_a_wrong_agent_count_is_refused(tmp_path):
     with pytest.raises(
-        ConfigError, match="has 2 agent\\(s\\) per env; set config.agents_per_env=2"
+        ConfigError, match="has 2 agent\\(s\\) per env; set config.sebulba.agents_per_env=2"
     ):
-        Trainer(load_config(CONFIG + ":quick", agents_per_env=1), str(tmp_path / "run"))
+        Trainer(
+            load_config(CONFIG + ":quick", **{"sebulba.agents_per_env": 1}), str(tmp_path / "run")
+        )
     assert not os.path.exists(tmp_path / "run")

@@ -27,12 +27,12 @@ UPDATES, BATCH, UNROLL = 4, 8, 16  # one actor of 4 envs per process, an unroll 
 DETERMINISTIC = [
     f"--config.env_id={CORRIDOR_ID}",
     "--config.deterministic=true",
-    "--config.async_envs=false",
-    "--config.envs_per_actor=4",
+    "--config.sebulba.async_envs=false",
+    "--config.sebulba.envs_per_actor=4",
     f"--config.batch_size={BATCH}",
     f"--config.unroll_length={UNROLL}",
     f"--config.total_env_steps={UPDATES * BATCH * UNROLL}",
-    "--config.env_epoch_updates=4",
+    "--config.sebulba.env_epoch_updates=4",
     "--config.eval_every_updates=0",
     "--config.eval_episodes=2",
     "--config.checkpoint_every_updates=0",
@@ -69,8 +69,8 @@ def test_gymnasium_workers_over_two_processes_equal_one_process(tmp_path):
     the same losses and episodes at every log line."""
     two, one = tmp_path / "two", tmp_path / "one"
     args = ["--config", PPO, "--workdir", str(two), "--quiet", *DETERMINISTIC]
-    run_two_processes(str(tmp_path / "updates"), [*args, "--config.num_actor_threads=1"])
-    train_main(PPO, str(one), *DETERMINISTIC, "--config.num_actor_threads=2")
+    run_two_processes(str(tmp_path / "updates"), [*args, "--config.sebulba.num_actor_threads=1"])
+    train_main(PPO, str(one), *DETERMINISTIC, "--config.sebulba.num_actor_threads=2")
     s2, s1 = _summary(two), _summary(one)
     assert s2["updates"] == s1["updates"] == UPDATES
     assert len(set(s2["params_sha256_by_process"])) == 1
@@ -97,7 +97,7 @@ def test_a_pettingzoo_game_over_two_processes_feeds_every_update_from_both(tmp_p
         "--config.seats.games=(('learner', 'learner'), ('learner', 'random'), "
         "('random', 'learner'))",
         "--config.seats.opening_plies=0",
-        "--config.envs_per_actor=12",
+        "--config.sebulba.envs_per_actor=12",
         "--config.total_env_steps=1024",
         "--config.eval_episodes=2",
     ]

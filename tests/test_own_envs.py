@@ -104,11 +104,11 @@ def test_rainbow_learns_the_corridor(tmp_path):
 DETERMINISTIC = [
     f"--config.env_id={CORRIDOR_ID}",
     "--config.deterministic=true",
-    "--config.async_envs=false",
-    "--config.envs_per_actor=8",
+    "--config.sebulba.async_envs=false",
+    "--config.sebulba.envs_per_actor=8",
     "--config.batch_size=8",
     "--config.unroll_length=16",
-    "--config.env_epoch_updates=4",
+    "--config.sebulba.env_epoch_updates=4",
     "--config.eval_every_updates=4",
     "--config.eval_episodes=2",
     "--config.checkpoint_every_updates=4",
@@ -178,8 +178,8 @@ FAULTS = [
     "--config.total_env_steps=4000",
     "--config.eval_every_updates=0",
     "--config.learning_curve=false",
-    "--config.actor_hang_timeout_s=2",
-    "--config.async_envs=false",  # every recv waits for every worker: a hang is noticed
+    "--config.sebulba.actor_hang_timeout_s=2",
+    "--config.sebulba.async_envs=false",  # every recv waits for every worker: a hang is noticed
 ]
 
 
@@ -199,7 +199,7 @@ def test_a_worker_that_keeps_failing_stops_the_run_within_the_budget(tmp_path):
     from jaxrl_dist.tools.train_cli import main
 
     workdir = str(tmp_path / "run")
-    flags = [*FAULTS, "--config.actor_max_restarts=2"]  # every env raises at its step 20
+    flags = [*FAULTS, "--config.sebulba.actor_max_restarts=2"]  # every env raises at its step 20
     code = main(["--config", PPO + ":quick", "--workdir", workdir, "--quiet", *flags])
     assert code == 1
     summary = json.load(open(os.path.join(workdir, "summary.json")))
@@ -232,11 +232,21 @@ BAD = [
     (["--config.env_id=gymnasium:own_envs:MultiActionCorridor-v0"], "action space MultiDiscrete"),
     (["--config.env_id=gymnasium:own_envs:BrokenCorridor-v0"], "making the env failed"),
     (
-        [f"--config.env_id={CORRIDOR_ID}", "--config.actor_loop=xla", "--config.async_envs=false"],
+        [
+            f"--config.env_id={CORRIDOR_ID}",
+            "--config.sebulba.actor_loop=xla",
+            "--config.sebulba.async_envs=false",
+        ],
         "is a Python env",
     ),
-    ([f"--config.env_id={CORRIDOR_ID}", "--config.env_thread_affinity_offset=0"], "set it to -1"),
-    ([f"--config.env_id={CORRIDOR_ID}", "--config.env_threads_per_actor=3"], "cannot hold 32 envs"),
+    (
+        [f"--config.env_id={CORRIDOR_ID}", "--config.sebulba.env_thread_affinity_offset=0"],
+        "set it to -1",
+    ),
+    (
+        [f"--config.env_id={CORRIDOR_ID}", "--config.sebulba.env_threads_per_actor=3"],
+        "cannot hold 32 envs",
+    ),
     (
         [f"--config.env_id={CORRIDOR_ID}", "--config.eval_env_id=CartPole-v1"],
         "evaluate on an env with the same spaces",

@@ -20,7 +20,7 @@ NIM = [
     f"--config.env_id={NIM_ID}",
     "--config.seats.games=(('learner', 'learner'), ('learner', 'random'), ('random', 'learner'))",
     "--config.seats.opening_plies=0",
-    "--config.envs_per_actor=24",
+    "--config.sebulba.envs_per_actor=24",
 ]
 
 
@@ -90,7 +90,7 @@ def test_a_parallel_pettingzoo_env_trains_with_agents_per_env(tmp_path):
         PPO,
         str(tmp_path / "match"),
         f"--config.env_id={MATCH_ID}",
-        "--config.agents_per_env=2",
+        "--config.sebulba.agents_per_env=2",
         "--config.total_env_steps=60000",
         "--config.eval_every_updates=4",
         "--config.stop_at_eval_return=5.0",
@@ -100,7 +100,7 @@ def test_a_parallel_pettingzoo_env_trains_with_agents_per_env(tmp_path):
 
 
 BAD_PETTINGZOO = [
-    ([f"--config.env_id={MATCH_ID}"], "set --config.agents_per_env=2"),
+    ([f"--config.env_id={MATCH_ID}"], "set --config.sebulba.agents_per_env=2"),
     ([f"--config.env_id={NIM_ID}"], "say who plays each seat"),
     (["--config.env_id=pettingzoo:own_envs"], "write pettingzoo:MODULE:FACTORY"),
     (["--config.env_id=pettingzoo:own_envs:make_corridor_game"], "has no callable"),
@@ -158,7 +158,7 @@ def test_a_jax_env_class_learns_on_anakin_with_seeds_vmapped(tmp_path):
         ANAKIN,
         str(tmp_path / "jax"),
         f"--config.env_id={JAX_CORRIDOR_ID}",
-        "--config.num_seeds=4",
+        "--config.anakin.num_seeds=4",
         "--config.total_env_steps=60000",
         "--config.stop_at_eval_return=1.0",
         "--config.eval_every_updates=4",

@@ -10,6 +10,7 @@ import pytest
 from jaxrl_dist.acting.actor import ACTOR_TIMERS
 from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.cli import command_line_message
+from jaxrl_dist.config.engine_sections import SebulbaConfig
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.logger import Progress
 from jaxrl_dist.sebulba.log_window import WINDOW_FIELDS, LogWindow
@@ -72,9 +73,8 @@ def test_one_process_record_is_its_own_window():
 def test_process_count_checks():
     assert TrainConfig(batch_size=32).process_problem(2) is None
     assert "does not split over 3 processes" in TrainConfig(batch_size=32).process_problem(3)
-    det = TrainConfig(
-        deterministic=True, async_envs=False, batch_size=16, envs_per_actor=8, num_actor_threads=1
-    )
+    lockstep = SebulbaConfig(async_envs=False, envs_per_actor=8, num_actor_threads=1)
+    det = TrainConfig(deterministic=True, batch_size=16, sebulba=lockstep)
     assert det.process_problem(2) is None
     one_actor_short = dataclasses.replace(det, batch_size=8)
     assert "one unroll of every actor" in one_actor_short.process_problem(2)
@@ -82,7 +82,8 @@ def test_process_count_checks():
     assert "fix it with config.batch_size=16" in problem
     # On the command line (train.py) the fix names the override flag.
     assert "--config.batch_size=16" in command_line_message(ConfigError(problem))
-    assert TrainConfig(batch_size=48, envs_per_actor=32).rollout_segments(2) == 8  # gcd(24, 16)
+    wide = SebulbaConfig(envs_per_actor=32)
+    assert TrainConfig(batch_size=48, sebulba=wide).rollout_segments(2) == 8  # gcd(24, 16)
 
 
 class _Terminal(io.StringIO):

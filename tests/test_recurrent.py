@@ -282,7 +282,7 @@ def lstm_run(tmp_path_factory):
     summary = train_main(
         "configs/ppo_lstm_memory.py:quick",
         workdir,
-        "--config.inference.client=server",
+        "--config.sebulba.inference.client=server",
         "--config.total_env_steps=8192",
         "--config.eval_every_updates=8",
     )

@@ -69,7 +69,7 @@ def test_an_actor_that_always_fails_stops_the_run_within_the_budget(tmp_path, mo
     made = inject_env_failures(monkeypatch, lambda n: 100)
     workdir = tmp_path / "run"
     start = time.monotonic()
-    code = main([*QUICK[:-1], str(workdir), "--quiet", "--config.actor_max_restarts=2"])
+    code = main([*QUICK[:-1], str(workdir), "--quiet", "--config.sebulba.actor_max_restarts=2"])
     assert time.monotonic() - start < 60
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1
@@ -90,13 +90,13 @@ def test_a_lockstep_actor_restarts_exactly_where_it_failed(tmp_path, monkeypatch
         [
             *QUICK,
             "--config.deterministic=true",
-            "--config.async_envs=false",
-            "--config.envs_per_actor=8",
+            "--config.sebulba.async_envs=false",
+            "--config.sebulba.envs_per_actor=8",
             "--config.batch_size=16",
-            "--config.num_actor_threads=2",
+            "--config.sebulba.num_actor_threads=2",
             "--config.total_env_steps=6400",
             "--config.eval_every_updates=0",
-            "--config.env_epoch_updates=3",
+            "--config.sebulba.env_epoch_updates=3",
         ]
     )
     clean = Trainer(config, str(tmp_path / "clean"), quiet=True).run().summary
@@ -115,18 +115,18 @@ DETERMINISTIC = [
     CARTPOLE,
     "--quiet",
     "--config.deterministic=true",
-    "--config.async_envs=false",
-    "--config.actor_loop=python",
-    "--config.envs_per_actor=8",
+    "--config.sebulba.async_envs=false",
+    "--config.sebulba.actor_loop=python",
+    "--config.sebulba.envs_per_actor=8",
     "--config.batch_size=16",
-    "--config.num_actor_threads=2",
+    "--config.sebulba.num_actor_threads=2",
     "--config.total_env_steps=3200",
     "--config.eval_every_updates=0",
     "--config.eval_episodes=2",
     "--config.log_every_updates=2",
     "--config.checkpoint_every_updates=4",
     "--config.stop_at_eval_return=none",
-    "--config.env_epoch_updates=3",
+    "--config.sebulba.env_epoch_updates=3",
 ]
 
 

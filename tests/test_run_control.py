@@ -22,6 +22,7 @@ from jaxrl_dist.agents.base import LearnerCore, with_schedules
 from jaxrl_dist.config import SECTIONS, ConfigError, TrainConfig
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.config.describe import field_descriptions
+from jaxrl_dist.config.sections import InferenceConfig, leaf_paths
 from jaxrl_dist.schedules import ScheduleError, check_schedules, parse_schedule
 from jaxrl_dist.tools.train_cli import make_trainer
 
@@ -219,10 +220,10 @@ def test_wandb_missing_is_a_one_line_config_error(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- collection
 SYNC = {
     **SMALL,
-    "async_envs": False,
-    "sync_collection": True,
-    "num_actor_threads": 2,
-    "envs_per_actor": 4,
+    "sebulba.async_envs": False,
+    "sebulba.sync_collection": True,
+    "sebulba.num_actor_threads": 2,
+    "sebulba.envs_per_actor": 4,
     "eval_every_updates": 0,
     "log_every_updates": 1,
 }
@@ -233,7 +234,8 @@ def test_sync_collection_acts_every_unroll_with_the_newest_params(tmp_path, loop
     """fraction_samples=1: every update waits for one unroll of every actor, each acted with
     the params of the update before: the policy lag of every batch is 0 (both actor loops)."""
     cfg = load_config(
-        QUICK, **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15, "actor_loop": loop}
+        QUICK,
+        **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15, "sebulba.actor_loop": loop},
     )
     make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
     lags = [
@@ -251,9 +253,9 @@ def test_fraction_samples_goes_ahead_without_stragglers(tmp_path):
         QUICK,
         **{
             **SYNC,
-            "fraction_samples": 0.5,
+            "sebulba.fraction_samples": 0.5,
             "batch_size": 4,
-            "max_policy_lag": 1,
+            "sebulba.max_policy_lag": 1,
             "total_env_steps": 4 * 20 * 30,
         },
     )
@@ -271,19 +273,21 @@ def test_fraction_samples_goes_ahead_without_stragglers(tmp_path):
 
 def test_sync_collection_refusals():
     with pytest.raises(ConfigError, match="sync_collection=True"):
-        load_config(QUICK, fraction_samples=0.5)
+        load_config(QUICK, **{"sebulba.fraction_samples": 0.5})
     cfg = load_config(
-        QUICK, **{**SYNC, "fraction_samples": 0.5, "batch_size": 8, "max_policy_lag": 1}
+        QUICK,
+        **{**SYNC, "sebulba.fraction_samples": 0.5, "batch_size": 8, "sebulba.max_policy_lag": 1},
     )
     assert "fix it with config.batch_size=4" in cfg.process_problem(1)
     with pytest.raises(ConfigError, match="async_envs"):
-        load_config(QUICK, sync_collection=True, batch_size=16)
+        load_config(QUICK, **{"sebulba.sync_collection": True}, batch_size=16)
     with pytest.raises(ConfigError, match="max_policy_lag"):  # late unrolls would pile up
-        load_config(QUICK, **{**SYNC, "fraction_samples": 0.5, "batch_size": 4})
+        load_config(QUICK, **{**SYNC, "sebulba.fraction_samples": 0.5, "batch_size": 4})
     from jaxrl_dist.data import flows
 
     rainbow = load_config(
-        os.path.join(ROOT, "configs", "rainbow_cartpole.py"), sync_collection=True, async_envs=False
+        os.path.join(ROOT, "configs", "rainbow_cartpole.py"),
+        **{"sebulba.sync_collection": True, "sebulba.async_envs": False},
     )
     assert "sampled, not collected" in flows.get("prioritized").host_problem(rainbow)
 
@@ -337,7 +341,7 @@ def test_train_cli_sets_the_flags_in_deterministic_mode(monkeypatch):
         "--workdir",
         "/nonexistent",
         "--config.deterministic=True",
-        "--config.async_envs=False",
+        "--config.sebulba.async_envs=False",
     ]
     assert train_cli.main(argv) == 0
     assert "--xla_gpu_deterministic_ops=true" in seen["flags"]
@@ -359,11 +363,12 @@ def test_deterministic_mode_gives_identical_params(tmp_path):
 # ----------------------------------------------------------------------------- help
 def test_every_config_field_has_a_description():
     builtin = ("impala", "ppo", "rainbow", "r2d2")  # other tests register their own agents
-    classes = [TrainConfig, *SECTIONS.values(), *(agents.get(n).config_cls for n in builtin)]
+    classes = [TrainConfig, *SECTIONS.values(), InferenceConfig]
+    classes += [agents.get(n).config_cls for n in builtin]
     for cls in classes:
         notes = field_descriptions(cls)
         for field in dataclasses.fields(cls):
-            if field.name in SECTIONS or field.name == "algo":
+            if field.name in SECTIONS or field.name in ("algo", "inference"):
                 continue
             assert notes.get(field.name), f"{cls.__name__}.{field.name} has no description"
 
@@ -385,8 +390,7 @@ def test_help_config_prints_every_field_with_type_default_and_description():
     assert out.returncode == 0, out.stderr
     text = out.stdout
     cfg = load_config(os.path.join(ROOT, "configs", "ppo_cartpole.py"))
-    names = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in (*SECTIONS, "algo")]
-    names += [f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+    names = [n for n in leaf_paths(TrainConfig) if n != "algo"]
     names += [f"algo.{f.name}" for f in dataclasses.fields(type(cfg.algo))]
     lines = text.splitlines()
     for name in names:

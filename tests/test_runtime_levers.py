@@ -45,7 +45,7 @@ def test_each_actor_pins_its_pool_to_its_own_cores():
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"switch_interval_s": -0.001}, {"env_thread_affinity_offset": -2}],
+    [{"switch_interval_s": -0.001}, {"sebulba.env_thread_affinity_offset": -2}],
 )
 def test_the_levers_refuse_bad_values_in_one_line(overrides):
     with pytest.raises(ConfigError, match=f"config.{next(iter(overrides))}") as e:
@@ -55,7 +55,9 @@ def test_the_levers_refuse_bad_values_in_one_line(overrides):
 
 def test_a_pinned_run_trains(tmp_path):
     config = load_config(
-        "configs/impala_cartpole.py:quick", env_thread_affinity_offset=0, total_env_steps=3_200
+        "configs/impala_cartpole.py:quick",
+        **{"sebulba.env_thread_affinity_offset": 0},
+        total_env_steps=3_200,
     )
     summary = Trainer(config, str(tmp_path), quiet=True).run().summary
     assert summary["env_steps"] >= 3_200 and summary["actor_restarts"] == 0

@@ -6,6 +6,7 @@ run-time hyperparameters, the summary and an exact resume) with nothing in the l
 actor half for `unroll_length` steps, and the learner half updates on that rollout, every step
 of the run. No actor threads, no data seam, no mesh beyond one device."""
 
+import dataclasses
 import json
 import os
 
@@ -17,6 +18,7 @@ from train_runs import ROOT
 from jaxrl_dist.agents.base import ActorIdentity
 from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
+from jaxrl_dist.config.engine_sections import SebulbaConfig
 from jaxrl_dist.config.engines import register_engine
 from jaxrl_dist.envs import check_env, env_spec, make_env
 from jaxrl_dist.evaluation.base import eval_setup
@@ -145,7 +147,6 @@ def test_a_third_engine_runs_through_the_shell_and_resumes(tmp_path):
     register_engine("loop", LoopEngine)
     overrides = {
         "runtime": "loop",
-        "actor_loop": "python",
         "total_env_steps": 2560,
         "batch_size": 8,
         "unroll_length": 20,
@@ -155,7 +156,8 @@ def test_a_third_engine_runs_through_the_shell_and_resumes(tmp_path):
         "checkpoint_every_updates": 8,
         "learning_curve": False,
     }
-    config = load_config(IMPALA, **overrides)
+    # Its Sebulba section back at the defaults: the loop engine reads none of it (refused).
+    config = dataclasses.replace(load_config(IMPALA, **overrides), sebulba=SebulbaConfig())
     workdir = str(tmp_path / "loop")
     trainer = Trainer(config, workdir, quiet=True)
     trainer.set_hyperparams(learning_rate=5e-4)
@@ -171,7 +173,14 @@ def test_a_third_engine_runs_through_the_shell_and_resumes(tmp_path):
     policy = load_policy(workdir)
     assert policy.step == 16
     # Resumed for twice the steps: it goes on from update 16 with the saved params.
-    longer = load_config(IMPALA, **{**overrides, "total_env_steps": 5120})
+    longer = dataclasses.replace(config, total_env_steps=5120)
     resumed = Trainer(longer, workdir, quiet=True, resume=True).run()
     assert resumed.summary["resumed_from_update"] == 16 and resumed.summary["updates"] == 32
     assert resumed.summary["initial_params_sha256"] == run.summary["params_sha256"]
+    # What the loop engine does not read is refused: Sebulba's section.
+    try:
+        Trainer(load_config(IMPALA, **overrides), str(tmp_path / "refused"))
+    except ConfigError as e:
+        assert str(e).startswith("config.sebulba.") and "config.runtime='loop'" in str(e)
+    else:
+        raise AssertionError("the loop engine accepted config.sebulba's fields")

@@ -50,7 +50,7 @@ def test_learner_batch_independent_of_the_env_batch(tmp_path, monkeypatch):
             CARTPOLE + ":quick",
             "--workdir",
             "unused",
-            "--config.envs_per_actor=64",
+            "--config.sebulba.envs_per_actor=64",
             "--config.batch_size=8",
             "--config.total_env_steps=4800",
         ]
@@ -203,8 +203,8 @@ def test_max_policy_lag_drops_stale_rollouts(tmp_path):
             f"{CARTPOLE}:quick",
             "--workdir",
             "unused",
-            "--config.queue_size=8",
-            "--config.max_policy_lag=1",
+            "--config.sebulba.queue_size=8",
+            "--config.sebulba.max_policy_lag=1",
             "--config.total_env_steps=6_400",
         ]
     )

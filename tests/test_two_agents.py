@@ -264,8 +264,10 @@ def test_two_agents_share_a_simultaneous_move_task(tmp_path):
         again = evaluate(str(tmp_path / "f"), 6, step="best", agent=name, seed=config.seed)
         assert again.returns.shape == (6, 1) and again.policy.name == name
         assert again.mean_return == pytest.approx(best[f"{name}/return"])
-    with pytest.raises(ConfigError, match=r"config.agent_slots=\('a',\) must name one agent"):
-        load_config("configs/two_agents_foraging.py:quick", agent_slots="('a',)")
+    with pytest.raises(
+        ConfigError, match=r"config.sebulba.agent_slots=\('a',\) must name one agent"
+    ):
+        load_config("configs/two_agents_foraging.py:quick", **{"sebulba.agent_slots": "('a',)"})
 
 
 class Acted(NamedTuple):

@@ -15,10 +15,14 @@ R2D2 = os.path.join(ROOT, "configs", "r2d2_memory.py:quick")
 IMPALA = os.path.join(ROOT, "configs", "impala_cartpole.py:quick")
 
 UNREAD = [
-    (RAINBOW, ["--config.queue_size=4"], "config.queue_size=4 is not used by"),
-    (RAINBOW, ["--config.max_policy_lag=3"], "config.max_policy_lag=3 is not used by"),
-    (R2D2, ["--config.queue_size=4"], "its data flow replays"),
-    (IMPALA, ["--config.env_epoch_updates=7"], "read in deterministic mode only"),
+    (RAINBOW, ["--config.sebulba.queue_size=4"], "config.sebulba.queue_size=4 is not used by"),
+    (
+        RAINBOW,
+        ["--config.sebulba.max_policy_lag=3"],
+        "config.sebulba.max_policy_lag=3 is not used by",
+    ),
+    (R2D2, ["--config.sebulba.queue_size=4"], "its data flow replays"),
+    (IMPALA, ["--config.sebulba.env_epoch_updates=7"], "read in deterministic mode only"),
     (IMPALA, ["--config.seats.pool_capacity=4"], "config.seats.pool_capacity=4 is read only"),
     (IMPALA, ["--config.seats.eval_opponent=heuristic"], "turn-based game with seats"),
     (IMPALA, ["--config.seats.opening_plies=2"], "leave it at 0"),
@@ -37,8 +41,12 @@ def test_the_queue_fields_are_read_where_one_agent_learns_on_policy():
     from jaxrl_dist.data import flows
     from jaxrl_dist.run.fields import unread_problem
 
-    config = load_config(IMPALA, queue_size=4)
+    config = load_config(IMPALA, **{"sebulba.queue_size": 4})
     on_policy, replay = flows.get("on_policy"), flows.get("replay")
-    assert unread_problem(config, [replay, on_policy]) is None
-    assert "config.queue_size=4" in unread_problem(config, [replay])
-    assert unread_problem(load_config(IMPALA, deterministic=True, env_epoch_updates=7), []) is None
+    assert unread_problem(config, [replay, on_policy], False) is None
+    assert "config.sebulba.queue_size=4" in unread_problem(config, [replay], False)
+    lockstep = load_config(IMPALA, deterministic=True, **{"sebulba.env_epoch_updates": 7})
+    assert unread_problem(lockstep, [], False) is None
+    shared = load_config(IMPALA, eval_background_share=0.5)
+    assert unread_problem(shared, [on_policy], True) is None
+    assert "config.eval_background_share=0.5 is read only" in unread_problem(shared, [], False)

@@ -1,5 +1,5 @@
-"""The XLA actor loop (`config.actor_loop="xla"`): its jitted unroll against a Python loop on
-the same EnvPool stream, a training run through it, its config checks and its watchdog."""
+"""The XLA actor loop (`config.sebulba.actor_loop="xla"`): its jitted unroll against a Python
+loop on the same EnvPool stream, a training run through it, its config checks and its watchdog."""
 
 import json
 import os
@@ -110,9 +110,11 @@ def test_unroll_matches_a_python_loop_step_for_step(groups):
 def test_a_run_with_the_xla_actor_loop_trains_on_device_rollouts(tmp_path):
     config = load_config(
         "configs/impala_cartpole.py:quick",
-        actor_loop="xla",
-        async_envs=False,
-        env_groups_per_actor=2,  # one group steps while the policy acts on the other
+        **{
+            "sebulba.actor_loop": "xla",
+            "sebulba.async_envs": False,
+            "sebulba.env_groups_per_actor": 2,
+        },  # one group steps while the policy acts on the other
         total_env_steps=12_800,
         log_every_updates=5,
     )
@@ -129,17 +131,45 @@ def test_a_run_with_the_xla_actor_loop_trains_on_device_rollouts(tmp_path):
 @pytest.mark.parametrize(
     "overrides, field",
     [
-        ({"actor_loop": "jit"}, "actor_loop"),
-        ({"actor_loop": "xla", "async_envs": True}, "async_envs"),
-        ({"actor_loop": "xla", "async_envs": False, "inference.client": "server"}, "inference"),
-        ({"actor_loop": "xla", "async_envs": False, "actor_hang_timeout_s": 0}, "actor_hang"),
-        ({"env_groups_per_actor": 2}, "env_groups_per_actor"),  # the Python loop
-        ({"actor_loop": "xla", "async_envs": False, "env_groups_per_actor": 3}, "env_groups"),
-        ({"actor_loop": "xla", "async_envs": False, "env_groups_per_actor": 0}, "env_groups"),
+        ({"sebulba.actor_loop": "jit"}, "actor_loop"),
+        ({"sebulba.actor_loop": "xla", "sebulba.async_envs": True}, "async_envs"),
+        (
+            {
+                "sebulba.actor_loop": "xla",
+                "sebulba.async_envs": False,
+                "sebulba.inference.client": "server",
+            },
+            "inference",
+        ),
+        (
+            {
+                "sebulba.actor_loop": "xla",
+                "sebulba.async_envs": False,
+                "sebulba.actor_hang_timeout_s": 0,
+            },
+            "actor_hang",
+        ),
+        ({"sebulba.env_groups_per_actor": 2}, "env_groups_per_actor"),  # the Python loop
+        (
+            {
+                "sebulba.actor_loop": "xla",
+                "sebulba.async_envs": False,
+                "sebulba.env_groups_per_actor": 3,
+            },
+            "env_groups",
+        ),
+        (
+            {
+                "sebulba.actor_loop": "xla",
+                "sebulba.async_envs": False,
+                "sebulba.env_groups_per_actor": 0,
+            },
+            "env_groups",
+        ),
     ],
 )
 def test_the_xla_actor_loop_refuses_what_it_cannot_do(overrides, field):
-    with pytest.raises(ConfigError, match=f"config.(actor_loop|{field})") as e:
+    with pytest.raises(ConfigError, match=f"config.sebulba.(actor_loop|{field})") as e:
         load_config("configs/impala_cartpole.py:quick", **overrides)
     assert "\n" not in str(e.value)
 
@@ -148,9 +178,7 @@ def test_the_xla_actor_loop_refuses_64_bit_envs_before_the_run():
     config = load_config(
         "configs/impala_cartpole.py:quick",
         env_id="HalfCheetah-v5",
-        actor_loop="xla",
-        async_envs=False,
-        **{"network.tanh_squash": True},
+        **{"sebulba.actor_loop": "xla", "sebulba.async_envs": False, "network.tanh_squash": True},
     )
     with pytest.raises(ConfigError, match="cannot step HalfCheetah-v5: .* float64") as e:
         SebulbaEngine.machine(config)
@@ -173,7 +201,10 @@ def test_the_xla_actor_loop_refuses_actor_devices_envpool_has_no_xla_calls_for(m
         "jaxrl_dist.sebulba.engine.learner_devices",
         lambda config: type("D", (), {"actor_devices": devices})(),
     )
-    config = load_config("configs/impala_cartpole.py:quick", actor_loop="xla", async_envs=False)
+    config = load_config(
+        "configs/impala_cartpole.py:quick",
+        **{"sebulba.actor_loop": "xla", "sebulba.async_envs": False},
+    )
     with pytest.raises(ConfigError, match="EnvPool provides for CPUs and CUDA GPUs only") as e:
         SebulbaEngine.machine(config)
     assert "\n" not in str(e.value) and "env_groups_per_actor=1" in str(e.value)
@@ -190,9 +221,9 @@ def test_a_hung_unroll_stops_the_run_with_its_reason(tmp_path):
         os.path.join(HERE, "hang_unroll.py"),
         "--config",
         "configs/impala_cartpole.py:quick",
-        "--config.actor_loop=xla",
-        "--config.async_envs=False",
-        "--config.actor_hang_timeout_s=2",
+        "--config.sebulba.actor_loop=xla",
+        "--config.sebulba.async_envs=False",
+        "--config.sebulba.actor_hang_timeout_s=2",
         "--workdir",
         str(tmp_path),
     ]

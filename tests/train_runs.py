@@ -33,8 +33,8 @@ IMPALA_ON_ANAKIN = {
     "batch_size": 8,
     "unroll_length": 20,
     "total_env_steps": 8 * 20 * 30,
-    "envs_per_actor": 16,
-    "env_threads_per_actor": 0,
+    "sebulba.envs_per_actor": 16,
+    "sebulba.env_threads_per_actor": 0,
 }
 
 

@@ -80,7 +80,7 @@ class Fleet:
         self._config, self._core, self._devices = config, core, devices
         self._pools, self._others = pools, others or {}
         self._store, self._shared, self._start = store, shared, start_update
-        n = config.num_actor_threads
+        n = config.sebulba.num_actor_threads
         self._first = jax.process_index() * n
         self._identity = lambda slot: ActorIdentity(self._first + slot, jax.process_count() * n)
         root = jax.random.fold_in(jax.random.PRNGKey(config.seed), ACTOR_SEED_PURPOSE)
@@ -89,19 +89,25 @@ class Fleet:
             slot: LockstepProgress(start_update, replay=(replay or {}).get(self._first + slot))
             for slot in range(n)
         }
-        budget = RestartBudget(config.actor_max_restarts, config.actor_restart_window_s)
+        budget = RestartBudget(
+            config.sebulba.actor_max_restarts, config.sebulba.actor_restart_window_s
+        )
         self._budget = budget
         self._handles: list[ServerHandle] = []
         self._last_inference: tuple[dict[str, float], float] = ({}, time.monotonic())
         self.servers: Supervisor | None = None
-        if config.inference.client == "server":
+        if config.sebulba.inference.client == "server":
             server_devices = self._server_devices()
             self._handles = [ServerHandle() for _ in server_devices]
             spawn = self._server_spawner(server_devices, shared.stop)
             self.servers = Supervisor(spawn, len(server_devices), budget, "inference server")
         self._local_step = jit_inference_step(core, greedy)
         self.actors = Supervisor(
-            self._spawn_actor, n, budget, "actor", hang_timeout_s=config.actor_hang_timeout_s
+            self._spawn_actor,
+            n,
+            budget,
+            "actor",
+            hang_timeout_s=config.sebulba.actor_hang_timeout_s,
         )
 
     @property
@@ -145,7 +151,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ servers
     def _server_devices(self) -> list[jax.Device]:
-        ids = self._config.inference.device_ids
+        ids = self._config.sebulba.inference.device_ids
         if not ids:
             return list(dict.fromkeys(self._devices))
         local = sorted(jax.local_devices(), key=lambda d: d.id)
@@ -153,8 +159,8 @@ class Fleet:
 
     def _server_spawner(self, devices: list[jax.Device], stop: threading.Event) -> Callable:
         cfg = self._config
-        per_server = math.ceil(cfg.num_actor_threads / len(devices))  # slots round-robin
-        batch = cfg.inference.batch_size or per_server * cfg.recv_rows
+        per_server = math.ceil(cfg.sebulba.num_actor_threads / len(devices))  # slots round-robin
+        batch = cfg.sebulba.inference.batch_size or per_server * cfg.recv_rows
 
         def spawn(index: int, restarts: int) -> InferenceServer:
             server = InferenceServer(
@@ -162,11 +168,11 @@ class Fleet:
                 core=self._core,
                 store=self._store,
                 device=devices[index],
-                slots=cfg.num_actor_threads,
+                slots=cfg.sebulba.num_actor_threads,
                 envs_per_slot=cfg.streams_per_actor,
                 max_batch=batch,
-                timeout_ms=cfg.inference.timeout_ms,
-                broadcast_period=cfg.inference.broadcast_period,
+                timeout_ms=cfg.sebulba.inference.timeout_ms,
+                broadcast_period=cfg.sebulba.inference.broadcast_period,
                 stop=stop,
             )
             server.start()
@@ -222,28 +228,32 @@ class Fleet:
                 path = (LOCKSTEP_SEED_PURPOSE, generation, g, *again)
             else:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
-            groups = cfg.env_groups_per_actor
-            num_envs, batch = cfg.envs_per_actor // groups, cfg.env_batch_size // groups
-            threads = cfg.env_threads_per_actor or batch
+            groups = cfg.sebulba.env_groups_per_actor
+            num_envs, batch = cfg.sebulba.envs_per_actor // groups, cfg.env_batch_size // groups
+            threads = cfg.sebulba.env_threads_per_actor or batch
             env = make_env(
                 cfg.env_id,
                 cfg.env_kwargs,
                 num_envs,
                 batch,
                 seed=(derive_seed(cfg.seed, *path) + group * num_envs) & 0x7FFF_FFFF,
-                num_threads=cfg.env_threads_per_actor,
-                thread_affinity_offset=pool_affinity(cfg.env_thread_affinity_offset, g, threads),
+                num_threads=cfg.sebulba.env_threads_per_actor,
+                thread_affinity_offset=pool_affinity(
+                    cfg.sebulba.env_thread_affinity_offset, g, threads
+                ),
                 restart=self._budget.allow_for,  # a Python env's worker: the actors' budget
-                step_timeout_s=cfg.actor_hang_timeout_s,
-                start_timeout_s=cfg.env_start_timeout_s,
+                step_timeout_s=cfg.sebulba.actor_hang_timeout_s,
+                start_timeout_s=cfg.sebulba.env_start_timeout_s,
             )
-            if cfg.agents_per_env > 1:
+            if cfg.sebulba.agents_per_env > 1:
                 players_key = jax.random.fold_in(key, SEAT_PLAYERS_SEED_PURPOSE)
                 players = {}  # the other agents' slots (an agent's view of several)
-                if snapshots is not None and cfg.agent_slots:
+                if snapshots is not None and cfg.sebulba.agent_slots:
                     players = snapshots(env.config["num_envs"], players_key)
-                slots = cfg.agent_slots
-                return AgentStreams(env, cfg.agents_per_env, cfg.team_reward, slots, players)
+                slots = cfg.sebulba.agent_slots
+                return AgentStreams(
+                    env, cfg.sebulba.agents_per_env, cfg.sebulba.team_reward, slots, players
+                )
             seed = derive_seed(cfg.seed, SEAT_PLAYERS_SEED_PURPOSE, *path[1:])
             return seated(cfg, env, seed, snapshots)
 
@@ -252,7 +262,7 @@ class Fleet:
         if self._pools or self._others:
             snapshots = functools.partial(self._players, device)
 
-        if cfg.actor_loop == "xla":
+        if cfg.sebulba.actor_loop == "xla":
             device = self._devices[slot % len(self._devices)]
             actor = XlaActor(
                 index=g,
@@ -263,7 +273,7 @@ class Fleet:
                 identity=self._identity(slot),
                 key=key,
                 shared=self._shared,
-                groups=cfg.env_groups_per_actor,
+                groups=cfg.sebulba.env_groups_per_actor,
             )
             actor.start()
             return actor
@@ -271,7 +281,7 @@ class Fleet:
         if cfg.deterministic:
             progress = self._progress[slot]
             if restarts:
-                progress.restart_point(cfg.env_epoch_updates)
+                progress.restart_point(cfg.sebulba.env_epoch_updates)
             actor = LockstepActor(
                 g,
                 make,
@@ -279,7 +289,7 @@ class Fleet:
                 self._shared,
                 key=key,
                 progress=progress,
-                epoch_updates=cfg.env_epoch_updates,
+                epoch_updates=cfg.sebulba.env_epoch_updates,
             )
         else:
             actor = Actor(g, make, client, self._shared)

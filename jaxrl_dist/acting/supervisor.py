@@ -106,7 +106,8 @@ class Supervisor:
                 raise RunError(
                     f"{self._what} {thread.index} stopped: {error!r}; the restart budget is spent "
                     f"({b.max_restarts} restarts within {b.window_s:g}s; raise "
-                    "config.actor_max_restarts or config.actor_restart_window_s to allow more)"
+                    "config.sebulba.actor_max_restarts or config.sebulba.actor_restart_window_s "
+                    "to allow more)"
                 ) from error
             self._restarts_by_slot[slot] += 1
             log.warning(
@@ -135,7 +136,8 @@ class Supervisor:
             raise RunError(
                 f"{self._what} {thread.index} has been inside one jitted EnvPool unroll for "
                 f"{stuck_s:.0f}s (a recv inside XLA cannot time out), so the run stops; raise "
-                f"config.actor_hang_timeout_s if unrolls are that slow, or use {PYTHON_LOOP_FIX}"
+                "config.sebulba.actor_hang_timeout_s if unrolls are that slow, or use "
+                f"{PYTHON_LOOP_FIX}"
             )
 
     def join(self, timeout_s: float) -> None:

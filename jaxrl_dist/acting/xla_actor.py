@@ -1,5 +1,5 @@
-"""The jitted actor loop (`config.actor_loop = "xla"`): T env steps and T policy steps inside one
-XLA call, through EnvPool's XLA interface (`handle, recv, send, step = env.xla()`).
+"""The jitted actor loop (`config.sebulba.actor_loop = "xla"`): T env steps and T policy steps
+inside one XLA call, through EnvPool's XLA interface (`handle, recv, send, step = env.xla()`).
 
 The Python actor loop (`actor.py`) pays a Python round trip, an XLA dispatch and three host
 copies of every observation per `recv()`; here one jitted unroll per T steps acts, steps a
@@ -8,14 +8,14 @@ rollout out time-major on the actor's device. The host only splits it into rollo
 seam's width and reads the finished episodes.
 
 A sync pool leaves the envs idle while the policy acts, and the policy idle while the envs
-step. `config.env_groups_per_actor = G` splits an actor's envs into G sync pools stepped in
+step. `config.sebulba.env_groups_per_actor = G` splits an actor's envs into G sync pools stepped in
 turn inside the unroll, so one group's envs step while the policy acts on another's (the
 trick Sebulba plays with two env groups); `benchmarks/throughput.py`'s XLA stages measure it.
 
 A `recv` inside XLA cannot time out: the actor marks when each call into the pool started (the
 first `recv` and every unroll: `busy_s`) and the supervisor stops the run once one has run
-longer than `config.actor_hang_timeout_s`. The mark is set at dispatch: on an accelerator the
-actor shares with the learner, an unroll queued behind updates counts that wait too (keep the
+longer than `config.sebulba.actor_hang_timeout_s`. The mark is set at dispatch: on an accelerator
+the actor shares with the learner, an unroll queued behind updates counts that wait too (keep the
 limit far above an update's time). Environments whose observations or actions are 64-bit
 (MuJoCo) are refused before the run (`envs.xla_loop_problem`): JAX without x64 would declare
 their buffers 32-bit.

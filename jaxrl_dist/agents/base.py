@@ -201,6 +201,17 @@ def bad_algo_field(config: Any, field: str, why: str) -> NoReturn:
     raise ValueError(f"config.algo.{field}={getattr(config, field)!r} {why}")
 
 
+def refuse_unread(config: Any, names: tuple[str, ...], read_only: str) -> None:
+    """Raises the one-line error for the first of agent config fields `names` set away from its
+    default, which the agent reads only `read_only` (e.g. "with optimizer='adam'")."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    for name in names:
+        if getattr(config, name) != defaults[name]:
+            bad_algo_field(
+                config, name, f"is read only {read_only}; leave it at {defaults[name]!r}"
+            )
+
+
 def _no_check(algo_config: Any, train_config: Any) -> str | None:
     return None
 

@@ -31,7 +31,7 @@ from jaxrl_dist.anakin.envs import (
     changed_seats_problem,
     make_anakin_env,
 )
-from jaxrl_dist.anakin.fields import REFUSES, USES
+from jaxrl_dist.anakin.fields import REFUSES, SECTION, USES
 from jaxrl_dist.anakin.program import Anakin, Program
 from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.checkpoints.policy import describe_policy
@@ -59,10 +59,11 @@ def _first(tree: Any) -> Any:
 
 
 class AnakinEngine(Engine):
-    """`config.num_seeds` seeds of the agent on JAX envs, vmapped in one jitted program over
+    """`config.anakin.num_seeds` seeds of the agent on JAX envs, vmapped in one jitted program over
     the learner mesh. Every process runs the same program (each holds its devices' envs)."""
 
     name = "anakin"
+    section = SECTION
     uses = USES
     refuses = REFUSES
     donates_on_failure = False  # a non-finite chunk leaves its (non-finite) carry
@@ -97,7 +98,7 @@ class AnakinEngine(Engine):
             )
         self.envs = {lane.view.name: p.env for lane, p in zip(self._lanes, programs, strict=True)}
         self.env = programs[0].env
-        self.anakin = Anakin(program, config.num_seeds, prepared.devices.learner_mesh)
+        self.anakin = Anakin(program, config.anakin.num_seeds, prepared.devices.learner_mesh)
         # Per seed: every learning agent's rollout (one update of the run updates each).
         self._steps = {
             lane.view.name: lane.view.config.batch_size * config.unroll_length
@@ -179,7 +180,7 @@ class AnakinEngine(Engine):
             trees = self.layout.lanes_of(saved)
             self.carry = self.layout.joined({n: tree["carry"] for n, tree in trees.items()})
             return meta
-        seeds = jnp.arange(cfg.seed, cfg.seed + cfg.num_seeds, dtype=jnp.uint32)
+        seeds = jnp.arange(cfg.seed, cfg.seed + cfg.anakin.num_seeds, dtype=jnp.uint32)
         # Warm starts go into the init: the streams' first replies and each league's first
         # snapshot and frozen policy are already the warm params.
         warm = {lane.view.name: lane.warm_params for lane in self._lanes}
@@ -226,7 +227,7 @@ class AnakinEngine(Engine):
         }
 
     def set_hparams(self, hparams: dict[str, Any]) -> None:
-        seeds, carries = self.config.num_seeds, self._carries()
+        seeds, carries = self.config.anakin.num_seeds, self._carries()
         for name, carry in carries.items():
             prefix = self._prefix(name)
             mine = keys_under(hparams, prefix)
@@ -345,7 +346,7 @@ class AnakinEngine(Engine):
     def summary(self, counters: Counters, evals: list[dict[str, Any]]) -> dict[str, Any]:
         """Every seed's totals, each seed's evaluations (`per_seed`), a replay learner's own
         update count, a board game's league; several agents: each one's under `agents`."""
-        seeds = self.config.num_seeds
+        seeds = self.config.anakin.num_seeds
         wall = max(counters.wall_time_s, 1e-9)
         summary = {
             "num_seeds": seeds,
@@ -359,7 +360,7 @@ class AnakinEngine(Engine):
     def _agent_summary(
         self, name: str, counters: Counters, evals: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        seeds, prefix = self.config.num_seeds, self._prefix(name)
+        seeds, prefix = self.config.anakin.num_seeds, self._prefix(name)
         out: dict[str, Any] = self.layout.own(
             lambda: {
                 "learning": name in self._steps,

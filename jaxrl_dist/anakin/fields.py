@@ -1,12 +1,15 @@
-"""What the Anakin engine does with the run fields the shell leaves to it (`run/fields.py`:
-`SHELL_FIELDS` are honoured alike by every engine), and the fields it refuses: the Sebulba
-runtime's actors, EnvPools, queues and inference servers have no counterpart in one jitted
-program."""
+"""What the Anakin engine does with the shared run fields the shell leaves to it
+(`run/fields.py`: `SHELL_FIELDS` are honoured alike by every engine), and the ones it refuses.
+Its own section, `config.anakin` (`config/engine_sections.py`), is read by it alone; Sebulba's
+actors, EnvPools, queues and inference servers (`config.sebulba`) have no counterpart in one
+jitted program."""
+
+SECTION = "anakin"
 
 USES = {
-    "num_seeds": "seeds vmapped in one program",
+    "anakin": "seeds vmapped in one program",
     "unroll_length": "T, steps per rollout",
-    "batch_size": "envs per seed",
+    "batch_size": "envs per seed (one segment each per update)",
     "learner_device_ids": "the mesh the env axis is split over",
     "deterministic": "the GPU XLA flags (the program is otherwise deterministic)",
     # As the agent's data flow reads them (it refuses the ones it does not: `DataFlow.reads`).
@@ -25,33 +28,6 @@ USES = {
     "max_updates_per_s": "chunks of at most a second's updates, paced between chunks",
 }
 
-_NO_ACTORS = "no actor threads: the envs step inside the jitted program"
 REFUSES = {
-    "num_actor_threads": _NO_ACTORS,
-    "envs_per_actor": "config.batch_size counts a seed's envs",
-    "async_envs": "JAX envs step together",
-    "env_threads_per_actor": "no EnvPool",
-    "actor_loop": _NO_ACTORS,
-    "env_groups_per_actor": _NO_ACTORS,
-    "actor_hang_timeout_s": _NO_ACTORS,
-    "env_start_timeout_s": "no worker processes: JAX envs step inside the jitted program",
-    "env_thread_affinity_offset": "no EnvPool",
-    "queue_size": "no queue: each rollout is learned from in the program",
-    "max_policy_lag": "the policy lag is 0",
-    "actor_max_restarts": _NO_ACTORS,
-    "actor_restart_window_s": _NO_ACTORS,
-    "actor_device_ids": "acting runs on the learner mesh",
-    "sync_collection": "collection is synchronous by construction",
-    "fraction_samples": "collection is synchronous by construction",
-    "video_every_evals": "JAX envs do not render",
-    "env_epoch_updates": "resumes are exact from the carry",
-    "inference.client": "inference runs inside the program",
-    "inference.batch_size": "inference runs inside the program",
-    "inference.timeout_ms": "inference runs inside the program",
-    "inference.broadcast_period": "inference runs inside the program",
-    "inference.device_ids": "inference runs inside the program",
-    "agents_per_env": "agent rows run on Sebulba",
-    "team_reward": "agent rows run on Sebulba",
     "replay.tolerance": "the sample-to-insert ratio is exact",
-    "agent_slots": "agent rows (simultaneous moves) run on Sebulba",
 }

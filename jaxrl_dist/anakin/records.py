@@ -30,8 +30,8 @@ def per_seed(evals: list[dict], config: TrainConfig, prefix: str = "") -> list[d
     """Each seed's best and final evaluation return, and when it first reached the target
     (`prefix`: an agent's keys, `NAME/`, of a run of several)."""
     out = []
-    for i in range(config.num_seeds):
-        key = prefix + (f"seed{i}_return" if config.num_seeds > 1 else "return")
+    for i in range(config.anakin.num_seeds):
+        key = prefix + (f"seed{i}_return" if config.anakin.num_seeds > 1 else "return")
         curve = [(e["env_steps"], e[key]) for e in evals if key in e]
         target = config.stop_at_eval_return
         reached = [s for s, r in curve if target is not None and r >= target]

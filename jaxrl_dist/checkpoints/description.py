@@ -109,7 +109,7 @@ def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:
     if name not in agents.REGISTRY:
         raise ValueError(f"the checkpoint's algorithm {name!r} is not registered in jaxrl_dist")
     try:
-        return build_config(raw, agents.get(name).config_cls)
+        return build_config(raw, agents.get(name).config_cls, saved=True)
     except ConfigError as e:
         where = "its config" if step is None else f"step {step}'s config"
         raise ValueError(

@@ -42,6 +42,7 @@ from jaxrl_dist.checkpoints.steps import (  # re-exported: scripts import them f
 )
 from jaxrl_dist.checkpoints.store import restore_params
 from jaxrl_dist.config import TrainConfig, jsonable
+from jaxrl_dist.config.moved import move_flat_fields
 from jaxrl_dist.config.train import eval_env_of
 from jaxrl_dist.envs import check_env, env_spec
 from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
@@ -131,9 +132,10 @@ class Policy:
     @property
     def run_slots(self) -> tuple[str, ...]:
         """The agent playing each of an env's agents in the run this policy is an agent of
-        (`config.agent_slots` of a simultaneous task shared by several agents), else ()."""
-        run = self.meta.get("config") or {}
-        slots = tuple(run.get("agent_slots") or ())
+        (`config.sebulba.agent_slots` of a simultaneous task shared by several agents), else ()."""
+        # A run saved before the sections named it at the top (`config/moved.py`).
+        run = move_flat_fields(self.meta.get("config") or {}, tell=False)
+        slots = tuple((run.get("sebulba") or {}).get("agent_slots") or ())
         return slots if self.name is not None and self.name in slots else ()
 
     @property

@@ -7,9 +7,10 @@ whose `__post_init__` checks every value. Every failure is a `ConfigError` with 
 names the field and says how to fix it; `scripts/train.py` prints it and exits 2 before anything
 is written.
 
-Modules: `train.py` (TrainConfig), `sections.py` (its nested sections), `parsing.py` (strings
-and dicts to typed values), `errors.py`, `cli.py` (config files, the command line),
-`describe.py` (`--help_config`).
+Modules: `train.py` (TrainConfig), `engine_sections.py` (each engine's own section:
+`config.sebulba`, `config.anakin`), `sections.py` (the other nested sections), `moved.py` (old
+flat names to their sections), `parsing.py` (strings and dicts to typed values), `errors.py`,
+`cli.py` (config files, the command line), `describe.py` (`--help_config`).
 """
 
 from jaxrl_dist.config.errors import ConfigError

@@ -61,9 +61,9 @@ AGENT_SEED_STRIDE = 1_000_003  # agent i's seed: the run's + i * this (a prime),
 # (the field, its default, why).
 NOT_YET = (
     ("deterministic", False, "lockstep actors feed one learner"),
-    ("sync_collection", False, "synchronous collection waits for one learner"),
-    ("actor_loop", "python", "the XLA loop acts with one policy"),
-    ("inference.client", "local", "the inference server serves one policy"),
+    ("sebulba.sync_collection", False, "synchronous collection waits for one learner"),
+    ("sebulba.actor_loop", "python", "the XLA loop acts with one policy"),
+    ("sebulba.inference.client", "local", "the inference server serves one policy"),
 )
 
 
@@ -130,10 +130,11 @@ def agents_problem(config: Any) -> str | None:
     if not agents:
         fields = ["learning_mask", "exploration_mask"]
         # An agent's view names its own slots "learner" and the others' "agent:NAME".
-        if any(s != LEARNER_ROLE and not s.startswith(AGENT_ROLE) for s in config.agent_slots):
-            fields.append("agent_slots")
+        slots = config.sebulba.agent_slots
+        if any(s != LEARNER_ROLE and not s.startswith(AGENT_ROLE) for s in slots):
+            fields.append("sebulba.agent_slots")
         for mask in fields:
-            if getattr(config, mask):
+            if field_value(config, mask):
                 return (
                     f"config.{mask} names or masks agents of config.agents, which is empty; "
                     "name the agents first"
@@ -163,38 +164,39 @@ def agents_problem(config: Any) -> str | None:
                 )
         if config.network.recurrent or any(a.network.recurrent for a in agents):
             return "config.agents: recurrent cores are not supported with several agents yet"
-    if config.agent_slots or config.agents_per_env > 1:
+    if config.sebulba.agent_slots or config.sebulba.agents_per_env > 1:
         return _slots_problem(config, names, learning)
     return _seats_problem(config.seats, names, learning)
 
 
 def _slots_problem(config: Any, names: list[str], learning: dict[str, bool]) -> str | None:
-    """`config.agent_slots` on a simultaneous-move task: one agent per agent of each env."""
-    slots, agents = config.agent_slots, config.agents_per_env
+    """`config.sebulba.agent_slots` on a simultaneous-move task: one agent per agent of each env."""
+    slots, agents = config.sebulba.agent_slots, config.sebulba.agents_per_env
     if not slots:
         if len(names) == 1:
             return None  # one agent plays every slot, as without config.agents
         return (
             f"config.agents: with {agents} agents per env, name the agent of each with "
-            f"config.agent_slots, e.g. {tuple(names[:agents])}"
+            f"config.sebulba.agent_slots, e.g. {tuple(names[:agents])}"
         )
     if len(slots) != agents:
         return (
-            f"config.agent_slots={slots} must name one agent per agent of each env "
-            f"(config.agents_per_env={agents})"
+            f"config.sebulba.agent_slots={slots} must name one agent per agent of each env "
+            f"(config.sebulba.agents_per_env={agents})"
         )
     unknown = [s for s in slots if s not in names]
     if unknown:
         return (
-            f"config.agent_slots names {unknown[0]!r}, which is no agent of config.agents "
+            f"config.sebulba.agent_slots names {unknown[0]!r}, which is no agent of config.agents "
             f"({', '.join(names)})"
         )
     if not any(learning[s] for s in slots):
-        return "config.agent_slots: no slot is played by a learning agent"
+        return "config.sebulba.agent_slots: no slot is played by a learning agent"
     missing = [n for n in names if n not in slots]
     if missing:
         return (
-            f"config.agents: agent {missing[0]!r} plays no slot of config.agent_slots; name "
+            f"config.agents: agent {missing[0]!r} plays no slot of config.sebulba.agent_slots; "
+            "name "
             "it, or drop it"
         )
     return None
@@ -211,7 +213,7 @@ def _seats_problem(seats: Any, names: list[str], learning: dict[str, bool]) -> s
         if len(names) > 1:
             return (
                 "config.agents: several agents play a game together: a turn-based one "
-                "(config.seats.games) or a simultaneous-move one (config.agent_slots)"
+                "(config.seats.games) or a simultaneous-move one (config.sebulba.agent_slots)"
             )
         return None
     seated = set()
@@ -261,14 +263,14 @@ def agent_view(config: Any, index: int) -> AgentView:
     # Each agent its own streams (params, actors, pools); the first keeps the run's seed.
     fields["seed"] = (config.seed + AGENT_SEED_STRIDE * index) % 2**32
     seats = dataclasses.replace(config.seats, games=_seen_by(config.seats.games, agent.name))
-    (slots,) = _seen_by((config.agent_slots,), agent.name) or ((),)
+    (slots,) = _seen_by((config.sebulba.agent_slots,), agent.name) or ((),)
     view = dataclasses.replace(
         config,
         agents=(),
         learning_mask=(),
         exploration_mask=(),
         seats=seats,
-        agent_slots=slots,
+        sebulba=dataclasses.replace(config.sebulba, agent_slots=slots),
         **fields,
     )
     learning = config.learning_mask[index] if config.learning_mask else True

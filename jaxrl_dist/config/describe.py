@@ -14,6 +14,7 @@ import re
 import typing
 from typing import Any
 
+from jaxrl_dist.config.engine_sections import ENGINE_SECTIONS
 from jaxrl_dist.config.train import SECTIONS, TrainConfig
 
 _FIELD = re.compile(r"^(\s+)(\w+)\s*:\s*[^=#]+(?:=.*?)?(?:#\s*(.*))?$")
@@ -90,13 +91,17 @@ def describe(cls: type, prefix: str, values: Any = None) -> list[tuple[str, str,
     rows = []
     for field in dataclasses.fields(cls):
         value = getattr(values, field.name) if values is not None else None
-        if field.name in SECTIONS or field.name == "algo":
+        if cls is TrainConfig and (field.name in SECTIONS or field.name == "algo"):
             continue  # listed by `help_text` under their own heading
+        kind = field.type if isinstance(field.type, str) else hints[field.name]
+        if dataclasses.is_dataclass(hints[field.name]):  # a section inside a section
+            rows += describe(hints[field.name], f"{prefix}{field.name}.", value)
+            continue
         default = _default(field)
         rows.append(
             (
                 f"{prefix}{field.name}",
-                _type_name(field.type if isinstance(field.type, str) else hints[field.name]),
+                _type_name(kind),
                 repr(default),
                 "" if value is None or value == default else repr(value),
                 notes.get(field.name, ""),
@@ -105,11 +110,21 @@ def describe(cls: type, prefix: str, values: Any = None) -> list[tuple[str, str,
     return rows
 
 
+def _section_title(name: str) -> str:
+    if name in ENGINE_SECTIONS:
+        return f"{name} (read by config.runtime={name!r} only; refused on another runtime)"
+    return name
+
+
 def help_text(config: TrainConfig) -> str:
     """Every field of `config` (a loaded config: its file's values shown where they differ
-    from the defaults): the run's fields, each section's, then the algorithm's."""
+    from the defaults): the run's fields, each section's (the engines' own, `sebulba` and
+    `anakin`, say which runtime reads them), then the algorithm's."""
     groups = [("run", TrainConfig, "", config)]
-    groups += [(name, cls, f"{name}.", getattr(config, name)) for name, cls in SECTIONS.items()]
+    groups += [
+        (_section_title(name), cls, f"{name}.", getattr(config, name))
+        for name, cls in SECTIONS.items()
+    ]
     algo_cls = type(config.algo)
     groups.append(
         (f"algo ({config.algorithm}: {algo_cls.__name__})", algo_cls, "algo.", config.algo)

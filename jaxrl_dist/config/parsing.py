@@ -14,6 +14,7 @@ from typing import Any
 
 from jaxrl_dist.config.agents import AGENT_FIELDS, AGENT_SECTIONS, AgentSection, build_agents
 from jaxrl_dist.config.errors import ConfigError
+from jaxrl_dist.config.moved import move_flat_fields, new_path
 from jaxrl_dist.config.train import SECTIONS, TrainConfig
 
 # Dict fields whose keys are set one at a time (--config.env_kwargs.KEY=value), by value type.
@@ -109,6 +110,9 @@ def _build_dataclass(cls: type, values: dict, prefix: str) -> Any:
         field = f"{prefix}{key}"
         if key not in hints:
             raise _unknown(field, list(hints))
+        if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):  # a nested section
+            kwargs[key] = _build_dataclass(hints[key], value, f"{field}.")
+            continue
         kwargs[key] = _check_type(value, hints[key], field)
     try:
         return cls(**kwargs)
@@ -130,6 +134,7 @@ def apply_overrides(
     group_classes = {**SECTIONS, "algo": algo_config_cls}
     top_hints = _field_types(TrainConfig)
     for dotted, text in overrides.items():
+        dotted = new_path(dotted) or dotted  # an old flat name (`config/moved.py`)
         parts = dotted.split(".")
         if parts[0] == "agents" and len(parts) > 2:
             raw["agents"] = _agent_override(raw.get("agents"), parts, text, algo_config_of)
@@ -140,16 +145,31 @@ def apply_overrides(
                 raw[parts[0]] = {}
             raw[parts[0]][parts[1]] = value
             continue
-        if parts[0] in group_classes and len(parts) == 2:
-            hints = _field_types(group_classes[parts[0]])
-            if parts[1] not in hints:
-                raise _unknown(dotted, list(hints))
-            raw.setdefault(parts[0], {})[parts[1]] = _parse_value(text, hints[parts[1]], dotted)
+        if parts[0] in group_classes and len(parts) >= 2:
+            _set_in_section(raw, group_classes[parts[0]], parts, text, dotted)
             continue
         if len(parts) != 1 or parts[0] not in top_hints or parts[0] in group_classes:
             raise _unknown(dotted, list(top_hints))
         raw[parts[0]] = _parse_value(text, top_hints[parts[0]], dotted)
     return raw
+
+
+def _set_in_section(raw: dict, cls: type, parts: list[str], text: str, dotted: str) -> None:
+    """Sets `section[.sub...].field` (`parts`) in `raw`'s nested dicts, typed by `cls`'s."""
+    target = raw.setdefault(parts[0], {})
+    if not isinstance(target, dict):
+        target = raw[parts[0]] = dict(target)
+    for name in parts[1:-1]:
+        hints = _field_types(cls)
+        if name not in hints or not dataclasses.is_dataclass(hints[name]):
+            raise _unknown(dotted, list(hints))
+        cls = hints[name]
+        target[name] = dict(target.get(name) or {})
+        target = target[name]
+    hints = _field_types(cls)
+    if parts[-1] not in hints or dataclasses.is_dataclass(hints[parts[-1]]):
+        raise _unknown(dotted, list(hints))
+    target[parts[-1]] = _parse_value(text, hints[parts[-1]], dotted)
 
 
 def _agent_override(
@@ -189,12 +209,16 @@ def _agent_override(
 
 
 def build_config(
-    raw: dict, algo_config_cls: type, algo_config_of: Callable[[str], type] | None = None
+    raw: dict,
+    algo_config_cls: type,
+    algo_config_of: Callable[[str], type] | None = None,
+    saved: bool = False,
 ) -> TrainConfig:
     """Validates a nested dict into a `TrainConfig` (raises `ConfigError`); `config.agents`'
     algos are built with `algo_config_of(algorithm)`'s classes, and the first agent's fields
-    fill the top-level ones (which a config with agents must leave unset)."""
-    raw = dict(raw)
+    fill the top-level ones (which a config with agents must leave unset). Old flat names move
+    into their sections (`config/moved.py`), with a hint unless the dict is a `saved` run's."""
+    raw = move_flat_fields(raw, tell=not saved)
     agents = _agents(raw, algo_config_of)
     sections = {
         name: _build_dataclass(cls, dict(raw.pop(name, {}) or {}), f"{name}.")

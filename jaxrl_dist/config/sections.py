@@ -1,4 +1,4 @@
-"""Nested config sections of the runtime: `config.inference.*`, `config.replay.*`,
+"""Nested config sections of the runtime: `config.sebulba.inference.*`, `config.replay.*`,
 `config.seats.*` and `config.wandb.*`.
 
 Each is a frozen dataclass whose `__post_init__` raises ValueError with one line naming the
@@ -8,6 +8,7 @@ field (in `config.<section>.<field>` terms) and what is wrong.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 from jaxrl_dist.envs.seats import (
@@ -22,10 +23,24 @@ CLIENTS = ("local", "server")
 
 
 def field_value(config, path: str):
-    """The value of dotted field `path` (`"inference.client"`) of a config with sections."""
+    """The value of dotted field `path` (`"sebulba.inference.client"`) of a config with sections."""
     for name in path.split("."):
         config = getattr(config, name)
     return config
+
+
+def leaf_paths(cls: type, prefix: str = "") -> list[str]:
+    """The dotted names of every field of dataclass `cls`, nested sections' field by field
+    (`"sebulba.inference.client"`)."""
+    hints = typing.get_type_hints(cls)
+    paths = []
+    for field in dataclasses.fields(cls):
+        kind = hints[field.name]
+        if dataclasses.is_dataclass(kind):
+            paths += leaf_paths(kind, f"{prefix}{field.name}.")
+        else:
+            paths.append(f"{prefix}{field.name}")
+    return paths
 
 
 def _bad(section: str, field: str, value, why: str):
@@ -51,22 +66,22 @@ class InferenceConfig:
 
     def __post_init__(self):
         if self.client not in CLIENTS:
-            _bad("inference", "client", self.client, f"must be one of {CLIENTS}")
+            _bad("sebulba.inference", "client", self.client, f"must be one of {CLIENTS}")
         if self.batch_size < 0:
-            _bad("inference", "batch_size", self.batch_size, "must be >= 0 (0 = automatic)")
+            _bad("sebulba.inference", "batch_size", self.batch_size, "must be >= 0 (0 = automatic)")
         if self.timeout_ms < 0:
-            _bad("inference", "timeout_ms", self.timeout_ms, "must be >= 0")
+            _bad("sebulba.inference", "timeout_ms", self.timeout_ms, "must be >= 0")
         if self.broadcast_period < 1:
-            _bad("inference", "broadcast_period", self.broadcast_period, "must be >= 1")
+            _bad("sebulba.inference", "broadcast_period", self.broadcast_period, "must be >= 1")
         if self.client == "local":  # the server's settings would be silently ignored
             for field in dataclasses.fields(self):
                 value = getattr(self, field.name)
                 if field.name != "client" and value != field.default:
                     _bad(
-                        "inference",
+                        "sebulba.inference",
                         field.name,
                         value,
-                        "is the inference server's; set config.inference.client='server', "
+                        "is the inference server's; set config.sebulba.inference.client='server', "
                         f"or leave it at {field.default!r}",
                     )
 
@@ -148,6 +163,11 @@ class WandbConfig:
     def __post_init__(self):
         if self.mode not in WANDB_MODES:
             _bad("wandb", "mode", self.mode, f"must be one of {WANDB_MODES}")
+        for field in dataclasses.fields(self) if not self.project else ():
+            value = getattr(self, field.name)
+            if value != field.default:  # no project: W&B is off and nothing reads it
+                why = f"is read only with config.wandb.project set; leave it at {field.default!r}"
+                _bad("wandb", field.name, value, why)
 
     @property
     def enabled(self) -> bool:

@@ -9,9 +9,10 @@ from typing import Any
 
 from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.config.agents import agents_problem
+from jaxrl_dist.config.engine_sections import AnakinConfig, SebulbaConfig
 from jaxrl_dist.config.engines import ENGINES
 from jaxrl_dist.config.errors import ConfigError, fail
-from jaxrl_dist.config.sections import InferenceConfig, ReplayConfig, SeatsConfig, WandbConfig
+from jaxrl_dist.config.sections import ReplayConfig, SeatsConfig, WandbConfig
 from jaxrl_dist.config.train_checks import (
     check_actor_loop,
     check_collection,
@@ -25,7 +26,8 @@ EVAL_MODES = ("greedy", "sampled", "both")
 SECTIONS = {
     "network": NetworkConfig,
     "intrinsic": IntrinsicConfig,
-    "inference": InferenceConfig,
+    "sebulba": SebulbaConfig,
+    "anakin": AnakinConfig,
     "replay": ReplayConfig,
     "seats": SeatsConfig,
     "wandb": WandbConfig,
@@ -52,51 +54,17 @@ class TrainConfig:
     seed: int = 0  # the root of every random stream (params, envs, evaluation)
     # "sebulba": EnvPool envs stepped by actor threads feeding a separate learner; "anakin":
     # JAX envs (gymnax) stepped and learned from inside one jitted function (`jaxrl_dist/anakin`),
-    # `batch_size` envs of `unroll_length` steps per update, `num_seeds` seeds vmapped together.
+    # `batch_size` envs of `unroll_length` steps per update, `anakin.num_seeds` seeds vmapped.
+    # Each reads its own section (`config.sebulba`, `config.anakin`).
     runtime: str = "sebulba"
-    num_seeds: int = 1  # Anakin: independent seeds vmapped in one program
-    # Actors (Sebulba): each actor thread owns one EnvPool of `envs_per_actor` envs.
-    num_actor_threads: int = 1
-    envs_per_actor: int = 16  # envs in each actor thread's EnvPool
-    async_envs: bool = True  # EnvPool batch = envs_per_actor // 2, results scattered by env_id
-    env_threads_per_actor: int = 0  # EnvPool C++ threads; 0 = one per env batch slot
-    # The actor loop: "python" (a Python round trip and an inference call per `recv()`) or "xla"
-    # (T env and policy steps in one jitted call through EnvPool's XLA interface, on a sync
-    # pool: `acting/xla_actor.py`). An unroll still running after `actor_hang_timeout_s` (a
-    # `recv` inside XLA cannot time out) stops the run.
-    actor_loop: str = "python"
-    # XLA loop: each actor's envs in this many sync EnvPools stepped in turn inside the unroll,
-    # one group's envs stepping while the policy acts on the next group's (1 = one pool).
-    env_groups_per_actor: int = 1
-    actor_hang_timeout_s: float = 60.0  # an XLA-loop unroll running longer stops the run
-    # A Python env's worker process has this long to import and build its envs, and again to
-    # answer their first reset: a slow start, told apart from a hang (actor_hang_timeout_s),
-    # stops the run in one line instead of spending restarts (docs: your-own-environment.md).
-    env_start_timeout_s: float = 300.0
     # CPython's GIL switch interval during the run (`sys.setswitchinterval`; 0 keeps Python's
     # 5 ms): a thread waiting for the GIL beside one running Python waits up to this long.
     switch_interval_s: float = 0.0
-    # Pin each actor's EnvPool threads to cores (EnvPool's `thread_affinity_offset`): actor
-    # `slot` from core `offset + slot * env threads`, wrapping; -1 = no pinning.
-    env_thread_affinity_offset: int = -1
     unroll_length: int = 20  # T
-    # Learner: `batch_size` segments of T transitions per update, over all processes.
+    # The learner's batch: segments of T transitions per update. Sebulba: from all actors of
+    # all processes; Anakin: each seed's envs, one segment each.
     batch_size: int = 32
-    queue_size: int = 2  # rollouts in flight per actor (back-pressure bounds policy lag)
-    max_policy_lag: int = 0  # drop rollouts acted more than this many updates ago; 0 = keep all
-    # Supervision: a failed actor restarts with a fresh EnvPool; more than this many restarts
-    # within the window (over this process's actors) stops the run with a final checkpoint.
-    actor_max_restarts: int = 3  # 0 = the first actor failure stops the run
-    actor_restart_window_s: float = 600.0  # the window actor_max_restarts counts restarts in
-    actor_device_ids: tuple[int, ...] = (0,)  # local devices the actors' inference runs on
     learner_device_ids: tuple[int, ...] = ()  # empty = every local device
-    # Synchronous collection (pytorchrl's sync mode): sync EnvPools, and each actor acts every
-    # unroll with params newer than its last unroll's (it waits for the learner). An update
-    # goes ahead once `fraction_samples` of one unroll of every actor arrived: batch_size must
-    # be that many segments; the late unrolls join the next batch, or are dropped when older
-    # than max_policy_lag (counted as stats/dropped_rollouts).
-    sync_collection: bool = False
-    fraction_samples: float = 1.0  # sync_collection: the fraction of actors an update waits for
     # Stopping: the first of these (0 = no limit) ends the run.
     total_env_steps: int = 1_000_000
     total_episodes: int = 0  # training episodes finished by all actors
@@ -130,9 +98,6 @@ class TrainConfig:
     # Background evaluation plays at most this share of the wall time: after an evaluation of
     # d seconds it rests d * (1 / share - 1) (the newest request meanwhile waits); 1 = no rest.
     eval_background_share: float = 1.0
-    # A GIF of one evaluation episode in `videos/` every this many evaluations (0 = none;
-    # envs that render: EnvPool Atari, classic control through gymnasium).
-    video_every_evals: int = 0
     # Checkpoints: a save when any interval is due (0 disables that interval), and at the end.
     checkpoint_every_updates: int = 500
     checkpoint_every_env_steps: int = 0  # save every this many env steps
@@ -151,27 +116,20 @@ class TrainConfig:
     # the newest params (actors wait for the learner), batched in actor order. Slower; the data,
     # and so the run, do not depend on thread timing or on how actors are spread over processes.
     deterministic: bool = False
-    # Deterministic mode: actors start new envs (seeded from the epoch) every this many updates,
-    # so a resume replays at most this many unrolls of recorded actions to rebuild the envs.
-    env_epoch_updates: int = 100
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     # An intrinsic reward (RND) learned beside an actor-critic agent, with its own value head;
     # `pretraining` learns from it alone (docs/guides/intrinsic-rewards.md).
     intrinsic: IntrinsicConfig = dataclasses.field(default_factory=IntrinsicConfig)
-    # The policy seam (local inference per actor, or a central server) and the replay's
-    # settings (agents that learn from a replay); nested sections: --config.inference.client=...
-    inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
+    # The replay's settings (agents that learn from a replay): --config.replay.capacity=...
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     # Turn-based games: who plays each seat (`config.seats.games`); empty for other envs.
     seats: SeatsConfig = dataclasses.field(default_factory=SeatsConfig)
     # Weights & Biases (`pip install -e '.[wandb]'`): off unless config.wandb.project is set.
     wandb: WandbConfig = dataclasses.field(default_factory=WandbConfig)
-    # Simultaneous-move multi-agent tasks (Jumanji/LevelBasedForaging-v0: 2): the env's agents,
-    # each a stream of the one shared policy (`envs/agents.py`); env steps count agent steps.
-    # `team_reward`: with per-agent rewards, every agent learns from the team's sum.
-    agents_per_env: int = 1
-    # Agents_per_env > 1: every agent learns from the team's summed reward.
-    team_reward: bool = False
+    # The engines' own sections (`config/engine_sections.py`): Sebulba's actors, EnvPools,
+    # queue, restarts and inference; Anakin's seeds. Another runtime's section is refused.
+    sebulba: SebulbaConfig = dataclasses.field(default_factory=SebulbaConfig)
+    anakin: AnakinConfig = dataclasses.field(default_factory=AnakinConfig)
     algo: Any = None
     # Several learning agents in one run (`config/agents.py`): named sections, each with its
     # own algorithm, algo, network, replay, schedules, batch_size and warm_start (the top-level
@@ -179,27 +137,15 @@ class TrainConfig:
     agents: tuple = ()
     learning_mask: tuple[bool, ...] = ()  # per agent: False plays its params, never updated
     exploration_mask: tuple[bool, ...] = ()  # per agent: False acts greedily (Q: epsilon 0)
-    # Simultaneous-move tasks with several agents: the agent playing each of an env's agents.
-    agent_slots: tuple[str, ...] = ()
 
     def __post_init__(self):
         positive = (
-            "num_actor_threads",
-            "envs_per_actor",
             "unroll_length",
             "batch_size",
-            "queue_size",
             "total_env_steps",
             "eval_episodes",
             "keep_checkpoints",
             "log_every_updates",
-            "actor_restart_window_s",
-            "env_epoch_updates",
-            "agents_per_env",
-            "actor_hang_timeout_s",
-            "env_start_timeout_s",
-            "env_groups_per_actor",
-            "num_seeds",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -209,20 +155,8 @@ class TrainConfig:
         cap = self.max_updates_per_s
         if cap is not None and not (math.isfinite(cap) and cap > 0):
             fail("max_updates_per_s", cap, "must be a number > 0 (none: no cap)")
-        if self.max_policy_lag < 0:
-            fail("max_policy_lag", self.max_policy_lag, "must be >= 0 (0 keeps every rollout)")
-        if self.actor_max_restarts < 0:
-            fail("actor_max_restarts", self.actor_max_restarts, "must be >= 0 (0 = no restarts)")
         if self.switch_interval_s < 0:
             fail("switch_interval_s", self.switch_interval_s, "must be >= 0 (0 = Python's own)")
-        if self.env_thread_affinity_offset < -1:
-            fail(
-                "env_thread_affinity_offset",
-                self.env_thread_affinity_offset,
-                "must be a core index >= 0, or -1 for no pinning",
-            )
-        if self.env_threads_per_actor < 0:
-            fail("env_threads_per_actor", self.env_threads_per_actor, "must be >= 0 (0 = auto)")
         nonnegative = (
             "max_wall_time_s",
             "eval_every_updates",
@@ -233,21 +167,16 @@ class TrainConfig:
             "checkpoint_every_s",
             "keep_best_checkpoints",
             "total_episodes",
-            "video_every_evals",
         )
         for name in nonnegative:
             if getattr(self, name) < 0:
                 fail(name, getattr(self, name), "must be >= 0 (0 disables it)")
         if self.eval_mode not in EVAL_MODES:
             fail("eval_mode", self.eval_mode, f"must be one of {EVAL_MODES}")
-        if self.async_envs and self.envs_per_actor % 2:
-            fail("envs_per_actor", self.envs_per_actor, "must be even when async_envs=True")
-        if not self.actor_device_ids:
-            fail("actor_device_ids", self.actor_device_ids, "needs at least one device id")
-        if self.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
+        if self.sebulba.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
             fail(
-                "agents_per_env",
-                self.agents_per_env,
+                "sebulba.agents_per_env",
+                self.sebulba.agents_per_env,
                 "> 1 works without config.seats and deterministic mode",
             )
         problem = agents_problem(self)
@@ -286,8 +215,9 @@ class TrainConfig:
     def sync_batch_size(self, num_processes: int = 1) -> int:
         """Synchronous collection: the segments of `fraction_samples` of one unroll of every
         actor (rounded up to whole actors), what `batch_size` must be."""
-        actors = num_processes * self.num_actor_threads
-        return math.ceil(self.fraction_samples * actors) * self.envs_per_actor
+        s = self.sebulba
+        actors = num_processes * s.num_actor_threads
+        return math.ceil(s.fraction_samples * actors) * s.envs_per_actor
 
     def _check_runtime(self) -> None:
         """The runtime is a registered engine; what it refuses is checked before the run
@@ -321,8 +251,8 @@ class TrainConfig:
         """The rows each actor acts for: its envs, with `seats` its learner seats' streams, or
         with `agents_per_env` its envs' agents."""
         if self.seats.enabled:
-            return self.seats.streams(self.envs_per_actor)
-        return self.envs_per_actor * self.own_slots
+            return self.seats.streams(self.sebulba.envs_per_actor)
+        return self.sebulba.envs_per_actor * self.own_slots
 
     @property
     def recv_rows(self) -> int:
@@ -336,14 +266,15 @@ class TrainConfig:
     def own_slots(self) -> int:
         """The agents of each env the learner plays: all of them, or in an agent's view of a
         run of several (`config/agents.py`) its own `agent_slots`."""
-        if self.agent_slots:
-            return sum(slot == "learner" for slot in self.agent_slots)
-        return self.agents_per_env
+        if self.sebulba.agent_slots:
+            return sum(slot == "learner" for slot in self.sebulba.agent_slots)
+        return self.sebulba.agents_per_env
 
     @property
     def env_batch_size(self) -> int:
         """Envs returned by one EnvPool `recv()` (one inference call of an actor)."""
-        return self.envs_per_actor // 2 if self.async_envs else self.envs_per_actor
+        s = self.sebulba
+        return s.envs_per_actor // 2 if s.async_envs else s.envs_per_actor
 
     def process_batch_size(self, num_processes: int = 1) -> int:
         """Segments each process's actors feed into one update."""
@@ -362,21 +293,22 @@ class TrainConfig:
                 f"config.batch_size={self.batch_size} does not split over {num_processes} "
                 f"processes; make config.batch_size a multiple of {num_processes}"
             )
-        want = num_processes * self.num_actor_threads * self.envs_per_actor
+        s = self.sebulba
+        want = num_processes * s.num_actor_threads * s.envs_per_actor
         if self.deterministic and self.batch_size != want:
             return (
                 f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
-                f"every actor per update ({num_processes} processes x {self.num_actor_threads} "
-                f"actor threads x {self.envs_per_actor} envs); fix it with "
+                f"every actor per update ({num_processes} processes x {s.num_actor_threads} "
+                f"actor threads x {s.envs_per_actor} envs); fix it with "
                 f"config.batch_size={want}"
             )
         sync = self.sync_batch_size(num_processes)
-        if self.sync_collection and self.batch_size != sync:
+        if s.sync_collection and self.batch_size != sync:
             return (
                 f"config.batch_size={self.batch_size}: sync_collection with fraction_samples="
-                f"{self.fraction_samples} takes the unrolls of the first "
-                f"{sync // self.envs_per_actor} of {num_processes * self.num_actor_threads} "
-                f"actors ({self.envs_per_actor} envs each) per update; fix it with "
+                f"{s.fraction_samples} takes the unrolls of the first "
+                f"{sync // s.envs_per_actor} of {num_processes * s.num_actor_threads} "
+                f"actors ({s.envs_per_actor} envs each) per update; fix it with "
                 f"config.batch_size={sync}"
             )
         return None

@@ -13,31 +13,32 @@ ACTOR_LOOPS = ("python", "xla")  # acting/actor.py, acting/xla_actor.py
 
 
 def check_actor_loop(c: Any) -> None:
-    if c.actor_loop not in ACTOR_LOOPS:
-        fail("actor_loop", c.actor_loop, f"must be one of {ACTOR_LOOPS}")
-    groups = c.env_groups_per_actor
-    if groups > 1 and c.actor_loop != "xla":
-        fail("env_groups_per_actor", groups, "> 1 needs config.actor_loop='xla'")
-    if c.envs_per_actor % groups:
-        why = f"must divide config.envs_per_actor={c.envs_per_actor}"
-        fail("env_groups_per_actor", groups, why)
-    if c.actor_loop != "xla":
+    s = c.sebulba
+    if s.actor_loop not in ACTOR_LOOPS:
+        fail("sebulba.actor_loop", s.actor_loop, f"must be one of {ACTOR_LOOPS}")
+    groups = s.env_groups_per_actor
+    if groups > 1 and s.actor_loop != "xla":
+        fail("sebulba.env_groups_per_actor", groups, "> 1 needs config.sebulba.actor_loop='xla'")
+    if s.envs_per_actor % groups:
+        why = f"must divide config.sebulba.envs_per_actor={s.envs_per_actor}"
+        fail("sebulba.env_groups_per_actor", groups, why)
+    if s.actor_loop != "xla":
         return
     fix = {  # what the jitted loop does not do, and the fix
-        "async_envs": (c.async_envs, "False (it steps a sync EnvPool)"),
+        "sebulba.async_envs": (s.async_envs, "False (it steps a sync EnvPool)"),
         "deterministic": (c.deterministic, "False (lockstep actors are Python loops)"),
         "seats.enabled": (c.seats.enabled, "False (seats are played in Python)"),
-        "agents_per_env": (c.agents_per_env > 1, "1 (agent streams are split in Python)"),
-        "inference.client": (
-            c.inference.client != "local",
+        "sebulba.agents_per_env": (s.agents_per_env > 1, "1 (agent streams are split in Python)"),
+        "sebulba.inference.client": (
+            s.inference.client != "local",
             "'local' (inference runs inside the unroll)",
         ),
     }
     for field, (bad, want) in fix.items():
         if bad:
             raise ConfigError(
-                f"config.actor_loop='xla' needs config.{field}={want}; set it, or use "
-                "config.actor_loop='python' with config.env_groups_per_actor=1"
+                f"config.sebulba.actor_loop='xla' needs config.{field}={want}; set it, or use "
+                "config.sebulba.actor_loop='python' with config.sebulba.env_groups_per_actor=1"
             )
 
 
@@ -46,7 +47,7 @@ def check_core(c: Any) -> None:
     unsupported = {
         "deterministic=True": c.deterministic,
         "config.seats": c.seats.enabled,
-        "agents_per_env > 1": c.agents_per_env > 1,
+        "sebulba.agents_per_env > 1": c.sebulba.agents_per_env > 1,
     }
     for what, on in unsupported.items() if c.network.recurrent else ():
         if on:
@@ -55,35 +56,37 @@ def check_core(c: Any) -> None:
 
 
 def check_collection(c: Any) -> None:
-    if not 0 < c.fraction_samples <= 1:
-        fail("fraction_samples", c.fraction_samples, "must be in (0, 1]")
-    if c.fraction_samples < 1 and not c.sync_collection:
+    s = c.sebulba
+    if not 0 < s.fraction_samples <= 1:
+        fail("sebulba.fraction_samples", s.fraction_samples, "must be in (0, 1]")
+    if s.fraction_samples < 1 and not s.sync_collection:
         fail(
-            "fraction_samples",
-            c.fraction_samples,
-            "< 1 drops stragglers of synchronous collection; set config.sync_collection=True",
+            "sebulba.fraction_samples",
+            s.fraction_samples,
+            "< 1 drops stragglers of synchronous collection; set "
+            "config.sebulba.sync_collection=True",
         )
-    if not c.sync_collection:
+    if not s.sync_collection:
         return
-    if c.fraction_samples < 1 and not c.max_policy_lag:
+    if s.fraction_samples < 1 and not s.max_policy_lag:
         fail(
-            "max_policy_lag",
+            "sebulba.max_policy_lag",
             0,
-            "keeps every late unroll, so with fraction_samples < 1 "
-            "they pile up and the lag grows; set it, e.g. config.max_policy_lag=1 (late "
-            "unrolls older than that are dropped)",
+            "keeps every late unroll, so with fraction_samples < 1 they pile up and the lag "
+            "grows; set it, e.g. config.sebulba.max_policy_lag=1 (late unrolls older than that "
+            "are dropped)",
         )
     if c.deterministic:
-        fail("sync_collection", True, "is implied by deterministic=True; leave it False")
-    if c.async_envs:
+        fail("sebulba.sync_collection", True, "is implied by deterministic=True; leave it False")
+    if s.async_envs:
         fail(
-            "async_envs",
+            "sebulba.async_envs",
             True,
             "must be False when sync_collection=True (actors step all their envs together)",
         )
-    if c.seats.enabled or c.agents_per_env > 1:
+    if c.seats.enabled or s.agents_per_env > 1:
         fail(
-            "sync_collection",
+            "sebulba.sync_collection",
             True,
             "is not supported with config.seats or agents_per_env > 1 yet; leave it False",
         )

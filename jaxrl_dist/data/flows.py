@@ -47,7 +47,7 @@ class DataFlow:
     reads: tuple[str, ...] = ()  # the `config.replay` fields it reads (the rest are refused)
     # The run fields of `RUN_FIELDS` it reads: the on-policy queue's back-pressure and lag bound
     # (a run none of whose agents' flows reads one refuses it set, `run/fields.py`).
-    run_reads: tuple[str, ...] = ("queue_size", "max_policy_lag")
+    run_reads: tuple[str, ...] = ("sebulba.queue_size", "sebulba.max_policy_lag")
 
     def check(self, config: Any) -> str | None:
         """A `config.replay` field it does not read set to other than its default (it would be
@@ -98,10 +98,10 @@ class DataFlow:
         and with `priorities` `update_priorities`, with `saves` `snapshot` and `restore`.
         `stop_writers` ends the actors' waits, `stop_reading` the learner's."""
         return OnPolicyQueue(
-            maxsize=config.queue_size * config.num_actor_threads,
+            maxsize=config.sebulba.queue_size * config.sebulba.num_actor_threads,
             items_per_batch=config.process_batch_size(num_processes)
             // config.rollout_segments(num_processes),
-            max_policy_lag=config.max_policy_lag,
+            max_policy_lag=config.sebulba.max_policy_lag,
             in_actor_order=config.deterministic,
             stop_writers=stop_writers,
             stop_reading=stop_reading,
@@ -153,9 +153,10 @@ class Replay(DataFlow):
                 "config.deterministic=True takes one unroll of every actor per update, which a "
                 "replay's sampling does not; this agent learns from a replay"
             )
-        if config.sync_collection:
+        if config.sebulba.sync_collection:
             return (
-                f"config.sync_collection=True: algorithm {config.algorithm!r} learns from a "
+                f"config.sebulba.sync_collection=True: algorithm {config.algorithm!r} learns from "
+                "a "
                 "replay, where batches are sampled, not collected; leave it False"
             )
         return None
@@ -271,7 +272,7 @@ def replay_tolerance(config: Any, num_processes: int, per_segment: int = 1) -> f
     if config.replay.tolerance:
         return config.replay.tolerance
     spi = config.replay.samples_per_insert * per_segment
-    in_flight = config.num_actor_threads * config.rollout_segments(num_processes) * spi
+    in_flight = config.sebulba.num_actor_threads * config.rollout_segments(num_processes) * spi
     return float(config.process_batch_size(num_processes) + spi + in_flight)
 
 

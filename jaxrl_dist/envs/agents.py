@@ -55,7 +55,7 @@ class AgentStreams:
       agents: agents per env.
       team_reward: with per-agent rewards, every agent gets the team's sum instead.
       slots: who plays each agent of an env (several learning agents in one run,
-        `config.agent_slots` as one agent sees it): `LEARNER` (a stream, numbered `env *
+        `config.sebulba.agent_slots` as one agent sees it): `LEARNER` (a stream, numbered `env *
         own + k` for its k-th own slot) or a name in `players`, whose actions the adapter
         takes itself (`Player.act(rows, legal_mask, envs)` on the slot's rows); empty: every
         agent is a stream.

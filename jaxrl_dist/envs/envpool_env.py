@@ -92,7 +92,7 @@ def check_env(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
 
 
 # How to leave the XLA actor loop: a config in env groups (impala_atari.py's) needs one group too.
-PYTHON_LOOP_FIX = "config.actor_loop='python' with config.env_groups_per_actor=1"
+PYTHON_LOOP_FIX = "config.sebulba.actor_loop='python' with config.sebulba.env_groups_per_actor=1"
 XLA_PLATFORMS = ("cpu", "gpu")  # where EnvPool registers its XLA calls (its xla_template.py)
 
 
@@ -103,7 +103,8 @@ def xla_device_problem(platforms: Iterable[str]) -> str | None:
     if not other:
         return None
     return (
-        "config.actor_loop='xla' runs EnvPool's XLA calls on the actor devices, which EnvPool "
+        "config.sebulba.actor_loop='xla' runs EnvPool's XLA calls on the actor devices, which "
+        "EnvPool "
         f"provides for CPUs and CUDA GPUs only, not {'/'.join(other)}; use {PYTHON_LOOP_FIX}"
     )
 
@@ -116,7 +117,7 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
 
     if OBS_INDICES in env_kwargs:
         return (
-            "config.actor_loop='xla' steps EnvPool inside XLA, where "
+            "config.sebulba.actor_loop='xla' steps EnvPool inside XLA, where "
             f"config.env_kwargs.obs_indices cannot cut the observations; use {PYTHON_LOOP_FIX}"
         )
     if jax.config.jax_enable_x64:
@@ -130,7 +131,8 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
     )
     if wide:
         return (
-            f"config.actor_loop='xla' cannot step {env_id}: its observations or actions are "
+            f"config.sebulba.actor_loop='xla' cannot step {env_id}: its observations or actions "
+            "are "
             f"{'/'.join(wide)}, which JAX without x64 cannot pass through EnvPool's XLA "
             f"interface; use {PYTHON_LOOP_FIX}"
         )

@@ -64,7 +64,7 @@ def user_env(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             "runtime='anakin' steps single-agent JAX envs (gymnax's API) and the board games "
             "TicTacToe-v1 and ConnectFour-v1; run agents that act at once on "
             "runtime='sebulba' as a PettingZoo Parallel env (pettingzoo:module:factory with "
-            "config.agents_per_env)"
+            "config.sebulba.agents_per_env)"
         )
     missing = [
         m for m in ("reset", "step", "observation_space", "action_space") if not hasattr(env, m)

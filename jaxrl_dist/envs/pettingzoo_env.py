@@ -10,7 +10,7 @@
 - **Parallel** (simultaneous): `ParallelStepper` returns `{"agents_view": [agents, ...],
   "action_mask": [agents, A]}` and per-agent rewards `[agents]`; one action per agent: the
   layout of EnvPool's multi-agent tasks, which `envs/agents.py` turns into one stream per
-  (env, agent) (`config.agents_per_env`).
+  (env, agent) (`config.sebulba.agents_per_env`).
 
 PettingZoo classic's observation `{"observation", "action_mask"}` is understood: the view is
 `"observation"`, the legal moves `"action_mask"`; other envs' observations are the view and

@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 CLOSE_WAIT_S = 2.0  # at close: for all workers to leave by themselves, before they are killed
 RESTART_SEED_STRIDE = 1_000_003  # a replaced worker's seeds: apart from every env's first
-START_FIX = "raise config.env_start_timeout_s if the env is that slow to start"
+START_FIX = "raise config.sebulba.env_start_timeout_s if the env is that slow to start"
 
 
 def layout_fits(num_envs: int, batch_size: int, workers: int) -> bool:
@@ -174,7 +174,8 @@ class ProcessPool:
         if not self._restart(f"env worker {w}: {reason}"):
             raise WorkerError(
                 f"{self._name}: env worker {w} failed ({reason}) and the restart budget is "
-                "spent; raise config.actor_max_restarts or config.actor_restart_window_s to "
+                "spent; raise config.sebulba.actor_max_restarts or "
+                "config.sebulba.actor_restart_window_s to "
                 "allow more",
                 reason,
             )

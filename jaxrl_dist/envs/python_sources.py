@@ -273,7 +273,8 @@ def worker_layout_problem(num_envs: int, batch_size: int, workers: int) -> str |
         return None
     fits = [w for w in range(1, num_envs + 1) if layout_fits(num_envs, batch_size, w)]
     return (
-        f"config.env_threads_per_actor={workers} worker processes cannot hold {num_envs} envs "
+        f"config.sebulba.env_threads_per_actor={workers} worker processes cannot hold {num_envs} "
+        "envs "
         f"with recv() batches of {batch_size} (each worker the same envs, a batch whole "
         f"workers); use 0 (automatic) or one of {fits}"
     )

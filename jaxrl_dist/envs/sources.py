@@ -78,8 +78,8 @@ def xla_loop_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
         return source.xla_loop_problem(env_id, env_kwargs)
     noun = source.noun or f"an env of {source.name}'s pools"
     return (
-        f"config.actor_loop='xla' steps EnvPool inside XLA; {env_id} is {noun}: use "
-        "config.actor_loop='python'"
+        f"config.sebulba.actor_loop='xla' steps EnvPool inside XLA; {env_id} is {noun}: use "
+        "config.sebulba.actor_loop='python'"
     )
 
 

@@ -21,7 +21,7 @@ from jaxrl_dist.errors import RunError
 
 WORKER_MODULE = "jaxrl_dist.envs.steppers"  # a worker: `python -m` it with the socket's fd
 # A worker's imports and env construction, and again its envs' first reset
-# (`config.env_start_timeout_s`; `process_pool.py`'s module doc).
+# (`config.sebulba.env_start_timeout_s`; `process_pool.py`'s module doc).
 START_TIMEOUT_S = 300.0
 
 _LIVE_WORKERS: set[subprocess.Popen] = set()  # every worker started, until it is killed

@@ -30,9 +30,9 @@ def agents_evaluator(config: Any, lanes: list[Any], device: jax.Device, num_play
     """The evaluator of a run of several agents (`lanes`: each one's `Lane`, in
     `config.agents` order): `SlotEvaluator` on a simultaneous-move task, else
     `game_round_robin`."""
-    if config.agent_slots:
+    if config.sebulba.agent_slots:
         cores = {lane.name: lane.agent.actor for lane in lanes}
-        return SlotEvaluator(eval_setup(config, None, device), cores, config.agent_slots)
+        return SlotEvaluator(eval_setup(config, None, device), cores, config.sebulba.agent_slots)
     players = {lane.name: (lane.agent.actor, lane.greedy) for lane in lanes}
     return game_round_robin(config, players, device, num_players)
 
@@ -97,9 +97,9 @@ class ParamsPlayer(Player):
 
 
 class SlotEvaluator:
-    """Several agents of one run on a simultaneous-move task (`config.agent_slots`): agent `i`
-    of every evaluation env is played by agent `slots[i]` with its params. `run(params: {name:
-    params}, ...)`'s returns are `[episodes, agents]`, one column per slot (what
+    """Several agents of one run on a simultaneous-move task (`config.sebulba.agent_slots`):
+    agent `i` of every evaluation env is played by agent `slots[i]` with its params. `run(params:
+    {name: params}, ...)`'s returns are `[episodes, agents]`, one column per slot (what
     `reward_metric` sees), with each agent's statistics over its slots (`NAME/return`,
     `NAME/return_std`, ...) beside the run's. An `Evaluator`."""
 

@@ -44,7 +44,7 @@ class EvalSetup(NamedTuple):
     """What every EnvPool evaluator is built from: the env, how many episodes, the run's seed,
     the agent's actor half, the device it acts on, how many envs play the episodes (0:
     one per episode; `EnvEpisodes` shares them out), and how long a Python env's worker may
-    take to start (`config.env_start_timeout_s`)."""
+    take to start (`config.sebulba.env_start_timeout_s`)."""
 
     env_id: str
     env_kwargs: dict[str, Any]
@@ -83,7 +83,7 @@ def eval_setup(config: Any, core: Any, device: jax.Device) -> EvalSetup:
         core,
         device,
         config.eval_envs,
-        config.env_start_timeout_s,
+        config.sebulba.env_start_timeout_s,
     )
 
 

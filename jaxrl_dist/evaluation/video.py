@@ -1,5 +1,5 @@
 """Evaluation episodes as animated GIFs: `scripts/evaluate.py --video` (one episode of a saved
-policy), and during training (`config.video_every_evals`, `EvalVideos`: one episode of the
+policy), and during training (`config.sebulba.video_every_evals`, `EvalVideos`: one episode of the
 evaluated params every that many evaluations, in `WORKDIR/videos/update_UUUUUUUU.gif`, the update
 of the params); and the checks that say beforehand whether the env renders and Pillow is there."""
 
@@ -123,14 +123,16 @@ VIDEO_DIR = "videos"
 def video_problem(config: TrainConfig) -> str | None:
     """One line when `video_every_evals` asks for GIFs this machine cannot make (the env does
     not render here, or Pillow is missing), else None."""
-    if not config.video_every_evals:
+    if not config.sebulba.video_every_evals:
         return None
     problem = pillow_problem() or render_problem(config.env_id, config.env_kwargs)
     if problem is None:
         return None
     # The messages of scripts/evaluate.py --video, in config terms.
-    problem = problem.replace("drop --video", "set config.video_every_evals=0")
-    return problem.replace("--video", f"config.video_every_evals={config.video_every_evals}")
+    problem = problem.replace("drop --video", "set config.sebulba.video_every_evals=0")
+    return problem.replace(
+        "--video", f"config.sebulba.video_every_evals={config.sebulba.video_every_evals}"
+    )
 
 
 class EvalVideos:

@@ -52,6 +52,11 @@ def _is_positive_int(x: object) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0
 
 
+CORE_SIZE = 128  # the recurrent core's default width
+# Fields only a Gaussian policy head reads (continuous actions).
+CONTINUOUS_FIELDS = ("state_dependent_std", "log_std_init", "tanh_squash")
+
+
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
     """Network choice, validated on construction.
@@ -89,7 +94,7 @@ class NetworkConfig:
     tanh_squash: bool = False
     normalize_obs: bool = False
     core: str = "none"
-    core_size: int = 128
+    core_size: int = CORE_SIZE
 
     def __post_init__(self) -> None:
         if self.torso not in TORSOS:
@@ -100,6 +105,11 @@ class NetworkConfig:
             raise ValueError(
                 f"network.core_size={self.core_size!r} is not a positive int; "
                 "set config.network.core_size to e.g. 128"
+            )
+        if self.core == "none" and self.core_size != CORE_SIZE:  # nothing would read it
+            raise ValueError(
+                f"network.core_size={self.core_size!r} is read only with a recurrent core; set "
+                f"config.network.core='lstm' (or 'gru'), or leave it at {CORE_SIZE}"
             )
 
         if self.activation not in ACTIVATIONS:
@@ -117,6 +127,19 @@ class NetworkConfig:
                 "set config.network.hidden_sizes to e.g. (64, 64)"
             )
         object.__setattr__(self, "hidden_sizes", tuple(sizes))  # lists from CLI -> hashable
+
+    def unread_problem(self, unread: tuple[str, ...], why: str) -> str | None:
+        """One line naming the first of fields `unread` (which this run's network does not read:
+        `why`) set away from its default, or None."""
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        for name in unread:
+            value = getattr(self, name)
+            if value != defaults[name]:
+                return (
+                    f"config.network.{name}={value!r} is not read: {why}; leave it at "
+                    f"{defaults[name]!r}"
+                )
+        return None
 
     @property
     def compute_dtype(self) -> jnp.dtype:
@@ -238,6 +261,21 @@ def _heads(module: nn.Module, features: jax.Array, value_features: jax.Array, le
     return policy, value
 
 
+def _refuse_unread(config: NetworkConfig, unread: tuple[str, ...], why: str) -> None:
+    """ValueError (one line) for the first of fields `unread` set away from its default."""
+    problem = config.unread_problem(unread, why)
+    if problem:
+        raise ValueError(problem)
+
+
+def refuse_q_unread(config: NetworkConfig) -> None:
+    """ValueError (one line) for a field a Q network does not read, set away from its default
+    (`make_q_network`, R2D2's recurrent one)."""
+    _refuse_unread(
+        config, ("shared_torso", *CONTINUOUS_FIELDS), "a Q network has one torso and Q heads"
+    )
+
+
 def make_actor_critic(
     config: NetworkConfig,
     obs_shape: tuple[int, ...],
@@ -258,6 +296,8 @@ def make_actor_critic(
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
     torso_name = resolve_torso(config, obs_shape)
+    if not continuous:
+        _refuse_unread(config, CONTINUOUS_FIELDS, "the actions are discrete (a softmax head)")
     cls = RecurrentActorCritic if config.recurrent else ActorCritic
     return cls(config, obs_shape, int(num_actions), torso_name, continuous, value_heads)
 
@@ -278,6 +318,7 @@ def make_q_network(
     obs_shape = tuple(int(d) for d in obs_shape)
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
+    refuse_q_unread(config)
     return QNetwork(
         obs_shape=obs_shape,
         num_actions=int(num_actions),

@@ -107,6 +107,9 @@ class Engine(abc.ABC):
     `digests`, `saved` and `log_record` (they may take part in collectives)."""
 
     name: ClassVar[str]
+    # Its own config section (`config.sebulba`, `config.anakin`; None: none): every other
+    # engine's section, set away from its defaults, is refused (`run/fields.py:refusal`).
+    section: ClassVar[str | None] = None
     uses: ClassVar[Mapping[str, str]]  # run fields it honours besides SHELL_FIELDS, and how
     refuses: ClassVar[Mapping[str, str]]  # fields it cannot honour, and why
     # Evaluation beside training unless the config says otherwise (`eval_in_background=None`).

@@ -1,8 +1,11 @@
-"""Every run field has one owner: the run shell honours `SHELL_FIELDS` alike on every engine;
-each engine lists what it does with the rest (`Engine.uses`) and what it cannot honour
-(`Engine.refuses`). A refused field set to anything but its default stops the run before
-anything is written, in one line (`refusal`); a test holds every field of the config to exactly
-one list per engine, so no field is accepted and silently ignored."""
+"""Every run field has one owner. The run shell honours `SHELL_FIELDS` alike on every engine;
+each engine reads its own section (`config.sebulba`, `config.anakin`: `Engine.section`) and
+lists what it does with the shared fields (`Engine.uses`) and which it cannot honour
+(`Engine.refuses`). One rule refuses what a run would not read: another engine's section set
+away from its defaults, or a field the engine refuses, stops the run before anything is
+written, in one line (`refusal`); a field the run's agents, flows or modes do not read, the same
+way (`unread_problem`). A test walks every field against every engine and algorithm, so no
+field is accepted and silently ignored."""
 
 from __future__ import annotations
 
@@ -10,10 +13,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jaxrl_dist.config.sections import field_value
+from jaxrl_dist.config.engine_sections import ENGINE_SECTIONS
+from jaxrl_dist.config.sections import field_value, leaf_paths
 
 # Run fields some data flows read and others do not (`DataFlow.run_reads`).
-FLOW_FIELDS = ("queue_size", "max_policy_lag")
+FLOW_FIELDS = ("sebulba.queue_size", "sebulba.max_policy_lag")
 
 # What the shell honours for every engine, and how (`Engine.uses` / `refuses`: the rest).
 SHELL_FIELDS: Mapping[str, str] = {
@@ -54,11 +58,19 @@ SHELL_FIELDS: Mapping[str, str] = {
 
 
 def refusal(config: Any, engine: Any) -> str | None:
-    """One line naming the first field `engine` refuses that `config` sets to other than its
-    default, and the fix for every such field (their defaults), or None."""
+    """One line naming the first field `engine` would not read that `config` sets to other than
+    its default (a field of another engine's section, or one it refuses), and the fix for every
+    such field (their defaults), or None."""
+    refused = [
+        (path, f"config.{section} is read by config.runtime={section!r} only")
+        for section, cls in ENGINE_SECTIONS.items()
+        if section != engine.section
+        for path in leaf_paths(cls, f"{section}.")
+    ]
+    refused += list(engine.refuses.items())
     refused = [
         (field, why, field_value(config, field), field_default(config, field))
-        for field, why in engine.refuses.items()
+        for field, why in refused
     ]
     refused = [
         (field, why, value, default) for field, why, value, default in refused if value != default
@@ -85,10 +97,11 @@ def field_default(config: Any, path: str) -> Any:
     return field.default
 
 
-def unread_problem(config: Any, flows: Sequence[Any]) -> str | None:
+def unread_problem(config: Any, flows: Sequence[Any], background: bool) -> str | None:
     """One line naming a field `config` sets that nothing in this run reads (none of its
-    agents' data `flows` reads a queue field; env epochs outside deterministic mode), with the
-    fix; None when every set field is read. (Fields an engine refuses: `refusal`.)"""
+    agents' data `flows` reads a queue field; env epochs outside deterministic mode; the
+    evaluation thread's share when evaluation is not `background`), with the fix; None when
+    every set field is read. (Fields an engine refuses: `refusal`.)"""
     for name in FLOW_FIELDS:
         value, default = field_value(config, name), field_default(config, name)
         if value != default and not any(name in flow.run_reads for flow in flows):
@@ -97,10 +110,18 @@ def unread_problem(config: Any, flows: Sequence[Any]) -> str | None:
                 f"(its data flow replays: no queue between actors and learner); leave it at "
                 f"{default!r}"
             )
-    value, default = config.env_epoch_updates, field_default(config, "env_epoch_updates")
+    share, default = config.eval_background_share, field_default(config, "eval_background_share")
+    if share != default and not background:
+        return (
+            f"config.eval_background_share={share!r} is read only when evaluation runs in the "
+            "background (here it blocks the learner); set config.eval_in_background=True, or "
+            f"leave it at {default!r}"
+        )
+    value = config.sebulba.env_epoch_updates
+    default = field_default(config, "sebulba.env_epoch_updates")
     if value != default and not config.deterministic:
         return (
-            f"config.env_epoch_updates={value!r} is read in deterministic mode only (lockstep "
-            f"env epochs); set config.deterministic=True, or leave it at {default!r}"
+            f"config.sebulba.env_epoch_updates={value!r} is read in deterministic mode only "
+            f"(lockstep env epochs); set config.deterministic=True, or leave it at {default!r}"
         )
     return None

@@ -54,7 +54,7 @@ class EvalMonitor:
         best: BestPolicies | None = None,
     ):
         """`evaluator`: `run(params, greedy, abort, at_update)` (`evaluation/base.py`).
-        `videos`: records a GIF every `config.video_every_evals` evaluations
+        `videos`: records a GIF every `config.sebulba.video_every_evals` evaluations
         (`evaluation.video.EvalVideos`), or None. `best`: where the best params are written
         (None: best saves are off)."""
         self.history = history
@@ -62,13 +62,13 @@ class EvalMonitor:
         self._stat = config.eval_metric
         # The run's agents, as the layout writes their evaluations (`NAME/<stat>` among several).
         self._layout = Layout([agent.name for agent in config.agents] or [LEARNER])
-        self._seeds = config.num_seeds
+        self._seeds = config.anakin.num_seeds
         self._modes = ("greedy", "sampled") if config.eval_mode == "both" else (config.eval_mode,)
         self._target = config.stop_at_eval_return
         self._evaluator = evaluator
         self._hooks = hooks
         self._logger, self._progress = logger, progress
-        self._videos, self._video_every = videos, config.video_every_evals
+        self._videos, self._video_every = videos, config.sebulba.video_every_evals
         self._episodes, self._envs = config.eval_episodes, config.num_eval_envs
         self._measured = 0  # evaluations played (the GIF cadence)
         self._left_open = False

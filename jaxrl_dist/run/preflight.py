@@ -45,7 +45,7 @@ def learner_devices(config: TrainConfig) -> Devices:
     """The device split of `config` (both runtimes), its batch split over every learner device;
     ConfigError naming a bad device id or a batch that does not split."""
     try:
-        devices = select_devices(config.actor_device_ids, config.learner_device_ids)
+        devices = select_devices(config.sebulba.actor_device_ids, config.learner_device_ids)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     n = devices.num_learner_devices
@@ -91,12 +91,12 @@ def _spaces(spec: EnvSpec) -> str:
 
 def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     """What does not fit between the env's players or agents and `config.seats` /
-    `config.agents_per_env` (one line with the fix), or None."""
+    `config.sebulba.agents_per_env` (one line with the fix), or None."""
     seats, players = config.seats, spec.num_players
-    if spec.num_agents != config.agents_per_env:
+    if spec.num_agents != config.sebulba.agents_per_env:
         return (
             f"config.env_id={config.env_id!r} has {spec.num_agents} agent(s) per env; set "
-            f"config.agents_per_env={spec.num_agents}"
+            f"config.sebulba.agents_per_env={spec.num_agents}"
         )
     if players > 1 and not seats.enabled:
         return (
@@ -185,7 +185,9 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
     `engine` refuses; ConfigError. `engine.machine` checks the env and the devices (for every
     agent's view of the run)."""
     problem = refusal(config, engine)  # before the machine checks: they may read those fields
-    roles = {role for pattern in config.seats.games for role in pattern} | set(config.agent_slots)
+    roles = {role for pattern in config.seats.games for role in pattern} | set(
+        config.sebulba.agent_slots
+    )
     named = sorted(r for r in roles if r.startswith(AGENT_ROLE)) if not config.agents else []
     if named:
         problem = (
@@ -209,7 +211,8 @@ def prepare(config: TrainConfig, workdir: str, resume: bool, engine: type[Engine
     if problem:
         raise ConfigError(problem)
     lanes = tuple(_prepare_lane(view, spec, engine) for view in views)
-    problem = unread_problem(config, [lane.flow for lane in lanes])
+    background = config.evaluates_in_background(engine.evaluates_beside_by_default)
+    problem = unread_problem(config, [lane.flow for lane in lanes], background)
     if problem:
         raise ConfigError(problem)
     notes = tuple(lane.note for lane in lanes if lane.note)

@@ -175,8 +175,8 @@ class Trainer:
         run.release()
         if self.cluster.is_primary and cfg.learning_curve:
             draw_learning_curve(self.workdir, run.progress.message)
-            if cfg.num_seeds > 1:
-                draw_seed_curves(self.workdir, cfg.num_seeds, run.progress.message)
+            if cfg.anakin.num_seeds > 1:
+                draw_seed_curves(self.workdir, cfg.anakin.num_seeds, run.progress.message)
             names = list(self.engine.agents)
             if self.engine.layout.alone(names) is None:  # several agents: one curve each
                 draw_agent_curves(self.workdir, names, run.progress.message)
@@ -390,5 +390,5 @@ class Trainer:
         if self.cluster.is_primary:
             with open(os.path.join(self.workdir, "summary.json"), "w") as f:
                 json.dump(summary, f, indent=2)
-        run.progress.message(done_line(summary, self.config.num_seeds))
+        run.progress.message(done_line(summary, self.config.anakin.num_seeds))
         return summary

@@ -37,7 +37,7 @@ from jaxrl_dist.run.preflight import (
     multi_agent_problem,
 )
 from jaxrl_dist.run.prepared import Prepared
-from jaxrl_dist.sebulba.fields import REFUSES, USES
+from jaxrl_dist.sebulba.fields import REFUSES, SECTION, USES
 from jaxrl_dist.sebulba.lane import Lane, saved_replay
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
 from jaxrl_dist.sebulba.rotation import Rotation
@@ -52,6 +52,7 @@ class SebulbaEngine(Engine):
     """Actors, the data seam, the learner and the params store of this process."""
 
     name = "sebulba"
+    section = SECTION
     uses = USES
     refuses = REFUSES
     evaluates_beside_by_default = True  # a Python evaluator beside the learner thread
@@ -60,24 +61,31 @@ class SebulbaEngine(Engine):
     def machine(cls, config: Any) -> tuple[Any, Any]:
         """EnvPool's registry, the process count, the XLA loop, the devices, the seats or
         agents, GIFs (the env must render here); ConfigError."""
-        check = functools.partial(check_env, start_timeout_s=config.env_start_timeout_s)
+        check = functools.partial(check_env, start_timeout_s=config.sebulba.env_start_timeout_s)
         problem = check(config.env_id, config.env_kwargs)
         problem = problem or config.process_problem(jax.process_count())
-        if not problem and config.actor_loop == "xla":
+        if not problem and config.sebulba.actor_loop == "xla":
             problem = xla_loop_problem(config.env_id, config.env_kwargs)
         if not problem and is_python_env(config.env_id):
             problem = worker_layout_problem(
-                config.envs_per_actor, config.env_batch_size, config.env_threads_per_actor
+                config.sebulba.envs_per_actor,
+                config.env_batch_size,
+                config.sebulba.env_threads_per_actor,
             )
-        if not problem and is_python_env(config.env_id) and config.env_thread_affinity_offset >= 0:
+        if (
+            not problem
+            and is_python_env(config.env_id)
+            and config.sebulba.env_thread_affinity_offset >= 0
+        ):
             problem = (
-                f"config.env_thread_affinity_offset={config.env_thread_affinity_offset} pins "
+                "config.sebulba.env_thread_affinity_offset="
+                f"{config.sebulba.env_thread_affinity_offset} pins "
                 f"EnvPool's threads; {config.env_id} runs in worker processes: set it to -1"
             )
         if problem:
             raise ConfigError(problem)
         devices = learner_devices(config)
-        if config.actor_loop == "xla":
+        if config.sebulba.actor_loop == "xla":
             problem = xla_device_problem(d.platform for d in devices.actor_devices)
             if problem:
                 raise ConfigError(problem)
@@ -93,16 +101,17 @@ class SebulbaEngine(Engine):
         """The data flow's host checks; lockstep actors need sync EnvPools; the inference
         server's batch holds at least one actor's recv()."""
         problem = flow.host_problem(config)
-        if not problem and config.deterministic and config.async_envs:
-            problem = "config.async_envs=True must be False when deterministic=True"
-        batch = config.inference.batch_size
+        if not problem and config.deterministic and config.sebulba.async_envs:
+            problem = "config.sebulba.async_envs=True must be False when deterministic=True"
+        batch = config.sebulba.inference.batch_size
         if (
             not problem
-            and config.inference.client == "server"
+            and config.sebulba.inference.client == "server"
             and 0 < batch < config.env_batch_size
         ):
             problem = (
-                f"config.inference.batch_size={batch} is smaller than one actor's recv() batch "
+                f"config.sebulba.inference.batch_size={batch} is smaller than one actor's recv() "
+                "batch "
                 f"({config.env_batch_size} envs); make it at least that"
             )
         return problem
@@ -145,7 +154,7 @@ class SebulbaEngine(Engine):
             columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
             template = self.layout.tree(states)
             state, meta, full = restore_checkpoint(ckpt, template, lane.replay_log, columns)
-            lane.actor_replay = replay_for_actors(full, cfg.envs_per_actor)
+            lane.actor_replay = replay_for_actors(full, cfg.sebulba.envs_per_actor)
             states = self.layout.lanes_of(state)
             run = Counters.from_meta(meta)
             counts = self.layout.lane_counts(meta, run.updates, run.env_steps)
@@ -236,7 +245,11 @@ class SebulbaEngine(Engine):
             num_agents=self.spec.num_agents,
             in_xla=in_background,
         )
-        videos = EvalVideos(cfg, lane.agent, self.spec, workdir) if cfg.video_every_evals else None
+        videos = (
+            EvalVideos(cfg, lane.agent, self.spec, workdir)
+            if cfg.sebulba.video_every_evals
+            else None
+        )
         return evaluator, videos
 
     def start(self, counters: Counters) -> None:

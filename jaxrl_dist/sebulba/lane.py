@@ -85,8 +85,12 @@ class Lane:
         self.stats = ActorStats()
         self.replay_log = None  # deterministic mode: the env actions since the epoch began
         if cfg.deterministic:  # a checkpoint of another layout is not replayed
-            fields = ("unroll_length", "envs_per_actor", "batch_size")
-            self.replay_log = ReplayLog(cfg.env_epoch_updates, {f: getattr(cfg, f) for f in fields})
+            layout = {  # named as before the sections, so older checkpoints still match
+                "unroll_length": cfg.unroll_length,
+                "envs_per_actor": cfg.sebulba.envs_per_actor,
+                "batch_size": cfg.batch_size,
+            }
+            self.replay_log = ReplayLog(cfg.sebulba.env_epoch_updates, layout)
         self.state: Any = None  # the newest learner state; the one before it was donated
         self.updates = 0  # this agent's own updates (its params' version)
         self.env_steps = 0  # the env steps its actors made (all processes)
@@ -221,7 +225,7 @@ class Lane:
             stats=self.stats,
             unroll_length=cfg.unroll_length,
             segments_per_rollout=cfg.rollout_segments(jax.process_count()),
-            sync=cfg.sync_collection,
+            sync=cfg.sebulba.sync_collection,
         )
         self.fleet = Fleet(
             cfg,

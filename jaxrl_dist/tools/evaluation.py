@@ -11,8 +11,8 @@ interface; by default one env per episode, its first), seeded by default with th
 `SEED_OFFSET`, so they are not the episodes the run's own evaluations played, and a rerun gives
 the same result. A turn-based game is played against an opponent (default: the run's
 `seats.eval_opponent`), the policy taking each seat in turn. An agent of a run of several that
-shared a simultaneous task (`config.agent_slots`) plays its own slots, the other agents of the
-same step theirs, as the run evaluated it; its returns are its slots'.
+shared a simultaneous task (`config.sebulba.agent_slots`) plays its own slots, the other
+agents of the same step theirs, as the run evaluated it; its returns are its slots'.
 
 Bad input raises ValueError or FileNotFoundError with one line naming the fix.
 """
@@ -283,8 +283,8 @@ def _play(
 def _play_slots(
     policy: Policy, episodes: int, greedy: bool, seed: int, env: tuple[str, dict], envs: int
 ) -> EvalResult:
-    """An agent of a run of several sharing a simultaneous task (`config.agent_slots`), played
-    as the run evaluated it: in its own slots, the other slots by the other agents' params of
+    """An agent of a run of several sharing a simultaneous task (`config.sebulba.agent_slots`),
+    played as the run evaluated it: in its own slots, the other slots by the other agents' params of
     the same step. Returns its slots' columns (`[episodes, its slots]`)."""
     slots = policy.run_slots
     others = set(slots) - {policy.name}  # this agent's params are loaded already

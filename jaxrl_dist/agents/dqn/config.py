@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_dist.agents.base import bad_algo_field
+from jaxrl_dist.agents.base import bad_algo_field, refuse_unread
 
 LOSSES = ("huber", "l2")
 TARGET_UPDATES = ("hard", "polyak")
@@ -94,6 +94,16 @@ class RainbowConfig:
                 bad_algo_field(self, field, "must be >= 0")
         if self.epsilon_alpha < 0:
             bad_algo_field(self, "epsilon_alpha", "must be >= 0")
+        if self.num_atoms == 1:
+            refuse_unread(self, ("v_min", "v_max"), "with C51 (num_atoms > 1)")
+        else:
+            refuse_unread(self, ("loss",), "with num_atoms=1 (C51 uses its cross-entropy)")
+        if not self.noisy:
+            refuse_unread(self, ("sigma0",), "with noisy=True")
+        if self.target_update == "hard":
+            refuse_unread(self, ("target_tau",), "with target_update='polyak'")
+        else:
+            refuse_unread(self, ("target_period",), "with target_update='hard'")
 
 
 def check_rainbow(config: RainbowConfig, train_config) -> str | None:

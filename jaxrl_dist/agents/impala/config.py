@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_dist.agents.base import bad_algo_field
+from jaxrl_dist.agents.base import bad_algo_field, refuse_unread
 
 OPTIMIZERS = ("rmsprop", "adam")
 # Fields a run may change while it goes on (`LearnerState.hparams`; README, "Run-time changes").
@@ -57,3 +57,7 @@ class ImpalaConfig:
         for field in ("max_grad_norm", "baseline_cost", "entropy_cost", "rmsprop_eps", "adam_eps"):
             if getattr(self, field) < 0:
                 bad_algo_field(self, field, "must be >= 0")
+        if self.optimizer == "adam":
+            refuse_unread(self, ("rmsprop_decay", "rmsprop_eps"), "with optimizer='rmsprop'")
+        else:
+            refuse_unread(self, ("adam_eps",), "with optimizer='adam'")

@@ -44,7 +44,7 @@ from jaxrl_dist.agents.dqn.loss import importance_weights
 from jaxrl_dist.agents.dqn.targets import n_step_target
 from jaxrl_dist.agents.r2d2.config import RUNTIME_HPARAMS, R2D2Config
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, resolve_torso
+from jaxrl_dist.networks import NetworkConfig, refuse_q_unread, resolve_torso
 from jaxrl_dist.networks.cores import unroll_one_step
 from jaxrl_dist.networks.q_heads import RecurrentQNetwork
 from jaxrl_dist.types import Rollout, assert_rollout_shapes, split_observation, windows
@@ -163,6 +163,7 @@ def recurrent_q_model(
 ) -> RecurrentQModel:
     """The recurrent Q network of `network_config` (torso, core) for `env_spec`."""
     nc = network_config
+    refuse_q_unread(nc)
     network = RecurrentQNetwork(
         obs_shape=tuple(env_spec.obs_shape),
         num_actions=env_spec.num_actions,
