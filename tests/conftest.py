@@ -125,7 +125,6 @@ PARTS = (
     "test_agents_axis.py",
     "test_benchmark_stages.py",
     "test_checkpoint.py",
-    "test_config_sections.py",
     "test_data_poll.py",
     "test_device_replay.py",
     "test_inference_server.py",

@@ -72,6 +72,16 @@ def test_an_old_flat_config_file_reads_as_its_sections(tmp_path, capsys):
     assert "config.num_seeds is now config.anakin.num_seeds" in capsys.readouterr().err
 
 
+def test_an_override_of_the_new_name_wins_over_a_files_old_one(tmp_path):
+    path = tmp_path / "flat.py"
+    path.write_text(
+        "def get_config(variant=None):\n"
+        "    return {'algorithm': 'impala', 'envs_per_actor': 8, 'async_envs': False}\n"
+    )
+    config = load_config(str(path), **{"sebulba.envs_per_actor": 4})
+    assert (config.sebulba.envs_per_actor, config.sebulba.async_envs) == (4, False)
+
+
 def test_a_field_given_both_ways_is_refused_in_one_line():
     with pytest.raises(ConfigError) as e:
         move_flat_fields({"envs_per_actor": 8, "sebulba": {"envs_per_actor": 16}})

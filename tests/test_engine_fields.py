@@ -73,7 +73,7 @@ NOT_DEFAULT = {
         "sebulba.inference.client": "server",
     },
     "sebulba.agents_per_env": {"sebulba.agents_per_env": 2},
-    "sebulba.team_reward": {"sebulba.team_reward": True},
+    "sebulba.team_reward": {"sebulba.team_reward": True, "sebulba.agents_per_env": 2},
     "replay.tolerance": {"replay.tolerance": 4.0},
     # Set on the built config (`with_fields`): an agent section is not a command-line value.
     "sebulba.agent_slots": {"agents": SOLO, "sebulba.agent_slots": ("solo",)},

@@ -93,7 +93,7 @@ def test_expected_value_losses_are_double_q_learning_with_huber_or_l2():
     target = n_step_target(_window(2, 16, 6), 2, GAMMA)
     td = jax.vmap(ops.double_q_learning)(q_tm1, a, target.r_t, target.discount_t, q_t, sel)
     for loss, expected in (("huber", None), ("l2", 0.5 * np.square(td))):
-        config = RainbowConfig(loss=loss)
+        config = RainbowConfig(num_atoms=1, loss=loss)
         got, priority = transition_losses(q_tm1, a, target, q_t, sel, None, config)
         np.testing.assert_allclose(priority, np.abs(td), rtol=1e-6)
         if expected is None:

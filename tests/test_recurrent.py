@@ -31,8 +31,9 @@ T, B = 12, 5
 
 
 def _model(core="lstm", shared=True):
+    width = 16 if core != "none" else 128  # the core's width, read only with a core
     config = NetworkConfig(
-        torso="mlp", hidden_sizes=(8,), core=core, core_size=16, shared_torso=shared
+        torso="mlp", hidden_sizes=(8,), core=core, core_size=width, shared_torso=shared
     )
     return make_policy_model(config, SPEC)
 

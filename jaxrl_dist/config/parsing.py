@@ -130,6 +130,8 @@ def apply_overrides(
 ) -> dict:
     """Applies `{"a.b": "value"}` overrides to a nested dict, typed by the dataclass fields;
     `agents.NAME.field[.sub]` sets one agent's (`algo_config_of(algorithm)` types its algo)."""
+    # A file's old flat names first, so an override of the new name lands on top of them.
+    raw = move_flat_fields(raw)
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
     group_classes = {**SECTIONS, "algo": algo_config_cls}
     top_hints = _field_types(TrainConfig)
