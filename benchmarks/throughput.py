@@ -106,27 +106,23 @@ MEASURE = {
     "actors": lambda config, spec, seconds: stages.actors_alone(config, seconds),
     "learner": lambda config, spec, seconds: stages.learner_alone(config, seconds),
     "sync_baseline": lambda config, spec, seconds: stages.sync_baseline(config, seconds),
-    "end_to_end": lambda config, spec, seconds: stages.end_to_end(local(config), seconds),
-    "end_to_end_central": lambda config, spec, seconds: stages.end_to_end(central(config), seconds),
+    "end_to_end": lambda config, spec, seconds: stages.end_to_end(
+        with_client(config, "local"), seconds
+    ),
+    "end_to_end_central": lambda config, spec, seconds: stages.end_to_end(
+        with_client(config, "server"), seconds
+    ),
 }
 
 
 def with_client(config, client: str):
-    """The config with inference client `client` ("local" or "server")."""
+    """The config with inference client `client`: "local" (each actor's own inference, the
+    policy seam's local client) or "server" (a central inference server per actor device
+    batching the actors)."""
     inference = dataclasses.replace(config.sebulba.inference, client=client)
     return dataclasses.replace(
         config, sebulba=dataclasses.replace(config.sebulba, inference=inference)
     )
-
-
-def local(config):
-    """The config with each actor's own inference (the policy seam's local client)."""
-    return with_client(config, "local")
-
-
-def central(config):
-    """The config with a central inference server per actor device batching the actors."""
-    return with_client(config, "server")
 
 
 def run_stages(

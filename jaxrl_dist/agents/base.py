@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, NoReturn
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jaxrl_dist.defaults import changed_field
 from jaxrl_dist.schedules import scheduled_hparams
 from jaxrl_dist.types import PyTree, Rollout
 
@@ -204,12 +205,10 @@ def bad_algo_field(config: Any, field: str, why: str) -> NoReturn:
 def refuse_unread(config: Any, names: tuple[str, ...], read_only: str) -> None:
     """Raises the one-line error for the first of agent config fields `names` set away from its
     default, which the agent reads only `read_only` (e.g. "with optimizer='adam'")."""
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
-    for name in names:
-        if getattr(config, name) != defaults[name]:
-            bad_algo_field(
-                config, name, f"is read only {read_only}; leave it at {defaults[name]!r}"
-            )
+    changed = changed_field(config, names)
+    if changed is not None:
+        name, _, default = changed
+        bad_algo_field(config, name, f"is read only {read_only}; leave it at {default!r}")
 
 
 def _no_check(algo_config: Any, train_config: Any) -> str | None:

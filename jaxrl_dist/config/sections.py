@@ -11,6 +11,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from jaxrl_dist.defaults import changed_field
 from jaxrl_dist.envs.seats import (
     AGENT_ROLE,
     FROZEN_ROLE,
@@ -73,17 +74,17 @@ class InferenceConfig:
             _bad("sebulba.inference", "timeout_ms", self.timeout_ms, "must be >= 0")
         if self.broadcast_period < 1:
             _bad("sebulba.inference", "broadcast_period", self.broadcast_period, "must be >= 1")
-        if self.client == "local":  # the server's settings would be silently ignored
-            for field in dataclasses.fields(self):
-                value = getattr(self, field.name)
-                if field.name != "client" and value != field.default:
-                    _bad(
-                        "sebulba.inference",
-                        field.name,
-                        value,
-                        "is the inference server's; set config.sebulba.inference.client='server', "
-                        f"or leave it at {field.default!r}",
-                    )
+        server = [f.name for f in dataclasses.fields(self) if f.name != "client"]
+        changed = changed_field(self, server) if self.client == "local" else None
+        if changed:  # the server's settings would be silently ignored
+            name, value, default = changed
+            _bad(
+                "sebulba.inference",
+                name,
+                value,
+                "is the inference server's; set config.sebulba.inference.client='server', "
+                f"or leave it at {default!r}",
+            )
 
 
 # The replay fields a running job can change (`run/control.py`; Sebulba's host replays).
@@ -163,11 +164,11 @@ class WandbConfig:
     def __post_init__(self):
         if self.mode not in WANDB_MODES:
             _bad("wandb", "mode", self.mode, f"must be one of {WANDB_MODES}")
-        for field in dataclasses.fields(self) if not self.project else ():
-            value = getattr(self, field.name)
-            if value != field.default:  # no project: W&B is off and nothing reads it
-                why = f"is read only with config.wandb.project set; leave it at {field.default!r}"
-                _bad("wandb", field.name, value, why)
+        changed = None if self.project else changed_field(self)
+        if changed:  # no project: W&B is off and nothing reads it
+            name, value, default = changed
+            why = f"is read only with config.wandb.project set; leave it at {default!r}"
+            _bad("wandb", name, value, why)
 
     @property
     def enabled(self) -> bool:
@@ -265,11 +266,7 @@ class SeatsConfig:
     def set_without_games(self) -> tuple[str, Any, Any] | None:
         """(name, value, default) of the first field set away from its default, which only a
         game with seats reads; None when none is."""
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name != "games" and value != field.default:
-                return field.name, value, field.default
-        return None
+        return changed_field(self, [f.name for f in dataclasses.fields(self) if f.name != "games"])
 
     def role_problem(self) -> str | None:
         """What is wrong with the roles of a one-agent run's games (one line), or None; with

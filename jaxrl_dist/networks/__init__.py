@@ -20,6 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.defaults import changed_field
 from jaxrl_dist.networks.cores import CORES, RecurrentCore, initial_core_state
 from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
 from jaxrl_dist.networks.q_heads import QNetwork
@@ -131,15 +132,11 @@ class NetworkConfig:
     def unread_problem(self, unread: tuple[str, ...], why: str) -> str | None:
         """One line naming the first of fields `unread` (which this run's network does not read:
         `why`) set away from its default, or None."""
-        defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        for name in unread:
-            value = getattr(self, name)
-            if value != defaults[name]:
-                return (
-                    f"config.network.{name}={value!r} is not read: {why}; leave it at "
-                    f"{defaults[name]!r}"
-                )
-        return None
+        changed = changed_field(self, unread)
+        if changed is None:
+            return None
+        name, value, default = changed
+        return f"config.network.{name}={value!r} is not read: {why}; leave it at {default!r}"
 
     @property
     def compute_dtype(self) -> jnp.dtype:

@@ -9,12 +9,12 @@ field is accepted and silently ignored."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jaxrl_dist.config.engine_sections import ENGINE_SECTIONS
 from jaxrl_dist.config.sections import field_value, leaf_paths
+from jaxrl_dist.defaults import field_default as default_of
 
 # Run fields some data flows read and others do not (`DataFlow.run_reads`).
 FLOW_FIELDS = ("sebulba.queue_size", "sebulba.max_policy_lag")
@@ -91,10 +91,7 @@ def field_default(config: Any, path: str) -> Any:
     *parents, last = path.split(".")
     for name in parents:
         config = getattr(config, name)
-    field = {f.name: f for f in dataclasses.fields(config)}[last]
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return field.default
+    return default_of(config, last)
 
 
 def unread_problem(config: Any, flows: Sequence[Any], background: bool) -> str | None:
