@@ -48,8 +48,8 @@ def with_path(config, path: str, value):
 def short(spec: str, overrides: dict) -> TrainConfig:
     config = load_config(spec, **overrides)
     steps = config.batch_size * config.unroll_length * UPDATES
-    if config.replay_batch_size != config.batch_size or config.algorithm in ("rainbow", "r2d2"):
-        steps = max(steps, config.replay.min_size * config.unroll_length * 2)
+    if config.algorithm in ("rainbow", "r2d2"):  # the replay fills to `min_size` transitions first
+        steps += config.replay.min_size
     return dataclasses.replace(
         config, total_env_steps=steps, eval_episodes=2, log_every_updates=1, learning_curve=False
     )
