@@ -1,0 +1,163 @@
+"""The test suite's time in fresh clones, with the machine's speed beside each run.
+
+    python benchmarks/suite_time.py --runs 3        # three fresh clones, one after another
+
+Each run clones this checkout at the commit it started on into a temporary folder (so the
+compilation cache, `.jax_cache/` in the checkout, starts cold, as on CI) and times the README's
+test command there (`python -m pytest -q`, with `--durations=0` so that every test's seconds are
+kept; the install is not timed: CI's `.ci/run` adds it). The clone's own code runs, in the
+pytest processes and in every process they start (`PYTHONPATH`). Right after, raw EnvPool's
+speed (`throughput.py --stages raw_async`, 3 x 10 s): the yardstick that says how fast the
+machine was (CartPole async on this project's 2-core machine: about 593k SPS on a normal day,
+120k-150k on its slow ones), since a suite's minutes mean nothing without it.
+
+Written to `benchmarks/results/cpu/suite_time.json` (and `.md`; `--name`, `--out-dir`): per run
+the wall seconds, pytest's last line, the raw SPS (median and range), the 1-minute load
+average before it, and the test-seconds (setup, call and teardown as pytest reports them) by
+tier (`ops`, `parts`, `runs`: `tests/conftest.py`) and by file. Test-seconds add up the two
+workers' time, so they sum to about twice the wall time; they say where the time goes.
+`--pytest-args` picks fewer tests (the suite's own test of this script runs one file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import provenance  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results", "cpu")
+DURATION = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+(tests/[^:\s]+)::")
+RAW = ["--config", "configs/impala_cartpole.py", "--stages", "raw_async", "--no-plot"]
+
+
+def _tiers(clone: str) -> dict[str, tuple[str, ...]]:
+    """The clone's `OPS` and `PARTS` lists, read from its `tests/conftest.py` without importing
+    it (importing sets the suite's XLA flags and cache in this process)."""
+    with open(os.path.join(clone, "tests", "conftest.py")) as f:
+        tree = ast.parse(f.read())
+    lists = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            name = getattr(node.targets[0], "id", None)
+            if name in ("OPS", "PARTS"):
+                lists[name.lower()] = ast.literal_eval(node.value)
+    return lists
+
+
+def test_seconds(output: str, tiers: dict[str, tuple[str, ...]]) -> tuple[dict, dict]:
+    """(seconds by file, seconds by tier) from pytest's `--durations=0` lines in `output`."""
+    by_file: collections.Counter = collections.Counter()
+    for line in output.splitlines():
+        match = DURATION.match(line)
+        if match:
+            by_file[os.path.basename(match.group(2))] += float(match.group(1))
+    by_tier: collections.Counter = collections.Counter()
+    for name, seconds in by_file.items():
+        tier = next((t for t, files in tiers.items() if name in files), "runs")
+        by_tier[tier] += seconds
+    files = {name: round(s, 1) for name, s in by_file.most_common()}
+    return files, {tier: round(by_tier[tier], 1) for tier in ("ops", "parts", "runs")}
+
+
+def raw_envpool_sps(clone: str, seconds: float) -> dict:
+    """Raw EnvPool async CartPole SPS in `clone` (3 repeats): median, low, high."""
+    out = os.path.join(clone, "raw_sps")
+    argv = [sys.executable, os.path.join(clone, "benchmarks", "throughput.py"), *RAW]
+    argv += ["--seconds", str(seconds), "--repeat", "3", "--out-dir", out, "--allow-dirty"]
+    subprocess.run(argv, cwd=clone, check=True, capture_output=True, env=_env(clone))
+    with open(os.path.join(out, "impala_cartpole.json")) as f:
+        repeats = [r["sps"] for r in json.load(f)["repeats"]["raw_async"]]
+    ordered = sorted(repeats)
+    return {"median": round(ordered[1]), "low": round(ordered[0]), "high": round(ordered[-1])}
+
+
+def _env(clone: str) -> dict:
+    return {**os.environ, "PYTHONPATH": clone}
+
+
+def one_run(commit: str, pytest_args: list[str], raw_seconds: float) -> dict:
+    """A fresh clone at `commit`, its suite timed, then raw EnvPool's speed."""
+    with tempfile.TemporaryDirectory(prefix="suite_time_") as parent:
+        clone = os.path.join(parent, "clone")
+        subprocess.run(["git", "clone", "-q", ROOT, clone], check=True)
+        subprocess.run(["git", "-C", clone, "checkout", "-q", commit], check=True)
+        load = os.getloadavg()[0]
+        command = [sys.executable, "-m", "pytest", "-q", "--durations=0", *pytest_args]
+        t0 = time.perf_counter()
+        proc = subprocess.run(command, cwd=clone, capture_output=True, text=True, env=_env(clone))
+        wall = time.perf_counter() - t0
+        lines = proc.stdout.strip().splitlines()
+        files, tiers = test_seconds(proc.stdout, _tiers(clone))
+        return {
+            "wall_s": round(wall, 1),
+            "exit_code": proc.returncode,
+            "pytest": lines[-1] if lines else proc.stderr.strip()[-300:],
+            "load_average_1min_before": round(load, 2),
+            "raw_envpool_async_sps": raw_envpool_sps(clone, raw_seconds),
+            "test_seconds_by_tier": tiers,
+            "test_seconds_by_file": files,
+        }
+
+
+def markdown(result: dict) -> str:
+    rows = [
+        "| run | wall | pytest | raw EnvPool async SPS (median, range) | ops / parts / runs "
+        "test-s |",
+        "|---|---|---|---|---|",
+    ]
+    for i, run in enumerate(result["runs"], 1):
+        raw, tiers = run["raw_envpool_async_sps"], run["test_seconds_by_tier"]
+        minutes, seconds = divmod(round(run["wall_s"]), 60)
+        rows.append(
+            f"| {i} | {minutes} min {seconds} s | {run['pytest']} | {raw['median']:,} "
+            f"({raw['low']:,}-{raw['high']:,}) | {tiers['ops']:.0f} / {tiers['parts']:.0f} / "
+            f"{tiers['runs']:.0f} |"
+        )
+    commit = (result["provenance"]["source"]["git_commit"] or "?")[:7]
+    return f"# Suite time at {commit}\n\n" + "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1, help="fresh clones, one after another")
+    parser.add_argument("--pytest-args", default="", help="instead of the whole suite")
+    parser.add_argument("--raw-seconds", type=float, default=10.0, help="per raw SPS repeat")
+    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--name", default="suite_time")
+    provenance.add_argument(parser)
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: give at least 1")
+    # Only HEAD is cloned: a dirty tree's changes would not run (--allow-dirty records them).
+    origin = provenance.capture(args.allow_dirty, devices=False)
+    result = {"provenance": origin, "pytest_args": args.pytest_args, "runs": []}
+    os.makedirs(args.out_dir, exist_ok=True)
+    commit = origin["source"]["git_commit"]  # every run the same code, whatever lands meanwhile
+    for i in range(args.runs):
+        result["runs"].append(one_run(commit, shlex.split(args.pytest_args), args.raw_seconds))
+        run = result["runs"][-1]
+        print(f"run {i + 1}: {run['wall_s']} s, {run['pytest']}", flush=True)
+        with open(os.path.join(args.out_dir, f"{args.name}.json"), "w") as f:  # after each run
+            json.dump(result, f, indent=2)
+    with open(os.path.join(args.out_dir, f"{args.name}.md"), "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+    return 0 if all(r["exit_code"] == 0 for r in result["runs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
