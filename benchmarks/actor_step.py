@@ -28,6 +28,8 @@ from jaxrl_dist.acting.policy_client import jit_inference_step  # noqa: E402
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
 
+PIECE_CALLS = 50  # calls timed per piece (fewer where `--calls` asks for fewer)
+
 
 def _median_us(fn, n: int) -> float:
     times = []
@@ -73,15 +75,16 @@ def measure(act_step, core: ActorCore, params, device, spec, batch: int, calls: 
     jax.block_until_ready(call(obs, rows))  # compile
     obs_dev, rows_dev = jax.device_put((obs, rows), device)
     step = lambda call=call: jax.device_get(call(obs, rows))  # noqa: E731
+    n = min(PIECE_CALLS, calls)
     row = {
         "batch": batch,
-        "put_obs_us": _median_us(lambda: jax.device_put(obs, device).block_until_ready(), 50),
-        "act_us": _median_us(lambda: jax.block_until_ready(call(obs_dev, rows_dev)), 50),
-        "get_actions_us": _median_us_fresh(lambda: call(obs_dev, rows_dev), 50),
-        "step_us": _median_us(step, 50),
+        "put_obs_us": _median_us(lambda: jax.device_put(obs, device).block_until_ready(), n),
+        "act_us": _median_us(lambda: jax.block_until_ready(call(obs_dev, rows_dev)), n),
+        "get_actions_us": _median_us_fresh(lambda: call(obs_dev, rows_dev), n),
+        "step_us": _median_us(step, n),
     }
     for threads in (1, 2, 4):
-        per_thread = calls // threads
+        per_thread = max(1, calls // threads)
         calls_by_thread = [
             inference(act_step, core, params, device, batch, seed=1 + i) for i in range(threads)
         ]
@@ -104,7 +107,9 @@ def measure(act_step, core: ActorCore, params, device, spec, batch: int, calls: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="16,32,64")
-    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument(
+        "--calls", type=int, default=200, help="whole steps per thread count (pieces: 50 each)"
+    )
     parser.add_argument("--out", default=None)
     provenance.add_argument(parser)
     args, rest = parser.parse_known_args(argv)
