@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,8 +82,11 @@ def raw_envpool_sps(clone: str, seconds: float) -> dict:
     subprocess.run(argv, cwd=clone, check=True, capture_output=True, env=_env(clone))
     with open(os.path.join(out, "impala_cartpole.json")) as f:
         repeats = [r["sps"] for r in json.load(f)["repeats"]["raw_async"]]
-    ordered = sorted(repeats)
-    return {"median": round(ordered[1]), "low": round(ordered[0]), "high": round(ordered[-1])}
+    return {
+        "median": round(statistics.median(repeats)),
+        "low": round(min(repeats)),
+        "high": round(max(repeats)),
+    }
 
 
 def _env(clone: str) -> dict:

@@ -387,29 +387,3 @@ def test_replay_throughput_measures_every_replay_and_kind(tmp_path):
     for r in rows:
         assert r["held_transitions"] == r["capacity_transitions"]  # full when timed
         assert r["inserts_per_s"] > 0 and r["samples_per_s"] > 0
-
-
-def test_suite_time_times_a_fresh_clone_and_reads_where_the_seconds_go(tmp_path):
-    """`suite_time.py` on one ops test of a fresh clone of HEAD: the wall time, pytest's line,
-    raw EnvPool's speed after it, and the test-seconds by tier and by file, from the clone's
-    own `--durations=0` lines (the same parser on made-up lines, below)."""
-    import suite_time
-
-    out = tmp_path / "out"
-    argv = ["--pytest-args", "tests/test_gae.py -n 0 -k hand_built", "--raw-seconds", "0.3"]
-    proc = _run(
-        [os.path.join(BENCHMARKS, "suite_time.py"), *argv, "--out-dir", str(out), "--allow-dirty"]
-    )
-    assert proc.returncode == 0, _failed(proc)
-    (run,) = json.loads((out / "suite_time.json").read_text())["runs"]
-    assert run["exit_code"] == 0 and " passed" in run["pytest"], run
-    assert run["raw_envpool_async_sps"]["low"] <= run["raw_envpool_async_sps"]["median"] > 0
-    assert list(run["test_seconds_by_file"]) == ["test_gae.py"]
-    tiers = run["test_seconds_by_tier"]
-    assert tiers["ops"] > 0 and tiers["parts"] == tiers["runs"] == 0
-    assert "| 1 |" in (out / "suite_time.md").read_text()
-    lines = "1.50s call     tests/test_a.py::t\n0.30s setup    tests/test_b.py::u[x]\n"
-    lines += "0.50s teardown tests/test_a.py::v\n1 passed in 2.30s"
-    files, by_tier = suite_time.test_seconds(lines, {"ops": ("test_b.py",), "parts": ()})
-    assert files == {"test_a.py": 2.0, "test_b.py": 0.3}
-    assert by_tier == {"ops": 0.3, "parts": 0.0, "runs": 2.0}
