@@ -8,10 +8,12 @@ test cannot drift apart; a run that takes longer, or ends below the target, fail
 
 Sebulba's runs are asynchronous, so their steps to the target vary from run to run (the sweeps
 give the spread: `docs/results/learning.md`); Anakin's are a pure function of the seed. Where a
-claim's sweeps have runs past the bound (IMPALA: 7 of its 40 runs crossed after 3x the median,
-the two agents 2 of 40), the test tries up to three seeds and passes on the first that holds
-(the chance all three of a learner as good as its claim miss is about 1 in 200); a learner that
-does not learn misses on every one.
+claim's sweeps have runs past the bound, the test tries several seeds and passes on the first
+that holds; a learner that does not learn misses on every one. The two agents: 2 of 40 sweep
+runs crossed after 3x the median, three seeds (a false failure about 1 in 8,000). IMPALA: 7 of
+40 (17.5%), five seeds (about 1 in 6,000 at the sweeps' rate): with three (1 in 200), the full
+suite on 2 busy cores missed on all three once (CI at 8d35f05: 453.9, 473.6 and 447.0 at best,
+each seed at the median in both sweeps), so the rate under the suite's load is above the sweeps'.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ FACTOR = 3  # the bound: this many times the claim's median env steps to its tar
 
 # agent: (config, the claim's results file, the seeds tried in turn, overrides the sweep used)
 CLAIMS = {
-    "impala": ("impala_cartpole.py", "impala_cartpole_issue55", (0, 3, 4), ()),
+    # Seeds that crossed at the median (24,000 steps) in both sweeps, tried in turn.
+    "impala": ("impala_cartpole.py", "impala_cartpole_issue55", (0, 3, 4, 6, 7), ()),
     "ppo": ("ppo_cartpole.py", "ppo_cartpole_issue55", (7,), ()),
     # Seed 2 crosses at 17,136 steps in both sweeps (the median 85,112): the fast seed keeps
     # the suite's time; its bound is still 3x the median (capped at the config's budget).
