@@ -1,6 +1,7 @@
 """The test suite's time in fresh clones, with the machine's speed beside each run.
 
     python benchmarks/suite_time.py --runs 3        # three fresh clones, one after another
+    python benchmarks/suite_time.py --baseline 394a580   # and an older commit right before each
 
 Each run clones this checkout at the commit it started on into a temporary folder (so the
 compilation cache, `.jax_cache/` in the checkout, starts cold, as on CI) and times the README's
@@ -17,6 +18,12 @@ average before it, and the test-seconds (setup, call and teardown as pytest repo
 tier (`ops`, `parts`, `runs`: `tests/conftest.py`) and by file. Test-seconds add up the two
 workers' time, so they sum to about twice the wall time; they say where the time goes.
 `--pytest-args` picks fewer tests (the suite's own test of this script runs one file).
+
+`--baseline COMMIT` times that commit's suite too, in a fresh clone of its own right before each
+run of this one (same hour, same machine): a slow day slows both, so the ratio of the two wall
+times carries over to a normal day where the minutes do not (the baseline's minutes on a normal
+day, from the tests page, times the ratio). A baseline whose `conftest.py` has no tiers has its
+test-seconds by file only.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ def _tiers(clone: str) -> dict[str, tuple[str, ...]]:
     it (importing sets the suite's XLA flags and cache in this process)."""
     with open(os.path.join(clone, "tests", "conftest.py")) as f:
         tree = ast.parse(f.read())
-    lists = {}
+    lists = {}  # empty where the clone predates the tiers
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             name = getattr(node.targets[0], "id", None)
@@ -59,18 +66,21 @@ def _tiers(clone: str) -> dict[str, tuple[str, ...]]:
     return lists
 
 
-def test_seconds(output: str, tiers: dict[str, tuple[str, ...]]) -> tuple[dict, dict]:
-    """(seconds by file, seconds by tier) from pytest's `--durations=0` lines in `output`."""
+def test_seconds(output: str, tiers: dict[str, tuple[str, ...]]) -> tuple[dict, dict | None]:
+    """(seconds by file, seconds by tier) from pytest's `--durations=0` lines in `output`; no
+    tiers (None) where `tiers` is empty."""
     by_file: collections.Counter = collections.Counter()
     for line in output.splitlines():
         match = DURATION.match(line)
         if match:
             by_file[os.path.basename(match.group(2))] += float(match.group(1))
+    files = {name: round(s, 1) for name, s in by_file.most_common()}
+    if not tiers:
+        return files, None
     by_tier: collections.Counter = collections.Counter()
     for name, seconds in by_file.items():
         tier = next((t for t, files in tiers.items() if name in files), "runs")
         by_tier[tier] += seconds
-    files = {name: round(s, 1) for name, s in by_file.most_common()}
     return files, {tier: round(by_tier[tier], 1) for tier in ("ops", "parts", "runs")}
 
 
@@ -91,6 +101,16 @@ def raw_envpool_sps(clone: str, seconds: float) -> dict:
 
 def _env(clone: str) -> dict:
     return {**os.environ, "PYTHONPATH": clone}
+
+
+def _commit(name: str) -> str | None:
+    """The full hash of commit `name` in this checkout, or None."""
+    proc = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def one_run(commit: str, pytest_args: list[str], raw_seconds: float) -> dict:
@@ -117,22 +137,35 @@ def one_run(commit: str, pytest_args: list[str], raw_seconds: float) -> dict:
         }
 
 
+def _row(label: str, run: dict) -> str:
+    raw, tiers = run["raw_envpool_async_sps"], run["test_seconds_by_tier"]
+    minutes, seconds = divmod(round(run["wall_s"]), 60)
+    split = (
+        "-" if tiers is None else " / ".join(f"{tiers[t]:.0f}" for t in ("ops", "parts", "runs"))
+    )
+    return (
+        f"| {label} | {minutes} min {seconds} s | {run['pytest']} | {raw['median']:,} "
+        f"({raw['low']:,}-{raw['high']:,}) | {split} |"
+    )
+
+
 def markdown(result: dict) -> str:
     rows = [
         "| run | wall | pytest | raw EnvPool async SPS (median, range) | ops / parts / runs "
         "test-s |",
         "|---|---|---|---|---|",
     ]
-    for i, run in enumerate(result["runs"], 1):
-        raw, tiers = run["raw_envpool_async_sps"], run["test_seconds_by_tier"]
-        minutes, seconds = divmod(round(run["wall_s"]), 60)
-        rows.append(
-            f"| {i} | {minutes} min {seconds} s | {run['pytest']} | {raw['median']:,} "
-            f"({raw['low']:,}-{raw['high']:,}) | {tiers['ops']:.0f} / {tiers['parts']:.0f} / "
-            f"{tiers['runs']:.0f} |"
-        )
     commit = (result["provenance"]["source"]["git_commit"] or "?")[:7]
-    return f"# Suite time at {commit}\n\n" + "\n".join(rows) + "\n"
+    baseline = result.get("baseline")
+    for i, run in enumerate(result["runs"], 1):
+        if baseline:
+            rows.append(_row(f"{i}, baseline {baseline['commit'][:7]}", baseline["runs"][i - 1]))
+        rows.append(_row(f"{i}" + (f", {commit}" if baseline else ""), run))
+    text = f"# Suite time at {commit}\n\n" + "\n".join(rows) + "\n"
+    if baseline:
+        ratios = ", ".join(f"{r:.3f}" for r in baseline["wall_ratios"])
+        text += f"\nWall time over the baseline's, run by run: {ratios}.\n"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,19 +175,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw-seconds", type=float, default=10.0, help="per raw SPS repeat")
     parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--name", default="suite_time")
+    parser.add_argument("--baseline", help="a commit timed right before each run (a ratio)")
     provenance.add_argument(parser)
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: give at least 1")
+    baseline = _commit(args.baseline) if args.baseline else None
+    if args.baseline and baseline is None:
+        parser.error(f"--baseline {args.baseline}: no such commit here; give one `git log` shows")
     # Only HEAD is cloned: a dirty tree's changes would not run (--allow-dirty records them).
     origin = provenance.capture(args.allow_dirty, devices=False)
     result = {"provenance": origin, "pytest_args": args.pytest_args, "runs": []}
     os.makedirs(args.out_dir, exist_ok=True)
     commit = origin["source"]["git_commit"]  # every run the same code, whatever lands meanwhile
+    if baseline:
+        result["baseline"] = {"commit": baseline, "runs": [], "wall_ratios": []}
+    pytest_args = shlex.split(args.pytest_args)
     for i in range(args.runs):
-        result["runs"].append(one_run(commit, shlex.split(args.pytest_args), args.raw_seconds))
+        if baseline:
+            before = one_run(baseline, pytest_args, args.raw_seconds)
+            result["baseline"]["runs"].append(before)
+            print(f"run {i + 1}, baseline: {before['wall_s']} s, {before['pytest']}", flush=True)
+        result["runs"].append(one_run(commit, pytest_args, args.raw_seconds))
         run = result["runs"][-1]
         print(f"run {i + 1}: {run['wall_s']} s, {run['pytest']}", flush=True)
+        if baseline:
+            result["baseline"]["wall_ratios"].append(round(run["wall_s"] / before["wall_s"], 4))
         with open(os.path.join(args.out_dir, f"{args.name}.json"), "w") as f:  # after each run
             json.dump(result, f, indent=2)
     with open(os.path.join(args.out_dir, f"{args.name}.md"), "w") as f:

@@ -5,24 +5,42 @@ import json
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import suite_time  # noqa: E402
 
 
 def test_one_ops_test_of_a_fresh_clone_is_timed_with_the_machines_speed(tmp_path):
-    """One ops test of a fresh clone of HEAD: the wall time, pytest's line, raw EnvPool's speed
-    after it, and the test-seconds read from the clone's own `--durations=0` lines."""
+    """One ops test of a fresh clone of HEAD, right after the same test of a baseline's clone
+    (here HEAD too): the wall times and their ratio, pytest's line, raw EnvPool's speed after
+    each, and the test-seconds read from each clone's own `--durations=0` lines."""
     out = tmp_path / "out"
     argv = ["--pytest-args", "tests/test_gae.py -n 0 -k hand_built", "--raw-seconds", "0.3"]
-    assert suite_time.main([*argv, "--out-dir", str(out), "--allow-dirty"]) == 0
-    (run,) = json.loads((out / "suite_time.json").read_text())["runs"]
-    assert run["exit_code"] == 0 and " passed" in run["pytest"], run
-    assert run["raw_envpool_async_sps"]["low"] <= run["raw_envpool_async_sps"]["median"] > 0
-    assert list(run["test_seconds_by_file"]) == ["test_gae.py"]
-    tiers = run["test_seconds_by_tier"]
-    assert tiers["ops"] > 0 and tiers["parts"] == tiers["runs"] == 0
-    assert "| 1 |" in (out / "suite_time.md").read_text()
+    argv += ["--baseline", "HEAD", "--out-dir", str(out), "--allow-dirty"]
+    assert suite_time.main(argv) == 0
+    result = json.loads((out / "suite_time.json").read_text())
+    (before,) = result["baseline"]["runs"]
+    for run in (*result["runs"], before):
+        assert run["exit_code"] == 0 and " passed" in run["pytest"], run
+        assert run["raw_envpool_async_sps"]["low"] <= run["raw_envpool_async_sps"]["median"] > 0
+        assert list(run["test_seconds_by_file"]) == ["test_gae.py"]
+        tiers = run["test_seconds_by_tier"]
+        assert tiers["ops"] > 0 and tiers["parts"] == tiers["runs"] == 0
+    (ratio,) = result["baseline"]["wall_ratios"]
+    assert ratio == round(result["runs"][0]["wall_s"] / before["wall_s"], 4)
+    assert result["baseline"]["commit"] == result["provenance"]["source"]["git_commit"]
+    table = (out / "suite_time.md").read_text()
+    assert "| 1, baseline " in table and f"over the baseline's, run by run: {ratio:.3f}" in table
+
+
+def test_a_baseline_that_is_no_commit_is_refused_in_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        suite_time.main(["--baseline", "no-such-commit", "--out-dir", str(out)])
+    assert stop.value.code == 2 and not out.exists()
+    assert "--baseline no-such-commit: no such commit" in capsys.readouterr().err
 
 
 def test_the_seconds_are_summed_by_file_and_by_tier_from_pytests_lines():
@@ -31,3 +49,4 @@ def test_the_seconds_are_summed_by_file_and_by_tier_from_pytests_lines():
     files, by_tier = suite_time.test_seconds(lines, {"ops": ("test_b.py",), "parts": ()})
     assert files == {"test_a.py": 2.0, "test_b.py": 0.3}
     assert by_tier == {"ops": 0.3, "parts": 0.0, "runs": 2.0}
+    assert suite_time.test_seconds(lines, {}) == (files, None)  # a baseline without tiers
