@@ -13,7 +13,8 @@ Rows (CartPole-v1, PPO, PureJaxRL's hyperparameters: 4 envs x 128 steps, 4 x 4 m
   thread, the learner), timed the same way.
 - each again with 8 seeds vmapped (`--seeds 8,256`: with each count; SPS counts every seed's
   steps), and the wall time of that many seeds (the first count) in one `scripts/train.py` run
-  against as many separate runs (process start, compile and all).
+  against as many separate runs (process start, compile and all). A count of 1 is the pairs'
+  own programs: its rows are the pairs' median rows, not measured again.
 
 Baseline and library run in `--repeat` interleaved pairs, the baseline first in even pairs and
 second in odd ones (ABBA); the ratio is the median of the per-pair ratios with a bootstrap 95%
@@ -247,6 +248,10 @@ def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
         "anakin_over_baseline_ci95": median_ci(ratios),
     }
     for seeds in args.seeds:  # before Sebulba's row: the vmapped rows matter more
+        if seeds == 1:  # the pairs' own programs (the tiny check's count): their median rows
+            result["baseline_1_seeds"] = median_row(rows["baseline"])
+            result["anakin_1_seeds"] = median_row(rows["anakin"])
+            continue
         result[f"baseline_{seeds}_seeds"] = shown(
             f"baseline_{seeds}_seeds", purejaxrl_ppo.measure(config, seeds)
         )
@@ -257,6 +262,11 @@ def ppo(args: argparse.Namespace) -> tuple[str, dict, str]:
     if not args.skip_separate and args.seeds:
         result["separate_vs_vmapped"] = separate_vs_vmapped(args.seeds[0], args.steps)
     return "anakin_throughput", result, markdown(result, args.seeds)
+
+
+def median_row(rows: list[dict]) -> dict:
+    """The row of median SPS (the lower of the middle two for an even count)."""
+    return sorted(rows, key=lambda row: row["sps"])[(len(rows) - 1) // 2]
 
 
 def shown(row: str, measured: dict) -> dict:

@@ -84,12 +84,14 @@ def test_seconds(output: str, tiers: dict[str, tuple[str, ...]]) -> tuple[dict, 
     return files, {tier: round(by_tier[tier], 1) for tier in ("ops", "parts", "runs")}
 
 
-def raw_envpool_sps(clone: str, seconds: float) -> dict:
-    """Raw EnvPool async CartPole SPS in `clone` (3 repeats): median, low, high."""
-    out = os.path.join(clone, "raw_sps")
-    argv = [sys.executable, os.path.join(clone, "benchmarks", "throughput.py"), *RAW]
+def raw_envpool_sps(scratch: str, seconds: float) -> dict:
+    """Raw EnvPool async CartPole SPS (3 repeats): median, low, high. This checkout's
+    `throughput.py` measures after every run, a baseline's too: one yardstick (an older
+    script may lack a flag), written under `scratch`."""
+    out = os.path.join(scratch, "raw_sps")
+    argv = [sys.executable, os.path.join(HERE, "throughput.py"), *RAW]
     argv += ["--seconds", str(seconds), "--repeat", "3", "--out-dir", out, "--allow-dirty"]
-    subprocess.run(argv, cwd=clone, check=True, capture_output=True, env=_env(clone))
+    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, env=_env(ROOT))
     with open(os.path.join(out, "impala_cartpole.json")) as f:
         repeats = [r["sps"] for r in json.load(f)["repeats"]["raw_async"]]
     return {
@@ -131,7 +133,7 @@ def one_run(commit: str, pytest_args: list[str], raw_seconds: float) -> dict:
             "exit_code": proc.returncode,
             "pytest": lines[-1] if lines else proc.stderr.strip()[-300:],
             "load_average_1min_before": round(load, 2),
-            "raw_envpool_async_sps": raw_envpool_sps(clone, raw_seconds),
+            "raw_envpool_async_sps": raw_envpool_sps(parent, raw_seconds),
             "test_seconds_by_tier": tiers,
             "test_seconds_by_file": files,
         }

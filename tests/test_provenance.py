@@ -148,11 +148,19 @@ def test_sps_pairs_and_anakin_throughput_record_provenance_and_interleave(tmp_pa
     _has_provenance(pairs)
     assert pairs["median_ratio"] == 1.1 and pairs["ratio_ci95"] == [1.1, 1.1]
 
-    # baseline, anakin; then anakin, baseline (ABBA); then Sebulba's row
-    speeds = iter([100.0, 95.0, 90.0, 99.0, 50.0])
-    monkeypatch.setattr(purejaxrl_ppo, "measure", lambda config, seeds: {"sps": next(speeds)})
-    monkeypatch.setattr(anakin_throughput, "library_sps", lambda *a, **k: {"sps": next(speeds)})
-    argv = ["--repeat", "2", "--skip-separate", "--seeds", "", "--steps", "1024"]
+    # baseline, anakin; then anakin, baseline (ABBA); then 3 seeds vmapped; then Sebulba's row
+    speeds, seeds_asked = iter([100.0, 95.0, 90.0, 99.0, 80.0, 70.0, 50.0]), []
+    monkeypatch.setattr(
+        purejaxrl_ppo,
+        "measure",
+        lambda config, seeds: seeds_asked.append(seeds) or {"sps": next(speeds)},
+    )
+    monkeypatch.setattr(
+        anakin_throughput,
+        "library_sps",
+        lambda *a, **k: seeds_asked.append(k.get("anakin.num_seeds")) or {"sps": next(speeds)},
+    )
+    argv = ["--repeat", "2", "--skip-separate", "--seeds", "1,3", "--steps", "1024"]
     anakin_throughput.main([*argv, "--out-dir", str(tmp_path), "--allow-dirty"])
     result = _read(tmp_path / "anakin_throughput.json")
     origin = _has_provenance(result, {"anakin", "sebulba"})
@@ -162,6 +170,10 @@ def test_sps_pairs_and_anakin_throughput_record_provenance_and_interleave(tmp_pa
     low, high = result["anakin_over_baseline_ci95"]
     assert low <= result["anakin_over_baseline_median"] <= high
     assert result["sebulba"]["sps"] == 50.0
+    # A count of 1 is the pairs' programs: their median rows, nothing measured again.
+    assert seeds_asked == [1, None, None, 1, 3, 3, None]
+    assert result["baseline_1_seeds"]["sps"] == 99.0 and result["anakin_1_seeds"]["sps"] == 90.0
+    assert (result["baseline_3_seeds"]["sps"], result["anakin_3_seeds"]["sps"]) == (80.0, 70.0)
 
 
 def test_startup_eval_beside_training_and_recurrent_record_their_configs(tmp_path, monkeypatch):
