@@ -107,12 +107,8 @@ def _env(clone: str) -> dict:
 
 def _commit(name: str) -> str | None:
     """The full hash of commit `name` in this checkout, or None."""
-    proc = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
-        capture_output=True,
-        text=True,
-    )
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    found = provenance._git(ROOT, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+    return found.strip() if found else None
 
 
 def one_run(commit: str, pytest_args: list[str], raw_seconds: float) -> dict:
