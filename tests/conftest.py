@@ -83,6 +83,7 @@ LONGEST_FIRST = (
     "test_checkpoint_damage.py",
     "test_recurrent.py",
     "test_own_envs.py",
+    "test_own_env_workers.py",
     "test_benchmarks.py",
     "test_gpu_check.py",
     "test_reliability.py",
