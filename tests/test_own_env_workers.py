@@ -162,3 +162,32 @@ def test_an_answer_waiting_in_the_socket_is_no_hang(tmp_path):
         assert not restarts and not truncated.any() and list(info["elapsed_step"]) == [1, 1]
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("env_id", [CORRIDOR_ID, "factory:unpickled_corridor"])
+def test_a_workers_factory_unpickles_without_jax(env_id):
+    """What a worker unpickles (a Python source's factory) imports gymnasium and the user's
+    module, never JAX: importing JAX is about 1 s of CPU in every worker a run starts."""
+    import subprocess
+    import sys
+
+    import cloudpickle
+    from own_envs import KeyCorridor
+
+    from jaxrl_dist.envs.python_sources import python_factory, register_env_factory
+
+    register_env_factory("unpickled_corridor", KeyCorridor)
+    payload = cloudpickle.dumps(python_factory(env_id, {"max_episode_steps": 5}))
+    script = (
+        "import sys, cloudpickle; env = cloudpickle.loads(sys.stdin.buffer.read())(); "
+        "env.reset(seed=0); print(sorted(m for m in ('jax', 'jaxlib') if m in sys.modules))"
+    )
+    paths = os.pathsep.join([os.path.join(ROOT, "tests"), ROOT])
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=payload,
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": paths},
+    )
+    assert done.stdout.decode().strip() == "[]", done.stderr.decode()[-2000:]

@@ -25,6 +25,7 @@ from jaxrl_dist.envs.observation import (
 from jaxrl_dist.envs.probe import PROBED
 from jaxrl_dist.envs.process_pool import ProcessPool, layout_fits
 from jaxrl_dist.envs.source import POOL, EnvSource, PoolOptions
+from jaxrl_dist.envs.steppers import call_factory, gymnasium_make
 from jaxrl_dist.envs.user_code import FactoryError, import_problem, load_factory
 from jaxrl_dist.errors import one_line
 
@@ -54,26 +55,6 @@ def is_python_env(env_id: str) -> bool:
     return env_id.startswith(PYTHON_SOURCES)
 
 
-def _gymnasium_make(spec: Any, kwargs: dict[str, Any]) -> Any:
-    import gymnasium
-
-    return gymnasium.make(spec, **kwargs)
-
-
-def _call(factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """`factory(**kwargs)`, with `max_episode_steps` (gymnasium.make's and EnvPool's name for
-    the time limit) applied as gymnasium's TimeLimit: an env of a factory has none otherwise,
-    and an episode that never ends holds its evaluation forever."""
-    kwargs = dict(kwargs)
-    steps = kwargs.pop("max_episode_steps", None)
-    env = factory(**kwargs)
-    if steps is None:
-        return env
-    import gymnasium
-
-    return gymnasium.wrappers.TimeLimit(env, int(steps))
-
-
 def python_factory(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]:
     """A picklable function making one env of `env_id` (a Python source)."""
     if env_id.startswith(GYMNASIUM):
@@ -85,13 +66,13 @@ def python_factory(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]
         if module:  # gymnasium's module:ID form: the module registers the env on import
             importlib.import_module(module)
         spec = gymnasium.spec(gym_id)
-        return functools.partial(_gymnasium_make, spec, dict(env_kwargs))
+        return functools.partial(gymnasium_make, spec, dict(env_kwargs))
     if env_id.startswith(PETTINGZOO):
-        return functools.partial(_call, load_factory(env_id, PETTINGZOO), dict(env_kwargs))
+        return functools.partial(call_factory, load_factory(env_id, PETTINGZOO), dict(env_kwargs))
     name = env_id[len(FACTORY) :]
     if name not in _FACTORIES:
         raise KeyError(name)
-    return functools.partial(_call, _FACTORIES[name], dict(env_kwargs))
+    return functools.partial(call_factory, _FACTORIES[name], dict(env_kwargs))
 
 
 def _build(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, str | None]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing.connection
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from jaxrl_dist.envs.spaces import ObservationError, SpaceAdapter, checked
@@ -36,6 +37,29 @@ class GymStepper:
 
     def render(self) -> Any:
         return self.env.render()
+
+
+def gymnasium_make(spec: Any, kwargs: dict[str, Any]) -> Any:
+    """One env of gymnasium's registered `spec`. The Python sources' factories call this and
+    `call_factory` from here, the worker's own module, so that unpickling a factory in a worker
+    imports gymnasium and the user's module but not JAX (about 1 s of each worker's start)."""
+    import gymnasium
+
+    return gymnasium.make(spec, **kwargs)
+
+
+def call_factory(factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """`factory(**kwargs)`, with `max_episode_steps` (gymnasium.make's and EnvPool's name for
+    the time limit) applied as gymnasium's TimeLimit: an env of a factory has none otherwise,
+    and an episode that never ends holds its evaluation forever."""
+    kwargs = dict(kwargs)
+    steps = kwargs.pop("max_episode_steps", None)
+    env = factory(**kwargs)
+    if steps is None:
+        return env
+    import gymnasium
+
+    return gymnasium.wrappers.TimeLimit(env, int(steps))
 
 
 def make_stepper(env: Any) -> Any:
