@@ -26,7 +26,7 @@ def final_state(config_file, device_ids):
     trainer = Trainer(config, "/tmp/unused_anakin_devices_check")
     anakin = trainer.engine.anakin
     assert anakin.mesh.size == (len(device_ids) or 4)
-    carry = anakin.init(jnp.arange(2, dtype=jnp.uint32))
+    carry = anakin.init(jnp.arange(2, dtype=jnp.uint32), None)
     start = jax.device_get(carry.learner.params)
     carry = anakin.train(carry, jnp.int32(UPDATES))
     shards = {len(x.sharding.device_set) for x in jax.tree.leaves(carry.acting)}

@@ -45,7 +45,7 @@ def test_a_warm_start_plays_from_the_first_move(game_run, tmp_path):
     league = engine.carry.shared
     assert tree_digest(first(league.frozen)) == warm
     assert tree_digest(first(first(league.snapshots))) == warm
-    fresh = engine.anakin.init(jax.numpy.arange(1, dtype=jax.numpy.uint32))
+    fresh = engine.anakin.init(jax.numpy.arange(1, dtype=jax.numpy.uint32), None)
     assert tree_digest(engine.carry.acting.env) != tree_digest(fresh.acting.env)
 
 

@@ -60,7 +60,7 @@ def test_updates_wait_for_min_size_then_follow_each_rollout(tmp_path):
     then exactly `UPDATES` per rollout; the ring fills in rollout order. (The quick config as
     is: its program is the fixture run's, compiled once.)"""
     anakin = Trainer(load_config(QUICK), str(tmp_path / "x")).engine.anakin
-    carry = anakin.init(jnp.arange(1, dtype=jnp.uint32))
+    carry = anakin.init(jnp.arange(1, dtype=jnp.uint32), None)
     start = jax.device_get(carry.learner.params)
     steps = []
     for _ in range(4):

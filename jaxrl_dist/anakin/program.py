@@ -262,9 +262,11 @@ class Anakin:
     def __init__(self, program: Program, num_seeds: int, mesh: jax.sharding.Mesh):
         self.program, self.num_seeds, self.mesh = program, num_seeds, mesh
         # The carry's shapes come from the jitted init's own trace, which its first call reuses
-        # (a separate `jax.eval_shape` traced the whole init, rollout and update, once more).
+        # (a separate `jax.eval_shape` traced the whole init, rollout and update, once more):
+        # the call passes `warm` as this does (None: no warm start), for jit keys its traces
+        # by the arguments as given, and an omitted default is another key (a second trace).
         self.init = jax.jit(self._init)
-        abstract = self.init.eval_shape(jax.ShapeDtypeStruct((num_seeds,), jnp.uint32))
+        abstract = self.init.eval_shape(jax.ShapeDtypeStruct((num_seeds,), jnp.uint32), None)
         self.sharding = self._shardings(abstract)
         self.abstract = jax.tree.map(
             lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
@@ -279,7 +281,7 @@ class Anakin:
         )
         self.drain = jax.jit(drained, in_shardings=(self.sharding,), out_shardings=self.sharding)
 
-    def _init(self, seeds: jax.Array, warm: PyTree = None) -> Carry:
+    def _init(self, seeds: jax.Array, warm: PyTree) -> Carry:
         """Every seed's fresh carry; `warm`: warm-start params (host arrays, the same for
         every seed; several agents: by name) or None."""
         # One seed after another (`lax.map`), not vmapped: a vmapped init batches the
