@@ -281,7 +281,7 @@ class Anakin:
         )
         self.drain = jax.jit(drained, in_shardings=(self.sharding,), out_shardings=self.sharding)
 
-    def _init(self, seeds: jax.Array, warm: PyTree) -> Carry:
+    def _init(self, seeds: jax.Array, warm: PyTree = None) -> Carry:
         """Every seed's fresh carry; `warm`: warm-start params (host arrays, the same for
         every seed; several agents: by name) or None."""
         # One seed after another (`lax.map`), not vmapped: a vmapped init batches the
