@@ -7,11 +7,14 @@ The runs train the corridor of `own_envs.py` (`test_own_envs.py` trains it to le
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
+import cloudpickle
 import numpy as np
 import pytest
-from own_envs import CORRIDOR_ID, FAULTY_ID
+from own_envs import CORRIDOR_ID, FAULTY_ID, KeyCorridor
 from train_runs import ROOT, train_main
 
 PPO = os.path.join(ROOT, "configs", "ppo_cartpole.py")
@@ -168,12 +171,6 @@ def test_an_answer_waiting_in_the_socket_is_no_hang(tmp_path):
 def test_a_workers_factory_unpickles_without_jax(env_id):
     """What a worker unpickles (a Python source's factory) imports gymnasium and the user's
     module, never JAX: importing JAX is about 1 s of CPU in every worker a run starts."""
-    import subprocess
-    import sys
-
-    import cloudpickle
-    from own_envs import KeyCorridor
-
     from jaxrl_dist.envs.python_sources import python_factory, register_env_factory
 
     register_env_factory("unpickled_corridor", KeyCorridor)
