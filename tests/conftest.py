@@ -17,7 +17,8 @@ PPO 1; PPO's Atari run, about 3x slower unoptimised, runs in a subprocess at XLA
 level). XLA:CPU's newer MLIR fusion emitters compile a fusion about twice as slowly as the LLVM
 IR emitter they replace, so the tests use the latter (`--xla_cpu_use_fusion_emitters=false`,
 tried in a child process first: an XLA that no longer knows the flag would abort). The
-programs are the same ops at the same precision; runs outside the suite use XLA's default.
+programs are the same ops at the same precision; runs outside the suite use XLA's default,
+as does a test marked `optimised`, whose time is in running its programs (`xla_level.py`).
 
 Each worker freezes what outlives a file (`gc.freeze`), so Python's full collections stop
 walking JAX's caches again and again, and leaves with `os._exit` once its results are in.
@@ -164,6 +165,19 @@ def pytest_collection_modifyitems(items: list) -> None:
     items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
     for item in items:
         item.add_marker(tier(os.path.basename(str(item.fspath))))
+
+
+@pytest.fixture(autouse=True)
+def _xla_level(request: pytest.FixtureRequest):
+    """A test marked `optimised` compiles its programs at XLA's default level, not the
+    suite's 0: its time goes into running them (`xla_level.py`)."""
+    if request.node.get_closest_marker("optimised") is None:
+        yield
+        return
+    from xla_level import optimised
+
+    with optimised():
+        yield
 
 
 @pytest.hookimpl(trylast=True)

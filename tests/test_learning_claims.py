@@ -72,7 +72,17 @@ def claim_bound(name: str, budget: int) -> tuple[float, int]:
     return sweep["target"], int(min(FACTOR * median, budget))
 
 
-@pytest.mark.parametrize("agent", list(CLAIMS))
+# Claims whose runs' time goes into XLA running their programs (R2D2's recurrent burn-in and
+# sequence updates), compiled at XLA's default level, as their sweeps ran (`xla_level.py`):
+# under the suite's load R2D2's took 47 s at the suite's level 0 and 32 s at level 2. The
+# others' time is the actors' and the envs', and level 0's cheaper compile wins.
+OPTIMISED_CLAIMS = ("r2d2",)
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [pytest.param(a, marks=pytest.mark.optimised) if a in OPTIMISED_CLAIMS else a for a in CLAIMS],
+)
 def test_each_headline_agent_learns_near_its_claim(agent, tmp_path):
     config_file, claim, seeds, overrides = CLAIMS[agent]
     missed = []

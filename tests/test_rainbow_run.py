@@ -97,6 +97,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, override
     assert_refused(CONFIG + ":quick", overrides, needle, tmp_path, capsys)
 
 
+@pytest.mark.optimised  # its time is in its updates (xla_level.py)
 def test_atari_quick_runs_and_saves_no_frames_replay(tmp_path):
     workdir = str(tmp_path / "atari")
     config = load_config(os.path.join(ROOT, "configs", "rainbow_atari.py") + ":quick")
@@ -108,6 +109,7 @@ def test_atari_quick_runs_and_saves_no_frames_replay(tmp_path):
     assert os.path.exists(os.path.join(workdir, "checkpoints", str(step), "packed"))
 
 
+@pytest.mark.optimised  # its time is in its updates (xla_level.py)
 def test_lunarlander_quick_runs(tmp_path):
     """The docs' LunarLander config (Box2D observations, 4 actions), at its smoke size."""
     config = load_config(os.path.join(ROOT, "configs", "rainbow_lunarlander.py") + ":quick")

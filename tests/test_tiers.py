@@ -5,6 +5,7 @@ and every listed file exists."""
 import os
 import re
 
+import pytest
 from conftest import OPS, PARTS
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -23,3 +24,27 @@ def test_the_fast_tiers_start_no_run():
         with open(path) as f:
             found = STARTS_A_RUN.search(f.read())
         assert found is None, f"{name} starts a run ({found.group(0)}): it belongs in `runs`"
+
+
+def _level_jax_compiles_at() -> int:
+    from jax._src import compiler
+
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    return options.executable_build_options.debug_options.xla_backend_optimization_level
+
+
+def test_the_suite_compiles_at_level_0_and_a_marked_test_at_xla_default():
+    """`xla_level.py`: the suite's level (conftest.py's XLA_FLAGS) outside a marked test; 2
+    inside `optimised()`, and 0 again after it. Fails where a JAX no longer lets the level be
+    set per compile (the marked tests would silently run at 0)."""
+    from xla_level import optimised
+
+    assert _level_jax_compiles_at() == 0
+    with optimised() as wrapped:
+        assert wrapped and _level_jax_compiles_at() == 2
+    assert _level_jax_compiles_at() == 0
+
+
+@pytest.mark.optimised
+def test_a_test_marked_optimised_compiles_at_xla_default():
+    assert _level_jax_compiles_at() == 2
