@@ -5,7 +5,8 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-from train_runs import OPTIMISED, train_run
+from train_runs import train_run
+from xla_level import OPTIMISED
 
 from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.agents.distributions import Categorical

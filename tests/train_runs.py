@@ -14,18 +14,6 @@ def jsonl_records(workdir: str, name: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-# XLA's default optimisation, for a run whose convolutions the suite's level 0 (conftest.py)
-# slows down more than it saves in compiling (PPO's Nature CNN: about 3x); the suite's other
-# flags stay (the LLVM IR fusion emitter: PPO Atari :quick 7.4 s -> 6.2 s).
-_SUITE_FLAGS = os.environ.get("XLA_FLAGS", "").split()
-OPTIMISED = {
-    "XLA_FLAGS": " ".join(
-        [f for f in _SUITE_FLAGS if not f.startswith("--xla_backend_optimization_level")]
-        + ["--xla_backend_optimization_level=2"]
-    )
-}
-
-
 # `impala_cartpole.py:quick` on Anakin: 30 updates of 8 envs x 20 steps, its Sebulba fields at
 # their defaults (as the refusal says: Anakin would not use them).
 IMPALA_ON_ANAKIN = {

@@ -6,8 +6,8 @@ its programs (R2D2's claim: recurrent burn-in and sequence updates; Rainbow's At
 convolutions) pays for that instead: R2D2's learning claim took 31.7 s at level 0 and 24.1 s at
 level 2, XLA's default (`-n 0`, back to back), and 47 s against 32 s in two whole suites. Such
 a test is marked `@pytest.mark.optimised`: every program compiled while it runs (in this
-process, on any thread) gets level 2; its subprocesses take `OPTIMISED` (train_runs.py) in
-their environment. The ops and their precision are the same, not always the last bit (at level
+process, on any thread) gets level 2; a subprocess it starts takes `OPTIMISED` (below) in
+its environment. The ops and their precision are the same, not always the last bit (at level
 2 LLVM may fuse a multiply and an add: `test_time_unroll.py`'s rolled and unrolled V-trace then
 differ), so a marked test compares no result with one compiled at the suite's level. A
 program's level is part of its compilation-cache key: the two never share an entry.
@@ -21,10 +21,22 @@ run at the suite's level (slower, not wrong), and `test_tiers.py` fails there.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 OPTIMISED_LEVEL = 2  # XLA's default
 _level: list[int] = []  # the level in force: set while a marked test runs, else empty
+
+# A subprocess's environment for the same (a `scripts/train.py` run whose convolutions level 0
+# slows down more than it saves in compiling: PPO's Nature CNN about 3x): the suite's other
+# flags stay (the LLVM IR fusion emitter: PPO Atari :quick 7.4 s -> 6.2 s).
+_SUITE_FLAGS = os.environ.get("XLA_FLAGS", "").split()
+OPTIMISED = {
+    "XLA_FLAGS": " ".join(
+        [f for f in _SUITE_FLAGS if not f.startswith("--xla_backend_optimization_level")]
+        + [f"--xla_backend_optimization_level={OPTIMISED_LEVEL}"]
+    )
+}
 
 
 def wrap_compile_options() -> bool:
