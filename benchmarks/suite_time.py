@@ -18,6 +18,9 @@ average before it, and the test-seconds (setup, call and teardown as pytest repo
 tier (`ops`, `parts`, `runs`: `tests/conftest.py`) and by file. Test-seconds add up the two
 workers' time, so they sum to about twice the wall time; they say where the time goes.
 `--pytest-args` picks fewer tests (the suite's own test of this script runs one file).
+Each run also records the CPU seconds of the suite's processes (all of them, children included),
+and with `--compile-census` where JAX's compile time went (`compile_census.py`: tracing,
+lowering, backend compiles and cache hits, by function and by test file, over every process).
 
 `--baseline COMMIT` times that commit's suite too, in a fresh clone of its own right before each
 run of this one (same hour, same machine): a slow day slows both, so the ratio of the two wall
@@ -34,6 +37,7 @@ import collections
 import json
 import os
 import re
+import resource
 import shlex
 import statistics
 import subprocess
@@ -45,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import compile_census  # noqa: E402
 import provenance  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "cpu")
@@ -101,8 +106,15 @@ def raw_envpool_sps(scratch: str, seconds: float) -> dict:
     }
 
 
-def _env(clone: str) -> dict:
-    return {**os.environ, "PYTHONPATH": clone}
+def _env(clone: str, census: str | None = None) -> dict:
+    """The clone's code first on the path; with `census`, the compile hook too, writing there.
+    No JAX_COMPILATION_CACHE_DIR of the caller's (this suite's own test sets one): the clone's
+    suite starts from the clone's empty cache."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    if census is None:
+        return {**env, "PYTHONPATH": clone}
+    path = os.pathsep.join([clone, os.path.join(HERE, "compile_hook")])
+    return {**env, "PYTHONPATH": path, "JAXRL_DIST_COMPILE_CENSUS": census}
 
 
 def _commit(name: str) -> str | None:
@@ -111,21 +123,32 @@ def _commit(name: str) -> str | None:
     return found.strip() if found else None
 
 
-def one_run(commit: str, pytest_args: list[str], raw_seconds: float) -> dict:
-    """A fresh clone at `commit`, its suite timed, then raw EnvPool's speed."""
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_run(commit: str, pytest_args: list[str], raw_seconds: float, census: bool = False) -> dict:
+    """A fresh clone at `commit`, its suite timed (with `census`, its compile census), then raw
+    EnvPool's speed."""
     with tempfile.TemporaryDirectory(prefix="suite_time_") as parent:
         clone = os.path.join(parent, "clone")
         subprocess.run(["git", "clone", "-q", ROOT, clone], check=True)
         subprocess.run(["git", "-C", clone, "checkout", "-q", commit], check=True)
+        records = os.path.join(parent, "census") if census else None
+        if records:
+            os.makedirs(records)
         load = os.getloadavg()[0]
         command = [sys.executable, "-m", "pytest", "-q", "--durations=0", *pytest_args]
-        t0 = time.perf_counter()
-        proc = subprocess.run(command, cwd=clone, capture_output=True, text=True, env=_env(clone))
-        wall = time.perf_counter() - t0
+        t0, cpu0 = time.perf_counter(), _children_cpu_s()
+        env = _env(clone, records)
+        proc = subprocess.run(command, cwd=clone, capture_output=True, text=True, env=env)
+        wall, cpu = time.perf_counter() - t0, _children_cpu_s() - cpu0
         lines = proc.stdout.strip().splitlines()
         files, tiers = test_seconds(proc.stdout, _tiers(clone))
-        return {
+        run = {
             "wall_s": round(wall, 1),
+            "cpu_s": round(cpu, 1),
             "exit_code": proc.returncode,
             "pytest": lines[-1] if lines else proc.stderr.strip()[-300:],
             "load_average_1min_before": round(load, 2),
@@ -133,6 +156,9 @@ def one_run(commit: str, pytest_args: list[str], raw_seconds: float) -> dict:
             "test_seconds_by_tier": tiers,
             "test_seconds_by_file": files,
         }
+        if records:
+            run["compile_census"] = compile_census.census(records)
+        return run
 
 
 def _row(label: str, run: dict) -> str:
@@ -163,6 +189,11 @@ def markdown(result: dict) -> str:
     if baseline:
         ratios = ", ".join(f"{r:.3f}" for r in baseline["wall_ratios"])
         text += f"\nWall time over the baseline's, run by run: {ratios}.\n"
+    for i, run in enumerate(result["runs"], 1):
+        if "compile_census" in run:
+            text += f"\nRun {i}: {run['cpu_s']:.0f} CPU s. " + compile_census.markdown(
+                run["compile_census"]
+            )
     return text
 
 
@@ -174,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--name", default="suite_time")
     parser.add_argument("--baseline", help="a commit timed right before each run (a ratio)")
+    parser.add_argument(
+        "--compile-census", action="store_true", help="where compile time goes (slower runs)"
+    )
     provenance.add_argument(parser)
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -191,10 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     pytest_args = shlex.split(args.pytest_args)
     for i in range(args.runs):
         if baseline:
-            before = one_run(baseline, pytest_args, args.raw_seconds)
+            before = one_run(baseline, pytest_args, args.raw_seconds, args.compile_census)
             result["baseline"]["runs"].append(before)
             print(f"run {i + 1}, baseline: {before['wall_s']} s, {before['pytest']}", flush=True)
-        result["runs"].append(one_run(commit, pytest_args, args.raw_seconds))
+        result["runs"].append(one_run(commit, pytest_args, args.raw_seconds, args.compile_census))
         run = result["runs"][-1]
         print(f"run {i + 1}: {run['wall_s']} s, {run['pytest']}", flush=True)
         if baseline:
