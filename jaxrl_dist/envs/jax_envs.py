@@ -40,8 +40,8 @@ from jaxrl_dist.envs.jax_sources import GYMNAX_PREFIX
 from jaxrl_dist.envs.observation import obs_indices_problem, split_obs_indices
 from jaxrl_dist.envs.registry import find_source
 from jaxrl_dist.envs.source import JAX, kind_problem
-from jaxrl_dist.envs.user_code import FactoryError
 from jaxrl_dist.errors import one_line
+from jaxrl_dist.user_code import FactoryError
 
 API_DOC = "docs/guides/your-own-environment.md lists the API a JAX env needs"
 

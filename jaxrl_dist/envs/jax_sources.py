@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 from jaxrl_dist.envs.source import JAX, EnvSource
-from jaxrl_dist.envs.user_code import FactoryError, load_factory
+from jaxrl_dist.user_code import FactoryError, load_factory
 
 GYMNAX_PREFIX = "gymnax:"
 USER_PREFIX = "jax:"  # a user's own JAX env: jax:module:factory (`user_env`)

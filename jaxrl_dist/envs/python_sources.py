@@ -26,8 +26,8 @@ from jaxrl_dist.envs.probe import PROBED
 from jaxrl_dist.envs.process_pool import ProcessPool, layout_fits
 from jaxrl_dist.envs.source import POOL, EnvSource, PoolOptions
 from jaxrl_dist.envs.steppers import call_factory, gymnasium_make
-from jaxrl_dist.envs.user_code import FactoryError, import_problem, load_factory
 from jaxrl_dist.errors import one_line
+from jaxrl_dist.user_code import FactoryError, import_problem, load_factory
 
 GYMNASIUM = "gymnasium:"
 PETTINGZOO = "pettingzoo:"

@@ -1,6 +1,7 @@
-"""A user's env factory named in an env id (`pettingzoo:module:factory`, `jax:module:factory`)
-and the one-line reasons it cannot be loaded. Imports no JAX: a Python env's worker process
-loads its factory through here.
+"""A user's factory named in a config string (`MODULE:FACTORY`: an env id's
+`pettingzoo:module:factory` and `jax:module:factory`, a network's `network.torso`) and the
+one-line reasons it cannot be loaded. Imports no JAX: a Python env's worker process loads its
+factory through here.
 
 A module that cannot be imported is told apart by who is missing: the module the env id names
 (make it importable), or a module it imports, which the hint names with the package that
@@ -31,8 +32,8 @@ _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 
 
 class FactoryError(ValueError):
-    """A factory named in an env id that cannot be loaded; the message is one line with the
-    fix."""
+    """A factory named in a config string that cannot be loaded; the message is one line with
+    the fix."""
 
 
 def _normal(name: str) -> str:
@@ -121,12 +122,15 @@ def import_problem(name: str, error: ModuleNotFoundError, named: str) -> str:
     return f"{name}: {missing_module_hint(error, named)}"
 
 
-def load_factory(env_id: str, prefix: str) -> Callable[..., Any]:
-    """`MODULE.FACTORY` of `env_id` = `{prefix}MODULE:FACTORY`, imported; FactoryError."""
-    name = f"config.env_id={env_id!r}"
-    parts = env_id[len(prefix) :].split(":")
+def load_factory(
+    text: str, prefix: str, field: str = "config.env_id", example: str = "my_pkg.envs:make"
+) -> Callable[..., Any]:
+    """`MODULE.FACTORY` of `text` = `{prefix}MODULE:FACTORY` (the value of config `field`),
+    imported; FactoryError."""
+    name = f"{field}={text!r}"
+    parts = text[len(prefix) :].split(":")
     if len(parts) != 2 or not all(parts):
-        raise FactoryError(f"{name}: write {prefix}MODULE:FACTORY, e.g. {prefix}my_pkg.envs:make")
+        raise FactoryError(f"{name}: write {prefix}MODULE:FACTORY, e.g. {prefix}{example}")
     module_name, attr = parts
     try:
         module = importlib.import_module(module_name)
