@@ -17,6 +17,8 @@ from jaxrl_dist.checkpoints.store import restructure_like, tree_difference
 from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec, env_spec
+from jaxrl_dist.networks import TORSOS
+from jaxrl_dist.networks.torsos import torso_factory
 
 POLICY_FORMAT = 2  # bump when describe_policy's dict changes in a way old readers cannot read
 # What a description needs of its reader: 2 with an intrinsic value head (`intrinsic`), which a
@@ -91,6 +93,7 @@ def build_agent(description: dict[str, Any]) -> Agent:
             f"the checkpoint's algorithm {name!r} is not registered in this jaxrl_dist "
             f"({sorted(agents.REGISTRY)})"
         )
+    _check_torso(description["network"].get("torso", "auto"))
     raw = {key: description[key] for key in ("algorithm", "env_id", "env_kwargs")}
     # An intrinsic value head is in the params (older descriptions have none).
     raw["intrinsic"] = description.get("intrinsic", {})
@@ -102,6 +105,16 @@ def build_agent(description: dict[str, Any]) -> Agent:
     # Older descriptions stored the update count; schedules do not change how a policy acts.
     shape = RunShape(*description.get("run_shape", (description.get("num_updates", 1), 1.0)))
     return agents.make_agent(name, config.algo, config.network, spec, shape, config.intrinsic)
+
+
+def _check_torso(torso: str) -> None:
+    """ValueError (one line) when a user's torso the policy names cannot be built here (its
+    module does not import, or its name is not registered in this process)."""
+    if torso not in TORSOS:
+        try:
+            torso_factory(torso)
+        except ValueError as e:
+            raise ValueError(f"the policy's network cannot be built in this process: {e}") from None
 
 
 def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:

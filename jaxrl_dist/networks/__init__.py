@@ -24,7 +24,15 @@ from jaxrl_dist.defaults import changed_field
 from jaxrl_dist.networks.cores import CORES, RecurrentCore, initial_core_state
 from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
 from jaxrl_dist.networks.q_heads import QNetwork
-from jaxrl_dist.networks.torsos import ACTIVATIONS, flatten_obs, make_torso
+from jaxrl_dist.networks.torsos import (
+    ACTIVATIONS,
+    SHIPPED_TORSOS,
+    TorsoSpec,
+    flatten_obs,
+    make_torso,
+    register_torso,
+    torso_factory,
+)
 
 __all__ = [
     "ActorCritic",
@@ -33,10 +41,12 @@ __all__ = [
     "QNetwork",
     "make_actor_critic",
     "make_q_network",
+    "register_torso",
     "resolve_torso",
+    "TorsoSpec",
 ]
 
-TORSOS = ("auto", "mlp", "nature_cnn", "impala_resnet")
+TORSOS = ("auto", *SHIPPED_TORSOS)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 # Nature CNN uses VALID convs: 8/4 -> 4/2 -> 3/1 needs H, W >= 36 to leave a 1x1 map.
 _NATURE_CNN_MIN_SIZE = 36
@@ -63,8 +73,10 @@ class NetworkConfig:
     """Network choice, validated on construction.
 
     Attributes:
-      torso: "auto" | "mlp" | "nature_cnn" | "impala_resnet". "auto" picks "mlp" for rank-1
-        observations and "impala_resnet" for `[C, H, W]` (uint8) frames.
+      torso: "auto" | "mlp" | "nature_cnn" | "impala_resnet", or a torso of the user's own:
+        "MODULE:FACTORY" (imported) or a name given to `register_torso` (`networks/torsos.py`).
+        "auto" picks "mlp" for rank-1 observations and "impala_resnet" for `[C, H, W]` (uint8)
+        frames.
       hidden_sizes: MLP torso layer widths (ignored by the image torsos).
       activation: "tanh" | "relu", the MLP torso's activation.
       dtype: "float32" | "bfloat16" torso compute dtype. Params stay float32 and the heads
@@ -83,6 +95,9 @@ class NetworkConfig:
         (`networks/cores.py`): the policy remembers within an episode. With
         `shared_torso=False` the value head has a torso and a core of its own.
       core_size: the core's state width.
+      layer_norm: a LayerNorm before each of the shipped torsos' Dense activations (the MLP's
+        every layer, the image torsos' last), as PQN's networks; a user's torso is told it
+        (`TorsoSpec.layer_norm`).
     """
 
     torso: str = "auto"
@@ -96,10 +111,18 @@ class NetworkConfig:
     normalize_obs: bool = False
     core: str = "none"
     core_size: int = CORE_SIZE
+    layer_norm: bool = False
 
     def __post_init__(self) -> None:
-        if self.torso not in TORSOS:
+        if not isinstance(self.torso, str):
             raise _not_one_of("torso", self.torso, TORSOS)
+        if self.torso not in TORSOS:
+            torso_factory(self.torso)  # ValueError (one line) if there is none to build
+        if not isinstance(self.layer_norm, bool):
+            raise ValueError(
+                f"network.layer_norm={self.layer_norm!r} is not a bool; set "
+                "config.network.layer_norm to True or False"
+            )
         if self.core not in CORES:
             raise _not_one_of("core", self.core, CORES)
         if not _is_positive_int(self.core_size):
@@ -157,6 +180,9 @@ def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
                 "(only rank 1 -> 'mlp' or [C, H, W] -> 'impala_resnet'); set config.network.torso"
             )
         torso = "mlp" if len(obs_shape) == 1 else "impala_resnet"
+    if torso not in TORSOS:
+        check_user_torso(config, obs_shape)
+        return torso
     if torso != "mlp" and len(obs_shape) != 3:
         raise ValueError(
             f"network.torso={torso!r} needs [C, H, W] image observations, got "
@@ -170,9 +196,43 @@ def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
     return torso
 
 
+def check_user_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> None:
+    """ValueError (one line) unless the user's torso `config.torso` maps a batch of 2
+    observations `[2, *obs_shape]` to features `[2, F]` (shapes only: nothing is computed)."""
+    torso = _make_torso(config.torso, config)
+    obs = jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32)
+    try:
+        features = jax.eval_shape(
+            lambda o: torso.init_with_output(jax.random.PRNGKey(0), o)[0], obs
+        )
+    except ValueError:
+        raise  # ours: a factory that is not one, or returned no module
+    except Exception as e:  # noqa: BLE001  the user's module fails on these shapes
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(
+            f"config.network.torso={config.torso!r} fails on observations [N, *{obs_shape}]: "
+            f"{type(e).__name__}: {first}"
+        ) from None
+    if (
+        not isinstance(features, jax.ShapeDtypeStruct)
+        or features.shape[:1] != (2,)
+        or len(features.shape) != 2
+    ):
+        got = getattr(features, "shape", type(features).__name__)
+        raise ValueError(
+            f"config.network.torso={config.torso!r} maps observations [2, *{obs_shape}] to "
+            f"{got}; a torso returns features [N, F] (flatten them in the torso)"
+        )
+
+
 def _make_torso(name: str, config: NetworkConfig, module_name: str = "torso") -> nn.Module:
     return make_torso(
-        name, config.hidden_sizes, config.activation, config.compute_dtype, module_name
+        name,
+        config.hidden_sizes,
+        config.activation,
+        config.compute_dtype,
+        module_name,
+        config.layer_norm,
     )
 
 
@@ -327,4 +387,5 @@ def make_q_network(
         dueling=dueling,
         noisy=noisy,
         sigma0=sigma0,
+        layer_norm=config.layer_norm,
     )

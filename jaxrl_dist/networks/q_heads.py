@@ -110,13 +110,19 @@ class QNetwork(nn.Module):
     dueling: bool = False
     noisy: bool = False
     sigma0: float = 0.5
+    layer_norm: bool = False
+
+    def _torso(self) -> nn.Module:
+        """The torso module (called inside a compact `__call__`)."""
+        args = (self.hidden_sizes, self.activation, self.dtype, "torso", self.layer_norm)
+        return make_torso(self.torso_name, *args)
 
     @nn.compact
     def __call__(self, obs: jax.Array, deterministic: bool = False) -> jax.Array:
         lead, flat = flatten_obs(obs, self.obs_shape)
         if jnp.issubdtype(flat.dtype, jnp.floating):
             flat = flat.astype(jnp.float32)  # e.g. float64 observations; frames stay uint8
-        torso = make_torso(self.torso_name, self.hidden_sizes, self.activation, self.dtype)
+        torso = self._torso()
         head = QHead(
             self.num_actions, self.num_atoms, self.dueling, self.noisy, self.sigma0, name="head"
         )
@@ -140,7 +146,7 @@ class RecurrentQNetwork(QNetwork):
             raise ValueError(f"a core unrolls obs [T, B, *{self.obs_shape}], got {obs.shape}")
         if jnp.issubdtype(flat.dtype, jnp.floating):
             flat = flat.astype(jnp.float32)
-        torso = make_torso(self.torso_name, self.hidden_sizes, self.activation, self.dtype)
+        torso = self._torso()
         features = torso(flat).reshape((*lead, -1))
         state, out = RecurrentCore(self.core, self.core_size, name="core")(state, features, first)
         q = QHead(self.num_actions, 1, self.dueling, name="head")(out.reshape(math.prod(lead), -1))

@@ -6,12 +6,20 @@ mixed-precision compute with float32 master weights.
 
 Image torsos take frames the way EnvPool returns them, uint8 `[N, C, H, W]` (channels first),
 and do the preprocessing themselves: transpose to NHWC and scale to `[0, 1]` by 1/255.
+
+A torso of the user's own: `network.torso = "my_pkg.nets:make_torso"` (imported), or a name
+given to `register_torso(name, factory)` in the process that builds the network. The factory
+is called with a `TorsoSpec` (the observation shape and the network config's MLP fields) inside
+the network's own module, and returns a flax linen module mapping `[N, *obs_shape]` to `[N, F]`;
+its params live under the torso's name (`torso/<its class>_0/...`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -21,6 +29,7 @@ Activation = Callable[[jax.Array], jax.Array]
 
 ACTIVATIONS: dict[str, Activation] = {"tanh": nn.tanh, "relu": nn.relu}
 CONV_TORSOS = ("nature_cnn", "impala_resnet")  # the torsos that convolve
+SHIPPED_TORSOS = ("mlp", *CONV_TORSOS)
 
 # IMPALA ResNet convs use LeCun-normal (flax's default, as in Cleanba, Huang et al. 2023): with
 # gain-sqrt(2) orthogonal init the six un-normalised residual blocks inflate activations ~50x.
@@ -42,20 +51,22 @@ class MLPTorso(nn.Module):
     """Fully connected torso: `[N, *obs_shape] -> [N, hidden_sizes[-1]]`.
 
     Dense layers with orthogonal init (gain sqrt(2)) and zero bias, each followed by
-    `activation`, as in the PPO implementation details of Huang et al. (2022).
-    Observations with more than one trailing dim are flattened first.
+    `activation`, as in the PPO implementation details of Huang et al. (2022); with
+    `layer_norm`, a LayerNorm between each Dense and its activation (as PQN's networks, Gallici
+    et al. 2024). Observations with more than one trailing dim are flattened first.
     """
 
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     dtype: jnp.dtype = jnp.float32
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         x = obs.reshape(obs.shape[0], -1).astype(self.dtype)
         for size in self.hidden_sizes:
-            x = act(_dense(size, self.dtype)(x))
+            x = act(_normed(self.layer_norm, self.dtype, _dense(size, self.dtype)(x)))
         return x
 
 
@@ -65,9 +76,11 @@ class NatureCNNTorso(nn.Module):
     conv 32 8x8 stride 4 -> conv 64 4x4 stride 2 -> conv 64 3x3 stride 1 (VALID padding,
     ReLU after each) -> flatten -> Dense 512 -> ReLU. For 84x84 frames the conv stack gives
     `[N, 7, 7, 64]` (84 -> 20 -> 9 -> 7). Orthogonal init (gain sqrt(2)), zero bias.
+    `layer_norm`: a LayerNorm before the last ReLU.
     """
 
     dtype: jnp.dtype = jnp.float32
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
@@ -75,7 +88,7 @@ class NatureCNNTorso(nn.Module):
         for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
             x = nn.relu(_conv(features, kernel, stride, "VALID", self.dtype, _orthogonal())(x))
         x = x.reshape(x.shape[0], -1)
-        return nn.relu(_dense(512, self.dtype)(x))
+        return nn.relu(_normed(self.layer_norm, self.dtype, _dense(512, self.dtype)(x)))
 
 
 class ResidualBlock(nn.Module):
@@ -116,12 +129,14 @@ class ImpalaResNetTorso(nn.Module):
     Three `ImpalaStage`s with 16, 32, 32 channels (each halves H and W, rounding up: 84 -> 42 ->
     21 -> 11), then ReLU -> flatten -> Dense 256 -> ReLU. The paper's optional LSTM is omitted.
     Convs use LeCun-normal init, the Dense layer orthogonal (gain sqrt(2)); zero biases.
+    `layer_norm`: a LayerNorm before the last ReLU.
     """
 
     channels: Sequence[int] = (16, 32, 32)
     num_blocks: int = 2
     dense_size: int = 256
     dtype: jnp.dtype = jnp.float32
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
@@ -129,7 +144,85 @@ class ImpalaResNetTorso(nn.Module):
         for features in self.channels:
             x = ImpalaStage(features, self.num_blocks, self.dtype)(x)
         x = nn.relu(x).reshape(x.shape[0], -1)
-        return nn.relu(_dense(self.dense_size, self.dtype)(x))
+        dense = _dense(self.dense_size, self.dtype)(x)
+        return nn.relu(_normed(self.layer_norm, self.dtype, dense))
+
+
+@dataclasses.dataclass(frozen=True)
+class TorsoSpec:
+    """What a user's torso factory is given: the observation shape of one step (`obs_shape`;
+    the torso sees `[N, *obs_shape]`) and the network config's fields a torso may read."""
+
+    obs_shape: tuple[int, ...]
+    hidden_sizes: tuple[int, ...]
+    activation: str
+    dtype: Any
+    layer_norm: bool
+
+
+TorsoFactory = Callable[[TorsoSpec], nn.Module]
+_REGISTERED: dict[str, TorsoFactory] = {}
+
+
+def register_torso(name: str, factory: TorsoFactory) -> None:
+    """Makes `network.torso=name` build `factory(TorsoSpec)` in this process (a second
+    registration of `name` replaces the first). A run's policy description saves the name, so
+    the process that loads it must register it too; a `MODULE:FACTORY` torso needs no
+    registration."""
+    if name in ("auto", *SHIPPED_TORSOS) or ":" in name or not name:
+        raise ValueError(
+            f"register_torso({name!r}): the name must be new and hold no ':' (the shipped "
+            f"torsos are {SHIPPED_TORSOS}; 'MODULE:FACTORY' names an importable one)"
+        )
+    if not callable(factory):
+        raise ValueError(f"register_torso({name!r}): the factory {factory!r} is not callable")
+    _REGISTERED[name] = factory
+
+
+def torso_factory(name: str) -> TorsoFactory:
+    """The factory of the user's torso `name` (registered, or `MODULE:FACTORY` imported);
+    ValueError (one line) when there is none."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if ":" in name:
+        from jaxrl_dist.user_code import load_factory  # no JAX in it, but not needed up front
+
+        return load_factory(name, "", "config.network.torso", "my_pkg.nets:make_torso")
+    shipped = ("auto", *SHIPPED_TORSOS)
+    registered = ", ".join(map(repr, _REGISTERED)) or "none"
+    raise ValueError(
+        f"network.torso={name!r} is not one of {shipped} nor a torso registered in this "
+        f"process ({registered}); set config.network.torso to one of them or to "
+        "'MODULE:FACTORY', or register_torso() it before the run"
+    )
+
+
+class UserTorso(nn.Module):
+    """The user's torso `factory` (a `network.torso` value), built inside this module with the
+    spec of the observations it is called on: `[N, *obs_shape] -> [N, F]`."""
+
+    factory: str
+    hidden_sizes: Sequence[int]
+    activation: str
+    dtype: Any
+    layer_norm: bool
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        spec = TorsoSpec(
+            tuple(obs.shape[1:]),
+            tuple(self.hidden_sizes),
+            self.activation,
+            self.dtype,
+            self.layer_norm,
+        )
+        module = torso_factory(self.factory)(spec)
+        if not isinstance(module, nn.Module):
+            raise ValueError(
+                f"config.network.torso={self.factory!r} returned {type(module).__name__}, not "
+                "a flax.linen Module; return one that maps [N, *obs_shape] to [N, F]"
+            )
+        return module(obs)
 
 
 def flatten_obs(obs: jax.Array, obs_shape: tuple[int, ...]) -> tuple[tuple[int, ...], jax.Array]:
@@ -148,13 +241,22 @@ def make_torso(
     activation: str,
     dtype: jnp.dtype,
     module_name: str = "torso",
+    layer_norm: bool = False,
 ) -> nn.Module:
-    """The torso called `name` ("mlp" | "nature_cnn" | "impala_resnet"), as module `module_name`."""
+    """The torso called `name` ("mlp" | "nature_cnn" | "impala_resnet", or a user's: the
+    module docstring), as module `module_name`."""
     if name == "mlp":
-        return MLPTorso(tuple(hidden_sizes), activation, dtype, name=module_name)
+        return MLPTorso(tuple(hidden_sizes), activation, dtype, layer_norm, name=module_name)
     if name == "nature_cnn":
-        return NatureCNNTorso(dtype, name=module_name)
-    return ImpalaResNetTorso(dtype=dtype, name=module_name)
+        return NatureCNNTorso(dtype, layer_norm, name=module_name)
+    if name == "impala_resnet":
+        return ImpalaResNetTorso(dtype=dtype, layer_norm=layer_norm, name=module_name)
+    return UserTorso(name, tuple(hidden_sizes), activation, dtype, layer_norm, name=module_name)
+
+
+def _normed(layer_norm: bool, dtype: jnp.dtype, x: jax.Array) -> jax.Array:
+    """`x` through a LayerNorm (float32 params) when `layer_norm`, else as it is."""
+    return nn.LayerNorm(dtype=dtype, param_dtype=jnp.float32)(x) if layer_norm else x
 
 
 def _dense(features: int, dtype: jnp.dtype) -> nn.Dense:

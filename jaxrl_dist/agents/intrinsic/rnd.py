@@ -35,7 +35,7 @@ from jaxrl_dist.agents.common import masked_mean
 from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, resolve_torso
-from jaxrl_dist.networks.torsos import flatten_obs, make_torso
+from jaxrl_dist.networks.torsos import CONV_TORSOS, flatten_obs, make_torso
 from jaxrl_dist.ops.running_stats import (
     RunningStats,
     init_running_stats,
@@ -99,7 +99,7 @@ class RND:
 
     @property
     def whitens(self) -> bool:
-        return self.torso_name == "mlp"  # image torsos scale the frames themselves
+        return self.torso_name not in CONV_TORSOS  # the shipped image torsos scale frames
 
     def _network(self, extra_layers: int) -> RNDNetwork:
         c = self.config

@@ -174,6 +174,7 @@ def recurrent_q_model(
         dueling=config.dueling,
         core=nc.core,
         core_size=nc.core_size,
+        layer_norm=nc.layer_norm,
     )
     return RecurrentQModel(network, env_spec)
 

@@ -1,0 +1,179 @@
+"""A torso of the user's own in every built-in agent (issue 57): `network.torso =
+"MODULE:FACTORY"` or a `register_torso` name, built inside each agent's network (IMPALA, PPO,
+Rainbow, R2D2, RND's predictor and target), trained on both engines, saved in the policy
+description and rebuilt by `load_policy`; LayerNorm on the shipped torsos; one-line refusals."""
+
+import contextlib
+import dataclasses
+import io
+import os
+import re
+import runpy
+import subprocess
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from cli_refusal import assert_refused
+from train_runs import ROOT
+
+from jaxrl_dist import agents
+from jaxrl_dist.agents.base import RunShape
+from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
+from jaxrl_dist.checkpoints.policy import load_policy
+from jaxrl_dist.config.cli import parse_args
+from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.networks import NetworkConfig, make_actor_critic, register_torso
+
+ATTENTION = "user_networks:attention_torso"
+CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2)
+# The algorithms' own sections, as each config file sets them (defaults otherwise).
+CONFIGS = {
+    "impala": "impala_cartpole.py",
+    "ppo": "ppo_cartpole.py",
+    "rainbow": "rainbow_cartpole.py",
+    "r2d2": "r2d2_memory.py",
+}
+
+
+def _torso_params(tree) -> list[set]:
+    """The names right under each `torso` key in `tree` (a learner state's fields, optimiser
+    moments included)."""
+    torsos: dict = {}
+    for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
+        if "torso" in keys:
+            i = keys.index("torso")
+            torsos.setdefault(tuple(map(str, keys[:i])), set()).add(keys[i + 1])
+    return list(torsos.values())
+
+
+@pytest.mark.parametrize("algorithm", [*CONFIGS, "ppo+rnd"])
+def test_every_agent_builds_the_users_torso_inside_its_network(algorithm):
+    """Each agent's learner params hold the user's module under `torso` (RND's predictor and
+    target too), and the agent acts on a batch of observations."""
+    name = algorithm.split("+")[0]
+    config, _ = parse_args(
+        ["--config", os.path.join(ROOT, "configs", CONFIGS[name]), "--workdir", "unused"]
+    )
+    network = dataclasses.replace(config.network, torso=ATTENTION)  # R2D2's: an LSTM after it
+    intrinsic = IntrinsicConfig(method="rnd") if algorithm.endswith("rnd") else None
+    shape = RunShape(10_000, 64.0)
+    agent = agents.make_agent(name, config.algo, network, CARTPOLE, shape, intrinsic, 4)
+    state = agent.learner.init(jax.random.PRNGKey(0))
+    torsos = _torso_params(state)
+    assert torsos and all("FeatureAttention_0" in t for t in torsos), algorithm
+    assert len(torsos) >= (3 if intrinsic else 1)  # the agent's, RND's predictor and target
+
+
+def test_layer_norm_sits_before_each_activation_of_the_shipped_torsos():
+    net = make_actor_critic(NetworkConfig(layer_norm=True, hidden_sizes=(8, 8)), (4,), 2)
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((3, 4)))["params"]
+    assert set(params["torso"]) == {"Dense_0", "Dense_1", "LayerNorm_0", "LayerNorm_1"}
+    image = make_actor_critic(NetworkConfig(torso="impala_resnet", layer_norm=True), (4, 10, 10), 3)
+    frames = jnp.zeros((2, 4, 10, 10), jnp.uint8)
+    assert "LayerNorm_0" in image.init(jax.random.PRNGKey(0), frames)["params"]["torso"]
+
+
+def test_a_registered_torso_builds_by_its_name_and_a_policy_names_it():
+    register_torso("tiny", lambda spec: nn.Dense(5))
+    net = make_actor_critic(NetworkConfig(torso="tiny"), (4,), 2)
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))["params"]
+    assert params["torso"]["Dense_0"]["kernel"].shape == (4, 5)
+    with pytest.raises(ValueError, match="register_torso"):
+        register_torso("mlp", lambda spec: nn.Dense(5))  # a shipped name is not replaced
+
+
+@pytest.fixture(scope="module")
+def guide(tmp_path_factory):
+    """The guide's three Python blocks as a user runs them: the first saved as `my_nets.py`,
+    the other two run as scripts beside it (in this process, from a folder with the checkout's
+    configs): a PPO run with the attention torso and an LSTM on the memory task, and an Anakin
+    run with the registered CNN on MinAtar. Their printed lines and the folder."""
+    folder = tmp_path_factory.mktemp("guide")
+    os.symlink(os.path.join(ROOT, "configs"), folder / "configs")
+    with open(GUIDE) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert len(blocks) == 3, "the guide's blocks moved: update this test"
+    (folder / "my_nets.py").write_text(blocks[0])
+    printed, cwd = [], os.getcwd()
+    sys.path.insert(0, str(folder))
+    try:
+        os.chdir(folder)
+        for i, block in enumerate(blocks):
+            (folder / f"block{i}.py").write_text(block)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                runpy.run_path(str(folder / f"block{i}.py"), run_name="__main__")
+            printed.append(out.getvalue().strip().splitlines()[-1])
+    finally:
+        os.chdir(cwd)
+        sys.path.remove(str(folder))
+    return folder, printed
+
+
+GUIDE = os.path.join(ROOT, "docs", "guides", "your-own-network.md")
+
+
+def test_the_guides_examples_print_what_it_says(guide):
+    _, printed = guide
+    assert printed == ["defined", "['FeatureAttention_0']", "True"]
+
+
+def test_load_policy_rebuilds_the_torso_and_the_core_after_it(guide):
+    folder, _ = guide
+    policy = load_policy(str(folder / "runs" / "memory_attention"))
+    assert policy.description["network"]["torso"] == "my_nets:attention_torso"
+    assert _torso_params(policy.params) == [{"FeatureAttention_0"}]
+    state = policy.initial_state(3)
+    actions, _ = policy.act_with_state(np.zeros((3, 2), np.float32), state, np.ones(3, bool))
+    assert np.asarray(actions).shape == (3,)
+    minatar = load_policy(str(folder / "runs" / "minatar_cnn"))  # registered in this process
+    assert _torso_params(minatar.params) == [{"SmallCNN_0"}]
+
+
+def test_a_policy_whose_torso_does_not_import_is_refused_in_one_line(guide):
+    """`scripts/evaluate.py` in a process where `my_nets` is not on the path."""
+    folder, _ = guide
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    evaluate = os.path.join(ROOT, "scripts", "evaluate.py")
+    run = str(folder / "runs" / "memory_attention")
+    out = subprocess.run(
+        [sys.executable, evaluate, run, "--episodes", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    err = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(err) == 1, out.stderr[-2000:]
+    assert "cannot be built in this process" in err[0] and "'my_nets'" in err[0], err
+
+
+BAD = [
+    ("no_such_module:make", "cannot import module 'no_such_module'"),
+    ("user_networks:no_such_factory", "has no callable 'no_such_factory'"),
+    ("user_networks:", "write MODULE:FACTORY"),
+    ("user_networks:not_a_module", "returned str, not a flax.linen Module"),
+    ("unregistered", "nor a torso registered in this process"),
+]
+
+
+@pytest.mark.parametrize(("torso", "needle"), BAD)
+def test_a_torso_that_cannot_be_built_is_one_line_exit_2_nothing_written(
+    tmp_path, capsys, torso, needle
+):
+    config = os.path.join(ROOT, "configs", "ppo_cartpole.py:quick")
+    assert_refused(config, [f"--config.network.torso={torso}"], needle, tmp_path, capsys)
+
+
+def test_a_torso_that_does_not_fit_the_observations_names_the_shapes(tmp_path, capsys):
+    config = os.path.join(ROOT, "configs", "anakin_ppo_breakout_minatar.py:quick")
+    flags = ["--config.network.torso=user_networks:frames_unflattened"]
+    assert_refused(
+        config, flags, "to (2, 10, 10, 8); a torso returns features [N, F]", tmp_path, capsys
+    )
