@@ -202,12 +202,14 @@ def test_every_python_block_of_the_docs_is_run_by_a_test():
     run_in_test_readme = {"python-api.md": 1, "writing-an-agent.md": 1}
     run_in_test_own_env_guide = {"your-own-environment.md": 4}
     run_in_test_agents_config = {"several-agents.md": 1}
+    run_in_test_user_networks = {"your-own-network.md": 3}
     found = {os.path.basename(p): len(_blocks(p, "python")) for p in PAGES}
     want = {
         **run_here,
         **run_in_test_readme,
         **run_in_test_own_env_guide,
         **run_in_test_agents_config,
+        **run_in_test_user_networks,
     }
     assert {k: v for k, v in found.items() if v} == want
 
