@@ -149,8 +149,12 @@ BAD = [
     (["--config.seats.opening_plies=-1"], "config.seats.opening_plies=-1 must be >= 0"),
     (["--config.eval_envs=3"], "config.eval_envs=3 must be a multiple of 2 for a 2-player game"),
     (
-        ["--config.deterministic=true", "--config.sebulba.async_envs=false"],
-        "deterministic=True is not supported with config.seats yet",
+        [
+            "--config.deterministic=true",
+            "--config.sebulba.async_envs=false",
+            "--config.batch_size=36",
+        ],
+        "deterministic=True is not supported with config.seats on Sebulba yet",
     ),
 ]
 

@@ -185,8 +185,6 @@ class TrainConfig:
             raise ConfigError(problem)
         check_actor_loop(self)
         self._check_runtime()
-        if self.seats.enabled and self.deterministic:
-            fail("deterministic", self.deterministic, "is not supported with config.seats yet")
         check_core(self)
         check_collection(self)
         check_evaluation(self)

@@ -43,9 +43,9 @@ def check_actor_loop(c: Any) -> None:
 
 
 def check_core(c: Any) -> None:
-    """What a recurrent core does not support yet."""
+    """What a recurrent core does not support yet (on Sebulba also deterministic mode:
+    `sebulba/engine.py`)."""
     unsupported = {
-        "deterministic=True": c.deterministic,
         "config.seats": c.seats.enabled,
         "sebulba.agents_per_env > 1": c.sebulba.agents_per_env > 1,
     }

@@ -37,7 +37,7 @@ from jaxrl_dist.run.preflight import (
     multi_agent_problem,
 )
 from jaxrl_dist.run.prepared import Prepared
-from jaxrl_dist.sebulba.fields import REFUSES, SECTION, USES
+from jaxrl_dist.sebulba.fields import REFUSES, SECTION, USES, lockstep_problem
 from jaxrl_dist.sebulba.lane import Lane, saved_replay
 from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
 from jaxrl_dist.sebulba.rotation import Rotation
@@ -100,9 +100,7 @@ class SebulbaEngine(Engine):
     def problem(cls, config: Any, flow: Any) -> str | None:
         """The data flow's host checks; lockstep actors need sync EnvPools; the inference
         server's batch holds at least one actor's recv()."""
-        problem = flow.host_problem(config)
-        if not problem and config.deterministic and config.sebulba.async_envs:
-            problem = "config.sebulba.async_envs=True must be False when deterministic=True"
+        problem = flow.host_problem(config) or lockstep_problem(config)
         batch = config.sebulba.inference.batch_size
         if (
             not problem

@@ -2,6 +2,8 @@
 (`run/fields.py`: `SHELL_FIELDS` are honoured alike by every engine), and the ones it refuses.
 Its own section, `config.sebulba` (`config/engine_sections.py`), is read by it alone."""
 
+from typing import Any
+
 SECTION = "sebulba"
 
 USES = {
@@ -30,3 +32,24 @@ USES = {
 REFUSES = {
     "replay.batch_size": "the learner samples config.batch_size",
 }
+
+
+def lockstep_problem(config: Any) -> str | None:
+    """What deterministic mode's lockstep actors cannot do yet (Anakin's program is
+    deterministic by construction: it takes every one of these)."""
+    if not config.deterministic:
+        return None
+    if config.sebulba.async_envs:
+        return "config.sebulba.async_envs=True must be False when deterministic=True"
+    if config.seats.enabled:
+        return (
+            "config.deterministic=True is not supported with config.seats on Sebulba yet "
+            "(Anakin takes both); set config.deterministic=False"
+        )
+    if config.network.recurrent:
+        return (
+            f"config.network.core={config.network.core!r} is not supported with "
+            "deterministic=True on Sebulba yet (lockstep actors restart their cores each "
+            "unroll; Anakin takes both); set config.network.core='none'"
+        )
+    return None

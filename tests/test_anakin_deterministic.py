@@ -1,0 +1,59 @@
+"""Deterministic mode on every Anakin run (issue 57, item 3): the combinations Sebulba's
+lockstep actors refuse (a recurrent core, seats) run on Anakin with `deterministic=True` and end
+with the params of the same run without it: Anakin's program is a pure function of the seed
+already, and the flag adds only XLA's deterministic-ops flags on a GPU. Sebulba refuses each
+in one line that names Anakin."""
+
+import os
+
+import pytest
+from cli_refusal import assert_refused
+from train_runs import ROOT
+
+from jaxrl_dist.config.cli import load_config
+from jaxrl_dist.run.trainer import Trainer
+
+# Two updates each (4 envs x 128 steps; 64 games x 16 steps).
+ANAKIN = {
+    "recurrent": (
+        "anakin_ppo_cartpole.py:quick",
+        {"network.core": "lstm", "total_env_steps": 1024},
+    ),
+    "seats": ("anakin_ppo_tictactoe.py:quick", {"total_env_steps": 2048}),
+}
+
+
+@pytest.mark.parametrize("case", ANAKIN)
+def test_an_anakin_run_takes_deterministic_mode_and_ends_where_it_would(tmp_path, case):
+    config_file, overrides = ANAKIN[case]
+    spec = os.path.join(ROOT, "configs", config_file)
+    digests = []
+    for deterministic in (True, False):
+        config = load_config(spec, **{**overrides, "deterministic": deterministic})
+        result = Trainer(config, str(tmp_path / f"run_{deterministic}"), quiet=True).run()
+        assert result.updates == 2
+        digests.append(result.summary["params_sha256"])
+    assert digests[0] == digests[1]
+
+
+SEBULBA = [
+    (
+        "ppo_tictactoe.py:quick",
+        ["--config.batch_size=36"],
+        "deterministic=True is not supported with config.seats on Sebulba yet (Anakin takes",
+    ),
+    (
+        "ppo_lstm_memory.py:quick",
+        ["--config.batch_size=32"],
+        "config.network.core='lstm' is not supported with deterministic=True on Sebulba yet",
+    ),
+]
+
+
+@pytest.mark.parametrize(("config_file", "flags", "needle"), SEBULBA)
+def test_sebulba_refuses_them_in_one_line_naming_anakin(
+    tmp_path, capsys, config_file, flags, needle
+):
+    flags = [*flags, "--config.deterministic=True", "--config.sebulba.async_envs=False"]
+    config = os.path.join(ROOT, "configs", config_file)
+    assert_refused(config, flags, needle, tmp_path, capsys)
