@@ -4,7 +4,8 @@
 
 JAX reports, per process: tracing a function to a jaxpr, lowering it to an MLIR module (done for
 a persistent-cache hit too: the cache's key is the module), and the backend compile (a miss) or
-the read back (a hit). Tracing nests (a jitted function traced inside another reports both), so
+the read back (a hit: JAX reports it just before that compile's duration, on the same thread,
+which the hook records). Tracing nests (a jitted function traced inside another reports both), so
 its seconds overstate; lowering and backend seconds do not. A "program" is a backend compile of
 over `BIG_S` seconds; the rest are mostly single operations run outside `jit`.
 """
@@ -38,13 +39,14 @@ def census(directory: str, top: int = 20) -> dict:
     by_file = collections.defaultdict(collections.Counter)
     for records in _records(directory):
         total["processes"] += 1
-        hit = False
+        hit: set = set()  # the threads whose next backend compile is a cache hit's
         for r in records:
+            thread = r.get("thread")
             event = r["event"]
             if event == "exit":
                 total["exited_cpu_s"] += r["cpu_s"]
             elif event.endswith("/cache_hits"):
-                hit = True
+                hit.add(thread)
             elif event == PREFIX + "jaxpr_trace_duration":
                 total["trace_s"] += r["seconds"]
                 by_file[_file_of(r)]["trace_s"] += r["seconds"]
@@ -53,8 +55,8 @@ def census(directory: str, top: int = 20) -> dict:
                 by_fun[r["fun"]]["lower_s"] += r["seconds"]
                 by_file[_file_of(r)]["lower_s"] += r["seconds"]
             elif event == PREFIX + "backend_compile_duration":
-                kind = "hit" if hit else ("program" if r["seconds"] > BIG_S else "small")
-                hit = False
+                kind = "hit" if thread in hit else ("program" if r["seconds"] > BIG_S else "small")
+                hit.discard(thread)
                 for counter in (total, by_fun[r["fun"]], by_file[_file_of(r)]):
                     counter[f"{kind}_n"] += 1
                     counter[f"{kind}_s"] += r["seconds"]

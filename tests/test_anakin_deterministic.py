@@ -1,8 +1,11 @@
 """Deterministic mode on every Anakin run (issue 57, item 3): the combinations Sebulba's
-lockstep actors refuse (a recurrent core, seats) run on Anakin with `deterministic=True` and end
-with the params of the same run without it: Anakin's program is a pure function of the seed
-already, and the flag adds only XLA's deterministic-ops flags on a GPU. Sebulba refuses each
-in one line that names Anakin."""
+lockstep actors refuse (a recurrent core, seats) run on Anakin with `deterministic=True`.
+Anakin's program is a pure function of the seed already, and the flag adds only XLA's
+deterministic-ops flags, which a CPU ignores: here the test shows the runs are accepted and end
+with the params of the same run without the flag (the program is unchanged). That an Anakin run
+on a GPU repeats bit for bit under those flags is not shown here (`gpu_check.py`'s determinism
+part runs Sebulba's IMPALA). Sebulba refuses each in one line that names Anakin, before anything
+else about the run."""
 
 import os
 
@@ -36,24 +39,22 @@ def test_an_anakin_run_takes_deterministic_mode_and_ends_where_it_would(tmp_path
     assert digests[0] == digests[1]
 
 
+# Refused before the learner batch deterministic mode asks for (batch_size is left as it is).
 SEBULBA = [
     (
         "ppo_tictactoe.py:quick",
-        ["--config.batch_size=36"],
-        "deterministic=True is not supported with config.seats on Sebulba yet (Anakin takes",
+        "deterministic=True is not supported with config.seats on Sebulba yet (Anakin takes both)",
     ),
     (
         "ppo_lstm_memory.py:quick",
-        ["--config.batch_size=32"],
-        "config.network.core='lstm' is not supported with deterministic=True on Sebulba yet",
+        "config.network.core='lstm' is not supported with deterministic=True on Sebulba yet "
+        "(lockstep actors restart their cores each unroll; Anakin takes both)",
     ),
 ]
 
 
-@pytest.mark.parametrize(("config_file", "flags", "needle"), SEBULBA)
-def test_sebulba_refuses_them_in_one_line_naming_anakin(
-    tmp_path, capsys, config_file, flags, needle
-):
-    flags = [*flags, "--config.deterministic=True", "--config.sebulba.async_envs=False"]
+@pytest.mark.parametrize(("config_file", "needle"), SEBULBA)
+def test_sebulba_refuses_them_in_one_line_naming_anakin(tmp_path, capsys, config_file, needle):
+    flags = ["--config.deterministic=True", "--config.sebulba.async_envs=False"]
     config = os.path.join(ROOT, "configs", config_file)
     assert_refused(config, flags, needle, tmp_path, capsys)

@@ -152,7 +152,6 @@ BAD = [
         [
             "--config.deterministic=true",
             "--config.sebulba.async_envs=false",
-            "--config.batch_size=36",
         ],
         "deterministic=True is not supported with config.seats on Sebulba yet",
     ),

@@ -43,8 +43,9 @@ def test_one_ops_test_of_a_fresh_clone_is_timed_with_the_machines_speed(tmp_path
 
 
 def test_the_census_tells_hits_programs_and_small_compiles_apart(tmp_path):
-    """A process's records as the hook writes them: a backend compile right after a cache hit
-    is the hit's; one over `BIG_S` a program; the rest small; each counted by test file."""
+    """A process's records as the hook writes them: a thread's backend compile right after its
+    cache hit is the hit's (another thread's compile in between is not); one over `BIG_S` a
+    program; the rest small; each counted by test file."""
     compile = "/jax/core/compile/backend_compile_duration"
     test = "tests/test_x.py::t (call)"
     records = [
@@ -55,9 +56,9 @@ def test_the_census_tells_hits_programs_and_small_compiles_apart(tmp_path):
             "fun": "jit(f)",
         },
         {"event": compile, "seconds": 2.0, "fun": "jit(f)", "test": test},
-        {"event": "/jax/compilation_cache/cache_hits"},
-        {"event": compile, "seconds": 0.5, "fun": "jit(f)", "test": test},
-        {"event": compile, "seconds": 0.01, "fun": "jit(add)"},
+        {"event": "/jax/compilation_cache/cache_hits", "thread": 1},
+        {"event": compile, "seconds": 0.01, "fun": "jit(add)", "thread": 2},  # another thread's
+        {"event": compile, "seconds": 0.5, "fun": "jit(f)", "test": test, "thread": 1},
         {"event": "exit", "cpu_s": 7.0, "argv": ["x"]},
     ]
     lines = "".join(json.dumps(r) + "\n" for r in records)

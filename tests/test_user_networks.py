@@ -26,7 +26,12 @@ from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, make_actor_critic, register_torso
+from jaxrl_dist.networks import (
+    NetworkConfig,
+    make_actor_critic,
+    make_q_network,
+    register_torso,
+)
 
 ATTENTION = "user_networks:attention_torso"
 CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2)
@@ -78,13 +83,32 @@ def test_layer_norm_sits_before_each_activation_of_the_shipped_torsos():
     assert "LayerNorm_0" in image.init(jax.random.PRNGKey(0), frames)["params"]["torso"]
 
 
-def test_a_registered_torso_builds_by_its_name_and_a_policy_names_it():
-    register_torso("tiny", lambda spec: nn.Dense(5))
-    net = make_actor_critic(NetworkConfig(torso="tiny"), (4,), 2)
+def test_a_registered_torso_builds_by_its_name_and_no_shipped_name_is_replaced():
+    register_torso("five_features", lambda spec: nn.Dense(5))
+    net = make_actor_critic(NetworkConfig(torso="five_features"), (4,), 2)
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))["params"]
     assert params["torso"]["Dense_0"]["kernel"].shape == (4, 5)
     with pytest.raises(ValueError, match="register_torso"):
-        register_torso("mlp", lambda spec: nn.Dense(5))  # a shipped name is not replaced
+        register_torso("mlp", lambda spec: nn.Dense(5))
+
+
+def test_the_start_up_check_traces_the_torso_on_the_envs_dtype():
+    """MinAtar's bool frames: a torso that flips their bits is accepted on them, and refused in
+    one line on float32 observations, which it cannot take."""
+    config = NetworkConfig(torso="user_networks:inverted_bits")
+    net = make_actor_critic(config, (10, 10, 4), 3, obs_dtype=np.dtype(bool))
+    frames = jnp.zeros((2, 10, 10, 4), bool)
+    assert "InvertedBits_0" in net.init(jax.random.PRNGKey(0), frames)["params"]["torso"]
+    with pytest.raises(ValueError) as refused:
+        make_actor_critic(config, (10, 10, 4), 3, obs_dtype=np.dtype(np.float32))
+    message = str(refused.value)
+    assert "\n" not in message and "fails on observations [2, 10, 10, 4] float32" in message
+
+
+def test_layer_norm_reaches_the_q_networks_torso():
+    config = NetworkConfig(layer_norm=True, hidden_sizes=(8,))
+    q = make_q_network(config, (4,), 2)
+    assert "LayerNorm_0" in q.init(jax.random.PRNGKey(0), jnp.zeros((3, 4)))["params"]["torso"]
 
 
 @pytest.fixture(scope="module")

@@ -27,23 +27,23 @@ def attention_torso(spec: TorsoSpec) -> nn.Module:
     return FeatureAttention(width=spec.hidden_sizes[-1], layer_norm=spec.layer_norm)
 
 
-class SmallCNN(nn.Module):
-    """MinAtar-sized frames `[N, C, H, W]` -> `[N, 128]`: one 3x3 conv and a Dense layer."""
-
-    @nn.compact
-    def __call__(self, frames):
-        x = jnp.transpose(frames, (0, 2, 3, 1)).astype(jnp.float32)
-        x = nn.relu(nn.Conv(16, (3, 3))(x))
-        return nn.relu(nn.Dense(128)(x.reshape(x.shape[0], -1)))
-
-
-def small_cnn(spec: TorsoSpec) -> nn.Module:
-    return SmallCNN()
-
-
 def not_a_module(spec: TorsoSpec):
     return "a string"
 
 
 def frames_unflattened(spec: TorsoSpec) -> nn.Module:
-    return nn.Dense(8)  # [N, C, H, W] -> [N, C, H, 8]: no flattening
+    return nn.Dense(8)  # [N, H, W, C] -> [N, H, W, 8]: no flattening
+
+
+class InvertedBits(nn.Module):
+    """Bool frames, their bits flipped (`bitwise_xor` takes integers and bools, not floats),
+    then a Dense layer: `[N, *obs_shape] -> [N, 16]`."""
+
+    @nn.compact
+    def __call__(self, frames):
+        bits = jnp.bitwise_xor(frames, True).astype(jnp.float32)
+        return nn.relu(nn.Dense(16)(bits.reshape(frames.shape[0], -1)))
+
+
+def inverted_bits(spec: TorsoSpec) -> nn.Module:
+    return InvertedBits()

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 
 _DIR = os.environ.get("JAXRL_DIST_COMPILE_CENSUS")
 _FILE = None
@@ -25,6 +26,7 @@ def _write(record: dict) -> None:
     if _FILE is None:
         _FILE = open(os.path.join(_DIR, f"{os.getpid()}.jsonl"), "a", buffering=1)  # noqa: SIM115
     record["test"] = os.environ.get("PYTEST_CURRENT_TEST")
+    record["thread"] = threading.get_ident()  # a cache hit is its own thread's next compile
     _FILE.write(json.dumps(record) + "\n")
 
 

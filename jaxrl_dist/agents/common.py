@@ -235,14 +235,15 @@ def make_policy_model(
             "network.tanh_squash=True needs finite action bounds, this env has "
             f"{env_spec.action_low}..{env_spec.action_high}; set config.network.tanh_squash=false"
         )
+    dtype = env_spec.obs_dtype  # a user's torso is traced on it
     if env_spec.continuous:
         network = make_actor_critic(
-            network_config, env_spec.obs_shape, env_spec.action_dim, True, value_heads
+            network_config, env_spec.obs_shape, env_spec.action_dim, True, value_heads, dtype
         )
         dist = Gaussian(tanh_squash=network_config.tanh_squash)
     else:
         network = make_actor_critic(
-            network_config, env_spec.obs_shape, env_spec.num_actions, False, value_heads
+            network_config, env_spec.obs_shape, env_spec.num_actions, False, value_heads, dtype
         )
         dist = Categorical()
     return PolicyModel(network, dist, env_spec, network_config.normalize_obs)

@@ -110,11 +110,18 @@ def build_agent(description: dict[str, Any]) -> Agent:
 def _check_torso(torso: str) -> None:
     """ValueError (one line) when a user's torso the policy names cannot be built here (its
     module does not import, or its name is not registered in this process)."""
-    if torso not in TORSOS:
-        try:
-            torso_factory(torso)
-        except ValueError as e:
+    if torso in TORSOS:
+        return
+    try:
+        torso_factory(torso)
+    except ValueError as e:
+        if ":" in torso:  # MODULE:FACTORY that does not import here
             raise ValueError(f"the policy's network cannot be built in this process: {e}") from None
+        raise ValueError(
+            f"the policy's network.torso={torso!r} is a name registered in the process that "
+            f"trained it, not in this one: register_torso({torso!r}, factory) before "
+            "load_policy (scripts/evaluate.py rebuilds only 'MODULE:FACTORY' torsos)"
+        ) from None
 
 
 def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:

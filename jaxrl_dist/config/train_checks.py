@@ -44,7 +44,7 @@ def check_actor_loop(c: Any) -> None:
 
 def check_core(c: Any) -> None:
     """What a recurrent core does not support yet (on Sebulba also deterministic mode:
-    `sebulba/engine.py`)."""
+    `sebulba/fields.py`: `lockstep_problem`)."""
     unsupported = {
         "config.seats": c.seats.enabled,
         "sebulba.agents_per_env > 1": c.sebulba.agents_per_env > 1,

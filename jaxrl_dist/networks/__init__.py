@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -28,6 +29,7 @@ from jaxrl_dist.networks.torsos import (
     ACTIVATIONS,
     SHIPPED_TORSOS,
     TorsoSpec,
+    check_user_torso,
     flatten_obs,
     make_torso,
     register_torso,
@@ -170,8 +172,11 @@ class NetworkConfig:
         return self.core != "none"
 
 
-def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
-    """The concrete torso name for `obs_shape`; raises ValueError if they do not fit."""
+def resolve_torso(
+    config: NetworkConfig, obs_shape: tuple[int, ...], obs_dtype: Any = jnp.float32
+) -> str:
+    """The concrete torso name for `obs_shape` observations of `obs_dtype` (a user's torso is
+    traced on them); raises ValueError if they do not fit."""
     torso = config.torso
     if torso == "auto":
         if len(obs_shape) not in (1, 3):
@@ -181,7 +186,9 @@ def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
             )
         torso = "mlp" if len(obs_shape) == 1 else "impala_resnet"
     if torso not in TORSOS:
-        check_user_torso(config, obs_shape)
+        check_user_torso(
+            _make_torso(torso, config), config.torso, obs_shape, obs_dtype, config.normalize_obs
+        )
         return torso
     if torso != "mlp" and len(obs_shape) != 3:
         raise ValueError(
@@ -194,35 +201,6 @@ def resolve_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> str:
             f"obs_shape={obs_shape}; set config.network.torso='impala_resnet'"
         )
     return torso
-
-
-def check_user_torso(config: NetworkConfig, obs_shape: tuple[int, ...]) -> None:
-    """ValueError (one line) unless the user's torso `config.torso` maps a batch of 2
-    observations `[2, *obs_shape]` to features `[2, F]` (shapes only: nothing is computed)."""
-    torso = _make_torso(config.torso, config)
-    obs = jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32)
-    try:
-        features = jax.eval_shape(
-            lambda o: torso.init_with_output(jax.random.PRNGKey(0), o)[0], obs
-        )
-    except ValueError:
-        raise  # ours: a factory that is not one, or returned no module
-    except Exception as e:  # noqa: BLE001  the user's module fails on these shapes
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ValueError(
-            f"config.network.torso={config.torso!r} fails on observations [N, *{obs_shape}]: "
-            f"{type(e).__name__}: {first}"
-        ) from None
-    if (
-        not isinstance(features, jax.ShapeDtypeStruct)
-        or features.shape[:1] != (2,)
-        or len(features.shape) != 2
-    ):
-        got = getattr(features, "shape", type(features).__name__)
-        raise ValueError(
-            f"config.network.torso={config.torso!r} maps observations [2, *{obs_shape}] to "
-            f"{got}; a torso returns features [N, F] (flatten them in the torso)"
-        )
 
 
 def _make_torso(name: str, config: NetworkConfig, module_name: str = "torso") -> nn.Module:
@@ -339,6 +317,7 @@ def make_actor_critic(
     num_actions: int,
     continuous: bool = False,
     value_heads: int = 1,
+    obs_dtype: Any = jnp.float32,
 ) -> nn.Module:
     """Builds the actor-critic for `obs_shape` observations and `num_actions` discrete actions
     (or, with `continuous`, a Gaussian policy over `num_actions` action dimensions).
@@ -352,7 +331,7 @@ def make_actor_critic(
     obs_shape = tuple(int(d) for d in obs_shape)
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
-    torso_name = resolve_torso(config, obs_shape)
+    torso_name = resolve_torso(config, obs_shape, obs_dtype)
     if not continuous:
         _refuse_unread(config, CONTINUOUS_FIELDS, "the actions are discrete (a softmax head)")
     cls = RecurrentActorCritic if config.recurrent else ActorCritic
@@ -368,6 +347,7 @@ def make_q_network(
     dueling: bool = False,
     noisy: bool = False,
     sigma0: float = 0.5,
+    obs_dtype: Any = jnp.float32,
 ) -> QNetwork:
     """The DQN-family network for `obs_shape` observations and `num_actions` actions: the
     config's torso and a `QHead` (`num_atoms > 1`: C51 logits `[..., A, K]`, else Q `[..., A]`).
@@ -379,7 +359,7 @@ def make_q_network(
     return QNetwork(
         obs_shape=obs_shape,
         num_actions=int(num_actions),
-        torso_name=resolve_torso(config, obs_shape),
+        torso_name=resolve_torso(config, obs_shape, obs_dtype),
         hidden_sizes=config.hidden_sizes,
         activation=config.activation,
         dtype=config.compute_dtype,

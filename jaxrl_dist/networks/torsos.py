@@ -25,6 +25,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_dist.user_code import FactoryError, load_factory
+
 Activation = Callable[[jax.Array], jax.Array]
 
 ACTIVATIONS: dict[str, Activation] = {"tanh": nn.tanh, "relu": nn.relu}
@@ -160,6 +162,10 @@ class TorsoSpec:
     layer_norm: bool
 
 
+class TorsoError(ValueError):
+    """A user's torso that cannot be built (one line, with the fix)."""
+
+
 TorsoFactory = Callable[[TorsoSpec], nn.Module]
 _REGISTERED: dict[str, TorsoFactory] = {}
 
@@ -185,12 +191,10 @@ def torso_factory(name: str) -> TorsoFactory:
     if name in _REGISTERED:
         return _REGISTERED[name]
     if ":" in name:
-        from jaxrl_dist.user_code import load_factory  # no JAX in it, but not needed up front
-
         return load_factory(name, "", "config.network.torso", "my_pkg.nets:make_torso")
     shipped = ("auto", *SHIPPED_TORSOS)
     registered = ", ".join(map(repr, _REGISTERED)) or "none"
-    raise ValueError(
+    raise TorsoError(
         f"network.torso={name!r} is not one of {shipped} nor a torso registered in this "
         f"process ({registered}); set config.network.torso to one of them or to "
         "'MODULE:FACTORY', or register_torso() it before the run"
@@ -218,7 +222,7 @@ class UserTorso(nn.Module):
         )
         module = torso_factory(self.factory)(spec)
         if not isinstance(module, nn.Module):
-            raise ValueError(
+            raise TorsoError(
                 f"config.network.torso={self.factory!r} returned {type(module).__name__}, not "
                 "a flax.linen Module; return one that maps [N, *obs_shape] to [N, F]"
             )
@@ -233,6 +237,43 @@ def flatten_obs(obs: jax.Array, obs_shape: tuple[int, ...]) -> tuple[tuple[int, 
         raise ValueError(f"obs shape {obs.shape} does not end with obs_shape {obs_shape}")
     lead = tuple(obs.shape[: obs.ndim - rank])
     return lead, obs.reshape((math.prod(lead), *obs_shape))
+
+
+def check_user_torso(
+    torso: nn.Module,
+    name: str,
+    obs_shape: tuple[int, ...],
+    obs_dtype: Any = jnp.float32,
+    normalize_obs: bool = False,
+) -> None:
+    """TorsoError (one line) unless the user's torso module `torso` (`network.torso=name`) maps
+    a batch of 2 observations `[2, *obs_shape]` to features `[2, F]` (shapes only: nothing is
+    computed). The observations have the dtype the torso is given: the env's, or float32 where
+    they are floats or normalised first (`normalize_obs`)."""
+    floats = normalize_obs or jnp.issubdtype(obs_dtype, jnp.floating)
+    obs = jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32 if floats else obs_dtype)
+    try:
+        features = jax.eval_shape(
+            lambda o: torso.init_with_output(jax.random.PRNGKey(0), o)[0], obs
+        )
+    except (TorsoError, FactoryError):
+        raise  # ours, one line already: no factory, or it returned no module
+    except Exception as e:  # noqa: BLE001  the user's module fails on these observations
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise TorsoError(
+            f"config.network.torso={name!r} fails on observations {list(obs.shape)} "
+            f"{obs.dtype}: {type(e).__name__}: {first}"
+        ) from None
+    if (
+        not isinstance(features, jax.ShapeDtypeStruct)
+        or features.shape[:1] != (2,)
+        or len(features.shape) != 2
+    ):
+        got = getattr(features, "shape", type(features).__name__)
+        raise TorsoError(
+            f"config.network.torso={name!r} maps observations [2, *{obs_shape}] to {got}; a "
+            "torso returns features [N, F] (flatten them in the torso)"
+        )
 
 
 def make_torso(

@@ -62,7 +62,8 @@ class SebulbaEngine(Engine):
         """EnvPool's registry, the process count, the XLA loop, the devices, the seats or
         agents, GIFs (the env must render here); ConfigError."""
         check = functools.partial(check_env, start_timeout_s=config.sebulba.env_start_timeout_s)
-        problem = check(config.env_id, config.env_kwargs)
+        # What lockstep actors cannot do, before the batch size deterministic mode asks for.
+        problem = lockstep_problem(config) or check(config.env_id, config.env_kwargs)
         problem = problem or config.process_problem(jax.process_count())
         if not problem and config.sebulba.actor_loop == "xla":
             problem = xla_loop_problem(config.env_id, config.env_kwargs)

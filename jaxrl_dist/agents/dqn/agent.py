@@ -188,6 +188,7 @@ def make_rainbow(
         dueling=config.dueling,
         noisy=config.noisy,
         sigma0=config.sigma0,
+        obs_dtype=env_spec.obs_dtype,
     )
     model = QModel(network, env_spec, config.v_min, config.v_max)
     init, learn = q_learner_parts(config, model, run_shape, RUNTIME_HPARAMS)

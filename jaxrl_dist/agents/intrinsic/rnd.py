@@ -34,7 +34,7 @@ import optax
 from jaxrl_dist.agents.common import masked_mean
 from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, resolve_torso
+from jaxrl_dist.networks import TORSOS, NetworkConfig, resolve_torso
 from jaxrl_dist.networks.torsos import CONV_TORSOS, flatten_obs, make_torso
 from jaxrl_dist.ops.running_stats import (
     RunningStats,
@@ -185,7 +185,12 @@ def make_rnd(
     use `network_config`'s image torso. Raises ValueError (one line) for an observation it
     cannot embed."""
     obs_shape = tuple(int(d) for d in env_spec.obs_shape)
-    torso = resolve_torso(network_config, obs_shape) if len(obs_shape) in (1, 3) else "mlp"
+    own = network_config.torso not in TORSOS  # a user's torso: whatever the observations' rank
+    if own or len(obs_shape) in (1, 3):
+        # RND builds it with its own fields (sizes, ReLU, float32) on whitened observations.
+        torso = resolve_torso(network_config, obs_shape, jnp.float32)
+    else:
+        torso = "mlp"
     return RND(config, obs_shape, torso, num_columns)
 
 

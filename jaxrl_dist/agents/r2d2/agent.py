@@ -167,7 +167,7 @@ def recurrent_q_model(
     network = RecurrentQNetwork(
         obs_shape=tuple(env_spec.obs_shape),
         num_actions=env_spec.num_actions,
-        torso_name=resolve_torso(nc, env_spec.obs_shape),
+        torso_name=resolve_torso(nc, env_spec.obs_shape, env_spec.obs_dtype),
         hidden_sizes=nc.hidden_sizes,
         activation=nc.activation,
         dtype=nc.compute_dtype,
