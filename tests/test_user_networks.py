@@ -33,7 +33,8 @@ from jaxrl_dist.networks import (
     register_torso,
 )
 
-ATTENTION = "user_networks:attention_torso"
+ATTENTION = "my_nets:attention_torso"  # the guide's module (`my_nets` below)
+GUIDE = os.path.join(ROOT, "docs", "guides", "your-own-network.md")
 CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2)
 # The algorithms' own sections, as each config file sets them (defaults otherwise).
 CONFIGS = {
@@ -56,8 +57,26 @@ def _torso_params(tree) -> list[set]:
     return list(torsos.values())
 
 
+def _guide_blocks() -> list[str]:
+    with open(GUIDE) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert len(blocks) == 3, "the guide's blocks moved: update this test"
+    return blocks
+
+
+@pytest.fixture(scope="module")
+def my_nets(tmp_path_factory):
+    """The guide's first block saved as `my_nets.py` in a folder on the path, as a user's own
+    module; the folder."""
+    folder = tmp_path_factory.mktemp("guide")
+    (folder / "my_nets.py").write_text(_guide_blocks()[0])
+    sys.path.insert(0, str(folder))
+    yield folder
+    sys.path.remove(str(folder))
+
+
 @pytest.mark.parametrize("algorithm", [*CONFIGS, "ppo+rnd"])
-def test_every_agent_builds_the_users_torso_inside_its_network(algorithm):
+def test_every_agent_builds_the_users_torso_inside_its_network(my_nets, algorithm):
     """Each agent's learner params hold the user's module under `torso` (RND's predictor and
     target too), and the agent acts on a batch of observations."""
     name = algorithm.split("+")[0]
@@ -112,22 +131,17 @@ def test_layer_norm_reaches_the_q_networks_torso():
 
 
 @pytest.fixture(scope="module")
-def guide(tmp_path_factory):
-    """The guide's three Python blocks as a user runs them: the first saved as `my_nets.py`,
-    the other two run as scripts beside it (in this process, from a folder with the checkout's
-    configs): a PPO run with the attention torso and an LSTM on the memory task, and an Anakin
+def guide(my_nets):
+    """The guide's three Python blocks as a user runs them, each saved as a script beside
+    `my_nets.py` and run (in this process, from that folder, with the checkout's configs): the
+    module, a PPO run with the attention torso and an LSTM on the memory task, and an Anakin
     run with the registered CNN on MinAtar. Their printed lines and the folder."""
-    folder = tmp_path_factory.mktemp("guide")
+    folder = my_nets
     os.symlink(os.path.join(ROOT, "configs"), folder / "configs")
-    with open(GUIDE) as f:
-        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
-    assert len(blocks) == 3, "the guide's blocks moved: update this test"
-    (folder / "my_nets.py").write_text(blocks[0])
     printed, cwd = [], os.getcwd()
-    sys.path.insert(0, str(folder))
     try:
         os.chdir(folder)
-        for i, block in enumerate(blocks):
+        for i, block in enumerate(_guide_blocks()):
             (folder / f"block{i}.py").write_text(block)
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
@@ -135,11 +149,7 @@ def guide(tmp_path_factory):
             printed.append(out.getvalue().strip().splitlines()[-1])
     finally:
         os.chdir(cwd)
-        sys.path.remove(str(folder))
     return folder, printed
-
-
-GUIDE = os.path.join(ROOT, "docs", "guides", "your-own-network.md")
 
 
 def test_the_guides_examples_print_what_it_says(guide):

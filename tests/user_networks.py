@@ -1,30 +1,11 @@
-"""Torsos of a user's own, as a user's package would ship them: `network.torso =
-"user_networks:attention_torso"` (this folder on the path) builds them in the tests."""
+"""Torsos of a user's own that the tests build by `network.torso = "user_networks:NAME"` (this
+folder on the path): the ones a run refuses, and one that needs the env's own dtype. The guide's
+attention torso and CNN are its own `my_nets.py` (`test_user_networks.py` saves it)."""
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from jaxrl_dist.networks import TorsoSpec
-
-
-class FeatureAttention(nn.Module):
-    """Each observation feature a token: embedded, one self-attention layer, mean-pooled:
-    `[N, D] -> [N, width]`."""
-
-    width: int
-    layer_norm: bool
-
-    @nn.compact
-    def __call__(self, obs):
-        tokens = nn.Dense(self.width)(obs.reshape(obs.shape[0], -1, 1).astype(jnp.float32))
-        tokens = tokens + nn.MultiHeadDotProductAttention(num_heads=2)(tokens, tokens)
-        if self.layer_norm:
-            tokens = nn.LayerNorm()(tokens)
-        return nn.relu(nn.Dense(self.width)(tokens.mean(axis=1)))
-
-
-def attention_torso(spec: TorsoSpec) -> nn.Module:
-    return FeatureAttention(width=spec.hidden_sizes[-1], layer_norm=spec.layer_norm)
 
 
 def not_a_module(spec: TorsoSpec):

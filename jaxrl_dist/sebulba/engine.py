@@ -99,9 +99,9 @@ class SebulbaEngine(Engine):
 
     @classmethod
     def problem(cls, config: Any, flow: Any) -> str | None:
-        """The data flow's host checks; lockstep actors need sync EnvPools; the inference
-        server's batch holds at least one actor's recv()."""
-        problem = flow.host_problem(config) or lockstep_problem(config)
+        """The data flow's host checks; the inference server's batch holds at least one
+        actor's recv() (what lockstep actors cannot do is `machine`'s, checked before)."""
+        problem = flow.host_problem(config)
         batch = config.sebulba.inference.batch_size
         if (
             not problem
