@@ -1,6 +1,8 @@
-"""Board games on the Anakin runtime: `anakin_ppo_tictactoe.py:quick` through scripts/train.py
-with its game evaluations and opponent pool, its params giving the same results on EnvPool's
-port and on pgx, an exact resume with the pool, connect four, and one-line refusals."""
+"""Board games on the Anakin runtime: `anakin_ppo_tictactoe.py:quick` with an LSTM core through
+scripts/train.py with its game evaluations and opponent pool (self-play and pool seats remember
+each game: issue 57), its params giving the same results on EnvPool's port and on pgx (each
+evaluator carrying the learner's memory per game), an exact resume with the pool and the
+memories, connect four, and one-line refusals."""
 
 import json
 import os
@@ -21,13 +23,18 @@ from jaxrl_dist.evaluation.pools import make_evaluator
 from jaxrl_dist.run.trainer import Trainer
 
 QUICK = "configs/anakin_ppo_tictactoe.py:quick"
+LSTM = {"network.core": "lstm", "network.core_size": 32}
 
 
 @pytest.fixture(scope="module")
 def game_run(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("anakin_games") / "run")
     return workdir, train_main(
-        QUICK, workdir, "--config.eval_every_updates=8", "--config.checkpoint_every_updates=8"
+        QUICK,
+        workdir,
+        "--config.eval_every_updates=8",
+        "--config.checkpoint_every_updates=8",
+        *(f"--config.{k}={v}" for k, v in LSTM.items()),
     )
 
 
@@ -37,7 +44,7 @@ def test_a_warm_start_plays_from_the_first_move(game_run, tmp_path):
     fresh init's params would have played otherwise."""
     workdir, _ = game_run
     warm = tree_digest(restore_params(workdir))
-    config = load_config(QUICK, warm_start=workdir)
+    config = load_config(QUICK, warm_start=workdir, **LSTM)
     engine = Trainer(config, str(tmp_path / "warm"), quiet=True).engine
     engine.begin(None, resume=False)
     first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731  seed 0's
@@ -109,7 +116,7 @@ def test_the_same_params_give_the_same_results_on_envpool_and_on_pgx(game_run):
 
 
 def _config(**overrides):
-    return load_config(QUICK, **{"log_every_updates": 4, **overrides})
+    return load_config(QUICK, **{"log_every_updates": 4, **LSTM, **overrides})
 
 
 def test_resume_with_the_pool_is_bit_identical(game_run, tmp_path):

@@ -169,6 +169,10 @@ class _Core:
     def greedy_act(params, obs, state):
         return jnp.argmax(obs[ACTION_MASK], -1).astype(jnp.int32), state
 
+    @staticmethod
+    def start_episodes(state, first):
+        return state
+
 
 def test_streams_see_their_own_turns_rewards_ends_and_reset_steps():
     streams = [

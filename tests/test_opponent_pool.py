@@ -77,16 +77,20 @@ def test_pfsp_in_real_games_turns_to_the_snapshot_the_learner_cannot_beat():
     rng = np.random.default_rng(0)
     random_player, perfect = g.random_legal(rng), g.perfect_tictactoe(rng)
 
-    def act(params, obs, legal_mask):
-        player = perfect if params["kind"] == 1 else random_player
-        return player.act(obs, legal_mask, None)
+    class Snapshots:  # a RowPolicy's protocol, memoryless
+        def act_masked(self, params, obs, legal_mask, games):
+            player = perfect if params["kind"] == 1 else random_player
+            return player.act(obs, legal_mask, games)
+
+        def restart(self, at=None):
+            pass
 
     pool = OpponentPool(2, "pfsp", seed=3)
     pool.add({"kind": np.array(0)}, 0)
     pool.add({"kind": np.array(1)}, 1)
     roles = [(LEARNER, "pool"), ("pool", LEARNER)] * 4
     env = SeatedGame(
-        make_env("TicTacToe-v1", {}, 8, 4, seed=2), roles, {"pool": PoolPlayer(pool, act)}
+        make_env("TicTacToe-v1", {}, 8, 4, seed=2), roles, {"pool": PoolPlayer(pool, Snapshots())}
     )
     env.async_reset()
     while len(env.finished) < 300:

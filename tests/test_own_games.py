@@ -57,13 +57,15 @@ def test_a_pettingzoo_game_takes_pools_and_masks_as_the_built_in_games_do(tmp_pa
     original = opponent_pool.snapshot_policy
 
     def recording(core, device, rows, greedy, key):
-        act = original(core, device, rows, greedy, key)
+        policy = original(core, device, rows, greedy, key)
+        act = policy.act_masked
 
-        def recorded(params, view, legal_mask):
+        def recorded(params, view, legal_mask, games):
             played[greedy, tree_digest(params)] += len(view)
-            return act(params, view, legal_mask)
+            return act(params, view, legal_mask, games)
 
-        return recorded
+        policy.act_masked = recorded
+        return policy
 
     monkeypatch.setattr(opponent_pool, "snapshot_policy", recording)
     summary = train_main(

@@ -49,16 +49,18 @@ class Recorder:
         original = opponent_pool.snapshot_policy
 
         def recording(core, device, rows, greedy, key):
-            act = original(core, device, rows, greedy, key)
+            policy = original(core, device, rows, greedy, key)
+            act = policy.act_masked
 
-            def recorded(params, view, legal_mask):
-                actions = act(params, view, legal_mask)
+            def recorded(params, view, legal_mask, games):
+                actions = act(params, view, legal_mask, games)
                 digest = tree_digest(params)
                 for v, m, a in zip(view, legal_mask, actions, strict=True):
                     self.moves[greedy].append((digest, v.tobytes() + m.tobytes(), int(a)))
                 return actions
 
-            return recorded
+            policy.act_masked = recorded
+            return policy
 
         monkeypatch.setattr(opponent_pool, "snapshot_policy", recording)
 
@@ -119,10 +121,12 @@ def test_the_recorder_would_see_sampling():
     view, mask = np.zeros((8, 3, 3, 2), np.int8), np.ones((8, 9), bool)
     device = jax.devices()[0]
     for greedy, distinct in ((True, 1), (False, range(2, 10))):
-        act = opponent_pool.snapshot_policy(agent.actor, device, 8, greedy, jax.random.PRNGKey(1))
-        assert len(set(np.concatenate([act(params, view, mask) for _ in range(4)]))) in (
-            [distinct] if greedy else distinct
+        policy = opponent_pool.snapshot_policy(
+            agent.actor, device, 8, greedy, jax.random.PRNGKey(1)
         )
+        games = np.arange(8)
+        moves = [policy.act_masked(params, view, mask, games) for _ in range(4)]
+        assert len(set(np.concatenate(moves))) in ([distinct] if greedy else distinct)
 
 
 def test_the_pool_snapshots_every_k_updates_within_capacity(run):

@@ -303,15 +303,17 @@ def _record_acts(monkeypatch: pytest.MonkeyPatch) -> list[Acted]:
         real = module.snapshot_policy
 
         def snapshot_policy(core, device, rows, greedy, key):
-            act = real(core, device, rows, greedy, key)
+            policy = real(core, device, rows, greedy, key)
+            act = policy.act_masked
 
-            def recorded(params, view, legal_mask):
-                action = act(params, view, legal_mask)
+            def recorded(params, view, legal_mask, games):
+                action = act(params, view, legal_mask, games)
                 obs = {AGENT_VIEW: np.array(view), ACTION_MASK: np.array(legal_mask, bool)}
                 acts.append(Acted(who, core, greedy, params, obs, action))
                 return action
 
-            return recorded
+            policy.act_masked = recorded
+            return policy
 
         monkeypatch.setattr(module, "snapshot_policy", snapshot_policy)
 

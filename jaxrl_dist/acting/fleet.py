@@ -192,8 +192,8 @@ class Fleet:
             players = self._pools.players(self._core, device, num_games, pool_key)
         keys = jax.random.split(others_key, max(1, len(self._others)))
         for (name, other), k in zip(sorted(self._others.items()), keys, strict=False):
-            act = snapshot_policy(other.core, device, num_games, other.greedy, k)
-            players[AGENT_ROLE + name] = AgentPlayer(other.store, device, act)
+            policy = snapshot_policy(other.core, device, num_games, other.greedy, k)
+            players[AGENT_ROLE + name] = AgentPlayer(other.store, device, policy)
         return players
 
     def _client(self, slot: int, key: jax.Array):

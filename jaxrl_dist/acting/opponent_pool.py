@@ -27,17 +27,15 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
+from jaxrl_dist.acting.row_policy import ParamsPlayer, RowPolicy
+from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
 from jaxrl_dist.envs.seats import FROZEN_ROLE, POOL_ROLE, SNAPSHOT_ROLES
 from jaxrl_dist.types import (
-    ACTION_MASK,
-    AGENT_VIEW,
     PyTree,
     keys_under,
     local_replica,
-    pad_rows,
     path_name,
 )
 
@@ -202,18 +200,18 @@ class PoolPlayer(Player):
 
     Args:
       pool: the opponent pool.
-      act: `act(params, obs [n, ...], legal_mask [n, A]) -> actions [n]`, the snapshot's policy
-        (the agent's masked act on this actor's device).
-      to_device: moves a snapshot's host params where `act` runs (cached per snapshot).
+      policy: the snapshots' policy over this actor's games (the agent's masked act on its
+        device, a memory per game).
+      to_device: moves a snapshot's host params where `policy` runs (cached per snapshot).
     """
 
     def __init__(
         self,
         pool: OpponentPool,
-        act: Callable[[PyTree, Any, Any], Any],
+        policy: RowPolicy,
         to_device: Callable[[PyTree], PyTree] = lambda p: p,
     ):
-        self._pool, self._act, self._to_device = pool, act, to_device
+        self._pool, self._policy, self._to_device = pool, policy, to_device
         self._playing: dict[int, int] = {}  # game -> snapshot id
         self._device: dict[int, PyTree] = {}  # snapshot id -> params on the device
 
@@ -222,12 +220,12 @@ class PoolPlayer(Player):
         actions = np.zeros(len(games), np.int32)
         for sid in np.unique(sids):
             rows = np.flatnonzero(sids == sid)
-            actions[rows] = np.asarray(
-                self._act(self._params(int(sid)), obs[rows], legal_mask[rows])
-            )
+            params, at = self._params(int(sid)), np.asarray(games)[rows]
+            actions[rows] = self._policy.act_masked(params, obs[rows], legal_mask[rows], at)
         return actions
 
     def end_game(self, game: int, seat_return: float) -> None:
+        self._policy.restart(game)
         sid = self._playing.pop(game, None)
         if sid is not None:
             self._pool.record(sid, -seat_return)  # zero-sum: the learner's result is the opposite
@@ -249,35 +247,24 @@ class PoolPlayer(Player):
         return self._device[sid]
 
 
-class AgentPlayer(Player):
+class AgentPlayer(ParamsPlayer):
     """Plays a seat with another agent of the run (`agent:NAME`, `config.agents`): its newest
-    published params from its params store, on this actor's device."""
+    published params from its params store, on this actor's device, a memory per game."""
 
-    def __init__(self, store: Any, device: jax.Device, act: Callable[[PyTree, Any, Any], Any]):
-        self._store, self._device, self._act = store, device, act
+    def __init__(self, store: Any, device: jax.Device, policy: RowPolicy):
+        super().__init__(policy)
+        self._store, self._device = store, device
 
-    def act(self, obs: np.ndarray, legal_mask: np.ndarray, games: np.ndarray) -> np.ndarray:
-        params, _ = self._store.get(self._device)
-        return np.asarray(self._act(params, obs, legal_mask), np.int32)
+    def _params(self) -> PyTree:
+        return self._store.get(self._device)[0]
 
 
 def snapshot_policy(
-    core: ActorCore, device: jax.Device, rows: int, greedy: bool, key: jax.Array
-) -> Callable[[PyTree, Any, Any], np.ndarray]:
-    """`act(params, view [n, ...], legal_mask [n, A]) -> actions [n]` of a snapshot on `device`:
-    the agent's masked greedy or sampled action (its own key stream, carried in its actor
-    state), padded to `rows` so it compiles once. Memoryless: seats refuse recurrent cores."""
-    policy = env_policies(core)[0 if greedy else 1]
-    state = [jax.device_put(evaluation_state(core, rows, key), device)]
-    first = jax.device_put(np.zeros(rows, bool), device)
-
-    def act(params, view, legal_mask):
-        n = len(view)
-        obs = pad_rows({AGENT_VIEW: view, ACTION_MASK: np.asarray(legal_mask, bool)}, rows)
-        action, state[0] = policy(params, jax.device_put(obs, device), state[0], first)
-        return np.asarray(action)[:n]
-
-    return act
+    core: ActorCore, device: jax.Device, num_games: int, greedy: bool, key: jax.Array
+) -> RowPolicy:
+    """A snapshot's policy over `num_games` games on `device`: the agent's masked greedy or
+    sampled action, each game with its own memory and key stream (`RowPolicy`)."""
+    return RowPolicy(core, num_games, greedy, key, device)
 
 
 class SeatPools:

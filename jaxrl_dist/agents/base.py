@@ -93,6 +93,10 @@ def env_policies(core: ActorCore) -> tuple[Callable, Callable]:
     policy's choice), the next state); `first` marks the envs whose observation starts an
     episode. The state comes from `evaluation_state` and is carried from step to step."""
 
+    return tuple(jax.jit(policy) for policy in _policies(core))
+
+
+def _policies(core: ActorCore) -> tuple[Callable, Callable]:
     def greedy(params, obs, state, first):
         action, state = core.greedy_act(params, obs, core.start_episodes(state, first))
         return core.env_action(action), state
@@ -101,7 +105,26 @@ def env_policies(core: ActorCore) -> tuple[Callable, Callable]:
         action, _, state = core.act(params, obs, core.start_episodes(state, first))
         return core.env_action(action), state
 
-    return jax.jit(greedy), jax.jit(sample)
+    return greedy, sample
+
+
+def row_policies(core: ActorCore) -> tuple[Callable, Callable]:
+    """`env_policies` acting for some rows of a larger per-row state: the jitted `greedy(params,
+    obs [N, ...], state [R, ...], rows [N], first [N])` and `sample(...)`, each returning (the
+    env actions `[N, ...]`, the state with rows `rows` advanced). Row `rows[i]` acts on
+    `obs[i]` from its own memory (afresh where `first[i]`), so one state can serve many games
+    or streams a few at a time; a padding row may repeat (its results are the caller's to
+    drop). The state is donated."""
+
+    def at_rows(policy: Callable) -> Callable:
+        def step(params, obs, state, rows, first):
+            picked = jax.tree.map(lambda s: s[rows], state)
+            action, picked = policy(params, obs, picked, first)
+            return action, jax.tree.map(lambda s, new: s.at[rows].set(new), state, picked)
+
+        return jax.jit(step, donate_argnums=2)
+
+    return tuple(at_rows(policy) for policy in _policies(core))
 
 
 def _params(state: Any) -> PyTree:

@@ -162,8 +162,6 @@ def agents_problem(config: Any) -> str | None:
                     f"config.{field}={value!r} is not supported with several config.agents yet "
                     f"({why}); leave it at its default"
                 )
-        if config.network.recurrent or any(a.network.recurrent for a in agents):
-            return "config.agents: recurrent cores are not supported with several agents yet"
     if config.sebulba.agent_slots or config.sebulba.agents_per_env > 1:
         return _slots_problem(config, names, learning)
     return _seats_problem(config.seats, names, learning)

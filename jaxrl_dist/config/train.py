@@ -16,7 +16,6 @@ from jaxrl_dist.config.sections import ReplayConfig, SeatsConfig, WandbConfig
 from jaxrl_dist.config.train_checks import (
     check_actor_loop,
     check_collection,
-    check_core,
     check_evaluation,
 )
 from jaxrl_dist.networks import NetworkConfig
@@ -185,7 +184,6 @@ class TrainConfig:
             raise ConfigError(problem)
         check_actor_loop(self)
         self._check_runtime()
-        check_core(self)
         check_collection(self)
         check_evaluation(self)
 

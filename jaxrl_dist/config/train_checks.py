@@ -42,19 +42,6 @@ def check_actor_loop(c: Any) -> None:
             )
 
 
-def check_core(c: Any) -> None:
-    """What a recurrent core does not support yet (on Sebulba also deterministic mode:
-    `sebulba/fields.py`: `lockstep_problem`)."""
-    unsupported = {
-        "config.seats": c.seats.enabled,
-        "sebulba.agents_per_env > 1": c.sebulba.agents_per_env > 1,
-    }
-    for what, on in unsupported.items() if c.network.recurrent else ():
-        if on:
-            why = f"is not supported with {what} yet; set config.network.core='none'"
-            fail("network.core", c.network.core, why)
-
-
 def check_collection(c: Any) -> None:
     s = c.sebulba
     if not 0 < s.fraction_samples <= 1:

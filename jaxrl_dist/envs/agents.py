@@ -57,7 +57,8 @@ class AgentStreams:
       slots: who plays each agent of an env (several learning agents in one run,
         `config.sebulba.agent_slots` as one agent sees it): `LEARNER` (a stream, numbered `env *
         own + k` for its k-th own slot) or a name in `players`, whose actions the adapter
-        takes itself (`Player.act(rows, legal_mask, envs)` on the slot's rows); empty: every
+        takes itself (`Player.act(rows, legal_mask, envs)` on the slot's rows; `end_game` at
+        each episode's end); empty: every
         agent is a stream.
       players: `{name: Player}` for the slots the learner does not play.
     """
@@ -79,6 +80,7 @@ class AgentStreams:
         self._own = np.array([i for i, s in enumerate(slots) if s == LEARNER])
         self._others = {i: (players or {})[s] for i, s in enumerate(slots) if s != LEARNER}
         self._pending = np.zeros((pool.config["num_envs"], agents), np.int32)  # others' moves
+        self._return = np.zeros((pool.config["num_envs"], agents))  # this episode's, per agent
         self.config = {**pool.config, "num_envs": pool.config["num_envs"] * len(self._own)}
 
     def async_reset(self) -> None:
@@ -91,10 +93,16 @@ class AgentStreams:
         a, own = self._agents, self._own
         env_id = np.asarray(info["env_id"])
         every = agent_rows(obs)  # [n * a] rows, env-major
+        rewards = agent_rewards(reward, a, self._team)  # [n, a]
+        ended = np.logical_or(terminated, truncated)
+        self._return[env_id] += rewards
         for slot, player in self._others.items():  # the other agents move now, as the learner
             at = np.arange(len(env_id)) * a + slot
             view, mask = every[AGENT_VIEW][at], every[ACTION_MASK][at]
             self._pending[env_id, slot] = player.act(view, mask, env_id)
+            for env in env_id[ended]:  # its next move starts the env's next episode
+                player.end_game(int(env), float(self._return[env, slot]))
+        self._return[env_id[ended]] = 0.0
         keep = (np.arange(len(env_id))[:, None] * a + own).reshape(-1)
         k = len(own)
         rows = {
@@ -102,7 +110,7 @@ class AgentStreams:
             "elapsed_step": np.repeat(np.asarray(info["elapsed_step"]), k),
             "agent": np.tile(own.astype(np.int32), len(env_id)),
         }
-        reward = agent_rewards(reward, a, self._team)[:, own].reshape(-1)
+        reward = rewards[:, own].reshape(-1)
         ends = (np.repeat(np.asarray(terminated), k), np.repeat(np.asarray(truncated), k))
         return {key: v[keep] for key, v in every.items()}, reward, *ends, rows
 

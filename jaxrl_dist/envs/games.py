@@ -30,6 +30,10 @@ class Player:
     def end_game(self, game: int, seat_return: float) -> None:
         """Game `game` ended with `seat_return` for this player's seat."""
 
+    def restart(self) -> None:
+        """Every game starts afresh (an evaluation's first games): a player with a memory per
+        game forgets them all."""
+
 
 class ScriptedPlayer(Player):
     """A player that needs no state: `choose(obs [n, ...], legal_mask [n, A]) -> action [n]`."""

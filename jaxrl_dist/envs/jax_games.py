@@ -56,6 +56,7 @@ from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree
 
 PGX_GAMES = {"TicTacToe-v1": "tic_tac_toe", "ConnectFour-v1": "connect_four"}
 SHORTEST_GAME = {"TicTacToe-v1": 5, "ConnectFour-v1": 7}  # the fewest moves that end a game
+MEMORY_KEY_PURPOSE = 1  # a new game's opponent memory: fold_in of the new game's key
 SELF_ROLE = "self"  # the other seat of a self-play game: the acting params, not learned from
 NETWORK_ROLES = (SELF_ROLE, *SNAPSHOT_ROLES)
 
@@ -70,13 +71,16 @@ class Stream(NamedTuple):
 
 
 class NetworkPlayer(NamedTuple):
-    """How the network roles ("self", "frozen", "pool") move: pure functions of (params, the
-    mover's observation `{AGENT_VIEW: [1, ...], ACTION_MASK: [1, A]}`, a key) -> `[1]` action,
-    one sampled from the policy, one its mode (for greedy seats). The runtime builds them from
-    the agent's actor half; the game knows no agent."""
+    """How the network roles ("self", "frozen", "pool") move: `init(key)` is a game's fresh
+    memory (one row of the actor state: a recurrent core's, its key stream), and `sample` and
+    `greedy` are pure functions of (params, the mover's observation `{AGENT_VIEW: [1, ...],
+    ACTION_MASK: [1, A]}`, the memory) -> (`[1]` action, the memory after the move), one
+    sampled from the policy, one its mode (for greedy seats). The runtime builds them from the
+    agent's actor half; the game knows no agent."""
 
-    sample: Callable[[PyTree, PyTree, jax.Array], jax.Array]
-    greedy: Callable[[PyTree, PyTree, jax.Array], jax.Array]
+    init: Callable[[jax.Array], PyTree]
+    sample: Callable[[PyTree, PyTree, PyTree], tuple[jax.Array, PyTree]]
+    greedy: Callable[[PyTree, PyTree, PyTree], tuple[jax.Array, PyTree]]
 
 
 class AgentsShared(NamedTuple):
@@ -96,6 +100,10 @@ class GameState(NamedTuple):
     greedy: jax.Array  # [] bool
     snapshot: jax.Array  # [] int32, this game's league snapshot id (-1: not a pool game)
     slot: jax.Array  # [] int32, its league slot
+    # The opponent's memory in this game: the network roles' and each other agent's (by role),
+    # fresh at every new game, advanced at the opponent's moves only.
+    memory: PyTree = ()
+    agents_memory: PyTree = ()
 
 
 def seat_streams(
@@ -252,6 +260,7 @@ class SeatedJaxGame:
             key, sub = jax.random.split(key)
             minus = jnp.full((), -1, jnp.int32)
             game = GameState(self._pgx.init(sub), seat, opponent, greedy, minus, minus)
+            game = game._replace(**self._fresh_memory(sub))  # its shape: the reset renews it
             # A reset is the step after a game's end: one code path for both.
             return self._step(EnvState(game, jnp.ones((), bool), key), jnp.int32(0), shared, params)
 
@@ -280,10 +289,13 @@ class SeatedJaxGame:
             is_pool = g.opponent == self.roles.index(POOL_ROLE)
             snapshot = jnp.where(reset, jnp.where(is_pool, new_id, -1), snapshot)
             slot = jnp.where(reset, new_slot, slot)
-        g = g._replace(game=game, snapshot=snapshot, slot=slot)
+        memory = _select(reset, self._fresh_memory(k_new), _memories(g))
+        g = g._replace(game=game, snapshot=snapshot, slot=slot, **memory)
         # The other seat's reply (after a new game's opening, it may move first).
         theirs = ~game.terminated & ~game.truncated & (game.current_player != g.seat)
-        replied = pgx_env.step(game, self._reply(g, k_reply, league, params, agents))
+        reply, memory = self._reply(g, k_reply, league, params, agents)
+        g = g._replace(**_select(theirs, memory, _memories(g)))
+        replied = pgx_env.step(game, reply)
         game = _select(theirs, replied, game)
         reward = reward + jnp.where(theirs, replied.rewards[g.seat], 0.0)
         plies = plies + theirs.astype(jnp.int32)
@@ -303,6 +315,15 @@ class SeatedJaxGame:
         timestep = TimeStep(obs, reward.astype(jnp.float32), game.terminated, truncated, info)
         return EnvState(g._replace(game=game), ended, key), timestep
 
+    def _fresh_memory(self, new_game_key: jax.Array) -> dict[str, PyTree]:
+        """A new game's opponent memories (`GameState.memory`, `.agents_memory`)."""
+        key = jax.random.fold_in(new_game_key, MEMORY_KEY_PURPOSE)
+        networked = any(r in NETWORK_ROLES for r in self.roles)
+        return {
+            "memory": self._player.init(key) if networked else (),
+            "agents_memory": {r: p.init(key) for r, p in self._others.items()},
+        }
+
     def _new_game(self, key: jax.Array, opening_key: jax.Array):
         """A new pgx game after its random opening; the opening's moves made."""
         game = self._pgx.init(key)
@@ -319,28 +340,32 @@ class SeatedJaxGame:
 
     def _reply(
         self, g: GameState, key: jax.Array, league: Any, params: PyTree, agents: dict
-    ) -> jax.Array:
-        """The other seat's move in `g.game` (where it is that seat's turn) by its role."""
+    ) -> tuple[jax.Array, dict[str, PyTree]]:
+        """The other seat's move in `g.game` (where it is that seat's turn) by its role, and
+        the opponent's memories after it (`GameState.memory`, `.agents_memory`)."""
         view, legal = g.game.observation, g.game.legal_action_mask
         choices = {}
         for role, choose in self._scripted.items():
             choices[role] = choose(view, legal, key)
         obs = {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
+        agents_memory = {}
         for role, player in self._others.items():  # each its own network and params
             greedy = (
                 g.greedy if any(s.greedy and s.opponent == role for s in self.streams) else None
             )
-            choices[role] = _move(player, agents[role], obs, key, greedy)
+            mine = g.agents_memory[role]
+            choices[role], agents_memory[role] = _move(player, agents[role], obs, mine, greedy)
+        memory = g.memory
         networked = [r for r in self.roles if r in NETWORK_ROLES]
         if networked:
-            move = self._network_move(g, view, legal, key, league, params)
+            move, memory = self._network_move(g, obs, league, params)
             choices.update({r: move for r in networked})
         action = jnp.zeros((), jnp.int32)
         for role, choice in choices.items():
             action = jnp.where(g.opponent == self.roles.index(role), choice, action)
-        return action
+        return action, {"memory": memory, "agents_memory": agents_memory}
 
-    def _network_move(self, g: GameState, view, legal, key, league, params) -> jax.Array:
+    def _network_move(self, g: GameState, obs, league, params) -> tuple[jax.Array, PyTree]:
         """The move of the params the stream's network role plays: the acting params (self),
         the frozen policy, or the game's pool snapshot; sampled, or greedy for greedy seats."""
         if FROZEN_ROLE in self.roles:
@@ -350,17 +375,25 @@ class SeatedJaxGame:
             pool = g.opponent == self.roles.index(POOL_ROLE)
             snapshot = jax.tree.map(lambda s: s[g.slot], league.snapshots)
             params = _select(pool, snapshot, params)
-        obs = {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
         greedy = g.greedy if any(s.greedy for s in self.streams) else None
-        return _move(self._player, params, obs, key, greedy)
+        return _move(self._player, params, obs, g.memory, greedy)
 
 
-def _move(player: NetworkPlayer, params: PyTree, obs: PyTree, key: jax.Array, greedy) -> jax.Array:
-    """One move of `player`: sampled, or its mode where `greedy` (None: never greedy)."""
-    sampled = player.sample(params, obs, key)[0].astype(jnp.int32)
+def _move(
+    player: NetworkPlayer, params: PyTree, obs: PyTree, memory: PyTree, greedy
+) -> tuple[jax.Array, PyTree]:
+    """One move of `player` from `memory`: sampled, or its mode where `greedy` (None: never
+    greedy); with the memory after it."""
+    sampled, after = player.sample(params, obs, memory)
     if greedy is None:
-        return sampled
-    return jnp.where(greedy, player.greedy(params, obs, key)[0], sampled).astype(jnp.int32)
+        return sampled[0].astype(jnp.int32), after
+    chosen, after_greedy = player.greedy(params, obs, memory)
+    action = jnp.where(greedy, chosen[0], sampled[0]).astype(jnp.int32)
+    return action, _select(greedy, after_greedy, after)
+
+
+def _memories(g: GameState) -> dict[str, PyTree]:
+    return {"memory": g.memory, "agents_memory": g.agents_memory}
 
 
 def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:

@@ -11,9 +11,9 @@ import jax
 import numpy as np
 
 from jaxrl_dist.acting.opponent_pool import snapshot_policy
+from jaxrl_dist.acting.row_policy import ParamsPlayer
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
-from jaxrl_dist.envs.games import Player
 from jaxrl_dist.evaluation.base import (
     EVAL_SEED_PURPOSE,
     EnvEpisodes,
@@ -57,8 +57,8 @@ def game_round_robin(
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             key = jax.random.PRNGKey(derive_seed(config.seed, EVAL_SEED_PURPOSE, 3, i))
-            act = snapshot_policy(agents[b][0], device, config.num_eval_envs, True, key)
-            player = ParamsPlayer(act)
+            policy = snapshot_policy(agents[b][0], device, config.num_eval_envs, True, key)
+            player = ParamsPlayer(policy)
             game = GameEvaluator(
                 eval_setup(config, agents[a][0], device),
                 opponent=b,
@@ -84,16 +84,6 @@ class AgainstParams:
 
     def close(self) -> None:
         self._game.close()
-
-
-class ParamsPlayer(Player):
-    """Plays a seat with `params` set before each evaluation (another agent's, greedy)."""
-
-    def __init__(self, act: Callable[[Any, Any, Any], Any]):
-        self._act, self.params = act, None
-
-    def act(self, obs: np.ndarray, legal_mask: np.ndarray, games: np.ndarray) -> np.ndarray:
-        return np.asarray(self._act(self.params, obs, legal_mask), np.int32)
 
 
 class SlotEvaluator:

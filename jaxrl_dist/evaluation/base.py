@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import jax
 import numpy as np
 
-from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state
+from jaxrl_dist.agents.base import ActorCore, env_policies, evaluation_state, row_policies
 from jaxrl_dist.envs import derive_seed, make_env
 from jaxrl_dist.envs.workers import START_TIMEOUT_S
 from jaxrl_dist.types import local_replica
@@ -194,6 +194,7 @@ class EvalActing:
     def __init__(self, core: ActorCore, device: jax.Device, seed: int):
         self._core, self._device = core, device
         self._greedy, self._sample = env_policies(core)
+        self._at_rows: tuple | None = None  # row_policies(core), built on first use
         self._key = jax.random.PRNGKey(derive_seed(seed, EVAL_SEED_PURPOSE, 1))
         self.state: Any = None
 
@@ -208,4 +209,15 @@ class EvalActing:
         starts an episode."""
         policy = self._greedy if greedy else self._sample
         action, self.state = policy(params, obs, self.state, first)
+        return action
+
+    def actions_at(
+        self, params: Any, obs: Any, greedy: bool, rows: np.ndarray, first: np.ndarray
+    ) -> jax.Array:
+        """Actions for `obs [n, ...]` of the envs (streams) `rows [n]` of the state, each from
+        its own memory (`agents/base.py`: `row_policies`); a padding row may repeat."""
+        if self._at_rows is None:
+            self._at_rows = row_policies(self._core)
+        policy = self._at_rows[0 if greedy else 1]
+        action, self.state = policy(params, obs, self.state, rows, first)
         return action

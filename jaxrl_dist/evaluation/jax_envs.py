@@ -29,16 +29,17 @@ from jaxrl_dist.types import local_replica
 
 
 def network_player(core: ActorCore) -> NetworkPlayer:
-    """How a game's network roles move with the agent's actor half (memoryless: seats refuse
-    recurrent cores), a fresh actor state per move from its key."""
+    """How a game's network roles move with the agent's actor half: a game's memory is one row
+    of its actor state (a recurrent core's, the row's key stream), fresh at each game."""
 
-    def sample(params, obs, key):
-        return core.act(params, obs, evaluation_state(core, 1, key))[0]
+    def init(key):
+        return core.start_episodes(evaluation_state(core, 1, key), jnp.ones((1,), bool))
 
-    def greedy(params, obs, key):
-        return core.greedy_act(params, obs, evaluation_state(core, 1, key))[0]
+    def sample(params, obs, memory):
+        action, _, memory = core.act(params, obs, memory)
+        return action, memory
 
-    return NetworkPlayer(sample, greedy)
+    return NetworkPlayer(init, sample, core.greedy_act)
 
 
 def make_eval_env(config: Any, env: Any) -> Any:

@@ -11,16 +11,17 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from jaxrl_dist.acting.opponent_pool import OpponentPool, role_arrays
+from jaxrl_dist.acting.row_policy import ParamsPlayer, RowPolicy
 from jaxrl_dist.checkpoints.policy import Policy, load_policy
 from jaxrl_dist.checkpoints.store import Checkpointer
 from jaxrl_dist.config.sections import CHECKPOINT_OPPONENT, names_checkpoint
 from jaxrl_dist.data import snapshot as npz
-from jaxrl_dist.envs.games import Player, ScriptedPlayer, scripted_player
+from jaxrl_dist.envs.games import Player, scripted_player
 from jaxrl_dist.envs.seats import POOL_ROLE, SCRIPTED_ROLES
-from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, pad_rows
 
 CHECKPOINT = CHECKPOINT_OPPONENT
 POOL = POOL_ROLE + ":"
@@ -102,11 +103,8 @@ def saved_pool(policy: Policy) -> OpponentPool:
     return pool
 
 
-def policy_player(policy: Policy, rows: int) -> Player:
-    """`policy` acting greedily over the legal moves, padded to `rows` rows (one compile)."""
-
-    def choose(view: np.ndarray, legal_mask: np.ndarray) -> np.ndarray:
-        obs = pad_rows({AGENT_VIEW: view, ACTION_MASK: np.asarray(legal_mask, bool)}, rows)
-        return policy.act(obs, greedy=True)[: len(view)]
-
-    return ScriptedPlayer(choose)
+def policy_player(policy: Policy, num_games: int) -> Player:
+    """`policy` acting greedily over the legal moves of `num_games` games, a memory per game
+    (a recurrent policy's)."""
+    key = jax.random.PRNGKey(0)  # greedy: the key streams go unused
+    return ParamsPlayer(RowPolicy(policy.agent.actor, num_games, True, key), policy.params)

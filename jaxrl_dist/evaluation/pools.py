@@ -113,21 +113,26 @@ class GameEvaluator:
         abort: Callable[[], bool] = lambda: False,
         at_update: int = 0,
     ) -> EvalResult | None:
-        params = self._acting.start(params, self._envs)
+        params = self._acting.start(params, self._envs + 1)  # row `envs`: padding
+        for player in self._players.values():
+            player.restart()
         env = SeatedGame(self._pool, self._roles, self._players)
         env.async_reset()
         env_of = env_of_episode(self._num, self._envs)
         games: list[list[GameResult]] = [[] for _ in range(self._envs)]
         share = np.bincount(env_of, minlength=self._envs)  # each env's games
-        no_starts = np.zeros(self._envs, bool)  # memoryless: seats refuse recurrent cores
         while any(len(g) < n for g, n in zip(games, share, strict=True)):
             if abort():
                 self._drain()
                 return None
             obs, _, _, _, info = env.recv()
+            n, pad = len(info["env_id"]), self._envs - len(info["env_id"])
             padded = pad_rows(obs, self._envs)  # one compiled shape
-            action = self._acting.actions(params, padded, greedy, no_starts)
-            env.send(np.asarray(action)[: len(info["env_id"])], info["env_id"])
+            rows = np.concatenate([info["env_id"], np.full(pad, self._envs, np.int32)])
+            # A stream's first turn in a game starts its memory (a recurrent policy's).
+            first = np.concatenate([info["elapsed_step"] == 0, np.zeros(pad, bool)])
+            action = self._acting.actions_at(params, padded, greedy, rows, first)
+            env.send(np.asarray(action)[:n], info["env_id"])
             for result in env.finished:
                 games[result.game].append(result)
             env.finished.clear()
