@@ -172,11 +172,18 @@ class TrainConfig:
                 fail(name, getattr(self, name), "must be >= 0 (0 disables it)")
         if self.eval_mode not in EVAL_MODES:
             fail("eval_mode", self.eval_mode, f"must be one of {EVAL_MODES}")
-        if self.sebulba.agents_per_env > 1 and (self.seats.enabled or self.deterministic):
+        if self.sebulba.agents_per_env > 1 and self.seats.enabled:
             fail(
                 "sebulba.agents_per_env",
                 self.sebulba.agents_per_env,
-                "> 1 works without config.seats and deterministic mode",
+                "> 1 is for simultaneous-move envs; config.seats is for turn-based games, "
+                "where one player moves at a time (set one of them)",
+            )
+        if self.sebulba.agents_per_env > 1 and self.deterministic:
+            fail(
+                "sebulba.agents_per_env",
+                self.sebulba.agents_per_env,
+                "> 1 is not supported with deterministic=True yet; set config.deterministic=False",
             )
         problem = agents_problem(self)
         problem = problem or (None if self.agents else self.seats.role_problem())

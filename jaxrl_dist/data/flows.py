@@ -150,8 +150,9 @@ class Replay(DataFlow):
     def host_problem(self, config: Any) -> str | None:
         if config.deterministic:
             return (
-                "config.deterministic=True takes one unroll of every actor per update, which a "
-                "replay's sampling does not; this agent learns from a replay"
+                "config.deterministic=True is not supported with a replay agent on Sebulba yet "
+                "(lockstep actors hand the learner one unroll of each per update; Anakin takes "
+                "both); set config.deterministic=False"
             )
         if config.sebulba.sync_collection:
             return (
