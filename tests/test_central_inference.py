@@ -17,7 +17,7 @@ from jaxrl_dist.acting import inference_server
 from jaxrl_dist.acting.inference_server import ServerClient
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import ActResult, LocalClient, jit_inference_step
-from jaxrl_dist.config.cli import parse_args
+from jaxrl_dist.config.cli import _build, load_config_file, parse_args
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import ACTION_MASK
@@ -130,7 +130,8 @@ class ServerTraffic:
 
         def reset(client, key):
             real_reset(client, key)
-            stream = {"identity": client._identity, "key": key, "calls": []}
+            server = client._server  # each agent's own: its policy, greedy or not, its params
+            stream = {"identity": client._identity, "key": key, "calls": [], "server": server}
             self.streams.append(stream)
             self._by_client[id(client)] = stream
 
@@ -144,7 +145,7 @@ class ServerTraffic:
 
         def publish(store, params, version):
             real_publish(store, params, version)
-            self.params[version] = jax.device_get(params)
+            self.params[id(store), version] = jax.device_get(params)
 
         monkeypatch.setattr(ServerClient, "reset", reset)
         monkeypatch.setattr(ServerClient, "act", act)
@@ -154,15 +155,20 @@ class ServerTraffic:
     def calls(self) -> list[Call]:
         return [call for stream in self.streams for call in stream["calls"]]
 
-    def replay_locally(self, core: Any, config: Any) -> int:
-        """Plays every stream's requests again through a `LocalClient` (the actor's own
-        inference) from the same per-env state and key, with the params the server used, and
-        asserts the same actions, extras and recurrent core states; returns the rows compared."""
+    def replay_locally(self, config: Any, server_store: ParamsStore | None = None) -> int:
+        """Plays every stream's requests (those of the server reading `server_store`, if
+        given) again through a `LocalClient` (the actor's own inference) of the server's policy
+        from the same per-env state and key, with the params the server used, and asserts the
+        same actions, extras and recurrent core states; returns the rows compared."""
         device = jax.local_devices()[0]
-        store, step = ParamsStore([device]), jit_inference_step(core)
         pad = config.recv_rows if config.seats.enabled else 0
         rows = 0
         for stream in self.streams:
+            server = stream["server"]
+            if server_store is not None and server._store is not server_store:
+                continue
+            core, store = server._core, ParamsStore([device])
+            step = jit_inference_step(core, server.greedy)
             local = LocalClient(
                 step=step,
                 core=core,
@@ -177,7 +183,8 @@ class ServerTraffic:
             for call in stream["calls"]:
                 served = call.result
                 if store.version != served.version:
-                    store.publish(self.params[served.version], served.version)
+                    params = self.params[id(server._store), served.version]
+                    store.publish(params, served.version)
                 got = local.act(call.obs, call.env_ids, 0, call.first)
                 np.testing.assert_array_equal(got.action, served.action)
                 close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
@@ -231,7 +238,7 @@ def test_r2d2_through_the_server_acts_as_local_inference_with_each_envs_memory(
     assert remembered.mean() > 0.9
     assert len(traffic.params) > 2  # answers came from several versions of the params
     lane = trainer.engine.lanes[0]
-    assert traffic.replay_locally(lane.agent.actor, lane.config) >= 2000
+    assert traffic.replay_locally(lane.config) >= 2000
 
 
 def test_seats_through_the_server_serve_every_learner_stream_legally(monkeypatch, tmp_path):
@@ -255,4 +262,24 @@ def test_seats_through_the_server_serve_every_learner_stream_legally(monkeypatch
         for call in calls:
             legal = np.asarray(call.obs[ACTION_MASK], bool)
             assert legal[np.arange(len(legal)), call.result.action].all()
-    assert traffic.replay_locally(lane.agent.actor, lane.config) >= 1500
+    assert traffic.replay_locally(lane.config) >= 1500
+
+
+def test_several_agents_each_act_through_their_own_server(monkeypatch, tmp_path):
+    """Two agents in tic-tac-toe (`two_agents_tictactoe.py`), each through its own inference
+    server: Rainbow acting by its policy's mode while it learns (`exploration_mask`), PPO with an
+    LSTM. Every answer of each server equals local inference of that agent's policy on the same
+    requests (greedy for Rainbow; the memory of each stream for PPO)."""
+    raw = load_config_file(os.path.join(ROOT, "configs", "two_agents_tictactoe.py:quick"))
+    rb, ppo = (dict(a) for a in raw["agents"])
+    ppo["network"] = {**ppo["network"], "core": "lstm", "core_size": 16}
+    raw.update(agents=(rb, ppo), exploration_mask=(False, True), total_env_steps=3200)
+    raw["sebulba"] = {**raw["sebulba"], "inference": {"client": "server", "timeout_ms": 50}}
+    traffic = ServerTraffic(monkeypatch)
+    trainer = Trainer(_build(raw, {}), str(tmp_path / "run"), quiet=True)
+    summary = trainer.run().summary
+    assert summary["stop_reason"] == "total_env_steps reached"
+    greedy = {s["server"].greedy for s in traffic.streams}
+    assert greedy == {True, False}  # each agent's server: its own policy
+    for lane in trainer.engine.lanes:
+        assert traffic.replay_locally(lane.config, lane.store) >= 300, lane.config.algorithm

@@ -78,7 +78,7 @@ class Fleet:
         greedy: bool = False,
     ):
         self._config, self._core, self._devices = config, core, devices
-        self._pools, self._others = pools, others or {}
+        self._pools, self._others, self._greedy = pools, others or {}, greedy
         self._store, self._shared, self._start = store, shared, start_update
         n = config.sebulba.num_actor_threads
         self._first = jax.process_index() * n
@@ -174,6 +174,7 @@ class Fleet:
                 timeout_ms=cfg.sebulba.inference.timeout_ms,
                 broadcast_period=cfg.sebulba.inference.broadcast_period,
                 stop=stop,
+                greedy=self._greedy,
             )
             server.start()
             self._handles[index].server = server

@@ -96,6 +96,7 @@ class InferenceServer(threading.Thread):
         timeout_ms: float,
         broadcast_period: int,
         stop: threading.Event,
+        greedy: bool = False,
     ):
         super().__init__(name=f"inference-server-{index}", daemon=True)
         if min(slots, envs_per_slot, max_batch, broadcast_period) < 1:
@@ -106,7 +107,8 @@ class InferenceServer(threading.Thread):
         self._halt = stop  # not `_stop`: threading.Thread has a `_stop` method
         self._timeout_s, self._period = timeout_ms / 1000.0, broadcast_period
         self._pad_row = slots * envs_per_slot  # the state has one more row: the padding row
-        self.step = jit_inference_step(core)
+        self.greedy = greedy  # the policy's mode, not a sample (`config.exploration_mask`)
+        self.step = jit_inference_step(core, greedy)
         self._lock = threading.Lock()  # guards the state (the step donates it)
         self._state: PyTree | None = None  # built at the first register
         self._registered: set[int] = set()

@@ -63,7 +63,6 @@ NOT_YET = (
     ("deterministic", False, "lockstep actors feed one learner"),
     ("sebulba.sync_collection", False, "synchronous collection waits for one learner"),
     ("sebulba.actor_loop", "python", "the XLA loop acts with one policy"),
-    ("sebulba.inference.client", "local", "the inference server serves one policy"),
 )
 
 
