@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from train_runs import interrupted_run
 
 from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config import ConfigError
@@ -111,10 +112,19 @@ def test_real_foraging_streams_episode_ends_and_legal_moves():
     assert ends >= 2 * 4  # 100-step episodes: every env finished at least one
 
 
+# Deterministic mode (issue 57, item 3): lockstep actors act for every agent's stream of their
+# sync pools; an update takes one unroll of each of the actor's 64 streams (32 envs x 2).
+DETERMINISTIC = {"deterministic": True, "sebulba.async_envs": False, "batch_size": 64}
+
+
+def _config(**overrides):
+    return load_config(CONFIG + ":quick", **{**DETERMINISTIC, **overrides})
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("foraging") / "run")
-    return workdir, Trainer(load_config(CONFIG + ":quick"), workdir, quiet=True).run().summary
+    return workdir, Trainer(_config(), workdir, quiet=True).run().summary
 
 
 def test_foraging_quick_trains_and_evaluates_every_agent(run):
@@ -141,3 +151,13 @@ def test_a_wrong_agent_count_is_refused(tmp_path):
             load_config(CONFIG + ":quick", **{"sebulba.agents_per_env": 1}), str(tmp_path / "run")
         )
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_a_deterministic_run_stopped_and_resumed_ends_as_the_whole_run(run, tmp_path):
+    """Stopped after its second update and resumed: the resume replays every stream's actions
+    of the env epoch into new sync pools and ends with the whole run's params."""
+    cut = str(tmp_path / "cut")
+    assert interrupted_run(_config(), cut, 2 * 2048).updates == 2
+    resumed = Trainer(_config(), cut, resume=True, quiet=True).run().summary
+    assert resumed["updates"] == run[1]["updates"] == 4
+    assert resumed["params_sha256"] == run[1]["params_sha256"]

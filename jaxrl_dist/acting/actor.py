@@ -143,7 +143,9 @@ class Actor(ActorThread):
 
     def _flush(self, buffer: SegmentBuffer, timers: dict[str, float], env_actions=None) -> int:
         """Writes every complete rollout (one recv() can complete several), timing the rollout
-        assembly (`rollout_s`) and the wait for the data seam (`queue_put_s`); how many."""
+        assembly (`rollout_s`) and the wait for the data seam (`queue_put_s`); how many.
+        `env_actions` (a lockstep unroll's, every stream's) goes with the first rollout only:
+        an unroll of several rollouts (streams of several agents per env) sent them once."""
         written = 0
         while True:
             start = time.perf_counter()
@@ -151,7 +153,8 @@ class Actor(ActorThread):
             timers["rollout_s"] += time.perf_counter() - start
             if rollout is None:
                 return written
-            timers["queue_put_s"] += self._shared.write(QueueItem(self.index, rollout, env_actions))
+            item = QueueItem(self.index, rollout, None if written else env_actions)
+            timers["queue_put_s"] += self._shared.write(item)
             written += 1
 
     def _new_buffers(self, num_envs: int) -> tuple[SegmentBuffer, EpisodeTracker]:

@@ -179,12 +179,6 @@ class TrainConfig:
                 "> 1 is for simultaneous-move envs; config.seats is for turn-based games, "
                 "where one player moves at a time (set one of them)",
             )
-        if self.sebulba.agents_per_env > 1 and self.deterministic:
-            fail(
-                "sebulba.agents_per_env",
-                self.sebulba.agents_per_env,
-                "> 1 is not supported with deterministic=True yet; set config.deterministic=False",
-            )
         problem = agents_problem(self)
         problem = problem or (None if self.agents else self.seats.role_problem())
         if problem:
@@ -296,14 +290,14 @@ class TrainConfig:
                 f"config.batch_size={self.batch_size} does not split over {num_processes} "
                 f"processes; make config.batch_size a multiple of {num_processes}"
             )
-        s = self.sebulba
-        want = num_processes * s.num_actor_threads * s.envs_per_actor
+        s, streams = self.sebulba, self.streams_per_actor
+        want = num_processes * s.num_actor_threads * streams
         if self.deterministic and self.batch_size != want:
+            rows = f"{streams} envs" if streams == s.envs_per_actor else f"{streams} streams"
             return (
                 f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
                 f"every actor per update ({num_processes} processes x {s.num_actor_threads} "
-                f"actor threads x {s.envs_per_actor} envs); fix it with "
-                f"config.batch_size={want}"
+                f"actor threads x {rows}); fix it with config.batch_size={want}"
             )
         sync = self.sync_batch_size(num_processes)
         if s.sync_collection and self.batch_size != sync:

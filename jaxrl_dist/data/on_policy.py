@@ -102,5 +102,6 @@ class OnPolicyQueue:
         env_actions = None
         if self._ordered:  # items in actor order (a stable sort): columns in global actor order
             got.sort(key=lambda item: item.actor_index)
-            env_actions = np.concatenate([item.env_actions for item in got], axis=1)
+            sent = [item.env_actions for item in got if item.env_actions is not None]
+            env_actions = np.concatenate(sent, axis=1)
         return Batch(concatenate_rollouts([i.rollout for i in got]), steps, dropped, env_actions)

@@ -142,7 +142,7 @@ class SebulbaEngine(Engine):
 
     # ------------------------------------------------------------------ the state
     def begin(self, ckpt: Any, resume: bool) -> dict[str, Any] | None:
-        cfg, cluster = self.config, self._cluster
+        cluster = self._cluster
         states = {lane.name: lane.learner.init_state() for lane in self.lanes}
         meta, updates = None, dict.fromkeys(states, 0)
         if resume:
@@ -153,7 +153,7 @@ class SebulbaEngine(Engine):
             columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
             template = self.layout.tree(states)
             state, meta, full = restore_checkpoint(ckpt, template, lane.replay_log, columns)
-            lane.actor_replay = replay_for_actors(full, cfg.sebulba.envs_per_actor)
+            lane.actor_replay = replay_for_actors(full, lane.config.streams_per_actor)
             states = self.layout.lanes_of(state)
             run = Counters.from_meta(meta)
             counts = self.layout.lane_counts(meta, run.updates, run.env_steps)

@@ -130,12 +130,13 @@ class ReplayLog:
         return full
 
 
-def replay_for_actors(full: np.ndarray | None, envs_per_actor: int) -> dict[int, np.ndarray]:
-    """Splits `[n, T, B, ...]` replay columns by global actor index (`envs_per_actor` each)."""
+def replay_for_actors(full: np.ndarray | None, streams_per_actor: int) -> dict[int, np.ndarray]:
+    """Splits `[n, T, B, ...]` replay columns by global actor index (`streams_per_actor` each:
+    its envs, or with `agents_per_env` its envs' agents)."""
     if full is None:
         return {}
-    count = full.shape[2] // envs_per_actor
-    return {g: full[:, :, g * envs_per_actor : (g + 1) * envs_per_actor] for g in range(count)}
+    n = streams_per_actor
+    return {g: full[:, :, g * n : (g + 1) * n] for g in range(full.shape[2] // n)}
 
 
 def put_replay(window: np.ndarray, sharding: jax.sharding.Sharding) -> dict[str, jax.Array]:
