@@ -79,6 +79,8 @@ class Fleet:
     ):
         self._config, self._core, self._devices = config, core, devices
         self._pools, self._others, self._greedy = pools, others or {}, greedy
+        # A greedy seat among exploring ones (`seats.exploration_mask`, a replay agent).
+        self._greedy_streams = config.seats.greedy_streams(config.sebulba.envs_per_actor)
         self._store, self._shared, self._start = store, shared, start_update
         n = config.sebulba.num_actor_threads
         self._first = jax.process_index() * n
@@ -101,7 +103,10 @@ class Fleet:
             self._handles = [ServerHandle() for _ in server_devices]
             spawn = self._server_spawner(server_devices, shared.stop)
             self.servers = Supervisor(spawn, len(server_devices), budget, "inference server")
-        self._local_step = jit_inference_step(core, greedy)
+        local_greedy = greedy
+        if self._greedy_streams is not None and not greedy:  # per stream; the padding row last
+            local_greedy = np.append(self._greedy_streams, False)
+        self._local_step = jit_inference_step(core, local_greedy)
         self.actors = Supervisor(
             self._spawn_actor,
             n,
@@ -174,13 +179,21 @@ class Fleet:
                 timeout_ms=cfg.sebulba.inference.timeout_ms,
                 broadcast_period=cfg.sebulba.inference.broadcast_period,
                 stop=stop,
-                greedy=self._greedy,
+                greedy=self._server_greedy(),
             )
             server.start()
             self._handles[index].server = server
             return server
 
         return spawn
+
+    def _server_greedy(self) -> Any:
+        """The servers' `greedy`: the fleet's, or per state row (each actor slot's streams in
+        turn, then the padding row) where seats have greedy streams."""
+        if self._greedy or self._greedy_streams is None:
+            return self._greedy
+        slots = self._config.sebulba.num_actor_threads
+        return np.append(np.tile(self._greedy_streams, slots), False)
 
     # ------------------------------------------------------------------ actors
     def _players(self, device: jax.Device, num_games: int, key: jax.Array) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import traceback
+from typing import Any
 
 import jax
 import numpy as np
@@ -96,7 +97,7 @@ class InferenceServer(threading.Thread):
         timeout_ms: float,
         broadcast_period: int,
         stop: threading.Event,
-        greedy: bool = False,
+        greedy: Any = False,
     ):
         super().__init__(name=f"inference-server-{index}", daemon=True)
         if min(slots, envs_per_slot, max_batch, broadcast_period) < 1:
@@ -107,7 +108,8 @@ class InferenceServer(threading.Thread):
         self._halt = stop  # not `_stop`: threading.Thread has a `_stop` method
         self._timeout_s, self._period = timeout_ms / 1000.0, broadcast_period
         self._pad_row = slots * envs_per_slot  # the state has one more row: the padding row
-        self.greedy = greedy  # the policy's mode, not a sample (`config.exploration_mask`)
+        # The policy's mode, not a sample (`config.exploration_mask`), or per state row.
+        self.greedy = greedy
         self.step = jit_inference_step(core, greedy)
         self._lock = threading.Lock()  # guards the state (the step donates it)
         self._state: PyTree | None = None  # built at the first register

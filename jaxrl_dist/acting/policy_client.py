@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_dist.acting.params_store import ParamsStore
-from jaxrl_dist.agents.base import ActorCore, ActorIdentity
+from jaxrl_dist.agents.base import ActorCore, ActorIdentity, act_by_rows
 from jaxrl_dist.threads import POLL_S
 from jaxrl_dist.types import PyTree, pad_rows
 
@@ -60,19 +60,25 @@ class PolicyClient(Protocol):
         """Re-initialises this actor's per-env state from `key` (lockstep: at every unroll)."""
 
 
-def make_inference_step(core: ActorCore, greedy: bool = False) -> Callable:
+def make_inference_step(core: ActorCore, greedy: Any = False) -> Callable:
     """`step(params, obs [N, ...], rows [N], first [N], state [R, ...]) -> (action, env_action,
     extras, core_state, state)`: gathers the per-env actor state of `rows`, starts the episodes
     of `first`, acts, scatters the new state back; `core_state` is what each row acted from.
     Jit it with the state donated; rows may repeat a padding row whose result is ignored.
     `greedy`: the policy's mode (Q-agents: epsilon 0), with zeros for `act`'s extras (an
-    agent that acts so learns off-policy, or not at all: `config.exploration_mask`)."""
+    agent that acts so learns off-policy, or not at all: `config.exploration_mask`); or `[R]`
+    bool, per state row (the streams of a greedy seat, `agents/base.py`: `act_by_rows`)."""
+    by_rows = np.ndim(greedy) > 0
 
     def step(params, obs, rows, first, state):
         picked = core.start_episodes(jax.tree.map(lambda s: s[rows], state), first)
         core_state = core.core_state(picked)
-        action, extras, sampled = core.act(params, obs, picked)
-        if greedy:  # the sampled act's values go unused: XLA drops that work
+        if by_rows:
+            rows_greedy = jnp.asarray(greedy, bool)[rows]
+            action, extras, sampled = act_by_rows(core, params, obs, picked, rows_greedy)
+        else:
+            action, extras, sampled = core.act(params, obs, picked)
+        if not by_rows and greedy:  # the sampled act's values go unused: XLA drops that work
             action, sampled = core.greedy_act(params, obs, picked)
             extras = jax.tree.map(jnp.zeros_like, extras)
         picked = sampled
@@ -145,7 +151,7 @@ class LocalClient:
         return ActResult(action, env_action, extras, version, core_state)
 
 
-def jit_inference_step(core: ActorCore, greedy: bool = False) -> Any:
+def jit_inference_step(core: ActorCore, greedy: Any = False) -> Any:
     """The jitted, state-donating `make_inference_step(core, greedy)`: one per process, shared
     by every local client (jit caches a compile per device and shape)."""
     return jax.jit(make_inference_step(core, greedy), donate_argnums=4)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxrl_dist.defaults import changed_field
@@ -106,6 +107,23 @@ def _policies(core: ActorCore) -> tuple[Callable, Callable]:
         return core.env_action(action), state
 
     return greedy, sample
+
+
+def act_by_rows(
+    core: ActorCore, params: PyTree, obs: Any, state: PyTree, greedy: jax.Array
+) -> tuple[jax.Array, dict[str, jax.Array], PyTree]:
+    """`core.act`, except that the rows where `greedy [B]` act by the policy's mode (Q-agents:
+    epsilon 0) with zeros for their extras: a greedy seat among exploring ones. Both acts run
+    on every row and each row keeps its own."""
+    action, extras, sampled = core.act(params, obs, state)
+    mode, after = core.greedy_act(params, obs, state)
+
+    def pick(on_greedy: jax.Array, otherwise: jax.Array) -> jax.Array:
+        rows = greedy.reshape(-1, *(1,) * (otherwise.ndim - 1))
+        return jnp.where(rows, on_greedy, otherwise)
+
+    extras = jax.tree.map(lambda e: pick(jnp.zeros_like(e), e), extras)
+    return pick(mode, action), extras, jax.tree.map(pick, after, sampled)
 
 
 def row_policies(core: ActorCore) -> tuple[Callable, Callable]:

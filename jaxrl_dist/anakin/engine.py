@@ -29,6 +29,7 @@ from jaxrl_dist.anakin.envs import (
     anakin_eval_env_problem,
     anakin_spec,
     changed_seats_problem,
+    greedy_seat_streams,
     make_anakin_env,
 )
 from jaxrl_dist.anakin.fields import REFUSES, SECTION, USES
@@ -125,13 +126,15 @@ class AnakinEngine(Engine):
         greedy = {AGENT_ROLE + o.view.name for o in self._lanes if not o.view.exploring}
         if not view.exploring:  # its self-play seats' other side too
             greedy.add(SELF_ROLE)
+        env = make_anakin_env(view.config, lane.agent.actor, others, frozenset(greedy))
         return Program(
             lane.agent,
-            make_anakin_env(view.config, lane.agent.actor, others, frozenset(greedy)),
+            env,
             num_envs=view.config.batch_size,
             unroll_length=self.config.unroll_length,
             flow=lane.flow.device(view.config),
             greedy=not view.exploring,
+            greedy_rows=greedy_seat_streams(view.config.seats, env),
         )
 
     def _carries(self, carry: Any = None) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.config.sections import SeatsConfig, names_checkpoint
@@ -110,6 +112,15 @@ def seated_game(
         league=rules,
         others=others,
     )
+
+
+def greedy_seat_streams(seats: SeatsConfig, env: Any) -> np.ndarray | None:
+    """`[B]` bool: the learner's streams of `env` (a `SeatedJaxGame`) in a seat that
+    `seats.exploration_mask` makes greedy (a replay agent's greedy seat); None when none is."""
+    if not seats.enabled or not seats.exploration_mask:
+        return None
+    mask = np.array([seats.greedy_seat(stream.seat) for stream in env.streams], bool)
+    return mask if mask.any() else None
 
 
 def changed_seats_problem(config: TrainConfig, saved: dict[str, Any]) -> str | None:

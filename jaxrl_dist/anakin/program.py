@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxrl_dist.agents.base import ActorIdentity, Agent
+from jaxrl_dist.agents.base import ActorIdentity, Agent, act_by_rows
 from jaxrl_dist.data.device_flows import OnPolicyFlow
 from jaxrl_dist.envs.jax_envs import EnvState, JaxEnv, TimeStep
 from jaxrl_dist.learning.mesh import DATA_AXIS
@@ -80,12 +80,15 @@ class Program:
         unroll_length: int,
         flow: Any = None,
         greedy: bool = False,
+        greedy_rows: Any = None,
     ):
         """`flow`: the agent's data flow's device implementation (`data/device_flows.py`;
         None: one update per rollout); `greedy`: the agent acts by its policy's mode (Q-agents:
-        epsilon 0), with zeros for the act's extras (`config.exploration_mask`)."""
+        epsilon 0), with zeros for the act's extras (`config.exploration_mask`);
+        `greedy_rows`: `[num_envs]` bool, only those envs' streams do (a greedy seat's)."""
         self.agent, self.env, self.flow = agent, env, flow or OnPolicyFlow()
         self.num_envs, self.unroll_length, self.greedy = num_envs, unroll_length, greedy
+        self.greedy_rows = greedy_rows
 
     # ------------------------------------------------------------------ start
     def init(
@@ -143,7 +146,12 @@ class Program:
             acting = carry
             obs = acting.timestep.obs
             actor_state = core.start_episodes(acting.actor, acting.first)
-            action, extras, sampled = core.act(params, obs, actor_state)
+            if self.greedy_rows is not None:  # a greedy seat's streams among exploring ones
+                action, extras, sampled = act_by_rows(
+                    core, params, obs, actor_state, jnp.asarray(self.greedy_rows)
+                )
+            else:
+                action, extras, sampled = core.act(params, obs, actor_state)
             if self.greedy:  # the sampled act's values go unused: XLA drops that work
                 action, sampled = core.greedy_act(params, obs, actor_state)
                 extras = jax.tree.map(jnp.zeros_like, extras)

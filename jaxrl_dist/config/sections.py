@@ -11,6 +11,8 @@ import dataclasses
 import typing
 from typing import Any
 
+import numpy as np
+
 from jaxrl_dist.defaults import changed_field
 from jaxrl_dist.envs.seats import (
     AGENT_ROLE,
@@ -304,6 +306,20 @@ class SeatsConfig:
     def streams(self, num_games: int) -> int:
         """The learner's streams over `num_games` games: its seats in each."""
         return sum(r.count(LEARNER_ROLE) for r in self.roles(num_games))
+
+    def greedy_streams(self, num_games: int) -> np.ndarray | None:
+        """`[streams]` bool over `streams(num_games)`: the learner's streams whose seat
+        `exploration_mask` makes greedy (a replay agent's greedy seat), in (game, seat) order as
+        `envs/seats.py` numbers them; None when every stream explores."""
+        if not self.enabled or not self.exploration_mask:
+            return None
+        mask = [
+            self.greedy_seat(seat)
+            for roles in self.roles(num_games)
+            for seat, role in enumerate(roles)
+            if role == LEARNER_ROLE
+        ]
+        return np.array(mask, bool) if any(mask) else None
 
     def snapshot_roles(self) -> set[str]:
         """The snapshot roles ("pool", "frozen") some game plays."""

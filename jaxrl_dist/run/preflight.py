@@ -127,13 +127,17 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
             f"config.seats.games={seats.games} gives {len(seats.games[0])} seats a game; "
             f"{config.env_id} has {players}"
         )
-    for pattern in seats.games:
+    # A replay agent learns from a greedy seat's moves (they go into its replay, as another
+    # agent's would); an on-policy learner needs its own samples.
+    replays = flows.get(agents.get(config.algorithm).data).replays
+    for pattern in seats.games if not replays else ():
         for seat, role in enumerate(seats.learned(pattern)):
             if role == LEARNER and seats.greedy_seat(seat):
                 return (
                     f"config.seats.exploration_mask={seats.exploration_mask} makes seat {seat} "
-                    "greedy, but the learner plays and learns from it: an on-policy learner "
-                    "needs its own samples; turn its config.seats.learning_mask off too"
+                    f"greedy, but the learner plays and learns from it on-policy "
+                    f"({config.algorithm}), which needs its own samples; turn its "
+                    "config.seats.learning_mask off too, or use a replay agent (rainbow)"
                 )
     names = {name for pattern in seats.games for name in pattern} | {seats.eval_opponent}
     names = {name for name in names if not name.startswith(AGENT_ROLE)}  # the run's agents

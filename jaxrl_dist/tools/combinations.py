@@ -97,6 +97,7 @@ SETUPS = (
     SetUp("Rainbow (replay)", "rainbow_cartpole.py", "sebulba"),
     SetUp("R2D2 (sequence replay)", "r2d2_memory.py", "sebulba"),
     SetUp("Seats in a board game (PPO, tic-tac-toe)", "ppo_tictactoe.py", "sebulba"),
+    SetUp("Seats, a replay agent (Rainbow, tic-tac-toe)", "rainbow_tictactoe.py", "sebulba"),
     SetUp("Agents per env (PPO, foraging)", "ppo_foraging.py", "sebulba"),
     SetUp("Several agents in a game (Rainbow + PPO)", "two_agents_tictactoe.py", "sebulba"),
     SetUp("Several agents' slots (foraging)", "two_agents_foraging.py", "sebulba"),
@@ -106,6 +107,20 @@ SETUPS = (
     SetUp("Anakin several agents (Rainbow + PPO)", "anakin_two_agents_tictactoe.py", "anakin"),
 )
 
+
+def _greedy_learner(raw: dict) -> dict | None:
+    """A learner acting by its policy's mode while it learns: seat 1 of a one-agent game
+    (`seats.exploration_mask`), or the first of several agents (`exploration_mask`)."""
+    raw = copy.deepcopy(raw)
+    if raw.get("agents"):
+        raw["exploration_mask"] = (False,) + (True,) * (len(raw["agents"]) - 1)
+    elif raw.get("seats", {}).get("games"):
+        raw["seats"] = {**raw["seats"], "exploration_mask": (True, False)}
+    else:
+        return None
+    return raw
+
+
 LEVERS = (
     Lever(
         "LSTM core",
@@ -114,6 +129,7 @@ LEVERS = (
     Lever("your own torso", lambda raw: _networks(raw, {"torso": PROBE_TORSO})),
     Lever("LayerNorm", lambda raw: _networks(raw, {"layer_norm": True})),
     Lever("deterministic", _deterministic),
+    Lever("greedy while learning", _greedy_learner),
     # Both step every env of an actor together: a sync EnvPool (`async_envs=False`).
     Lever(
         "XLA actor loop",
@@ -176,10 +192,11 @@ def table_row(setup: SetUp) -> dict[str, str]:
     """`{lever: ACCEPTED | NOT_APPLICABLE | the refusal}` of one set-up (the probe torso
     registered)."""
     raw = load_config_file(os.path.join(ROOT, "configs", setup.config) + ":quick")
-    return {
-        lever.name: probe(lever.apply(raw)) if setup.runtime in lever.runtimes else NOT_APPLICABLE
-        for lever in LEVERS
-    }
+    row = {}
+    for lever in LEVERS:
+        changed = lever.apply(raw) if setup.runtime in lever.runtimes else None
+        row[lever.name] = NOT_APPLICABLE if changed is None else probe(changed)
+    return row
 
 
 def counts(cells: dict[str, dict[str, str]]) -> dict[str, int]:
@@ -238,7 +255,9 @@ Every set-up the library ships (a config's `:quick` variant, a row) with each le
 adds (a column), probed through the run's own checks: `Trainer(config)` makes every check a run
 makes before it writes anything, so "yes" means the run starts and "no" is the one line it is
 refused with, numbered below. "n/a": the engine has no such lever (Anakin has no actor loop,
-collection mode or inference server: one jitted program steps and learns). An LSTM goes on the
+collection mode or inference server: one jitted program steps and learns), or the set-up has
+nothing it applies to ("greedy while learning" is seat 1 of a one-agent game, or the first of
+several agents, acting by its policy's mode while it learns). An LSTM goes on the
 actor-critic agents of a set-up (a Rainbow agent's recurrent form is R2D2); "your own torso" is
 a flax module given to `register_torso` (`docs/guides/your-own-network.md`).
 
