@@ -239,20 +239,28 @@ def test_one_agent_of_the_run_is_loaded_and_evaluated_by_name(run, tmp_path, cap
 
 
 def test_two_agents_share_a_simultaneous_move_task(tmp_path):
-    """Foraging with agent "a" in each env's first slot and "b" in its second: each learns
-    from its own slot, the reward metric gets one column per slot, and `evaluate` plays an
-    agent's best as the run evaluated it."""
+    """Foraging with agent "a" in each env's first slot and "b" in its second, collected
+    synchronously (issue 57, item 4): each learns from its own slot with a policy lag of 0 (its
+    actors wait for its own learner), the reward metric gets one column per slot, and
+    `evaluate` plays an agent's best as the run evaluated it."""
     seen = []
 
     def metric(returns):
         seen.append(np.shape(returns))
         return mean_return(returns)
 
-    config = load_config("configs/two_agents_foraging.py:quick", eval_episodes=6)
+    sync = {"sebulba.sync_collection": True, "sebulba.async_envs": False, "batch_size": 32}
+    config = load_config("configs/two_agents_foraging.py:quick", eval_episodes=6, **sync)
     hooks = Hooks(reward_metric=metric)
     summary = Trainer(config, str(tmp_path / "f"), quiet=True, hooks=hooks).run().summary
     a, b = summary["agents"]["a"], summary["agents"]["b"]
     assert a["updates"] > 0 and b["updates"] > 0 and a["params_sha256"] != b["params_sha256"]
+    with open(tmp_path / "f" / "metrics.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    lags = [
+        r[f"{n}/stats/policy_lag"] for r in records for n in "ab" if f"{n}/stats/policy_lag" in r
+    ]
+    assert lags and max(lags) == 0.0
     assert seen == [(6, 2), (6, 1), (6, 1)]  # the run's, then each agent's column
     assert {"a/return", "b/return"} <= set(summary["best_eval"])
     # Each agent's best, scored again as the run scored it: in its slot, the other agent of the

@@ -61,7 +61,6 @@ AGENT_SEED_STRIDE = 1_000_003  # agent i's seed: the run's + i * this (a prime),
 # (the field, its default, why).
 NOT_YET = (
     ("deterministic", False, "lockstep actors feed one learner"),
-    ("sebulba.sync_collection", False, "synchronous collection waits for one learner"),
     ("sebulba.actor_loop", "python", "the XLA loop acts with one policy"),
 )
 

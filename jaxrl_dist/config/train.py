@@ -214,7 +214,7 @@ class TrainConfig:
         actor (rounded up to whole actors), what `batch_size` must be."""
         s = self.sebulba
         actors = num_processes * s.num_actor_threads
-        return math.ceil(s.fraction_samples * actors) * s.envs_per_actor
+        return math.ceil(s.fraction_samples * actors) * self.streams_per_actor
 
     def _check_runtime(self) -> None:
         """The runtime is a registered engine; what it refuses is checked before the run
@@ -292,8 +292,9 @@ class TrainConfig:
             )
         s, streams = self.sebulba, self.streams_per_actor
         want = num_processes * s.num_actor_threads * streams
+        rows_of = lambda n: f"{n} envs" if n == s.envs_per_actor else f"{n} streams"  # noqa: E731
         if self.deterministic and self.batch_size != want:
-            rows = f"{streams} envs" if streams == s.envs_per_actor else f"{streams} streams"
+            rows = rows_of(streams)
             return (
                 f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
                 f"every actor per update ({num_processes} processes x {s.num_actor_threads} "
@@ -304,8 +305,8 @@ class TrainConfig:
             return (
                 f"config.batch_size={self.batch_size}: sync_collection with fraction_samples="
                 f"{s.fraction_samples} takes the unrolls of the first "
-                f"{sync // s.envs_per_actor} of {num_processes * s.num_actor_threads} "
-                f"actors ({s.envs_per_actor} envs each) per update; fix it with "
+                f"{sync // streams} of {num_processes * s.num_actor_threads} "
+                f"actors ({rows_of(streams)} each) per update; fix it with "
                 f"config.batch_size={sync}"
             )
         return None

@@ -71,11 +71,12 @@ def check_collection(c: Any) -> None:
             True,
             "must be False when sync_collection=True (actors step all their envs together)",
         )
-    if c.seats.enabled or s.agents_per_env > 1:
+    if c.seats.enabled:
         fail(
             "sebulba.sync_collection",
             True,
-            "is not supported with config.seats or agents_per_env > 1 yet; leave it False",
+            "is not supported with config.seats yet (a seated game steps an async pool, its "
+            "streams' unrolls ending at different steps); leave it False",
         )
 
 
