@@ -115,6 +115,20 @@ def test_the_same_params_give_the_same_results_on_envpool_and_on_pgx(game_run):
             )
 
 
+def test_a_recurrent_policy_is_evaluated_against_perfect_play_by_its_games(game_run, tmp_path):
+    """`evaluate.py --opponent perfect` of the LSTM run: the sampled games, each played with its
+    own memory; no exact loss rate (that table is per position, and the LSTM's move depends on
+    the game so far)."""
+    from jaxrl_dist.tools import evaluate_cli
+
+    out = tmp_path / "perfect.json"
+    args = [game_run[0], "--opponent", "perfect", "--episodes", "20", "--json", str(out)]
+    assert evaluate_cli.main(args) == 0
+    record = json.loads(out.read_text())
+    assert record["episodes"] == 20 and "loss_rate" in record
+    assert "exact_loss_rate" not in record
+
+
 def _config(**overrides):
     return load_config(QUICK, **{"log_every_updates": 4, **LSTM, **overrides})
 

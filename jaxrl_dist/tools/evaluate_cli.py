@@ -236,12 +236,14 @@ def _evaluate(policy: Policy, args: argparse.Namespace) -> Evaluation:
 def exact_losses(policy: Policy, record: dict[str, Any]) -> dict[str, float]:
     """A greedy tic-tac-toe policy against perfect play: also its exact loss probability as
     first and as second player, and their mean (`games.tictactoe_exact_losses`), beside the
-    sampled games."""
+    sampled games. Not for a recurrent policy: its move depends on the game so far, not on the
+    position alone, so the per-position table this walks does not describe it (the sampled
+    games stand alone)."""
     if (policy.env_id, record.get("opponent"), record["mode"]) != (
         "TicTacToe-v1",
         "perfect",
         "greedy",
-    ):
+    ) or policy.recurrent:
         return {}
     first, second = tictactoe_exact_losses(
         lambda views, legal: policy.act(views, greedy=True, action_mask=legal)
