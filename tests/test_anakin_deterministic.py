@@ -1,11 +1,12 @@
-"""Deterministic mode on every Anakin run (issue 57, item 3): the combinations Sebulba's
-lockstep actors refuse (a recurrent core, seats) run on Anakin with `deterministic=True`.
+"""Deterministic mode on every Anakin run (issue 57, item 3): a recurrent core and seats run on
+Anakin with `deterministic=True` (Sebulba's lockstep actors take the core, `test_recurrent.py`,
+and still refuse seats).
 Anakin's program is a pure function of the seed already, and the flag adds only XLA's
 deterministic-ops flags, which a CPU ignores: here the test shows the runs are accepted and end
 with the params of the same run without the flag (the program is unchanged). That an Anakin run
 on a GPU repeats bit for bit under those flags is not shown here (`gpu_check.py`'s determinism
-part runs Sebulba's IMPALA). Sebulba refuses each in one line that names Anakin, before anything
-else about the run."""
+part runs Sebulba's IMPALA). Sebulba refuses seats in one line that names Anakin, before
+anything else about the run."""
 
 import os
 
@@ -44,11 +45,6 @@ SEBULBA = [
     (
         "ppo_tictactoe.py:quick",
         "deterministic=True is not supported with config.seats on Sebulba yet (Anakin takes both)",
-    ),
-    (
-        "ppo_lstm_memory.py:quick",
-        "config.network.core='lstm' is not supported with deterministic=True on Sebulba yet "
-        "(lockstep actors restart their cores each unroll; Anakin takes both)",
     ),
 ]
 

@@ -88,6 +88,9 @@ def test_a_rainbow_run_learns_with_a_greedy_seat(runtime, tmp_path, monkeypatch)
 
     def program(agent, env, **kwargs):
         built["anakin"] = (kwargs["greedy_rows"], [stream.seat for stream in env.streams])
+        # Self-play's other side in seat 1 is greedy too (the acting params play it there).
+        selfplay = [s.greedy for s in env.streams if s.opponent == "self" and s.seat == 0]
+        assert selfplay and all(selfplay)
         return real_program(agent, env, **kwargs)
 
     recording(fleet, "sebulba")

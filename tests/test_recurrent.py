@@ -273,6 +273,44 @@ def test_anakin_resume_with_recurrent_state_is_bit_identical(tmp_path):
     assert resumed.summary["params_sha256"] == whole.summary["params_sha256"]
 
 
+# Deterministic mode on Sebulba with an LSTM (issue 57): lockstep actors re-key every unroll
+# but keep each env's memory; one update takes one unroll of the actor's 32 envs.
+LOCKSTEP_LSTM = {
+    "deterministic": True,
+    "sebulba.async_envs": False,
+    "batch_size": 32,
+    "total_env_steps": 8 * 1024,
+    "eval_every_updates": 0,
+}
+
+
+@pytest.mark.parametrize("client", ["local", "server"])
+def test_a_deterministic_sebulba_lstm_run_resumes_bit_identical(tmp_path, monkeypatch, client):
+    """Stopped after 3 of 8 updates and resumed: the resume replays the epoch's env actions
+    and puts back every env's LSTM state the checkpoint saved, so it ends with the params of
+    the run that went straight through (through the inference server too). Without the saved
+    states put back it ends elsewhere: the memory carried across unrolls is what it restores."""
+    from train_runs import interrupted_run
+
+    from jaxrl_dist.acting.inference_server import ServerClient
+    from jaxrl_dist.acting.policy_client import LocalClient
+    from jaxrl_dist.config.cli import load_config
+    from jaxrl_dist.run.trainer import Trainer
+
+    extra = {"sebulba.inference.client": "server"} if client == "server" else {}
+    config = load_config("configs/ppo_lstm_memory.py:quick", **LOCKSTEP_LSTM, **extra)
+    whole = Trainer(config, str(tmp_path / "whole"), quiet=True).run().summary
+    assert whole["updates"] == 8
+    for name in ("cut", "forgetful"):
+        assert interrupted_run(config, str(tmp_path / name), 3 * 1024).updates == 3
+    resumed = Trainer(config, str(tmp_path / "cut"), resume=True, quiet=True).run().summary
+    assert resumed["params_sha256"] == whole["params_sha256"]
+    for cls in (LocalClient, ServerClient):
+        monkeypatch.setattr(cls, "set_memory", lambda self, memory: None)
+    forgetful = Trainer(config, str(tmp_path / "forgetful"), resume=True, quiet=True).run()
+    assert forgetful.summary["params_sha256"] != whole["params_sha256"]
+
+
 @pytest.fixture(scope="module")
 def lstm_run(tmp_path_factory):
     """`ppo_lstm_memory.py:quick` through `scripts/train.py`'s `main`, with a central inference

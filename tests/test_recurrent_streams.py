@@ -73,7 +73,8 @@ class _Recording(Player):
 
 def test_another_agents_slot_hears_each_episode_end_with_its_return():
     """`AgentStreams`' other slots hear their env's episode ends (a recurrent player restarts
-    its memory there), with the slot's summed reward."""
+    its memory there), with the slot's summed reward; a slot's games are numbered `env *
+    agents + slot`, so an agent playing several slots of an env keeps a memory for each."""
     player = _Recording()
     env = AgentStreams(
         make_env(LBF, {}, 4, 4, seed=0), 2, slots=(LEARNER, "b"), players={"b": player}
@@ -86,7 +87,7 @@ def test_another_agents_slot_hears_each_episode_end_with_its_return():
         env_of = info["env_id"]  # one learner stream per env
         returns[env_of] += reward  # a shared reward: the slot's too
         for e in env_of[terminated | truncated]:
-            ends.append((int(e), float(returns[e])))
+            ends.append((int(e) * 2 + 1, float(returns[e])))  # slot 1 of 2
             returns[e] = 0.0
         env.send(g.random_legal(rng).choose(None, obs[ACTION_MASK]), env_of)
     env.close()

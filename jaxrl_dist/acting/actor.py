@@ -141,11 +141,14 @@ class Actor(ActorThread):
         self._client = client
         self._shared = shared
 
-    def _flush(self, buffer: SegmentBuffer, timers: dict[str, float], env_actions=None) -> int:
+    def _flush(
+        self, buffer: SegmentBuffer, timers: dict[str, float], env_actions=None, memory=None
+    ) -> int:
         """Writes every complete rollout (one recv() can complete several), timing the rollout
         assembly (`rollout_s`) and the wait for the data seam (`queue_put_s`); how many.
-        `env_actions` (a lockstep unroll's, every stream's) goes with the first rollout only:
-        an unroll of several rollouts (streams of several agents per env) sent them once."""
+        `env_actions` and `memory` (a lockstep unroll's, every stream's) go with the first
+        rollout only: an unroll of several rollouts (streams of several agents per env) sent
+        them once."""
         written = 0
         while True:
             start = time.perf_counter()
@@ -153,7 +156,8 @@ class Actor(ActorThread):
             timers["rollout_s"] += time.perf_counter() - start
             if rollout is None:
                 return written
-            item = QueueItem(self.index, rollout, None if written else env_actions)
+            lockstep = (None, None) if written else (env_actions, memory)
+            item = QueueItem(self.index, rollout, *lockstep)
             timers["queue_put_s"] += self._shared.write(item)
             written += 1
 

@@ -57,7 +57,8 @@ class Fleet:
       store: the published params.
       shared: what the actors share (the data seam's writer, stop flag, stats, sizes).
       start_update: the update the run starts from.
-      replay: lockstep resume, `{global actor index: [n, T, num_envs, ...] env actions}`.
+      replay: lockstep resume, `{global actor index: ([n, T, num_envs, ...] env actions, the
+        recurrent states after them or None)}`.
       pools: the params of the seats' snapshot roles (`config.seats`), if any.
       others: the run's other agents by name (`config.agents`), who play the seats named
         `agent:NAME` with their current params (`sebulba/lane.py`'s `OtherAgent`).
@@ -87,10 +88,10 @@ class Fleet:
         self._identity = lambda slot: ActorIdentity(self._first + slot, jax.process_count() * n)
         root = jax.random.fold_in(jax.random.PRNGKey(config.seed), ACTOR_SEED_PURPOSE)
         self._root = root if config.deterministic else jax.random.fold_in(root, start_update)
-        self._progress = {
-            slot: LockstepProgress(start_update, replay=(replay or {}).get(self._first + slot))
-            for slot in range(n)
-        }
+        self._progress = {}
+        for slot in range(n):
+            actions, memory = (replay or {}).get(self._first + slot, (None, None))
+            self._progress[slot] = LockstepProgress(start_update, replay=actions, memory=memory)
         budget = RestartBudget(
             config.sebulba.actor_max_restarts, config.sebulba.actor_restart_window_s
         )
@@ -262,8 +263,9 @@ class Fleet:
             if cfg.sebulba.agents_per_env > 1:
                 players_key = jax.random.fold_in(key, SEAT_PLAYERS_SEED_PURPOSE)
                 players = {}  # the other agents' slots (an agent's view of several)
-                if snapshots is not None and cfg.sebulba.agent_slots:
-                    players = snapshots(env.config["num_envs"], players_key)
+                if snapshots is not None and cfg.sebulba.agent_slots:  # a row per (env, slot)
+                    rows = env.config["num_envs"] * cfg.sebulba.agents_per_env
+                    players = snapshots(rows, players_key)
                 slots = cfg.sebulba.agent_slots
                 return AgentStreams(
                     env, cfg.sebulba.agents_per_env, cfg.sebulba.team_reward, slots, players

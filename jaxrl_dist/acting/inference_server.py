@@ -27,6 +27,7 @@ import numpy as np
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import (
     ActResult,
+    as_structure,
     episode_starts,
     jit_inference_step,
     wait_for_params,
@@ -124,9 +125,12 @@ class InferenceServer(threading.Thread):
         self._counts = dict.fromkeys(("batches", "requests", "rows", "padded_rows", "refreshes"), 0)
         self._times = dict.fromkeys(("idle_s", "fill_s", "params_wait_s", "step_s"), 0.0)
 
-    def register(self, slot: int, identity: ActorIdentity, key: jax.Array) -> None:
+    def register(
+        self, slot: int, identity: ActorIdentity, key: jax.Array, keep_memory: bool = False
+    ) -> None:
         """(Re)initialises the per-env state rows `[slot * E, (slot + 1) * E)` of `slot` from
-        `core.init_state(identity, E, key)`; thread-safe (between batches)."""
+        `core.init_state(identity, E, key)` (`keep_memory`: each row's recurrent state
+        stays); thread-safe (between batches)."""
         if not 0 <= slot < self.slots:
             raise ValueError(f"slot {slot} is not in [0, {self.slots})")
         rows = jax.device_put(
@@ -136,8 +140,29 @@ class InferenceServer(threading.Thread):
             if self._state is None:  # every row valid from the start; slots overwrite theirs
                 full = self._core.init_state(identity, self._pad_row + 1, key)
                 self._state = jax.device_put(full, self._device)
+            elif keep_memory:
+                rows = self._core.with_core_state(rows, self._slot_memory(slot))
             self._state = _write_rows(self._state, rows, slot * self.envs_per_slot)
             self._registered.add(slot)
+
+    def _slot_memory(self, slot: int) -> PyTree:
+        start, count = slot * self.envs_per_slot, self.envs_per_slot
+        core = self._core.core_state(self._state)
+        return jax.tree.map(lambda c: c[start : start + count], core)
+
+    def memory(self, slot: int) -> PyTree:
+        """Host copies of `slot`'s rows' recurrent states (`PolicyClient.memory`)."""
+        with self._lock:
+            return jax.device_get(self._slot_memory(slot))
+
+    def set_memory(self, slot: int, memory: PyTree) -> None:
+        """Puts back `slot`'s rows' recurrent states (`PolicyClient.set_memory`)."""
+        start = slot * self.envs_per_slot
+        with self._lock:
+            core = self._core.core_state(self._state)
+            memory = as_structure(core, memory)
+            core = jax.tree.map(lambda c, m: c.at[start : start + len(m)].set(m), core, memory)
+            self._state = self._core.with_core_state(self._state, core)
 
     def submit(
         self, slot: int, obs: np.ndarray, env_ids: np.ndarray, min_version: int, first=None
@@ -321,10 +346,17 @@ class ServerClient:
         self._server = handle.server
         self.reset(key)
 
-    def reset(self, key: jax.Array) -> None:
-        """Re-initialises this slot's per-env state from `key` (lockstep: at every unroll)."""
+    def reset(self, key: jax.Array, keep_memory: bool = False) -> None:
+        """Re-initialises this slot's per-env state from `key` (lockstep: at every unroll;
+        `keep_memory`: each env's recurrent state stays)."""
         self._key = key
-        self._server.register(self._slot, self._identity, key)
+        self._server.register(self._slot, self._identity, key, keep_memory)
+
+    def memory(self) -> PyTree:
+        return self._server.memory(self._slot)
+
+    def set_memory(self, memory: PyTree) -> None:
+        self._server.set_memory(self._slot, memory)
 
     def act(
         self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0, first=None

@@ -1,12 +1,14 @@
 """Deterministic (lockstep) acting: the data depend only on the seed, not on thread timing.
 
 Unroll `v` is acted with exactly version `v` of the params, waiting for the learner to publish
-it, and with actor state initialised from `fold_in(key, v)`. At every multiple of
+it, and with actor state initialised from `fold_in(key, v)` but for each env's recurrent state,
+which goes on from unroll to unroll (reset at its episodes' starts). At every multiple of
 `epoch_updates` the actor starts a new synchronous EnvPool seeded from the epoch, so the env
 state at any unroll follows from the epoch's seed and the env actions sent since the epoch
-began. A resumed actor rebuilds it by replaying those actions without inference; a restarted
-one replays what its slot's `LockstepProgress` recorded, and carries on exactly where its
-predecessor died (unless the env fails again on the same steps).
+began. A resumed actor rebuilds it by replaying those actions without inference and puts back
+the recurrent states the checkpoint saved; a restarted one replays what its slot's
+`LockstepProgress` recorded, and carries on exactly where its predecessor died (unless the env
+fails again on the same steps).
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ class LockstepProgress:
       epoch_sent: `[T, num_envs, ...]` env actions of each unroll of this env epoch before it.
       replay: `[n, T, num_envs, ...]` env actions to replay before acting `next_version` (a
         resume's, from the checkpoint), or None.
+      memory: each env's recurrent state before unroll `next_version` (host arrays, `{}` for
+        a memoryless policy), or None at an epoch's start.
     """
 
     next_version: int
     epoch_sent: list[np.ndarray] = dataclasses.field(default_factory=list)
     replay: np.ndarray | None = None
+    memory: Any = None
 
     def restart_point(self, epoch_updates: int) -> None:
         """After a failure: replay this epoch's unrolls before the one that failed."""
@@ -80,6 +85,8 @@ class LockstepActor(Actor):
                     if started is None:
                         return
                     buffer, tracker, step = started
+                    if replay is not None and progress.memory is not None:
+                        self._client.set_memory(progress.memory)  # the replayed unrolls' end
                 step = self._unroll(env, buffer, tracker, step, version)
                 if step is None:
                     return
@@ -95,12 +102,16 @@ class LockstepActor(Actor):
         num_envs = env.config["num_envs"]
         buffer, tracker = self._new_buffers(num_envs)
         every_env = np.arange(num_envs)
+        # ended[i]: env i's last observation ended an episode, so its next one starts one (a
+        # recurrent policy resets there); every env's first observation does.
+        self._ended = np.ones(num_envs, bool)
         env.async_reset()
         for env_action in () if replay is None else replay.reshape(-1, *replay.shape[2:]):
             if self._shared.stop.is_set():
                 return None
             _, reward, terminated, truncated, info = env.recv()
             tracker.update(info["env_id"], reward, terminated, truncated, info)
+            self._ended[info["env_id"]] = np.logical_or(terminated, truncated)
             env.send(env_action, every_env)
         step = env.recv()
         # Episodes this recv() ends were reported by the run (or actor) that first played them.
@@ -112,12 +123,14 @@ class LockstepActor(Actor):
         """Acts T steps from the recv() result `step` with params `version`, writes the unroll's
         rollout with the env actions sent; returns the last recv() (None on a stop)."""
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
-        self._client.reset(jax.random.fold_in(self._key, version))
-        sent, stats = [], self._shared.stats
+        self._client.reset(jax.random.fold_in(self._key, version), keep_memory=True)
+        sent, stats, ended = [], self._shared.stats, self._ended
         for _ in range(self._shared.unroll_length):
             obs, env_ids = step[0], step[4]["env_id"]
+            first = ended[env_ids]
+            ended[env_ids] = np.logical_or(step[2], step[3])
             t0 = time.perf_counter()
-            acted = self._client.act(obs, env_ids, min_version=version)
+            acted = self._client.act(obs, env_ids, min_version=version, first=first)
             if acted is None:
                 return None
             if acted.version != version:
@@ -140,6 +153,7 @@ class LockstepActor(Actor):
             stats.add(timers, len(env_ids), returns, lengths)
             timers = dict.fromkeys(timers, 0.0)
         self._progress.epoch_sent.append(np.stack(sent))
-        self._flush(buffer, timers, self._progress.epoch_sent[-1])
+        self._progress.memory = self._client.memory()  # before unroll `version + 1`
+        self._flush(buffer, timers, self._progress.epoch_sent[-1], self._progress.memory)
         stats.add(timers, 0, (), ())
         return step

@@ -224,6 +224,9 @@ class PoolPlayer(Player):
             actions[rows] = self._policy.act_masked(params, obs[rows], legal_mask[rows], at)
         return actions
 
+    def restart(self) -> None:
+        self._policy.restart()
+
     def end_game(self, game: int, seat_return: float) -> None:
         self._policy.restart(game)
         sid = self._playing.pop(game, None)

@@ -56,8 +56,16 @@ class PolicyClient(Protocol):
         `min_version`; `first [B]` marks the observations that start an episode (a recurrent
         policy resets its memory there). None if the run stops while waiting."""
 
-    def reset(self, key: jax.Array) -> None:
-        """Re-initialises this actor's per-env state from `key` (lockstep: at every unroll)."""
+    def reset(self, key: jax.Array, keep_memory: bool = False) -> None:
+        """Re-initialises this actor's per-env state from `key` (lockstep: at every unroll);
+        `keep_memory`: each env's recurrent state stays (`ActorCore.with_core_state`)."""
+
+    def memory(self) -> PyTree:
+        """Host copies of this actor's per-env recurrent states, `[num_envs, ...]` (`{}` for a
+        memoryless policy)."""
+
+    def set_memory(self, memory: PyTree) -> None:
+        """Puts back per-env recurrent states `memory()` gave (a lockstep resume or restart)."""
 
 
 def make_inference_step(core: ActorCore, greedy: Any = False) -> Callable:
@@ -100,6 +108,12 @@ def wait_for_params(
     return None
 
 
+def as_structure(like: PyTree, memory: PyTree) -> PyTree:
+    """`memory`'s leaves in `like`'s tree structure: a checkpoint gives tuples back as lists
+    (an LSTM's `(c, h)`), the leaves in the same order."""
+    return jax.tree.unflatten(jax.tree.structure(like), jax.tree.leaves(memory))
+
+
 class LocalClient:
     """Inference on the actor's own device: the newest params at every call, one jitted step
     (key split, act, env action) per `recv()`.
@@ -125,13 +139,27 @@ class LocalClient:
         self._step, self._core, self._store = step, core, store
         self._device, self._identity, self._num_envs = device, identity, num_envs
         self._stop, self._pad_to = stop, pad_to
+        self._state: PyTree = None
         self.reset(key)
 
-    def reset(self, key: jax.Array) -> None:
+    def reset(self, key: jax.Array, keep_memory: bool = False) -> None:
         state = self._core.init_state(self._identity, self._num_envs, key)
         if self._pad_to:  # row `num_envs`: the padding row, whose results are dropped
             state = jax.tree.map(lambda s: jnp.concatenate([s, s[:1]]), state)
-        self._state = jax.device_put(state, self._device)
+        state = jax.device_put(state, self._device)
+        if keep_memory and self._state is not None:
+            state = self._core.with_core_state(state, self._core.core_state(self._state))
+        self._state = state
+
+    def memory(self) -> PyTree:
+        rows = self._num_envs
+        return jax.tree.map(lambda c: np.asarray(c[:rows]), self._core.core_state(self._state))
+
+    def set_memory(self, memory: PyTree) -> None:
+        core = self._core.core_state(self._state)
+        memory = as_structure(core, memory)
+        core = jax.tree.map(lambda c, m: c.at[: len(m)].set(m), core, memory)
+        self._state = self._core.with_core_state(self._state, core)
 
     def act(
         self, obs: np.ndarray, env_ids: np.ndarray, min_version: int = 0, first=None

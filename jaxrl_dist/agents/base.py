@@ -73,6 +73,10 @@ class ActorCore:
       core_state: `core_state(state) -> [B, ...]` what the learner unrolls a recurrent core
         from; the runtime stores it in the rollout at each segment's `obs[0]`, after
         `start_episodes` (`Rollout.core_state`). `{}` by default (a memoryless policy).
+      with_core_state: `with_core_state(state, core) -> state` holding `core` (what
+        `core_state` gives) in place of its own: deterministic mode re-keys its actors every
+        unroll and keeps their memories, and a resume puts back the memories it saved.
+        Identity by default (a memoryless policy).
     """
 
     init_state: Callable[[ActorIdentity, int, jax.Array], PyTree]
@@ -81,6 +85,7 @@ class ActorCore:
     env_action: Callable[[jax.Array], jax.Array] = lambda action: action
     start_episodes: Callable[[PyTree, jax.Array], PyTree] = lambda state, first: state
     core_state: Callable[[PyTree], PyTree] = lambda state: {}
+    with_core_state: Callable[[PyTree, PyTree], PyTree] = lambda state, core: state
 
 
 def evaluation_state(core: ActorCore, rows: int, key: jax.Array) -> PyTree:

@@ -293,6 +293,7 @@ def sampling_actor(model: PolicyModel) -> ActorCore:
         env_action=model.env_action,
         start_episodes=reset_core_rows,
         core_state=core_of,
+        with_core_state=with_core,
     )
 
 
@@ -307,6 +308,11 @@ def reset_core_rows(state: dict, first: jax.Array) -> dict:
 def core_of(state: dict) -> Any:
     """`ActorCore.core_state` of such a dict: the core's state, `{}` if it has none."""
     return state.get("core", {})
+
+
+def with_core(state: dict, core: Any) -> dict:
+    """`ActorCore.with_core_state` of such a dict: `state` holding `core` (none: unchanged)."""
+    return {**state, "core": core} if "core" in state else state
 
 
 def sequence_inputs(rollout: Rollout) -> tuple[jax.Array, Any]:

@@ -280,8 +280,10 @@ class TrainConfig:
     def rollout_segments(self, num_processes: int = 1) -> int:
         """Segments in one actor rollout: `gcd(process batch, env_batch_size)`, so a learner batch
         is whole rollouts while the env batch (the actors' inference batch, which sets their
-        speed) and the learner batch (which sets learning) are chosen independently."""
-        return math.gcd(self.process_batch_size(num_processes), self.env_batch_size)
+        speed) and the learner batch (which sets learning) are chosen independently. With
+        several agents per env, the env batch's streams: an unroll is one rollout."""
+        rows = self.env_batch_size if self.seats.enabled else self.recv_rows
+        return math.gcd(self.process_batch_size(num_processes), rows)
 
     def process_problem(self, num_processes: int) -> str | None:
         """What does not fit `num_processes` processes (one line with the fix), or None."""
@@ -290,7 +292,7 @@ class TrainConfig:
                 f"config.batch_size={self.batch_size} does not split over {num_processes} "
                 f"processes; make config.batch_size a multiple of {num_processes}"
             )
-        s, streams = self.sebulba, self.streams_per_actor
+        s, streams = self.sebulba, max(1, self.streams_per_actor)  # 0: a run of several agents
         want = num_processes * s.num_actor_threads * streams
         rows_of = lambda n: f"{n} envs" if n == s.envs_per_actor else f"{n} streams"  # noqa: E731
         if self.deterministic and self.batch_size != want:

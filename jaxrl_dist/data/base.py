@@ -11,7 +11,7 @@ trainer counts what was acted, whatever the learner does with it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,11 +36,14 @@ class QueueItem(NamedTuple):
       rollout: a `[T + 1, B]` rollout.
       env_actions: from a lockstep actor, the env actions it sent during that unroll, `[T, B,
         ...]` by env id, for the replay of a resumed run (`lockstep.py`); None otherwise.
+      memory: from a lockstep actor, each env's recurrent state after that unroll (`{}` for a
+        memoryless policy), which a resumed run puts back; None otherwise.
     """
 
     actor_index: int
     rollout: Rollout
     env_actions: np.ndarray | None = None
+    memory: Any = None
 
 
 class Batch(NamedTuple):
@@ -54,6 +57,8 @@ class Batch(NamedTuple):
         replay of a resumed run); None otherwise.
       sample_ids: a replay's ids of what it drew, `[B, ...]` (handed back with the update's
         priorities); None otherwise.
+      memory: lockstep mode, `[B, ...]` each env's recurrent state after the batch's unrolls
+        (`{}` for a memoryless policy); None otherwise.
     """
 
     data: Rollout
@@ -61,3 +66,4 @@ class Batch(NamedTuple):
     dropped: int = 0
     env_actions: np.ndarray | None = None
     sample_ids: np.ndarray | None = None
+    memory: Any = None

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
 from jaxrl_dist.data.base import NOT_READY, Batch, NotReady
@@ -99,9 +100,12 @@ class OnPolicyQueue:
             self._got.append(item)
         got, steps, dropped = self._got, self._steps, self._dropped
         self._got, self._steps, self._dropped = [], 0, 0
-        env_actions = None
+        env_actions = memory = None
         if self._ordered:  # items in actor order (a stable sort): columns in global actor order
             got.sort(key=lambda item: item.actor_index)
-            sent = [item.env_actions for item in got if item.env_actions is not None]
-            env_actions = np.concatenate(sent, axis=1)
-        return Batch(concatenate_rollouts([i.rollout for i in got]), steps, dropped, env_actions)
+            firsts = [item for item in got if item.env_actions is not None]  # one per unroll
+            env_actions = np.concatenate([item.env_actions for item in firsts], axis=1)
+            memories = [item.memory for item in firsts]
+            memory = jax.tree.map(lambda *rows: np.concatenate(rows), *memories)
+        rollout = concatenate_rollouts([i.rollout for i in got])
+        return Batch(rollout, steps, dropped, env_actions, memory=memory)

@@ -57,8 +57,8 @@ class AgentStreams:
       slots: who plays each agent of an env (several learning agents in one run,
         `config.sebulba.agent_slots` as one agent sees it): `LEARNER` (a stream, numbered `env *
         own + k` for its k-th own slot) or a name in `players`, whose actions the adapter
-        takes itself (`Player.act(rows, legal_mask, envs)` on the slot's rows; `end_game` at
-        each episode's end); empty: every
+        takes itself (`Player.act(rows, legal_mask, games)` on the slot's rows, `games` numbered
+        `env * agents + slot`; `end_game` at each episode's end); empty: every
         agent is a stream.
       players: `{name: Player}` for the slots the learner does not play.
     """
@@ -99,9 +99,11 @@ class AgentStreams:
         for slot, player in self._others.items():  # the other agents move now, as the learner
             at = np.arange(len(env_id)) * a + slot
             view, mask = every[AGENT_VIEW][at], every[ACTION_MASK][at]
-            self._pending[env_id, slot] = player.act(view, mask, env_id)
+            # Rows `env * a + slot`: an agent playing several slots of an env keeps a memory
+            # for each (a recurrent player's).
+            self._pending[env_id, slot] = player.act(view, mask, env_id * a + slot)
             for env in env_id[ended]:  # its next move starts the env's next episode
-                player.end_game(int(env), float(self._return[env, slot]))
+                player.end_game(int(env) * a + slot, float(self._return[env, slot]))
         self._return[env_id[ended]] = 0.0
         keep = (np.arange(len(env_id))[:, None] * a + own).reshape(-1)
         k = len(own)

@@ -123,7 +123,9 @@ def seat_streams(
             if role == LEARNER_ROLE:
                 other = pattern[1 - seat]
                 opponent = SELF_ROLE if other == LEARNER_ROLE else other
-                greedy = other in SNAPSHOT_ROLES and bool(greedy_seats[1 - seat])
+                # A greedy seat is greedy whoever plays it: a snapshot, or in self-play the
+                # acting params (a replay agent's greedy learning seat, `exploration_mask`).
+                greedy = other in (*SNAPSHOT_ROLES, LEARNER_ROLE) and bool(greedy_seats[1 - seat])
                 greedy = greedy or opponent in greedy_roles
                 streams.append(Stream(seat, opponent, greedy))
         if len(streams) >= num_streams:

@@ -175,7 +175,10 @@ class SebulbaEngine(Engine):
         window = lane.replay_log.window(step) if lane.replay_log is not None else None
         if window is not None:
             meta["replay"] = lane.replay_log.meta(step)
-            replay = put_replay(window, self.devices.batch_sharding(axis=2))
+            rows = self.devices.batch_sharding(axis=0)
+            replay = put_replay(
+                window, lane.replay_log.memory, self.devices.batch_sharding(axis=2), rows
+            )
         settings = {lane.name: lane.replay_settings() for lane in self.lanes}
         meta["replay_settings"] = {name: s for name, s in settings.items() if s}
         counts = {

@@ -46,10 +46,4 @@ def lockstep_problem(config: Any) -> str | None:
             "config.deterministic=True is not supported with config.seats on Sebulba yet "
             "(Anakin takes both); set config.deterministic=False"
         )
-    if config.network.recurrent:
-        return (
-            f"config.network.core={config.network.core!r} is not supported with "
-            "deterministic=True on Sebulba yet (lockstep actors restart their cores each "
-            "unroll; Anakin takes both); set config.network.core='none'"
-        )
     return None

@@ -97,7 +97,8 @@ class Lane:
         self.last_ready = 0.0  # when its batch was last ready (monotonic; several agents poll)
         self.fleet: Fleet | None = None
         self.pools = None  # the seats' snapshot roles (opponent pool, frozen start)
-        self.actor_replay: dict[int, np.ndarray] = {}  # lockstep resume, by global actor
+        # Lockstep resume, by global actor: (env actions to replay, recurrent states after them)
+        self.actor_replay: dict[int, tuple] = {}
         self.window: LogWindow | None = None
         self._actors: dict[str, Any] | None = None  # the actors' stats in this log window
         self._reported = (0, 0)  # (restarts, episodes) in the last agreement
@@ -277,7 +278,7 @@ class Lane:
         batch, self.batch = self.batch, None
         t1 = time.perf_counter()
         if self.replay_log is not None:
-            self.replay_log.record(self.updates, batch.env_actions)
+            self.replay_log.record(self.updates, batch.env_actions, batch.memory)
         self.window.lags.append(self.updates - float(np.mean(batch.data.policy_version)))
         device_batch = self.learner.put_batch(batch.data)
         t2 = time.perf_counter()

@@ -32,10 +32,11 @@ POOL_SEED_PURPOSE = 5  # derive_seed path of the opponent pools' samplers (per p
 
 def restore_checkpoint(
     ckpt: Checkpointer, template: Any, replay: ReplayLog | None, process_columns: slice
-) -> tuple[Any, dict, np.ndarray | None]:
-    """The latest step's (state, with `template`'s shardings; meta; the whole replay, its
-    `process_columns` loaded into `replay`). Raises ConfigError when the arrays cannot be read
-    (`check_resumable` found their metadata in order)."""
+) -> tuple[Any, dict, dict | None]:
+    """The latest step's (state, with `template`'s shardings; meta; the whole replay,
+    `{"env_actions": [n, T, B, ...], "memory": [B, ...]}`, its `process_columns` loaded into
+    `replay`). Raises ConfigError when the arrays cannot be read (`check_resumable` found
+    their metadata in order)."""
     step = ckpt.latest_step()
     try:
         state, meta = ckpt.restore(abstract_like(template), step)
@@ -82,15 +83,18 @@ class ReplayLog:
         self._layout = layout
         self._start = 0  # the update the kept unrolls start at
         self._unrolls: list[np.ndarray] = []
+        self.memory: Any = {}  # the recurrent states after the last unrolls recorded
 
     def _epoch_start(self, update: int) -> int:
         return update - update % self._epoch
 
-    def record(self, update: int, env_actions: np.ndarray) -> None:
-        """Adds the env actions of the unrolls update `update` (0-based) learned from."""
+    def record(self, update: int, env_actions: np.ndarray, memory: Any = None) -> None:
+        """Adds the env actions of the unrolls update `update` (0-based) learned from, and
+        keeps the recurrent states they ended with (`[B_process, ...]`, `{}`: memoryless)."""
         if update % self._epoch == 0 or update != self._start + len(self._unrolls):
             self._start, self._unrolls = update, []  # a new epoch (or a gap: see `window`)
         self._unrolls.append(env_actions)
+        self.memory = {} if memory is None else memory
 
     def window(self, updates: int) -> np.ndarray | None:
         """`[n, T, B_process, ...]`: what a run resumed after `updates` updates replays (the
@@ -108,9 +112,10 @@ class ReplayLog:
 
     def restore(self, ckpt: Checkpointer, step: int, meta: dict, process_columns: slice) -> Any:
         """Loads the unrolls of checkpoint `step` (saved after `step` updates): this process's
-        columns into the log; returns the whole `[n, T, B, ...]` array (None if nothing to
-        replay). An unusable replay (another `env_epoch_updates`, a checkpoint saved outside
-        deterministic mode) is logged: the resume then continues, but not exactly."""
+        columns into the log; returns the whole replay item (`env_actions` `[n, T, B, ...]`,
+        `memory` `[B, ...]` where a recurrent policy saved it; None if nothing to replay). An
+        unusable replay (another `env_epoch_updates`, a checkpoint saved outside deterministic
+        mode) is logged: the resume then continues, but not exactly."""
         saved = meta.get("replay")
         first = self._epoch_start(step)
         if first == step:
@@ -124,25 +129,40 @@ class ReplayLog:
                 self.meta(step),
             )
             return None
-        full = np.asarray(ckpt.restore_replay(step)["env_actions"])
+        saved_item = ckpt.restore_replay(step)
+        full = np.asarray(saved_item["env_actions"])
+        memory = saved_item.get("memory", {})
         self._start = first
         self._unrolls = list(full[:, :, process_columns])
-        return full
+        self.memory = jax.tree.map(lambda m: np.asarray(m)[process_columns], memory)
+        return {"env_actions": full, "memory": memory}
 
 
-def replay_for_actors(full: np.ndarray | None, streams_per_actor: int) -> dict[int, np.ndarray]:
-    """Splits `[n, T, B, ...]` replay columns by global actor index (`streams_per_actor` each:
-    its envs, or with `agents_per_env` its envs' agents)."""
+def replay_for_actors(full: dict | None, streams_per_actor: int) -> dict[int, tuple]:
+    """Splits the replay item's columns by global actor index (`streams_per_actor` each: its
+    envs, or with `agents_per_env` its envs' agents): `{actor: (env actions [n, T, n_a, ...],
+    recurrent states [n_a, ...] or None)}`."""
     if full is None:
         return {}
-    n = streams_per_actor
-    return {g: full[:, :, g * n : (g + 1) * n] for g in range(full.shape[2] // n)}
+    actions, memory, n = full["env_actions"], full.get("memory"), streams_per_actor
+    out = {}
+    for g in range(actions.shape[2] // n):
+        mine = jax.tree.map(lambda m, g=g: np.asarray(m)[g * n : (g + 1) * n], memory)
+        out[g] = (actions[:, :, g * n : (g + 1) * n], mine)
+    return out
 
 
-def put_replay(window: np.ndarray, sharding: jax.sharding.Sharding) -> dict[str, jax.Array]:
-    """This process's `[n, T, B_process, ...]` window as its slice of a global array (columns
-    split over the learner devices of all processes), for Orbax to save."""
-    return {"env_actions": jax.make_array_from_process_local_data(sharding, window)}
+def put_replay(
+    window: np.ndarray, memory: Any, sharding: jax.sharding.Sharding, rows: jax.sharding.Sharding
+) -> dict[str, Any]:
+    """This process's `[n, T, B_process, ...]` window (columns split over the learner devices
+    of all processes) and recurrent states `[B_process, ...]` (rows split alike, with the
+    `rows` sharding; none for a memoryless policy) as slices of global arrays, for Orbax."""
+    item = {"env_actions": jax.make_array_from_process_local_data(sharding, window)}
+    if jax.tree.leaves(memory):
+        put = lambda m: jax.make_array_from_process_local_data(rows, np.asarray(m))  # noqa: E731
+        item["memory"] = jax.tree.map(put, memory)
+    return item
 
 
 def seat_pools(

@@ -95,6 +95,7 @@ def _deterministic(raw: dict) -> dict:
 SETUPS = (
     SetUp("IMPALA on CartPole", "impala_cartpole.py", "sebulba"),
     SetUp("Rainbow (replay)", "rainbow_cartpole.py", "sebulba"),
+    SetUp("PPO with an LSTM (memory task)", "ppo_lstm_memory.py", "sebulba"),
     SetUp("R2D2 (sequence replay)", "r2d2_memory.py", "sebulba"),
     SetUp("Seats in a board game (PPO, tic-tac-toe)", "ppo_tictactoe.py", "sebulba"),
     SetUp("Seats, a replay agent (Rainbow, tic-tac-toe)", "rainbow_tictactoe.py", "sebulba"),
@@ -253,8 +254,11 @@ HEADER = """# What combines
 
 Every set-up the library ships (a config's `:quick` variant, a row) with each lever a user
 adds (a column), probed through the run's own checks: `Trainer(config)` makes every check a run
-makes before it writes anything, so "yes" means the run starts and "no" is the one line it is
-refused with, numbered below. "n/a": the engine has no such lever (Anakin has no actor loop,
+makes before it writes anything (nothing is trained here), so "yes" means the checks let the
+run start and "no" is the one line it is refused with, numbered below. Where a refusal gives
+the value to set instead (deterministic mode and synchronous collection ask for
+`config.batch_size` = one unroll of every actor's streams), the probe sets it, as a user
+would, and asks again. "n/a": the engine has no such lever (Anakin has no actor loop,
 collection mode or inference server: one jitted program steps and learns), or the set-up has
 nothing it applies to ("greedy while learning" is seat 1 of a one-agent game, or the first of
 several agents, acting by its policy's mode while it learns). An LSTM goes on the

@@ -29,6 +29,7 @@ from jaxrl_dist.agents.common import (
     core_of,
     reset_core_rows,
     sequence_inputs,
+    with_core,
 )
 from jaxrl_dist.agents.dqn.agent import (
     DQNState,
@@ -96,7 +97,12 @@ def make_actor(model: RecurrentQModel, config: R2D2Config) -> ActorCore:
         return jnp.argmax(q, axis=-1).astype(jnp.int32), {**state, "core": core}
 
     return ActorCore(
-        init_state, act, greedy_act, start_episodes=reset_core_rows, core_state=core_of
+        init_state,
+        act,
+        greedy_act,
+        start_episodes=reset_core_rows,
+        core_state=core_of,
+        with_core_state=with_core,
     )
 
 
