@@ -173,6 +173,14 @@ class _Core:
     def start_episodes(state, first):
         return state
 
+    @staticmethod
+    def core_state(state):
+        return {}
+
+    @staticmethod
+    def with_core_state(state, core):
+        return state
+
 
 def test_streams_see_their_own_turns_rewards_ends_and_reset_steps():
     streams = [

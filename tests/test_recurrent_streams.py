@@ -164,7 +164,7 @@ def _counting_player():
     move."""
     from jaxrl_dist.envs.jax_games import NetworkPlayer
 
-    def move(params, obs, memory):
+    def move(params, obs, key, memory):
         action = jnp.argmax(obs[ACTION_MASK], axis=-1).astype(jnp.int32)
         return action, {"moves": memory["moves"] + 1}
 

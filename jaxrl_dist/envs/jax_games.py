@@ -72,15 +72,15 @@ class Stream(NamedTuple):
 
 class NetworkPlayer(NamedTuple):
     """How the network roles ("self", "frozen", "pool") move: `init(key)` is a game's fresh
-    memory (one row of the actor state: a recurrent core's, its key stream), and `sample` and
-    `greedy` are pure functions of (params, the mover's observation `{AGENT_VIEW: [1, ...],
-    ACTION_MASK: [1, A]}`, the memory) -> (`[1]` action, the memory after the move), one
-    sampled from the policy, one its mode (for greedy seats). The runtime builds them from the
-    agent's actor half; the game knows no agent."""
+    memory (a recurrent core's state of one row; `{}` for a memoryless policy, so its games
+    hold nothing more), and `sample` and `greedy` are pure functions of (params, the mover's
+    observation `{AGENT_VIEW: [1, ...], ACTION_MASK: [1, A]}`, a key, the memory) -> (`[1]`
+    action, the memory after the move), one sampled from the policy, one its mode (for greedy
+    seats). The runtime builds them from the agent's actor half; the game knows no agent."""
 
     init: Callable[[jax.Array], PyTree]
-    sample: Callable[[PyTree, PyTree, PyTree], tuple[jax.Array, PyTree]]
-    greedy: Callable[[PyTree, PyTree, PyTree], tuple[jax.Array, PyTree]]
+    sample: Callable[[PyTree, PyTree, jax.Array, PyTree], tuple[jax.Array, PyTree]]
+    greedy: Callable[[PyTree, PyTree, jax.Array, PyTree], tuple[jax.Array, PyTree]]
 
 
 class AgentsShared(NamedTuple):
@@ -356,18 +356,19 @@ class SeatedJaxGame:
                 g.greedy if any(s.greedy and s.opponent == role for s in self.streams) else None
             )
             mine = g.agents_memory[role]
-            choices[role], agents_memory[role] = _move(player, agents[role], obs, mine, greedy)
+            moved = _move(player, agents[role], obs, key, mine, greedy)
+            choices[role], agents_memory[role] = moved
         memory = g.memory
         networked = [r for r in self.roles if r in NETWORK_ROLES]
         if networked:
-            move, memory = self._network_move(g, obs, league, params)
+            move, memory = self._network_move(g, obs, key, league, params)
             choices.update({r: move for r in networked})
         action = jnp.zeros((), jnp.int32)
         for role, choice in choices.items():
             action = jnp.where(g.opponent == self.roles.index(role), choice, action)
         return action, {"memory": memory, "agents_memory": agents_memory}
 
-    def _network_move(self, g: GameState, obs, league, params) -> tuple[jax.Array, PyTree]:
+    def _network_move(self, g: GameState, obs, key, league, params) -> tuple[jax.Array, PyTree]:
         """The move of the params the stream's network role plays: the acting params (self),
         the frozen policy, or the game's pool snapshot; sampled, or greedy for greedy seats."""
         if FROZEN_ROLE in self.roles:
@@ -378,18 +379,18 @@ class SeatedJaxGame:
             snapshot = jax.tree.map(lambda s: s[g.slot], league.snapshots)
             params = _select(pool, snapshot, params)
         greedy = g.greedy if any(s.greedy for s in self.streams) else None
-        return _move(self._player, params, obs, g.memory, greedy)
+        return _move(self._player, params, obs, key, g.memory, greedy)
 
 
 def _move(
-    player: NetworkPlayer, params: PyTree, obs: PyTree, memory: PyTree, greedy
+    player: NetworkPlayer, params: PyTree, obs: PyTree, key: jax.Array, memory: PyTree, greedy
 ) -> tuple[jax.Array, PyTree]:
-    """One move of `player` from `memory`: sampled, or its mode where `greedy` (None: never
-    greedy); with the memory after it."""
-    sampled, after = player.sample(params, obs, memory)
+    """One move of `player` from `memory` with `key`: sampled, or its mode where `greedy`
+    (None: never greedy); with the memory after it."""
+    sampled, after = player.sample(params, obs, key, memory)
     if greedy is None:
         return sampled[0].astype(jnp.int32), after
-    chosen, after_greedy = player.greedy(params, obs, memory)
+    chosen, after_greedy = player.greedy(params, obs, key, memory)
     action = jnp.where(greedy, chosen[0], sampled[0]).astype(jnp.int32)
     return action, _select(greedy, after_greedy, after)
 

@@ -29,17 +29,26 @@ from jaxrl_dist.types import local_replica
 
 
 def network_player(core: ActorCore) -> NetworkPlayer:
-    """How a game's network roles move with the agent's actor half: a game's memory is one row
-    of its actor state (a recurrent core's, the row's key stream), fresh at each game."""
+    """How a game's network roles move with the agent's actor half: a fresh actor state of one
+    row per move from its key, holding the game's memory (the recurrent core's state, fresh at
+    each game; `{}` for a memoryless policy)."""
 
     def init(key):
-        return core.start_episodes(evaluation_state(core, 1, key), jnp.ones((1,), bool))
+        fresh = core.start_episodes(evaluation_state(core, 1, key), jnp.ones((1,), bool))
+        return core.core_state(fresh)
 
-    def sample(params, obs, memory):
-        action, _, memory = core.act(params, obs, memory)
-        return action, memory
+    def state_of(key, memory):
+        return core.with_core_state(evaluation_state(core, 1, key), memory)
 
-    return NetworkPlayer(init, sample, core.greedy_act)
+    def sample(params, obs, key, memory):
+        action, _, state = core.act(params, obs, state_of(key, memory))
+        return action, core.core_state(state)
+
+    def greedy(params, obs, key, memory):
+        action, state = core.greedy_act(params, obs, state_of(key, memory))
+        return action, core.core_state(state)
+
+    return NetworkPlayer(init, sample, greedy)
 
 
 def make_eval_env(config: Any, env: Any) -> Any:
