@@ -130,6 +130,19 @@ def pad_rows(obs: PyTree, rows: int) -> PyTree:
     return out
 
 
+def pad_request(
+    obs: PyTree, rows: np.ndarray, first: np.ndarray, size: int, pad_row: int
+) -> tuple[PyTree, np.ndarray, np.ndarray]:
+    """A request of `n` rows of a per-row state (`obs [n, ...]`, the state rows `rows [n]`,
+    the episode starts `first [n]`) padded to `size` rows, one compiled shape for every
+    request: zero observations (`pad_rows`) acting from the state's padding row `pad_row`,
+    starting nothing; the caller drops their results."""
+    pad = size - len(rows)
+    rows = np.concatenate([np.asarray(rows, np.int32), np.full(pad, pad_row, np.int32)])
+    first = np.concatenate([np.asarray(first, bool), np.zeros(pad, bool)])
+    return pad_rows(obs, size), rows, first
+
+
 def windows(held: Rollout, slots: Any, t: Any, n: int, xp: Any = np) -> Rollout:
     """The `[n + 1, B]` windows starting at transition `t[j]` of ring slot `slots[j]`, cut at
     the segment end (`data/prioritized.py` says how). `held`: the ring, `[T + 1 or T, slots, ...]`;

@@ -19,7 +19,7 @@ import numpy as np
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity, act_by_rows
 from jaxrl_dist.threads import POLL_S
-from jaxrl_dist.types import PyTree, pad_rows
+from jaxrl_dist.types import PyTree, pad_request
 
 
 class ActResult(NamedTuple):
@@ -171,9 +171,7 @@ class LocalClient:
         n = len(env_ids)
         rows, first = env_ids.astype(np.int32, copy=False), episode_starts(first, n)
         if self._pad_to:
-            obs = pad_rows(obs, self._pad_to)
-            rows = np.concatenate([rows, np.full(self._pad_to - n, self._num_envs, np.int32)])
-            first = np.concatenate([first, np.zeros(self._pad_to - n, bool)])
+            obs, rows, first = pad_request(obs, rows, first, self._pad_to, self._num_envs)
         *out, self._state = self._step(params, obs, rows, first, self._state)
         action, env_action, extras, core_state = jax.tree.map(lambda x: x[:n], jax.device_get(out))
         return ActResult(action, env_action, extras, version, core_state)

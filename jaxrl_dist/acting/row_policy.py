@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxrl_dist.agents.base import ActorCore, evaluation_state, row_policies
 from jaxrl_dist.envs.games import Player
-from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, pad_rows
+from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, PyTree, pad_request
 
 
 class RowPolicy:
@@ -52,10 +52,8 @@ class RowPolicy:
         n = len(at)
         first = self._fresh[at]
         self._fresh[at] = False
-        pad = self._rows - n
-        rows = np.concatenate([at, np.full(pad, self._rows, np.int32)])
-        first = np.concatenate([first, np.zeros(pad, bool)])
-        obs = jax.device_put(pad_rows(obs, self._rows), self._device)
+        obs, rows, first = pad_request(obs, at, first, self._rows, self._rows)
+        obs = jax.device_put(obs, self._device)
         action, self._state = self._step(params, obs, self._state, rows, first)
         return np.asarray(action)[:n]
 

@@ -27,7 +27,7 @@ from jaxrl_dist.evaluation.base import (
 )
 from jaxrl_dist.evaluation.opponents import named_player
 from jaxrl_dist.evaluation.xla_loop import XlaEvaluator
-from jaxrl_dist.types import pad_rows
+from jaxrl_dist.types import pad_request
 
 
 class PoolEvaluator:
@@ -126,11 +126,10 @@ class GameEvaluator:
                 self._drain()
                 return None
             obs, _, _, _, info = env.recv()
-            n, pad = len(info["env_id"]), self._envs - len(info["env_id"])
-            padded = pad_rows(obs, self._envs)  # one compiled shape
-            rows = np.concatenate([info["env_id"], np.full(pad, self._envs, np.int32)])
+            n = len(info["env_id"])
             # A stream's first turn in a game starts its memory (a recurrent policy's).
-            first = np.concatenate([info["elapsed_step"] == 0, np.zeros(pad, bool)])
+            starts = info["elapsed_step"] == 0
+            padded, rows, first = pad_request(obs, info["env_id"], starts, self._envs, self._envs)
             action = self._acting.actions_at(params, padded, greedy, rows, first)
             env.send(np.asarray(action)[:n], info["env_id"])
             for result in env.finished:
