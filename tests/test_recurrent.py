@@ -82,7 +82,12 @@ def _rollout(obs, first, action, log_prob, core0):
     )
 
 
-@pytest.mark.parametrize("core,shared", [("lstm", True), ("gru", True), ("lstm", False)])
+LEAKY = "user_networks:leaky_memory"  # a cell of the user's own (`network.core`), a dict carry
+
+
+@pytest.mark.parametrize(
+    "core,shared", [("lstm", True), ("gru", True), ("lstm", False), (LEAKY, False)]
+)
 def test_the_learner_unroll_from_the_stored_state_equals_the_actor_steps(core, shared):
     model = _model(core, shared)
     params, unroll = jax.jit(model.init)(jax.random.PRNGKey(0)), jax.jit(model.unroll)
@@ -101,8 +106,11 @@ def test_the_learner_unroll_from_the_stored_state_equals_the_actor_steps(core, s
     assert np.abs(np.asarray(policy0[0] - policy[0]))[1].max() > 1e-4  # env 1 did not reset
 
 
-def test_a_reset_inside_a_segment_forgets_everything_before_it():
-    model = _model()
+@pytest.mark.parametrize("core", ["lstm", LEAKY])
+def test_a_reset_inside_a_segment_forgets_everything_before_it(core):
+    """Where an episode starts, the state goes back to where an episode starts (zeros for the
+    LSTM, the user's cell's own `initialize_carry`, which is not zeros)."""
+    model = _model(core)
     params, unroll = jax.jit(model.init)(jax.random.PRNGKey(1)), jax.jit(model.unroll)
     obs, _ = _sequence(1)
     first = jnp.zeros((T, B), bool).at[5, 0].set(True)
@@ -273,8 +281,9 @@ def test_anakin_resume_with_recurrent_state_is_bit_identical(tmp_path):
     assert resumed.summary["params_sha256"] == whole.summary["params_sha256"]
 
 
-# Deterministic mode on Sebulba with an LSTM (issue 57): lockstep actors re-key every unroll
-# but keep each env's memory; one update takes one unroll of the actor's 32 envs.
+# Deterministic mode on Sebulba with a memory (issue 57): lockstep actors re-key every unroll
+# but keep each env's memory; one update takes one unroll of the actor's 32 envs. Locally the
+# memory is a user's cell's dict carry, through the server an LSTM's.
 LOCKSTEP_LSTM = {
     "deterministic": True,
     "sebulba.async_envs": False,
@@ -285,9 +294,9 @@ LOCKSTEP_LSTM = {
 
 
 @pytest.mark.parametrize("client", ["local", "server"])
-def test_a_deterministic_sebulba_lstm_run_resumes_bit_identical(tmp_path, monkeypatch, client):
+def test_a_deterministic_sebulba_recurrent_run_resumes_bit_identical(tmp_path, monkeypatch, client):
     """Stopped after 3 of 8 updates and resumed: the resume replays the epoch's env actions
-    and puts back every env's LSTM state the checkpoint saved, so it ends with the params of
+    and puts back every env's core state the checkpoint saved, so it ends with the params of
     the run that went straight through (through the inference server too). Without the saved
     states put back it ends elsewhere: the memory carried across unrolls is what it restores."""
     from train_runs import interrupted_run
@@ -298,6 +307,7 @@ def test_a_deterministic_sebulba_lstm_run_resumes_bit_identical(tmp_path, monkey
     from jaxrl_dist.run.trainer import Trainer
 
     extra = {"sebulba.inference.client": "server"} if client == "server" else {}
+    extra = extra or {"network.core": LEAKY}
     config = load_config("configs/ppo_lstm_memory.py:quick", **LOCKSTEP_LSTM, **extra)
     whole = Trainer(config, str(tmp_path / "whole"), quiet=True).run().summary
     assert whole["updates"] == 8

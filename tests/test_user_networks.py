@@ -1,7 +1,10 @@
-"""A torso of the user's own in every built-in agent (issue 57): `network.torso =
-"MODULE:FACTORY"` or a `register_torso` name, built inside each agent's network (IMPALA, PPO,
-Rainbow, R2D2, RND's predictor and target), trained on both engines, saved in the policy
-description and rebuilt by `load_policy`; LayerNorm on the shipped torsos; one-line refusals."""
+"""A torso and a core of the user's own in every built-in agent (issue 57): `network.torso` /
+`network.core = "MODULE:FACTORY"` or a `register_torso` / `register_core` name, built inside
+each agent's network (IMPALA, PPO, Rainbow, R2D2, RND's predictor and target; the core in the
+recurrent ones), trained on both engines, saved in the policy description and rebuilt by
+`load_policy`; LayerNorm on the shipped torsos; one-line refusals. (A user's cell acting step
+by step equals the learner's unroll, resets to its own start and resumes a deterministic run
+exactly: `test_recurrent.py`.)"""
 
 import contextlib
 import dataclasses
@@ -21,8 +24,9 @@ from cli_refusal import assert_refused
 from train_runs import ROOT
 
 from jaxrl_dist import agents
-from jaxrl_dist.agents.base import RunShape
+from jaxrl_dist.agents.base import ActorIdentity, RunShape
 from jaxrl_dist.agents.intrinsic.config import IntrinsicConfig
+from jaxrl_dist.checkpoints.description import build_agent
 from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config.cli import parse_args
 from jaxrl_dist.envs import EnvSpec
@@ -154,19 +158,27 @@ def guide(my_nets):
 
 def test_the_guides_examples_print_what_it_says(guide):
     _, printed = guide
-    assert printed == ["defined", "['FeatureAttention_0']", "True"]
+    assert printed == ["defined", "['FeatureAttention_0'] ['WindowAttention_0']", "True"]
 
 
 def test_load_policy_rebuilds_the_torso_and_the_core_after_it(guide):
     folder, _ = guide
     policy = load_policy(str(folder / "runs" / "memory_attention"))
-    assert policy.description["network"]["torso"] == "my_nets:attention_torso"
+    network = policy.description["network"]
+    assert (network["torso"], network["core"]) == (ATTENTION, "my_nets:window_attention")
     assert _torso_params(policy.params) == [{"FeatureAttention_0"}]
-    state = policy.initial_state(3)
-    actions, _ = policy.act_with_state(np.zeros((3, 2), np.float32), state, np.ones(3, bool))
+    state = policy.initial_state(3)  # the window's carry, per env
+    assert state["core"]["core"]["steps"].shape == (3, 8, 64)
+    actions, after = policy.act_with_state(np.zeros((3, 2), np.float32), state, np.ones(3, bool))
     assert np.asarray(actions).shape == (3,)
+    np.testing.assert_array_equal(after["core"]["core"]["seen"][:, -1], 1.0)  # one step seen
     minatar = load_policy(str(folder / "runs" / "minatar_cnn"))  # registered in this process
     assert _torso_params(minatar.params) == [{"SmallCNN_0"}]
+    assert set(minatar.params["net"]["params"]["core"]) == {"MGUCell_0"}
+    described = dict(minatar.description, network={**network, "core": "unregistered_cell"})
+    with pytest.raises(ValueError) as refused:  # a process that did not register the core
+        build_agent(described)
+    assert "register_core('unregistered_cell', factory)" in str(refused.value)
 
 
 def test_a_policy_whose_torso_does_not_import_is_refused_in_one_line(guide):
@@ -195,6 +207,15 @@ BAD = [
     ("user_networks:not_a_module", "returned str, not a flax.linen Module"),
     ("unregistered", "nor a torso registered in this process"),
 ]
+CORE_CONFIG = os.path.join(ROOT, "configs", "ppo_lstm_memory.py:quick")
+BAD_CORES = [
+    ("no_such_module:cell", "cannot import module 'no_such_module'"),
+    ("user_networks:not_a_module", "returned str, not a flax.linen Module"),
+    ("unregistered_cell", "nor a core registered in this process"),
+    ("user_networks:no_initialize_carry", "fails on a carry of 2 rows and features [2, 64]"),
+    ("user_networks:growing_carry", "a step must return the carry it was given"),
+    ("user_networks:unflattened_outputs", "to outputs (2, 64, 2); a step returns"),
+]
 
 
 @pytest.mark.parametrize(("torso", "needle"), BAD)
@@ -211,3 +232,30 @@ def test_a_torso_that_does_not_fit_the_observations_names_the_shapes(tmp_path, c
     assert_refused(
         config, flags, "to (2, 10, 10, 8); a torso returns features [N, F]", tmp_path, capsys
     )
+
+
+@pytest.mark.parametrize(("core", "needle"), BAD_CORES)
+def test_a_core_that_cannot_be_built_or_does_not_fit_is_one_line_exit_2_nothing_written(
+    tmp_path, capsys, core, needle
+):
+    assert_refused(CORE_CONFIG, [f"--config.network.core={core}"], needle, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("algorithm", ["impala", "ppo", "r2d2"])
+def test_every_recurrent_agent_builds_the_users_cell_and_starts_from_its_carry(algorithm):
+    """The learner's params hold the cell under `core`, and an actor's per-env state starts
+    from the cell's own carry (not zeros)."""
+    config, _ = parse_args(
+        ["--config", os.path.join(ROOT, "configs", CONFIGS[algorithm]), "--workdir", "unused"]
+    )
+    network = dataclasses.replace(
+        config.network, core="user_networks:leaky_memory", core_size=16, shared_torso=True
+    )
+    agent = agents.make_agent(algorithm, config.algo, network, CARTPOLE, RunShape(100, 64.0))
+    state = agent.learner.init(jax.random.PRNGKey(0))
+    cores = [p for p, _ in jax.tree_util.tree_flatten_with_path(state)[0] if "'core'" in str(p)]
+    assert cores and all("LeakyMemory_0" in str(p) for p in cores)
+    actor = agent.actor.init_state(ActorIdentity(0, 1), 3, jax.random.PRNGKey(1))
+    memory = agent.actor.core_state(actor)
+    memory = memory.get("core", memory)  # an actor-critic's policy core; R2D2's is the carry
+    np.testing.assert_array_equal(memory["sum"], np.full((3, 64), 0.5, np.float32))

@@ -32,7 +32,7 @@ def _page() -> tuple[dict[str, list[str]], dict[int, str], str]:
 def test_each_row_reads_as_the_checks_answer(setup):
     rows, refusals, _ = _page()
     assert setup.name in rows, f"{setup.name!r} has no row; regenerate: {REGENERATE}"
-    c._register_probe_torso()
+    c._register_probes()
     probed = c.table_row(setup)
     for lever, mark in zip(c.LEVERS, rows[setup.name], strict=True):
         cell = probed[lever.name]

@@ -18,7 +18,7 @@ from jaxrl_dist.agents.base import ActorCore, ActorIdentity, LearnerState
 from jaxrl_dist.agents.distributions import Categorical, Gaussian
 from jaxrl_dist.envs import EnvSpec
 from jaxrl_dist.networks import NetworkConfig, RecurrentActorCritic, make_actor_critic
-from jaxrl_dist.networks.cores import reset_core_state, unroll_one_step
+from jaxrl_dist.networks.cores import restart_rows, unroll_one_step
 from jaxrl_dist.networks.torsos import CONV_TORSOS
 from jaxrl_dist.ops.running_stats import (
     RunningStats,
@@ -291,18 +291,24 @@ def sampling_actor(model: PolicyModel) -> ActorCore:
         act=act,
         greedy_act=greedy_act,
         env_action=model.env_action,
-        start_episodes=reset_core_rows,
+        start_episodes=core_restarter(model.initial_core_state),
         core_state=core_of,
         with_core_state=with_core,
     )
 
 
-def reset_core_rows(state: dict, first: jax.Array) -> dict:
+def core_restarter(initial_core_state: Callable[[int], Any]) -> Callable[[dict, jax.Array], dict]:
     """`ActorCore.start_episodes` of an actor state dict that keeps a core's state under
-    `"core"` (none: unchanged): the rows of `first [B]` back at zeros."""
-    if "core" not in state:
-        return state
-    return {**state, "core": reset_core_state(state["core"], first)}
+    `"core"` (none: unchanged): the rows of `first [B]` back at `initial_core_state(B)`, where
+    the model's episodes start (zeros for the shipped cores, a user's cell's own carry)."""
+
+    def start_episodes(state: dict, first: jax.Array) -> dict:
+        if "core" not in state:
+            return state
+        start = initial_core_state(first.shape[0])
+        return {**state, "core": restart_rows(state["core"], first, start)}
+
+    return start_episodes
 
 
 def core_of(state: dict) -> Any:

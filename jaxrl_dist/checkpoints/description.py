@@ -18,6 +18,7 @@ from jaxrl_dist.config import ConfigError, TrainConfig, build_config, jsonable
 from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec, env_spec
 from jaxrl_dist.networks import TORSOS
+from jaxrl_dist.networks.cores import CORES, core_factory
 from jaxrl_dist.networks.torsos import torso_factory
 
 POLICY_FORMAT = 2  # bump when describe_policy's dict changes in a way old readers cannot read
@@ -93,7 +94,7 @@ def build_agent(description: dict[str, Any]) -> Agent:
             f"the checkpoint's algorithm {name!r} is not registered in this jaxrl_dist "
             f"({sorted(agents.REGISTRY)})"
         )
-    _check_torso(description["network"].get("torso", "auto"))
+    _check_user_parts(description["network"])
     raw = {key: description[key] for key in ("algorithm", "env_id", "env_kwargs")}
     # An intrinsic value head is in the params (older descriptions have none).
     raw["intrinsic"] = description.get("intrinsic", {})
@@ -107,21 +108,28 @@ def build_agent(description: dict[str, Any]) -> Agent:
     return agents.make_agent(name, config.algo, config.network, spec, shape, config.intrinsic)
 
 
-def _check_torso(torso: str) -> None:
-    """ValueError (one line) when a user's torso the policy names cannot be built here (its
-    module does not import, or its name is not registered in this process)."""
-    if torso in TORSOS:
-        return
-    try:
-        torso_factory(torso)
-    except ValueError as e:
-        if ":" in torso:  # MODULE:FACTORY that does not import here
-            raise ValueError(f"the policy's network cannot be built in this process: {e}") from None
-        raise ValueError(
-            f"the policy's network.torso={torso!r} is a name registered in the process that "
-            f"trained it, not in this one: register_torso({torso!r}, factory) before "
-            "load_policy (scripts/evaluate.py rebuilds only 'MODULE:FACTORY' torsos)"
-        ) from None
+def _check_user_parts(network: dict) -> None:
+    """ValueError (one line) when a torso or core of the user's that the policy names cannot
+    be built here (its module does not import, or its name is not registered in this process)."""
+    for part, shipped, lookup in (
+        ("torso", TORSOS, torso_factory),
+        ("core", CORES, core_factory),
+    ):
+        name = network.get(part, shipped[0])
+        if name in shipped:
+            continue
+        try:
+            lookup(name)
+        except ValueError as e:
+            if ":" in name:  # MODULE:FACTORY that does not import here
+                raise ValueError(
+                    f"the policy's network cannot be built in this process: {e}"
+                ) from None
+            raise ValueError(
+                f"the policy's network.{part}={name!r} is a name registered in the process "
+                f"that trained it, not in this one: register_{part}({name!r}, factory) before "
+                f"load_policy (scripts/evaluate.py rebuilds only 'MODULE:FACTORY' {part}s)"
+            ) from None
 
 
 def _config_from_json(raw: dict[str, Any], step: int | None) -> TrainConfig:

@@ -22,7 +22,15 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_dist.defaults import changed_field
-from jaxrl_dist.networks.cores import CORES, RecurrentCore, initial_core_state
+from jaxrl_dist.networks.cores import (
+    CORES,
+    CoreSpec,
+    RecurrentCore,
+    check_user_core,
+    core_factory,
+    initial_core_state,
+    register_core,
+)
 from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
 from jaxrl_dist.networks.q_heads import QNetwork
 from jaxrl_dist.networks.torsos import (
@@ -34,15 +42,19 @@ from jaxrl_dist.networks.torsos import (
     make_torso,
     register_torso,
     torso_factory,
+    torso_width,
 )
 
 __all__ = [
     "ActorCritic",
+    "CoreSpec",
     "NetworkConfig",
     "RecurrentActorCritic",
     "QNetwork",
+    "core_input",
     "make_actor_critic",
     "make_q_network",
+    "register_core",
     "register_torso",
     "resolve_torso",
     "TorsoSpec",
@@ -95,8 +107,9 @@ class NetworkConfig:
         so checkpointed), updated by the learner from each batch.
       core: "none" | "lstm" | "gru", a recurrent core between the torso and the heads
         (`networks/cores.py`): the policy remembers within an episode. With
-        `shared_torso=False` the value head has a torso and a core of its own.
-      core_size: the core's state width.
+        `shared_torso=False` the value head has a torso and a core of its own. Or a recurrent
+        cell of the user's own: "MODULE:FACTORY" or a name given to `register_core`.
+      core_size: the core's state width (a user's cell is told it: `CoreSpec.core_size`).
       layer_norm: a LayerNorm before each of the shipped torsos' Dense activations (the MLP's
         every layer, the image torsos' last), as PQN's networks; a user's torso is told it
         (`TorsoSpec.layer_norm`).
@@ -125,8 +138,10 @@ class NetworkConfig:
                 f"network.layer_norm={self.layer_norm!r} is not a bool; set "
                 "config.network.layer_norm to True or False"
             )
-        if self.core not in CORES:
+        if not isinstance(self.core, str):
             raise _not_one_of("core", self.core, CORES)
+        if self.core not in CORES:
+            core_factory(self.core)  # ValueError (one line) if there is none to build
         if not _is_positive_int(self.core_size):
             raise ValueError(
                 f"network.core_size={self.core_size!r} is not a positive int; "
@@ -135,7 +150,8 @@ class NetworkConfig:
         if self.core == "none" and self.core_size != CORE_SIZE:  # nothing would read it
             raise ValueError(
                 f"network.core_size={self.core_size!r} is read only with a recurrent core; set "
-                f"config.network.core='lstm' (or 'gru'), or leave it at {CORE_SIZE}"
+                f"config.network.core='lstm' (or 'gru', or a cell of yours), or leave it at "
+                f"{CORE_SIZE}"
             )
 
         if self.activation not in ACTIVATIONS:
@@ -250,8 +266,11 @@ class RecurrentActorCritic(ActorCritic):
     value [T, B] f32, state [B, ...])`: `first[t]` marks an episode's first observation, where
     the core state is reset before it is read (`networks/cores.py`); `state` is the core's
     state before `obs[0]` and after `obs[T - 1]`: `{"core": ...}`, and `"value_core"` when the
-    value head has a torso of its own (`shared_torso=False`). `ActorCritic`'s fields.
+    value head has a torso of its own (`shared_torso=False`). `ActorCritic`'s fields, and
+    `core_input`: the torso's feature width, which a user's cell starts its carry for.
     """
+
+    core_input: int = 0
 
     @nn.compact
     def __call__(self, obs: jax.Array, first: jax.Array, state):  # type: ignore[override]
@@ -270,11 +289,13 @@ class RecurrentActorCritic(ActorCritic):
         policy, value = _heads(self, out["core"], out.get("value_core", out["core"]), lead)
         return policy, value, new_state
 
+    @nn.nowrap  # no module context: a user's cell is built here as a module of its own
     def initial_state(self, batch: int) -> dict:
-        """The zero core state of `batch` rows."""
+        """The core state of `batch` rows an episode starts from."""
         names = ("core",) if self.config.shared_torso else ("core", "value_core")
-        zero = lambda: initial_core_state(self.config.core, batch, self.config.core_size)  # noqa: E731
-        return {name: zero() for name in names}
+        config = self.config
+        start = lambda: initial_core_state(config.core, batch, config.core_size, self.core_input)  # noqa: E731
+        return {name: start() for name in names}
 
 
 def _heads(module: nn.Module, features: jax.Array, value_features: jax.Array, lead: tuple):
@@ -334,8 +355,25 @@ def make_actor_critic(
     torso_name = resolve_torso(config, obs_shape, obs_dtype)
     if not continuous:
         _refuse_unread(config, CONTINUOUS_FIELDS, "the actions are discrete (a softmax head)")
-    cls = RecurrentActorCritic if config.recurrent else ActorCritic
-    return cls(config, obs_shape, int(num_actions), torso_name, continuous, value_heads)
+    args = (config, obs_shape, int(num_actions), torso_name, continuous, value_heads)
+    if not config.recurrent:
+        return ActorCritic(*args)
+    return RecurrentActorCritic(
+        *args, core_input=core_input(config, torso_name, obs_shape, obs_dtype)
+    )
+
+
+def core_input(
+    config: NetworkConfig, torso_name: str, obs_shape: tuple[int, ...], obs_dtype: Any
+) -> int:
+    """The torso's feature width a user's core steps on, its cell checked on it (PartError, one
+    line, when it does not fit); 0 for the shipped cores, which do not need it."""
+    if config.core in CORES:
+        return 0
+    torso = _make_torso(torso_name, config)
+    width = torso_width(torso, obs_shape, obs_dtype, config.normalize_obs)
+    check_user_core(config.core, config.core_size, width)
+    return width
 
 
 def make_q_network(

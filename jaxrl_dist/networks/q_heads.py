@@ -138,6 +138,7 @@ class RecurrentQNetwork(QNetwork):
 
     core: str = "lstm"
     core_size: int = 128
+    core_input: int = 0  # the torso's feature width (a user's core starts its carry for it)
 
     @nn.compact
     def __call__(self, obs: jax.Array, first: jax.Array, state):  # type: ignore[override]
@@ -152,6 +153,7 @@ class RecurrentQNetwork(QNetwork):
         q = QHead(self.num_actions, 1, self.dueling, name="head")(out.reshape(math.prod(lead), -1))
         return q.reshape(*lead, self.num_actions), state
 
+    @nn.nowrap  # no module context: a user's cell is built here as a module of its own
     def initial_state(self, batch: int):
-        """The zero core state of `batch` rows."""
-        return initial_core_state(self.core, batch, self.core_size)
+        """The core state of `batch` rows an episode starts from."""
+        return initial_core_state(self.core, batch, self.core_size, self.core_input)

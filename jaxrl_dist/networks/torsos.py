@@ -25,7 +25,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_dist.user_code import FactoryError, load_factory
+from jaxrl_dist.networks.user_parts import (
+    PartError,
+    built_module,
+    first_line,
+    part_factory,
+    register_part,
+)
+from jaxrl_dist.user_code import FactoryError
 
 Activation = Callable[[jax.Array], jax.Array]
 
@@ -162,12 +169,9 @@ class TorsoSpec:
     layer_norm: bool
 
 
-class TorsoError(ValueError):
-    """A user's torso that cannot be built (one line, with the fix)."""
-
-
+TorsoError = PartError  # a user's torso that cannot be built (one line, with the fix)
 TorsoFactory = Callable[[TorsoSpec], nn.Module]
-_REGISTERED: dict[str, TorsoFactory] = {}
+_USER_NAMES = ("auto", *SHIPPED_TORSOS)  # the names a user's torso cannot take
 
 
 def register_torso(name: str, factory: TorsoFactory) -> None:
@@ -175,30 +179,13 @@ def register_torso(name: str, factory: TorsoFactory) -> None:
     registration of `name` replaces the first). A run's policy description saves the name, so
     the process that loads it must register it too; a `MODULE:FACTORY` torso needs no
     registration."""
-    if name in ("auto", *SHIPPED_TORSOS) or ":" in name or not name:
-        raise ValueError(
-            f"register_torso({name!r}): the name must be new and hold no ':' (the shipped "
-            f"torsos are {SHIPPED_TORSOS}; 'MODULE:FACTORY' names an importable one)"
-        )
-    if not callable(factory):
-        raise ValueError(f"register_torso({name!r}): the factory {factory!r} is not callable")
-    _REGISTERED[name] = factory
+    register_part("torso", name, factory, _USER_NAMES)
 
 
 def torso_factory(name: str) -> TorsoFactory:
     """The factory of the user's torso `name` (registered, or `MODULE:FACTORY` imported);
     ValueError (one line) when there is none."""
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    if ":" in name:
-        return load_factory(name, "", "config.network.torso", "my_pkg.nets:make_torso")
-    shipped = ("auto", *SHIPPED_TORSOS)
-    registered = ", ".join(map(repr, _REGISTERED)) or "none"
-    raise TorsoError(
-        f"network.torso={name!r} is not one of {shipped} nor a torso registered in this "
-        f"process ({registered}); set config.network.torso to one of them or to "
-        "'MODULE:FACTORY', or register_torso() it before the run"
-    )
+    return part_factory("torso", name, _USER_NAMES, "my_pkg.nets:make_torso")
 
 
 class UserTorso(nn.Module):
@@ -221,12 +208,8 @@ class UserTorso(nn.Module):
             self.layer_norm,
         )
         module = torso_factory(self.factory)(spec)
-        if not isinstance(module, nn.Module):
-            raise TorsoError(
-                f"config.network.torso={self.factory!r} returned {type(module).__name__}, not "
-                "a flax.linen Module; return one that maps [N, *obs_shape] to [N, F]"
-            )
-        return module(obs)
+        does = "maps [N, *obs_shape] to [N, F]"
+        return built_module("torso", self.factory, module, does)(obs)
 
 
 def flatten_obs(obs: jax.Array, obs_shape: tuple[int, ...]) -> tuple[tuple[int, ...], jax.Array]:
@@ -250,19 +233,15 @@ def check_user_torso(
     a batch of 2 observations `[2, *obs_shape]` to features `[2, F]` (shapes only: nothing is
     computed). The observations have the dtype the torso is given: the env's, or float32 where
     they are floats or normalised first (`normalize_obs`)."""
-    floats = normalize_obs or jnp.issubdtype(obs_dtype, jnp.floating)
-    obs = jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32 if floats else obs_dtype)
+    obs = _torso_input(obs_shape, obs_dtype, normalize_obs)
     try:
-        features = jax.eval_shape(
-            lambda o: torso.init_with_output(jax.random.PRNGKey(0), o)[0], obs
-        )
+        features = _features(torso, obs)
     except (TorsoError, FactoryError):
         raise  # ours, one line already: no factory, or it returned no module
     except Exception as e:  # noqa: BLE001  the user's module fails on these observations
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise TorsoError(
             f"config.network.torso={name!r} fails on observations {list(obs.shape)} "
-            f"{obs.dtype}: {type(e).__name__}: {first}"
+            f"{obs.dtype}: {first_line(e)}"
         ) from None
     if (
         not isinstance(features, jax.ShapeDtypeStruct)
@@ -274,6 +253,27 @@ def check_user_torso(
             f"config.network.torso={name!r} maps observations [2, *{obs_shape}] to {got}; a "
             "torso returns features [N, F] (flatten them in the torso)"
         )
+
+
+def _torso_input(
+    obs_shape: tuple[int, ...], obs_dtype: Any, normalize_obs: bool
+) -> jax.ShapeDtypeStruct:
+    """A batch of 2 observations as the torso is given them: the env's dtype, or float32
+    where they are floats or normalised first."""
+    floats = normalize_obs or jnp.issubdtype(obs_dtype, jnp.floating)
+    return jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32 if floats else obs_dtype)
+
+
+def _features(torso: nn.Module, obs: jax.ShapeDtypeStruct) -> Any:
+    return jax.eval_shape(lambda o: torso.init_with_output(jax.random.PRNGKey(0), o)[0], obs)
+
+
+def torso_width(
+    torso: nn.Module, obs_shape: tuple[int, ...], obs_dtype: Any, normalize_obs: bool
+) -> int:
+    """The width F of the features `[N, F]` `torso` makes of `obs_shape` observations (shapes
+    only: nothing is computed)."""
+    return int(_features(torso, _torso_input(obs_shape, obs_dtype, normalize_obs)).shape[-1])
 
 
 def make_torso(

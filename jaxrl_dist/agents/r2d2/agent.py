@@ -27,7 +27,7 @@ from jaxrl_dist import ops
 from jaxrl_dist.agents.base import ActorCore, Agent, LearnerCore, RunShape
 from jaxrl_dist.agents.common import (
     core_of,
-    reset_core_rows,
+    core_restarter,
     sequence_inputs,
     with_core,
 )
@@ -45,7 +45,7 @@ from jaxrl_dist.agents.dqn.loss import importance_weights
 from jaxrl_dist.agents.dqn.targets import n_step_target
 from jaxrl_dist.agents.r2d2.config import RUNTIME_HPARAMS, R2D2Config
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, refuse_q_unread, resolve_torso
+from jaxrl_dist.networks import NetworkConfig, core_input, refuse_q_unread, resolve_torso
 from jaxrl_dist.networks.cores import unroll_one_step
 from jaxrl_dist.networks.q_heads import RecurrentQNetwork
 from jaxrl_dist.types import Rollout, assert_rollout_shapes, split_observation, windows
@@ -100,7 +100,7 @@ def make_actor(model: RecurrentQModel, config: R2D2Config) -> ActorCore:
         init_state,
         act,
         greedy_act,
-        start_episodes=reset_core_rows,
+        start_episodes=core_restarter(model.initial_core_state),
         core_state=core_of,
         with_core_state=with_core,
     )
@@ -170,16 +170,18 @@ def recurrent_q_model(
     """The recurrent Q network of `network_config` (torso, core) for `env_spec`."""
     nc = network_config
     refuse_q_unread(nc)
+    torso_name = resolve_torso(nc, env_spec.obs_shape, env_spec.obs_dtype)
     network = RecurrentQNetwork(
         obs_shape=tuple(env_spec.obs_shape),
         num_actions=env_spec.num_actions,
-        torso_name=resolve_torso(nc, env_spec.obs_shape, env_spec.obs_dtype),
+        torso_name=torso_name,
         hidden_sizes=nc.hidden_sizes,
         activation=nc.activation,
         dtype=nc.compute_dtype,
         dueling=config.dueling,
         core=nc.core,
         core_size=nc.core_size,
+        core_input=core_input(nc, torso_name, tuple(env_spec.obs_shape), env_spec.obs_dtype),
         layer_norm=nc.layer_norm,
     )
     return RecurrentQModel(network, env_spec)
