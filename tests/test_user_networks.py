@@ -1,7 +1,8 @@
-"""A torso and a core of the user's own in every built-in agent (issue 57): `network.torso` /
-`network.core = "MODULE:FACTORY"` or a `register_torso` / `register_core` name, built inside
-each agent's network (IMPALA, PPO, Rainbow, R2D2, RND's predictor and target; the core in the
-recurrent ones), trained on both engines, saved in the policy description and rebuilt by
+"""A torso, a core and heads of the user's own in every built-in agent (issue 57):
+`network.torso` / `.core` / `.head = "MODULE:FACTORY"` or a `register_torso` / `register_core`
+/ `register_head` name, built inside each agent's network (IMPALA, PPO, Rainbow, R2D2, RND's
+predictor and target; the core in the recurrent ones; a head for each of the agent's heads),
+trained on both engines, saved in the policy description and rebuilt by
 `load_policy`; LayerNorm on the shipped torsos; one-line refusals. (A user's cell acting step
 by step equals the learner's unroll, resets to its own start and resumes a deterministic run
 exactly: `test_recurrent.py`.)"""
@@ -158,7 +159,8 @@ def guide(my_nets):
 
 def test_the_guides_examples_print_what_it_says(guide):
     _, printed = guide
-    assert printed == ["defined", "['FeatureAttention_0'] ['WindowAttention_0']", "True"]
+    want = "['FeatureAttention_0'] ['WindowAttention_0'] ['MLPHead_0']"
+    assert printed == ["defined", want, "True"]
 
 
 def test_load_policy_rebuilds_the_torso_and_the_core_after_it(guide):
@@ -218,27 +220,12 @@ BAD_CORES = [
 ]
 
 
-@pytest.mark.parametrize(("torso", "needle"), BAD)
-def test_a_torso_that_cannot_be_built_is_one_line_exit_2_nothing_written(
-    tmp_path, capsys, torso, needle
-):
-    config = os.path.join(ROOT, "configs", "ppo_cartpole.py:quick")
-    assert_refused(config, [f"--config.network.torso={torso}"], needle, tmp_path, capsys)
-
-
 def test_a_torso_that_does_not_fit_the_observations_names_the_shapes(tmp_path, capsys):
     config = os.path.join(ROOT, "configs", "anakin_ppo_breakout_minatar.py:quick")
     flags = ["--config.network.torso=user_networks:frames_unflattened"]
     assert_refused(
         config, flags, "to (2, 10, 10, 8); a torso returns features [N, F]", tmp_path, capsys
     )
-
-
-@pytest.mark.parametrize(("core", "needle"), BAD_CORES)
-def test_a_core_that_cannot_be_built_or_does_not_fit_is_one_line_exit_2_nothing_written(
-    tmp_path, capsys, core, needle
-):
-    assert_refused(CORE_CONFIG, [f"--config.network.core={core}"], needle, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("algorithm", ["impala", "ppo", "r2d2"])
@@ -259,3 +246,75 @@ def test_every_recurrent_agent_builds_the_users_cell_and_starts_from_its_carry(a
     memory = agent.actor.core_state(actor)
     memory = memory.get("core", memory)  # an actor-critic's policy core; R2D2's is the carry
     np.testing.assert_array_equal(memory["sum"], np.full((3, 64), 0.5, np.float32))
+
+
+PENDULUM = EnvSpec((3,), np.dtype(np.float32), 0, 1, (-2.0,), (2.0,))
+# (algorithm, the algo fields a user's head asks for, the env, its heads: each holds the head)
+HEADED = [
+    ("impala", {}, CARTPOLE, {"policy_head", "value_head"}),
+    ("ppo", {}, PENDULUM, {"policy_head", "value_head"}),  # the Gaussian's mean
+    ("ppo+rnd", {}, CARTPOLE, {"policy_head", "value_head", "intrinsic_value_head"}),
+    ("rainbow", {"noisy": False, "dueling": False}, CARTPOLE, {"head"}),  # C51: [A, K]
+    ("r2d2", {"dueling": False}, CARTPOLE, {"head"}),
+]
+
+
+@pytest.mark.parametrize(("algorithm", "algo", "spec", "heads"), HEADED, ids=[h[0] for h in HEADED])
+def test_every_agent_builds_the_users_head_for_each_of_its_heads(algorithm, algo, spec, heads):
+    """Each of the agent's heads holds the user's module, fed the head's output shape (the
+    policy's logits or mean, a value, C51's logits per action and atom); the agent acts."""
+    name = algorithm.split("+")[0]
+    config, _ = parse_args(
+        ["--config", os.path.join(ROOT, "configs", CONFIGS[name]), "--workdir", "unused"]
+    )
+    network = dataclasses.replace(config.network, head="user_networks:mlp_head")
+    intrinsic = IntrinsicConfig(method="rnd") if algorithm.endswith("rnd") else None
+    algo_config = dataclasses.replace(config.algo, **algo)
+    agent = agents.make_agent(name, algo_config, network, spec, RunShape(100, 64.0), intrinsic, 4)
+    params = agent.learner.actor_params(agent.learner.init(jax.random.PRNGKey(0)))
+    paths = [
+        "/".join(str(getattr(k, "key", k)) for k in path)
+        for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]
+    ]
+    for head in heads:  # under each head: the user's module (and a Gaussian's log-std) only
+        under = {p.split(f"{head}/", 1)[1] for p in paths if f"/{head}/" in f"/{p}"}
+        assert under and all(
+            u.startswith(("MLPHead_0/", "mean/MLPHead_0/")) or u == "log_std" for u in under
+        ), (head, under)
+    state = agent.actor.init_state(ActorIdentity(0, 1), 2, jax.random.PRNGKey(1))
+    obs = jnp.zeros((2, *spec.obs_shape), jnp.float32)
+    state = agent.actor.start_episodes(state, jnp.ones(2, bool))
+    action, *_ = agent.actor.act(params, obs, state)
+    assert action.shape == ((2, 1) if spec.continuous else (2,))
+
+
+BAD_HEADS = [
+    ("user_networks:three_outputs", "to (2, 3) for the policy head, which must be (2, 2)"),
+    ("user_networks:not_a_module", "returned str, not a flax.linen Module"),
+    ("no_such_module:head", "cannot import module 'no_such_module'"),
+    ("unregistered_head", "nor a head registered in this process"),
+]
+
+
+CARTPOLE_QUICK = os.path.join(ROOT, "configs", "ppo_cartpole.py:quick")
+BAD_PARTS = [
+    *(("torso", CARTPOLE_QUICK, *bad) for bad in BAD),
+    *(("core", CORE_CONFIG, *bad) for bad in BAD_CORES),
+    *(("head", CARTPOLE_QUICK, *bad) for bad in BAD_HEADS),
+]
+
+
+@pytest.mark.parametrize(
+    ("part", "config", "value", "needle"), BAD_PARTS, ids=[f"{b[0]}={b[2]}" for b in BAD_PARTS]
+)
+def test_a_part_that_cannot_be_built_or_does_not_fit_is_one_line_exit_2_nothing_written(
+    tmp_path, capsys, part, config, value, needle
+):
+    assert_refused(config, [f"--config.network.{part}={value}"], needle, tmp_path, capsys)
+
+
+def test_a_head_of_yours_with_rainbows_noisy_dueling_head_is_refused_naming_both(tmp_path, capsys):
+    config = os.path.join(ROOT, "configs", "rainbow_cartpole.py:quick")
+    flags = ["--config.network.head=user_networks:mlp_head"]
+    needle = "set --config.algo.dueling=False and --config.algo.noisy=False and explore by eps"
+    assert_refused(config, flags, needle, tmp_path, capsys)

@@ -1,12 +1,15 @@
-"""Torsos and cores of a user's own that the tests build by `network.torso` / `network.core =
-"user_networks:NAME"` (this folder on the path): the ones a run refuses, a torso that needs the
-env's own dtype, a cell with a carry of its own. The guide's attention torso and core and its
+"""Torsos, cores and heads of a user's own that the tests build by `network.torso` /
+`network.core` / `network.head = "user_networks:NAME"` (this folder on the path): the ones a run
+refuses, a torso that needs the env's own dtype, a cell with a carry of its own, a head that
+fits every head. The guide's attention torso and core and its
 CNN are its own `my_nets.py` (`test_user_networks.py` saves it)."""
+
+import math
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from jaxrl_dist.networks import CoreSpec, TorsoSpec
+from jaxrl_dist.networks import CoreSpec, HeadSpec, TorsoSpec
 
 
 def not_a_module(spec: TorsoSpec):
@@ -82,3 +85,25 @@ def unflattened_outputs(spec: CoreSpec) -> nn.Module:
 
 def no_initialize_carry(spec: CoreSpec) -> nn.Module:
     return nn.Dense(spec.core_size)  # a step, but no carry to start from
+
+
+# Heads (`network.head = "user_networks:NAME"`): one that fits every head, one that does not.
+
+
+class MLPHead(nn.Module):
+    """A hidden layer, then the head's outputs `[N, *outputs]`."""
+
+    outputs: tuple[int, ...]
+
+    @nn.compact
+    def __call__(self, features):
+        x = nn.relu(nn.Dense(32)(features))
+        return nn.Dense(math.prod(self.outputs))(x).reshape(x.shape[0], *self.outputs)
+
+
+def mlp_head(spec: HeadSpec) -> nn.Module:
+    return MLPHead(spec.outputs)
+
+
+def three_outputs(spec: HeadSpec) -> nn.Module:
+    return nn.Dense(3)  # [N, 3] whatever the head asks for

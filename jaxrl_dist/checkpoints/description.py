@@ -19,6 +19,7 @@ from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec, env_spec
 from jaxrl_dist.networks import TORSOS
 from jaxrl_dist.networks.cores import CORES, core_factory
+from jaxrl_dist.networks.heads import SHIPPED_HEADS, head_factory
 from jaxrl_dist.networks.torsos import torso_factory
 
 POLICY_FORMAT = 2  # bump when describe_policy's dict changes in a way old readers cannot read
@@ -109,11 +110,12 @@ def build_agent(description: dict[str, Any]) -> Agent:
 
 
 def _check_user_parts(network: dict) -> None:
-    """ValueError (one line) when a torso or core of the user's that the policy names cannot
+    """ValueError (one line) when a torso, core or head of the user's that the policy names cannot
     be built here (its module does not import, or its name is not registered in this process)."""
     for part, shipped, lookup in (
         ("torso", TORSOS, torso_factory),
         ("core", CORES, core_factory),
+        ("head", SHIPPED_HEADS, head_factory),
     ):
         name = network.get(part, shipped[0])
         if name in shipped:

@@ -31,7 +31,18 @@ from jaxrl_dist.networks.cores import (
     initial_core_state,
     register_core,
 )
-from jaxrl_dist.networks.heads import GaussianHead, PolicyHead, ValueHead
+from jaxrl_dist.networks.heads import (
+    SHIPPED_HEADS,
+    GaussianHead,
+    HeadSpec,
+    PolicyHead,
+    UserHead,
+    ValueHead,
+    check_user_heads,
+    head_factory,
+    register_head,
+    user_head_fields,
+)
 from jaxrl_dist.networks.q_heads import QNetwork
 from jaxrl_dist.networks.torsos import (
     ACTIVATIONS,
@@ -42,12 +53,14 @@ from jaxrl_dist.networks.torsos import (
     make_torso,
     register_torso,
     torso_factory,
+    torso_input,
     torso_width,
 )
 
 __all__ = [
     "ActorCritic",
     "CoreSpec",
+    "HeadSpec",
     "NetworkConfig",
     "RecurrentActorCritic",
     "QNetwork",
@@ -55,6 +68,7 @@ __all__ = [
     "make_actor_critic",
     "make_q_network",
     "register_core",
+    "register_head",
     "register_torso",
     "resolve_torso",
     "TorsoSpec",
@@ -113,6 +127,9 @@ class NetworkConfig:
       layer_norm: a LayerNorm before each of the shipped torsos' Dense activations (the MLP's
         every layer, the image torsos' last), as PQN's networks; a user's torso is told it
         (`TorsoSpec.layer_norm`).
+      head: "default" (the algorithm's own output layers) or heads of the user's own:
+        "MODULE:FACTORY" or a name given to `register_head` (`networks/heads.py`), built once
+        per head of the agent (policy, value, Q).
     """
 
     torso: str = "auto"
@@ -127,6 +144,7 @@ class NetworkConfig:
     core: str = "none"
     core_size: int = CORE_SIZE
     layer_norm: bool = False
+    head: str = "default"
 
     def __post_init__(self) -> None:
         if not isinstance(self.torso, str):
@@ -138,6 +156,10 @@ class NetworkConfig:
                 f"network.layer_norm={self.layer_norm!r} is not a bool; set "
                 "config.network.layer_norm to True or False"
             )
+        if not isinstance(self.head, str):
+            raise _not_one_of("head", self.head, SHIPPED_HEADS)
+        if self.head not in SHIPPED_HEADS:
+            head_factory(self.head)  # ValueError (one line) if there is none to build
         if not isinstance(self.core, str):
             raise _not_one_of("core", self.core, CORES)
         if self.core not in CORES:
@@ -186,6 +208,11 @@ class NetworkConfig:
     @property
     def recurrent(self) -> bool:
         return self.core != "none"
+
+    @property
+    def user_head(self) -> bool:
+        """The heads are the user's (`head`), not the algorithm's."""
+        return self.head not in SHIPPED_HEADS
 
 
 def resolve_torso(
@@ -301,18 +328,28 @@ class RecurrentActorCritic(ActorCritic):
 def _heads(module: nn.Module, features: jax.Array, value_features: jax.Array, lead: tuple):
     """The policy and value heads of an actor-critic `module` (called inside its compact
     `__call__`) on flat features, reshaped to the leading dims `lead`."""
-    n = module.num_actions
+    n, config = module.num_actions, module.config
+
+    def head(role: str, outputs: tuple[int, ...], shipped: type, name: str) -> nn.Module:
+        """The user's head `role`, or the shipped class's (`shipped(*outputs)`), as `name`."""
+        if config.user_head:
+            return UserHead(*user_head_fields(config, role, outputs), name=name)
+        return shipped(*outputs, name=name)
+
     if module.continuous:
-        config = module.config
         policy = GaussianHead(
-            n, config.state_dependent_std, config.log_std_init, name="policy_head"
+            n,
+            config.state_dependent_std,
+            config.log_std_init,
+            user_head_fields(config, "policy", (n,)) if config.user_head else (),
+            name="policy_head",
         )(features)
     else:
-        policy = PolicyHead(n, name="policy_head")(features)
-    value = ValueHead(name="value_head")(value_features).reshape(lead)
+        policy = head("policy", (n,), PolicyHead, "policy_head")(features)
+    value = head("value", (), ValueHead, "value_head")(value_features).reshape(lead)
     if module.value_heads == 2:
-        intrinsic = ValueHead(name="intrinsic_value_head")(value_features).reshape(lead)
-        value = jnp.stack([value, intrinsic], axis=-1)
+        intrinsic = head("intrinsic_value", (), ValueHead, "intrinsic_value_head")
+        value = jnp.stack([value, intrinsic(value_features).reshape(lead)], axis=-1)
     policy = jax.tree.map(lambda x: x.reshape((*lead, n)), policy)
     return policy, value
 
@@ -357,10 +394,26 @@ def make_actor_critic(
         _refuse_unread(config, CONTINUOUS_FIELDS, "the actions are discrete (a softmax head)")
     args = (config, obs_shape, int(num_actions), torso_name, continuous, value_heads)
     if not config.recurrent:
-        return ActorCritic(*args)
-    return RecurrentActorCritic(
-        *args, core_input=core_input(config, torso_name, obs_shape, obs_dtype)
-    )
+        net = ActorCritic(*args)
+    else:
+        width = core_input(config, torso_name, obs_shape, obs_dtype)
+        net = RecurrentActorCritic(*args, core_input=width)
+    if config.user_head:
+        check_user_heads(net, config.head, *network_inputs(net, config, obs_shape, obs_dtype))
+    return net
+
+
+def network_inputs(
+    net: nn.Module, config: NetworkConfig, obs_shape: tuple[int, ...], obs_dtype: Any
+) -> tuple:
+    """What `net.init` takes after its key, for 2 rows (one step of 2 with a core), as
+    shapes."""
+    obs = torso_input(obs_shape, obs_dtype, config.normalize_obs)
+    if not config.recurrent:
+        return (obs,)
+    first = jax.ShapeDtypeStruct((1, 2), jnp.bool_)
+    sequence = jax.ShapeDtypeStruct((1, *obs.shape), obs.dtype)
+    return sequence, first, net.initial_state(2)
 
 
 def core_input(
@@ -374,6 +427,20 @@ def core_input(
     width = torso_width(torso, obs_shape, obs_dtype, config.normalize_obs)
     check_user_core(config.core, config.core_size, width)
     return width
+
+
+def refuse_shipped_head_options(config: NetworkConfig, **options: bool) -> None:
+    """ValueError (one line) when a user's head (`config.head`) meets an algorithm option that
+    shapes the shipped Q head (`dueling`, `noisy`: `config.algo`'s) turned on."""
+    on = [name for name, value in options.items() if value]
+    if config.user_head and on:
+        fields = " and ".join(f"config.algo.{name}=True" for name in on)
+        fixes = " and ".join(f"config.algo.{name}=False" for name in on)
+        extra = " and explore by epsilon" if "noisy" in on else ""
+        raise ValueError(
+            f"{fields} shape{'s' * (len(on) == 1)} the shipped Q head, but config.network.head="
+            f"{config.head!r} is yours; set {fixes}{extra} (or build it into your head)"
+        )
 
 
 def make_q_network(
@@ -394,7 +461,8 @@ def make_q_network(
     if not _is_positive_int(num_actions):
         raise ValueError(f"num_actions={num_actions!r} must be a positive int")
     refuse_q_unread(config)
-    return QNetwork(
+    refuse_shipped_head_options(config, dueling=dueling, noisy=noisy)
+    q = QNetwork(
         obs_shape=obs_shape,
         num_actions=int(num_actions),
         torso_name=resolve_torso(config, obs_shape, obs_dtype),
@@ -406,4 +474,9 @@ def make_q_network(
         noisy=noisy,
         sigma0=sigma0,
         layer_norm=config.layer_norm,
+        head=config.head,
     )
+    if config.user_head:
+        obs = torso_input(obs_shape, obs_dtype, config.normalize_obs)
+        check_user_heads(q, config.head, obs)
+    return q

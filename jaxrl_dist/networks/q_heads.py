@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_dist.networks.cores import RecurrentCore, initial_core_state
+from jaxrl_dist.networks.heads import SHIPPED_HEADS, UserHead
 from jaxrl_dist.networks.torsos import flatten_obs, make_torso
 
 
@@ -111,22 +112,35 @@ class QNetwork(nn.Module):
     noisy: bool = False
     sigma0: float = 0.5
     layer_norm: bool = False
+    head: str = "default"  # or a user's head (`network.head`), built as the "q" head
 
     def _torso(self) -> nn.Module:
         """The torso module (called inside a compact `__call__`)."""
         args = (self.hidden_sizes, self.activation, self.dtype, "torso", self.layer_norm)
         return make_torso(self.torso_name, *args)
 
+    def _user_head(self) -> nn.Module | None:
+        """The user's Q head (`[N, F]` -> `[N, A]`, or C51's `[N, A, K]`), or None."""
+        if self.head in SHIPPED_HEADS:
+            return None
+        outputs = (self.num_actions,) + ((self.num_atoms,) if self.num_atoms > 1 else ())
+        fields = (self.head, "q", outputs, tuple(self.hidden_sizes), self.activation)
+        return UserHead(*fields, self.layer_norm, name="head")
+
     @nn.compact
     def __call__(self, obs: jax.Array, deterministic: bool = False) -> jax.Array:
         lead, flat = flatten_obs(obs, self.obs_shape)
         if jnp.issubdtype(flat.dtype, jnp.floating):
             flat = flat.astype(jnp.float32)  # e.g. float64 observations; frames stay uint8
-        torso = self._torso()
-        head = QHead(
-            self.num_actions, self.num_atoms, self.dueling, self.noisy, self.sigma0, name="head"
-        )
-        out = head(torso(flat), deterministic)
+        features = self._torso()(flat)
+        user = self._user_head()
+        if user is not None:
+            out = user(features)
+        else:
+            head = QHead(
+                self.num_actions, self.num_atoms, self.dueling, self.noisy, self.sigma0, name="head"
+            )
+            out = head(features, deterministic)
         return out.reshape(*lead, *out.shape[1:])
 
 
@@ -150,7 +164,8 @@ class RecurrentQNetwork(QNetwork):
         torso = self._torso()
         features = torso(flat).reshape((*lead, -1))
         state, out = RecurrentCore(self.core, self.core_size, name="core")(state, features, first)
-        q = QHead(self.num_actions, 1, self.dueling, name="head")(out.reshape(math.prod(lead), -1))
+        head = self._user_head() or QHead(self.num_actions, 1, self.dueling, name="head")
+        q = head(out.reshape(math.prod(lead), -1))
         return q.reshape(*lead, self.num_actions), state
 
     @nn.nowrap  # no module context: a user's cell is built here as a module of its own

@@ -233,7 +233,7 @@ def check_user_torso(
     a batch of 2 observations `[2, *obs_shape]` to features `[2, F]` (shapes only: nothing is
     computed). The observations have the dtype the torso is given: the env's, or float32 where
     they are floats or normalised first (`normalize_obs`)."""
-    obs = _torso_input(obs_shape, obs_dtype, normalize_obs)
+    obs = torso_input(obs_shape, obs_dtype, normalize_obs)
     try:
         features = _features(torso, obs)
     except (TorsoError, FactoryError):
@@ -255,10 +255,10 @@ def check_user_torso(
         )
 
 
-def _torso_input(
+def torso_input(
     obs_shape: tuple[int, ...], obs_dtype: Any, normalize_obs: bool
 ) -> jax.ShapeDtypeStruct:
-    """A batch of 2 observations as the torso is given them: the env's dtype, or float32
+    """A batch of 2 observations as a network is given them: the env's dtype, or float32
     where they are floats or normalised first."""
     floats = normalize_obs or jnp.issubdtype(obs_dtype, jnp.floating)
     return jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32 if floats else obs_dtype)
@@ -273,7 +273,7 @@ def torso_width(
 ) -> int:
     """The width F of the features `[N, F]` `torso` makes of `obs_shape` observations (shapes
     only: nothing is computed)."""
-    return int(_features(torso, _torso_input(obs_shape, obs_dtype, normalize_obs)).shape[-1])
+    return int(_features(torso, torso_input(obs_shape, obs_dtype, normalize_obs)).shape[-1])
 
 
 def make_torso(

@@ -1,6 +1,6 @@
-"""The parts of a network a user supplies by name (`network.torso`, `network.core`): a factory
-imported from `MODULE:FACTORY`, or registered in this process under a name
-(`register_torso`, `register_core`), that returns a flax linen module.
+"""The parts of a network a user supplies by name (`network.torso`, `network.core`,
+`network.head`): a factory imported from `MODULE:FACTORY`, or registered in this process under
+a name (`register_torso`, `register_core`, `register_head`), that returns a flax linen module.
 
 One registry per part; a shipped part's name can never be taken. A factory is looked up where
 the network is built (and when a config is read, so a bad name is refused before anything is
@@ -21,8 +21,12 @@ class PartError(ValueError):
     """A user's network part that cannot be built or does not fit (one line, with the fix)."""
 
 
-# part ("torso" | "core") -> {name: factory}
-_REGISTERED: dict[str, dict[str, Callable[[Any], nn.Module]]] = {"torso": {}, "core": {}}
+# part ("torso" | "core" | "head") -> {name: factory}
+_REGISTERED: dict[str, dict[str, Callable[[Any], nn.Module]]] = {
+    "torso": {},
+    "core": {},
+    "head": {},
+}
 
 
 def register_part(

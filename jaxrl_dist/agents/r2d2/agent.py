@@ -45,7 +45,15 @@ from jaxrl_dist.agents.dqn.loss import importance_weights
 from jaxrl_dist.agents.dqn.targets import n_step_target
 from jaxrl_dist.agents.r2d2.config import RUNTIME_HPARAMS, R2D2Config
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.networks import NetworkConfig, core_input, refuse_q_unread, resolve_torso
+from jaxrl_dist.networks import (
+    NetworkConfig,
+    check_user_heads,
+    core_input,
+    network_inputs,
+    refuse_q_unread,
+    refuse_shipped_head_options,
+    resolve_torso,
+)
 from jaxrl_dist.networks.cores import unroll_one_step
 from jaxrl_dist.networks.q_heads import RecurrentQNetwork
 from jaxrl_dist.types import Rollout, assert_rollout_shapes, split_observation, windows
@@ -170,9 +178,11 @@ def recurrent_q_model(
     """The recurrent Q network of `network_config` (torso, core) for `env_spec`."""
     nc = network_config
     refuse_q_unread(nc)
-    torso_name = resolve_torso(nc, env_spec.obs_shape, env_spec.obs_dtype)
+    refuse_shipped_head_options(nc, dueling=config.dueling)
+    obs_shape = tuple(env_spec.obs_shape)
+    torso_name = resolve_torso(nc, obs_shape, env_spec.obs_dtype)
     network = RecurrentQNetwork(
-        obs_shape=tuple(env_spec.obs_shape),
+        obs_shape=obs_shape,
         num_actions=env_spec.num_actions,
         torso_name=torso_name,
         hidden_sizes=nc.hidden_sizes,
@@ -181,9 +191,13 @@ def recurrent_q_model(
         dueling=config.dueling,
         core=nc.core,
         core_size=nc.core_size,
-        core_input=core_input(nc, torso_name, tuple(env_spec.obs_shape), env_spec.obs_dtype),
+        core_input=core_input(nc, torso_name, obs_shape, env_spec.obs_dtype),
         layer_norm=nc.layer_norm,
+        head=nc.head,
     )
+    if nc.user_head:
+        inputs = network_inputs(network, nc, obs_shape, env_spec.obs_dtype)
+        check_user_heads(network, nc.head, *inputs)
     return RecurrentQModel(network, env_spec)
 
 
