@@ -81,9 +81,15 @@ def test_overrides_reach_one_agent():
         ({"learning_mask": "(True,)"}, "one bool per agent of config.agents (2: rb, ppo)"),
         ({"exploration_mask": "(True, True, False)"}, "one bool per agent"),
         ({"learning_mask": "(False, False)"}, "at least one agent must learn"),
-        ({GAMES: "(('rb','ppo'),('ppo','pool:rb'))"}, "'pool:rb' plays in game"),
+        ({GAMES: "(('rb','ppo'),('ppo','pool:bob'))"}, "names 'pool:bob', which is no agent"),
+        (
+            {
+                "learning_mask": "(True, False)",
+                GAMES: "(('rb','ppo'),('ppo','rb'),('rb','pool:ppo'))",
+            },
+            "'pool:ppo' plays in game ('rb', 'pool:ppo'), but 'ppo' does not learn",
+        ),
         ({GAMES: "(('learner','ppo'),('ppo','rb'))"}, "names 'learner'"),
-        ({GAMES: "(('rb','ppo','pool:rb'),)"}, "must learn and be the only agent of that game"),
         ({GAMES: "(('rb','ppo'),('random','random'))"}, "where no agent learns"),
         ({"deterministic": "True", "sebulba.async_envs": "False"}, "not supported with several"),
         (
@@ -154,3 +160,11 @@ def test_the_guides_views_block_prints_what_it_says(capsys):
     printed = capsys.readouterr().out.splitlines()
     said = [line[2:] for line in block.splitlines() if line.startswith("# ")]
     assert printed == said
+
+
+def test_greedy_is_no_agent_name():
+    """A greedy seat's snapshot player is named "pool:greedy": no agent may take the name."""
+    from jaxrl_dist.config.agents import AgentSection
+
+    with pytest.raises(ConfigError, match="is a role or a log key"):
+        AgentSection(name="greedy")

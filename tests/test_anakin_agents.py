@@ -1,6 +1,7 @@
 """Two learning agents of different algorithms in one Anakin program (issue 40): a Rainbow agent
 (device replay) and a PPO agent on pgx's tic-tac-toe (`configs/anakin_two_agents_tictactoe.py`),
-two seeds vmapped; a resume from the middle ends bit-identical; a fresh agent learns against
+two seeds vmapped; a resume from the middle ends bit-identical (and in a second run, PPO
+playing Rainbow's past versions: a league across agents, issue 57); a fresh agent learns against
 one warm-started from that run and held fixed (`learning_mask`), on 2 processes x 2 devices
 and on 1 x 4 alike."""
 
@@ -27,6 +28,13 @@ from cli_refusal import assert_refused  # noqa: E402
 CONFIG = "configs/anakin_two_agents_tictactoe.py:quick"
 UPDATES = 6  # the quick variant's: 32 streams of each agent x 16 moves an update
 RUN = {"anakin.num_seeds": 2, "eval_episodes": 10, "checkpoint_every_updates": 3}
+# A league across agents (issue 57): Rainbow plays its own pool, PPO plays Rainbow's.
+LEAGUE = {
+    **RUN,
+    "seats.games": "(('rb','ppo'),('ppo','rb'),('rb','pool:rb'),('pool:rb','ppo'))",
+    "seats.pool_every_updates": 2,
+    "eval_every_updates": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +71,44 @@ def test_each_agent_updates_in_lockstep(run):
     for name in ("rb", "ppo"):
         assert {f"{name}/losses/loss", f"{name}/charts/episode_return"} <= keys
     assert "rb/losses/q_mean" in keys and "ppo/losses/approx_kl" in keys
+
+
+@pytest.fixture(scope="module")
+def league(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("anakin_league") / "run")
+    trainer = Trainer(load_config(CONFIG, **LEAGUE), workdir, quiet=True)
+    summary = trainer.run().summary
+    return workdir, summary, trainer
+
+
+def test_a_league_across_agents_plays_the_others_snapshots_with_its_own_record(league):
+    """PPO's league of Rainbow holds Rainbow's own pool's snapshots, bit for bit (taken after
+    the same updates of Rainbow's), and PPO's record against each, apart from Rainbow's."""
+    _, summary, trainer = league
+    rb, ppo = summary["agents"]["rb"], summary["agents"]["ppo"]
+    assert "opponent_pool" not in ppo and "agent_pools" not in rb
+    own, followed = (trainer.engine.carry[i].shared for i in (0, 1))
+    own, theirs = own.league, followed.leagues["rb"]
+    np.testing.assert_array_equal(theirs.ids, own.ids)
+    np.testing.assert_array_equal(theirs.taken_at, own.taken_at)
+    for a, b in zip(jax.tree.leaves(theirs.snapshots), jax.tree.leaves(own.snapshots), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for seed in range(2):
+        mine, its = ppo["agent_pools"]["rb"][seed], rb["opponent_pool"][seed]
+        assert [r["id"] for r in mine] == [r["id"] for r in its] == [0, 1, 2, 3]
+        assert [r["update"] for r in mine] == [0, 2, 4, 6]  # Rainbow's own updates
+        games = lambda records: sum(r["wins"] + r["draws"] + r["losses"] for r in records)  # noqa: E731
+        assert games(mine) > 0 and games(its) > 0 and mine != its  # each its own record
+
+
+def test_a_league_across_agents_resumes_bit_identical(league, tmp_path):
+    workdir, summary, _ = league
+    copy = str(tmp_path / "run")
+    shutil.copytree(workdir, copy)
+    shutil.rmtree(os.path.join(copy, "checkpoints", str(UPDATES)))
+    result = Trainer(load_config(CONFIG, **LEAGUE), copy, resume=True, quiet=True).run()
+    assert result.updates == UPDATES
+    assert result.summary["state_sha256"] == summary["state_sha256"]
 
 
 def test_the_reward_metric_sees_every_agent_and_seed(run):

@@ -1,30 +1,26 @@
 """Two learning agents of different algorithms in one Sebulba run (issue 40): a Rainbow agent
 and a PPO agent on tic-tac-toe (`configs/two_agents_tictactoe.py:quick`), each with its own
 learner, data flow, params and opponent pool; then an agent learning against the PPO agent
-warm-started from that run and held fixed (`learning_mask`), and a Rainbow agent that learns
-while acting greedily (`exploration_mask`)."""
+warm-started from that run and held fixed (`learning_mask`); PPO also plays Rainbow's past
+versions (a league across agents, issue 57). A Rainbow agent that learns while acting greedily:
+`test_greedy_agent.py`."""
 
 import json
 import os
 import shutil
 import sys
-from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 import pytest
 
-from jaxrl_dist.acting import fleet, opponent_pool
-from jaxrl_dist.checkpoints.policy import policy_from_config
 from jaxrl_dist.checkpoints.store import Checkpointer, restore_params, tree_digest
 from jaxrl_dist.config import ConfigError
-from jaxrl_dist.config.agents import agent_view
 from jaxrl_dist.config.cli import load_config
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.run.hooks import Hooks, mean_return
 from jaxrl_dist.run.hparams import HyperparamError
 from jaxrl_dist.run.trainer import Trainer
-from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, pad_rows
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_refusal import assert_refused  # noqa: E402
@@ -36,6 +32,11 @@ RUN = {
     "eval_episodes": 20,
     "agents.rb.replay.save": True,
     "learning_curve": True,
+    # The quick variant's games, PPO playing Rainbow's pool where it played its own: a league
+    # across agents (issue 57).
+    "seats.games": "(('rb','ppo'),('ppo','rb'),('rb','heuristic'),('random','rb'),"
+    "('ppo','heuristic'),('random','ppo'),('rb','pool:rb'),('ppo','pool:rb'))",
+    "seats.pool_every_updates": 10,
 }
 
 
@@ -140,11 +141,29 @@ def test_a_resume_takes_back_every_agent_exactly(run, tmp_path):
     assert back.meta["lane_served_last"] == saved_meta["lane_served_last"]  # the turn goes on
     assert {k.split("/")[0] for k in saved["data"]} == {"rb"}  # PPO's queue is not saved
     assert {k.split("/")[0] for k in saved["pool"]} == {"rb", "ppo"}
+    assert any(k.startswith("ppo/pool:rb/snapshot/") for k in saved["pool"])  # the league
     for item, arrays in saved.items():
         again = snapshot.from_bytes(back.process_items[item])
         assert again.keys() == arrays.keys()
         for key, array in arrays.items():
             np.testing.assert_array_equal(again[key], array, err_msg=f"{item} {key}")
+
+
+def test_a_league_across_agents_plays_the_others_snapshots_with_its_own_record(run):
+    """PPO's pool of Rainbow's snapshots: Rainbow's own pool's (the same ids, taken after the
+    same updates of Rainbow's, the same params), with PPO's record against each; saved beside
+    Rainbow's (the resume above takes both back)."""
+    lanes = {lane.name: lane for lane in run[1]["trainer"].engine.lanes}
+    own, followed = lanes["rb"].pools.pools["pool"], lanes["ppo"].pools.pools["pool:rb"]
+    assert set(lanes["ppo"].pools.pools) == {"pool:rb"}
+    assert own.ids() == followed.ids() and len(own.ids()) > 1
+    records = followed.records()
+    assert [r["update"] for r in records.values()] == [r["update"] for r in own.records().values()]
+    for sid in own.ids():
+        same = jax.tree.map(np.array_equal, own.params(sid), followed.params(sid))
+        assert all(jax.tree.leaves(same)), sid
+    played = sum(r["wins"] + r["draws"] + r["losses"] for r in records.values())
+    assert played > 0 and records != own.records()
 
 
 def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
@@ -155,9 +174,9 @@ def test_an_agent_learns_against_a_fixed_warm_started_one(run, tmp_path):
     fixed = restore_params(workdir, agent="ppo")
     config = load_config(
         CONFIG,
-        **RUN,
-        learning_mask="(True, False)",
         **{
+            **RUN,
+            "learning_mask": "(True, False)",
             "seats.games": "(('rb','ppo'),('ppo','rb'))",
             "agents.ppo.warm_start": workdir + "@latest",
             "total_env_steps": "4000",
@@ -276,107 +295,6 @@ def test_two_agents_share_a_simultaneous_move_task(tmp_path):
         ConfigError, match=r"config.sebulba.agent_slots=\('a',\) must name one agent"
     ):
         load_config("configs/two_agents_foraging.py:quick", **{"sebulba.agent_slots": "('a',)"})
-
-
-class Acted(NamedTuple):
-    """One act of a run's actor step or snapshot player: who acted ("actor", "agent" for another
-    agent's seat in an agent's actors, "pool"), with which core, whether greedily, the params,
-    the observations `{AGENT_VIEW: [n, ...], ACTION_MASK: [n, A]}` and the actions `[n]`."""
-
-    who: str
-    core: Any
-    greedy: bool
-    params: Any
-    obs: dict
-    action: Any
-
-
-def _record_acts(monkeypatch: pytest.MonkeyPatch) -> list[Acted]:
-    """Records every act of the actors' jitted steps and of the snapshot players (the other
-    agents' seats and the opponent pools) in the runs started after it."""
-    acts: list[Acted] = []
-    real_step = fleet.jit_inference_step
-
-    def jit_inference_step(core, greedy=False):
-        step = real_step(core, greedy)
-
-        def recorded(params, obs, rows, first, state):
-            out = step(params, obs, rows, first, state)
-            acts.append(Acted("actor", core, greedy, params, jax.tree.map(np.array, obs), out[0]))
-            return out
-
-        return recorded
-
-    def players(module, who):
-        real = module.snapshot_policy
-
-        def snapshot_policy(core, device, rows, greedy, key):
-            policy = real(core, device, rows, greedy, key)
-            act = policy.act_masked
-
-            def recorded(params, view, legal_mask, games):
-                action = act(params, view, legal_mask, games)
-                obs = {AGENT_VIEW: np.array(view), ACTION_MASK: np.array(legal_mask, bool)}
-                acts.append(Acted(who, core, greedy, params, obs, action))
-                return action
-
-            policy.act_masked = recorded
-            return policy
-
-        monkeypatch.setattr(module, "snapshot_policy", snapshot_policy)
-
-    monkeypatch.setattr(fleet, "jit_inference_step", jit_inference_step)
-    players(fleet, "agent")
-    players(opponent_pool, "pool")
-    return acts
-
-
-def _greedy_mismatches(policy, acts: list[Acted], chunk: int = 64) -> tuple[int, int]:
-    """(rows whose action differs from `policy`'s greedy action on the same observations with
-    the same params, rows compared): `policy.act(greedy=True)`, the policy evaluation plays."""
-    differ = rows = 0
-    for act in acts:
-        policy.params = act.params
-        n = len(act.obs[ACTION_MASK])
-        padded = pad_rows(act.obs, -(-n // chunk) * chunk)  # one compiled shape
-        chunks = [jax.tree.map(lambda x, i=i: x[i : i + chunk], padded) for i in range(0, n, chunk)]
-        greedy = np.concatenate([policy.act(c, greedy=True) for c in chunks])[:n]
-        differ += int(np.sum(greedy != np.asarray(act.action)[:n]))
-        rows += n
-    return differ, rows
-
-
-def test_a_learning_agent_without_exploration_acts_greedily_everywhere(monkeypatch, tmp_path):
-    """`exploration_mask=(False, True)`: Rainbow learns from replay while acting greedily. Every
-    move it makes in its own actors and in PPO's (as PPO's opponent) is its greedy policy's on
-    the same observations with the params it acted with, while it learns (several versions).
-    Its opponent-pool snapshots still explore (the mask is the agent's, as on Anakin), and the
-    same comparison finds their epsilon moves: what it checks can fail."""
-    acts = _record_acts(monkeypatch)
-    config = load_config(
-        CONFIG, exploration_mask="(False, True)", total_env_steps=2000, eval_episodes=2
-    )
-    trainer = Trainer(config, str(tmp_path / "greedy"), quiet=True)
-    summary = trainer.run().summary
-    lanes = {lane.name: lane for lane in trainer.engine.lanes}
-    rb = lanes["rb"]
-    assert summary["agents"]["rb"]["updates"] > 0 and summary["agents"]["ppo"]["updates"] > 0
-    policy = policy_from_config(rb.eval_params(), agent_view(config, 0).config)
-    by_rb = [a for a in acts if a.core is rb.agent.actor]
-    own = [a for a in by_rb if a.who == "actor"]
-    in_ppos = [a for a in by_rb if a.who == "agent"]
-    pool = [a for a in by_rb if a.who == "pool"]
-    assert all(a.greedy for a in own + in_ppos) and not any(a.greedy for a in pool)
-    assert len({id(a.params) for a in own}) > 2  # it acted with several versions as it learned
-    differ, rows = _greedy_mismatches(policy, own)
-    assert differ == 0 and rows > 1000
-    differ, rows = _greedy_mismatches(policy, in_ppos)
-    assert differ == 0 and rows > 100
-    differ, rows = _greedy_mismatches(policy, pool)
-    assert differ > 0.01 * rows and rows > 50  # epsilon moves are seen
-    # PPO, which explores, samples in its own actors.
-    ppo = [a for a in acts if a.core is lanes["ppo"].agent.actor and a.who == "actor"]
-    assert ppo and not any(a.greedy for a in ppo)
 
 
 def test_each_agent_has_its_own_best_params(run, tmp_path):

@@ -45,6 +45,7 @@ from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SeatedGame
 ACTOR_SEED_PURPOSE = 1  # derive_seed/fold_in path of the actors' env seeds and keys
 LOCKSTEP_SEED_PURPOSE = 3  # derive_seed path of lockstep actors' env seeds (per env epoch)
 SEAT_PLAYERS_SEED_PURPOSE = 4  # derive_seed path of the scripted players' RNGs in seated games
+LEAGUE_KEY_PURPOSE = 1  # fold_in of the other agents' snapshot players' keys (a league)
 
 
 class Fleet:
@@ -209,6 +210,9 @@ class Fleet:
         for (name, other), k in zip(sorted(self._others.items()), keys, strict=False):
             policy = snapshot_policy(other.core, device, num_games, other.greedy, k)
             players[AGENT_ROLE + name] = AgentPlayer(other.store, device, policy)
+        if self._pools and self._pools.agents():  # a league: the other agents' snapshots
+            league_key = jax.random.fold_in(others_key, LEAGUE_KEY_PURPOSE)
+            players |= self._pools.agent_players(self._others, device, num_games, league_key)
         return players
 
     def _client(self, slot: int, key: jax.Array):

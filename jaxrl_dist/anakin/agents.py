@@ -52,16 +52,18 @@ class AgentsProgram:
         (by name), its games' other agents with their starting params."""
         warm = warm or {}
         seeds = [seed + jnp.uint32(i * AGENT_SEED_STRIDE % 2**32) for i in range(len(self.lanes))]
-        params = {}
-        for lane, s in zip(self.lanes, seeds, strict=True):
-            core = lane.program.agent.learner
-            start = warm.get(lane.name)
-            if start is None:
-                start = core.actor_params(core.init(jax.random.PRNGKey(s)))
-            params[AGENT_ROLE + lane.name] = start
-        return tuple(
-            lane.program.init(s, params, warm.get(lane.name))
+        # One learner state each, whose params the others' games and leagues start from too.
+        learners = [
+            lane.program.init_learner(s, warm.get(lane.name))
             for lane, s in zip(self.lanes, seeds, strict=True)
+        ]
+        params = {
+            AGENT_ROLE + lane.name: lane.program.agent.learner.actor_params(learner)
+            for lane, learner in zip(self.lanes, learners, strict=True)
+        }
+        return tuple(
+            lane.program.init(s, params, learner=learner)
+            for lane, s, learner in zip(self.lanes, seeds, learners, strict=True)
         )
 
     def update_seeds(self, carries: tuple[Carry, ...]) -> tuple[Carry, ...]:
@@ -73,5 +75,24 @@ class AgentsProgram:
             if lane.learning:
                 carry = carry._replace(shared=lane.program.env.with_agents(carry.shared, params))
                 carry = lane.program.update_seeds(carry)
+            out.append(carry)
+        return self._snapshot_agents(tuple(out))
+
+    def _snapshot_agents(self, carries: tuple[Carry, ...]) -> tuple[Carry, ...]:
+        """A league across agents: each agent whose games play others' snapshots takes their
+        params after this update (a snapshot when due), as their own pools do."""
+        followers = [
+            getattr(lane.program.env, "follows_agents", False) and lane.learning
+            for lane in self.lanes
+        ]
+        if not any(followers):
+            return carries
+        params = jax.vmap(self._params)(carries)
+        out = []
+        for lane, carry, follows in zip(self.lanes, carries, followers, strict=True):
+            if follows:
+                env = lane.program.env
+                shared = jax.vmap(env.after_agents)(env.with_agents(carry.shared, params))
+                carry = carry._replace(shared=shared)
             out.append(carry)
         return tuple(out)

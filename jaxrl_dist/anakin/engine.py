@@ -123,6 +123,7 @@ class AnakinEngine(Engine):
         networks, greedily where their exploration mask is off), its data flow, its greedy bit."""
         view = lane.view
         others = {AGENT_ROLE + o.view.name: network_player(o.agent.actor) for o in self._lanes}
+        # A greedy agent's snapshots still explore, in its own games and in a league's.
         greedy = {AGENT_ROLE + o.view.name for o in self._lanes if not o.view.exploring}
         if not view.exploring:  # its self-play seats' other side too
             greedy.add(SELF_ROLE)
@@ -382,6 +383,13 @@ class AnakinEngine(Engine):
             out["opponent_pool"] = [
                 league_records(jax.tree.map(lambda x, i=i: x[i], league)) for i in range(seeds)
             ]
+        if getattr(self.envs[name], "follows_agents", False):  # the other agents' pools
+            leagues = jax.device_get(local_replica(self._carries()[name].shared)).leagues
+            out["agent_pools"] = {
+                other: [league_records(jax.tree.map(lambda x, i=i: x[i], lg)) for i in range(seeds)]
+                for other, lg in leagues.items()
+                if f"{POOL_ROLE}:{other}" in self.envs[name].roles
+            }
         return out
 
 

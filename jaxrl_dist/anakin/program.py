@@ -91,18 +91,28 @@ class Program:
         self.greedy_rows = greedy_rows
 
     # ------------------------------------------------------------------ start
-    def init(
-        self, seed: jax.Array, others: dict[str, PyTree] | None = None, warm: PyTree = None
-    ) -> Carry:
-        """A seed's fresh carry: the learner half's `init(PRNGKey(seed))` (the Sebulba learner's
-        params for the same seed) with the params `warm` where given (a warm start), and
-        `num_envs` envs reset with them: a game's league starts from them and its first
-        replies are theirs (`others`: the run's other agents' params by role, where a game
-        seats them, `agents.py`)."""
-        key = jax.random.PRNGKey(seed)
-        learner = self.agent.learner.init(key)
+    def init_learner(self, seed: jax.Array, warm: PyTree = None) -> PyTree:
+        """A seed's fresh learner state: the learner half's `init(PRNGKey(seed))` (the Sebulba
+        learner's params for the same seed) with the params `warm` where given (a warm
+        start)."""
+        learner = self.agent.learner.init(jax.random.PRNGKey(seed))
         if warm is not None:
             learner = self.agent.learner.with_params(learner, warm)
+        return learner
+
+    def init(
+        self,
+        seed: jax.Array,
+        others: dict[str, PyTree] | None = None,
+        warm: PyTree = None,
+        learner: PyTree = None,
+    ) -> Carry:
+        """A seed's fresh carry: `init_learner(seed, warm)` (or `learner`, made so already),
+        and `num_envs` envs reset with it: a game's league starts from its params and its
+        first replies are theirs (`others`: the run's other agents' params by role, where a
+        game seats them, `agents.py`)."""
+        key = jax.random.PRNGKey(seed)
+        learner = self.init_learner(seed, warm) if learner is None else learner
         params = self.agent.learner.actor_params(learner)
         shared = self.env.init_shared(params, *([others] if others is not None else []))
         env_keys = jax.random.split(jax.random.fold_in(key, ENV_KEY_PURPOSE), self.num_envs)

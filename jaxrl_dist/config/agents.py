@@ -11,7 +11,10 @@
 Each agent has its own algorithm, hyperparameters, network, replay, schedules, learner batch
 and warm start; everything else (the env, the actors' sizes, T, stops, evaluation cadence) is
 the run's. Seats name agents; `pool:NAME` and `frozen:NAME` are that agent's opponent-pool
-snapshots and its starting params; the scripted roles stay. Empty `agents`: today's run, one
+snapshots (taken every `seats.pool_every_updates` of its own updates) and its starting params,
+played in any game of the run: against their own agent (self-play) or against another (a
+league across agents: an exploiter of another agent's past versions, each player's PFSP from
+its own record against them); the scripted roles stay. Empty `agents`: today's run, one
 agent named "learner", the top-level `algorithm`/`algo`/... fields.
 
 An agent's *view* (`agent_view`) is the run's config with that agent's fields in the top-level
@@ -89,7 +92,16 @@ class AgentSection:
                 f"config.agents: name {self.name!r} must be letters, digits and _ (it prefixes "
                 "the agent's log keys)"
             )
-        reserved = (LEARNER_ROLE, POOL_ROLE, FROZEN_ROLE, *SCRIPTED_ROLES, "agent", "eval")
+        # "greedy": a greedy seat's snapshot player is "pool:greedy" (`opponent_pool.GREEDY`).
+        reserved = (
+            LEARNER_ROLE,
+            POOL_ROLE,
+            FROZEN_ROLE,
+            *SCRIPTED_ROLES,
+            "agent",
+            "eval",
+            "greedy",
+        )
         if self.name in reserved:
             raise ConfigError(
                 f"config.agents: name {self.name!r} is a role or a log key; rename the agent"
@@ -228,11 +240,11 @@ def _seats_problem(seats: Any, names: list[str], learning: dict[str, bool]) -> s
                     f"config.seats.games names {role!r}, which is no agent of config.agents "
                     f"({', '.join(names)}) nor a scripted role {SCRIPTED_ROLES}"
                 )
-            others = {split_role(r)[1] for r in pattern} - {name, *SCRIPTED_ROLES}
-            if kind and (name not in pattern or not learning[name] or others):
+            if kind == POOL_ROLE and not learning[name]:
                 return (
-                    f"config.seats.games: {role!r} plays in game {pattern}, but {name!r} "
-                    "must learn and be the only agent of that game (its pool is its own)"
+                    f"config.seats.games: {role!r} plays in game {pattern}, but {name!r} does "
+                    f"not learn (config.learning_mask): its pool would hold its starting params "
+                    f"only; name frozen:{name} or let it learn"
                 )
             if not kind:
                 seated.add(name)
@@ -295,7 +307,8 @@ def agent_views(config: Any) -> tuple[AgentView, ...]:
 
 def _seen_by(games: tuple, name: str) -> tuple:
     """The games in which `name` plays a seat, from its side: its seats "learner", its pool
-    and start "pool"/"frozen", the other agents "agent:NAME"."""
+    and start "pool"/"frozen", the other agents "agent:NAME" and their pools and starts
+    "pool:NAME"/"frozen:NAME" (as the run names them)."""
     seen = []
     for pattern in games:
         if name not in pattern:
@@ -303,8 +316,8 @@ def _seen_by(games: tuple, name: str) -> tuple:
         roles = []
         for role in pattern:
             kind, who = split_role(role)
-            if kind:
-                roles.append(kind)
+            if kind:  # its own pool and start, or another agent's (a league): "pool:NAME"
+                roles.append(kind if who == name else role)
             elif who == name:
                 roles.append(LEARNER_ROLE)
             elif who in SCRIPTED_ROLES:

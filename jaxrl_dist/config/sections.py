@@ -20,6 +20,7 @@ from jaxrl_dist.envs.seats import (
     LEARNER_ROLE,
     SCRIPTED_ROLES,
     SNAPSHOT_ROLES,
+    agent_snapshot,
 )
 
 CLIENTS = ("local", "server")
@@ -276,7 +277,11 @@ class SeatsConfig:
         agent's view may name the run's other agents (`agent:NAME`)."""
         known = (LEARNER_ROLE, *SNAPSHOT_ROLES, *SCRIPTED_ROLES)
         for pattern in self.games:
-            unknown = {r for r in pattern if r not in known and not r.startswith(AGENT_ROLE)}
+            unknown = {
+                r
+                for r in pattern
+                if r not in known and not r.startswith(AGENT_ROLE) and not agent_snapshot(r)
+            }
             if unknown:
                 return (
                     f"config.seats.games={self.games!r} names unknown roles {sorted(unknown)}; "
@@ -322,8 +327,10 @@ class SeatsConfig:
         return np.array(mask, bool) if any(mask) else None
 
     def snapshot_roles(self) -> set[str]:
-        """The snapshot roles ("pool", "frozen") some game plays."""
-        return {r for pattern in self.games for r in self.learned(pattern)} & set(SNAPSHOT_ROLES)
+        """The snapshot roles ("pool", "frozen", and in an agent's view another agent's
+        "pool:NAME", "frozen:NAME") some game plays."""
+        roles = {r for pattern in self.games for r in self.learned(pattern)}
+        return {r for r in roles if r in SNAPSHOT_ROLES or agent_snapshot(r)}
 
     def greedy_seat(self, seat: int) -> bool:
         """Whether the snapshot players of `seat` act greedily (`exploration_mask`)."""

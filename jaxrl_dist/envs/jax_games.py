@@ -84,11 +84,13 @@ class NetworkPlayer(NamedTuple):
 
 
 class AgentsShared(NamedTuple):
-    """The shared state of a game with other agents' seats: the league (or ()) and each other
-    agent's current acting params by role ("agent:NAME")."""
+    """The shared state of a game with other agents' seats: the league (or ()), each other
+    agent's current acting params by role ("agent:NAME"), and the leagues of those whose
+    snapshots it plays by name (`jax_league.AgentLeagues`)."""
 
     league: Any
     agents: dict[str, PyTree]
+    leagues: dict[str, Any] = {}
 
 
 class GameState(NamedTuple):
@@ -204,6 +206,16 @@ class SeatedJaxGame:
             raise ValueError(f"a stream plays {missing[0]!r}: give its player in `others`")
         self._others = {r: p for r, p in others.items() if r in self.roles}
         self._league = league if set(self.roles) & set(SNAPSHOT_ROLES) else None
+        # Other agents' snapshots ("pool:NAME", "frozen:NAME"): played by NAME's network.
+        self._agent_leagues = jax_league.AgentLeagues(self.roles, league)
+        missing = [r for r in self._agent_leagues.agent_roles() if r not in others]
+        if missing:
+            raise ValueError(f"a stream plays {missing[0]!r}'s snapshots: give its player")
+        self._league_players = {
+            r: others[AGENT_ROLE + name] for r, (_, name) in self._agent_leagues.roles.items()
+        }
+        # The other agents whose params the shared state carries: played live or snapshotted.
+        self._agent_params = sorted({*self._others, *self._agent_leagues.agent_roles()})
         self._opening = opening_plies
         self._scripted = {r: scripted_choose(r, env_id) for r in self.roles if r in SCRIPTED_ROLES}
         self.spec = game_spec(env_id)
@@ -229,25 +241,47 @@ class SeatedJaxGame:
         """The league (snapshot 0 and the frozen policy: `params`), or () without one; with
         other agents' seats, `AgentsShared` of it and their params by role (`agents`)."""
         league = () if self._league is None else jax_league.init_league(self._league, params)
-        if not self._others:
+        if not self._agent_params:
             return league
-        return AgentsShared(league, {role: agents[role] for role in self._others})
+        mine = {role: agents[role] for role in self._agent_params}
+        return AgentsShared(league, mine, self._agent_leagues.init(agents))
 
     def with_agents(self, shared: Any, agents: dict[str, PyTree]) -> Any:
         """`shared` with the other agents' current params (`{"agent:NAME": params}`)."""
-        if not self._others:
+        if not self._agent_params:
             return shared
-        return shared._replace(agents={role: agents[role] for role in self._others})
+        return shared._replace(agents={role: agents[role] for role in self._agent_params})
+
+    @property
+    def follows_agents(self) -> bool:
+        """Whether its streams play other agents' snapshots (`after_agents` takes them)."""
+        return bool(self._agent_leagues)
+
+    def after_agents(self, shared: Any) -> Any:
+        """After an update of the run, `shared.agents` holding the other agents' params after
+        theirs: a snapshot of each into its league when due."""
+        leagues = self._agent_leagues.after_update(shared.leagues, shared.agents)
+        return shared._replace(leagues=leagues)
 
     def update_shared(self, shared: Any, info: dict[str, jax.Array], params: PyTree) -> Any:
         """After an update: the rollout's finished pool games recorded (`info [T, B]`), a
         snapshot of `params` when due."""
-        if self._league is None:
+        if self._league is None and not self._agent_leagues:
             return shared
-        league = shared.league if self._others else shared
-        league = jax_league.record_games(league, info["pool_game"], info["game_return"])
-        league = jax_league.after_update(self._league, league, params)
-        return shared._replace(league=league) if self._others else league
+        league = shared.league if self._agent_params else shared
+        pool_game = info["pool_game"]
+        if self._agent_leagues:  # the own pool's games apart from the other agents' pools'
+            opponent = info["pool_opponent"]
+            leagues = self._agent_leagues.record(
+                shared.leagues, pool_game, opponent, info["game_return"]
+            )
+            shared = shared._replace(leagues=leagues)
+            own = self.roles.index(POOL_ROLE) if POOL_ROLE in self.roles else -1
+            pool_game = jnp.where(opponent == own, pool_game, -1)
+        if self._league is not None:
+            league = jax_league.record_games(league, pool_game, info["game_return"])
+            league = jax_league.after_update(self._league, league, params)
+        return shared._replace(league=league) if self._agent_params else league
 
     # ------------------------------------------------------------------ the batch
     def reset(self, keys: jax.Array, shared: Any, params: PyTree) -> tuple[EnvState, TimeStep]:
@@ -277,7 +311,10 @@ class SeatedJaxGame:
     # ------------------------------------------------------------------ one stream
     def _step(self, state: EnvState, action: jax.Array, shared: Any, params: PyTree):
         g, pgx_env = state.inner, self._pgx
-        league, agents = (shared.league, shared.agents) if self._others else (shared, {})
+        if self._agent_params:
+            league, agents, leagues = shared.league, shared.agents, shared.leagues
+        else:
+            league, agents, leagues = shared, {}, {}
         key, k_new, k_open, k_pool, k_reply = jax.random.split(state.key, 5)
         reset = state.needs_reset
         moved = pgx_env.step(g.game, action)  # after a game's end: no effect, reward 0
@@ -291,11 +328,14 @@ class SeatedJaxGame:
             is_pool = g.opponent == self.roles.index(POOL_ROLE)
             snapshot = jnp.where(reset, jnp.where(is_pool, new_id, -1), snapshot)
             slot = jnp.where(reset, new_slot, slot)
+        if self._agent_leagues:  # a stream's opponent never changes: -1 stays for the rest
+            draw = self._agent_leagues.draw
+            snapshot, slot = draw(leagues, k_pool, g.opponent, reset, snapshot, slot)
         memory = _select(reset, self._fresh_memory(k_new), _memories(g))
         g = g._replace(game=game, snapshot=snapshot, slot=slot, **memory)
         # The other seat's reply (after a new game's opening, it may move first).
         theirs = ~game.terminated & ~game.truncated & (game.current_player != g.seat)
-        reply, memory = self._reply(g, k_reply, league, params, agents)
+        reply, memory = self._reply(g, k_reply, league, params, agents, leagues)
         g = g._replace(**_select(theirs, memory, _memories(g)))
         replied = pgx_env.step(game, reply)
         game = _select(theirs, replied, game)
@@ -314,6 +354,8 @@ class SeatedJaxGame:
             "game_return": jnp.where(ended, reward, 0.0),
             "plies": plies.astype(jnp.int32),
         }
+        if self._agent_leagues:  # whose pool the game's snapshot is of
+            info["pool_opponent"] = g.opponent
         timestep = TimeStep(obs, reward.astype(jnp.float32), game.terminated, truncated, info)
         return EnvState(g._replace(game=game), ended, key), timestep
 
@@ -323,7 +365,9 @@ class SeatedJaxGame:
         networked = any(r in NETWORK_ROLES for r in self.roles)
         return {
             "memory": self._player.init(key) if networked else (),
-            "agents_memory": {r: p.init(key) for r, p in self._others.items()},
+            "agents_memory": {
+                r: p.init(key) for r, p in {**self._others, **self._league_players}.items()
+            },
         }
 
     def _new_game(self, key: jax.Array, opening_key: jax.Array):
@@ -341,7 +385,7 @@ class SeatedJaxGame:
         return jax.lax.fori_loop(0, self._opening, move, game), n
 
     def _reply(
-        self, g: GameState, key: jax.Array, league: Any, params: PyTree, agents: dict
+        self, g: GameState, key: jax.Array, league: Any, params: PyTree, agents: dict, leagues
     ) -> tuple[jax.Array, dict[str, PyTree]]:
         """The other seat's move in `g.game` (where it is that seat's turn) by its role, and
         the opponent's memories after it (`GameState.memory`, `.agents_memory`)."""
@@ -351,12 +395,20 @@ class SeatedJaxGame:
             choices[role] = choose(view, legal, key)
         obs = {AGENT_VIEW: view[None].astype(jnp.int8), ACTION_MASK: legal[None]}
         agents_memory = {}
-        for role, player in self._others.items():  # each its own network and params
+        snapshots = self._agent_leagues.params
+        players = {
+            **{role: (player, agents[role]) for role, player in self._others.items()},
+            **{
+                role: (player, snapshots(leagues, role, g.slot))
+                for role, player in self._league_players.items()
+            },
+        }
+        for role, (player, its_params) in players.items():  # each its own network and params
             greedy = (
                 g.greedy if any(s.greedy and s.opponent == role for s in self.streams) else None
             )
             mine = g.agents_memory[role]
-            moved = _move(player, agents[role], obs, key, mine, greedy)
+            moved = _move(player, its_params, obs, key, mine, greedy)
             choices[role], agents_memory[role] = moved
         memory = g.memory
         networked = [r for r in self.roles if r in NETWORK_ROLES]

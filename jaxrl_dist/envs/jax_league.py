@@ -12,7 +12,8 @@ and plays on against whatever snapshot holds its slot (the host finishes it with
 of the dropped one). `frozen` is the policy the run started with.
 
 Pure and jittable; it lives in the Anakin carry (one per seed, replicated over the mesh), so a
-checkpoint holds it and a resume takes back the same opponents and records.
+checkpoint holds it and a resume takes back the same opponents and records. `AgentLeagues`
+holds the same of other agents of the run (a league across agents).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_dist.envs.seats import AGENT_ROLE, FROZEN_ROLE, POOL_ROLE, agent_snapshot
 from jaxrl_dist.types import PyTree
 
 WIN, DRAW, LOSS = 0, 1, 2  # columns of `record`, the learner's results
@@ -134,3 +136,91 @@ def league_records(league: League) -> list[dict[str, int]]:
         for s in np.argsort(ids)
         if ids[s] >= 0
     ]
+
+
+class AgentLeagues:
+    """The other agents' leagues in an agent's games (a league across agents, `config.agents`):
+    for each other agent NAME that a stream plays as "pool:NAME" or "frozen:NAME", a `League`
+    of NAME's params (its starting params as `frozen`, a snapshot every `every_updates` of its
+    updates), this agent's record against each snapshot (its own PFSP). Pure; the leagues
+    live in the game's shared state beside the agent's own league.
+
+    Args:
+      roles: the game's opponent roles (`SeatedJaxGame.roles`); those of other agents'
+        snapshots are this league's.
+      rules: the pools' settings (the run's `seats.pool_*`).
+    """
+
+    def __init__(self, roles: tuple[str, ...], rules: LeagueRules | None):
+        self.roles = {r: agent_snapshot(r) for r in roles if agent_snapshot(r)}
+        self.names = sorted({name for _, name in self.roles.values()})
+        if self.roles and rules is None:
+            raise ValueError("a stream plays another agent's snapshots: give the league's rules")
+        self._rules = rules
+        self._index = {r: roles.index(r) for r in self.roles}
+        # The agents whose pool a stream plays (the others only their start: one slot).
+        self.pooled = {name for kind, name in self.roles.values() if kind == POOL_ROLE}
+
+    def __bool__(self) -> bool:
+        return bool(self.roles)
+
+    def agent_roles(self) -> list[str]:
+        """The live roles ("agent:NAME") whose params the leagues snapshot."""
+        return [AGENT_ROLE + name for name in self.names]
+
+    def init(self, agents: dict[str, PyTree]) -> dict[str, League]:
+        """`{NAME: League}` from each agent's starting params (`agents["agent:NAME"]`)."""
+        return {n: init_league(self._rules_of(n), agents[AGENT_ROLE + n]) for n in self.names}
+
+    def _rules_of(self, name: str) -> LeagueRules:
+        return self._rules if name in self.pooled else self._rules._replace(capacity=1)
+
+    def draw(
+        self,
+        leagues: dict[str, League],
+        key: jax.Array,
+        opponent: jax.Array,
+        starts: jax.Array,
+        snapshot: jax.Array,
+        slot: jax.Array,
+    ) -> tuple[jax.Array, jax.Array]:
+        """A stream's `(snapshot id, slot)` after a step: at a new game (`starts`) against a
+        "pool:NAME" (`opponent`: its role's index), a snapshot drawn from NAME's league."""
+        for i, (role, (kind, name)) in enumerate(self.roles.items()):
+            if kind != POOL_ROLE:
+                continue
+            new_slot, new_id = draw_slot(self._rules, leagues[name], jax.random.fold_in(key, i))
+            here = starts & (opponent == self._index[role])
+            snapshot = jnp.where(here, new_id, snapshot)
+            slot = jnp.where(here, new_slot, slot)
+        return snapshot, slot
+
+    def params(self, leagues: dict[str, League], role: str, slot: jax.Array) -> PyTree:
+        """The params role `role` plays: NAME's snapshot in `slot`, or its starting params."""
+        kind, name = self.roles[role]
+        league = leagues[name]
+        if kind == FROZEN_ROLE:
+            return league.frozen
+        return jax.tree.map(lambda s: s[slot], league.snapshots)
+
+    def record(
+        self, leagues: dict[str, League], pool_game: jax.Array, opponent: jax.Array, result
+    ) -> dict[str, League]:
+        """The finished games against each "pool:NAME" (`pool_game`, `opponent` and the
+        learner's `result`, `[...]` as the rollout's info holds them) in NAME's league."""
+        out = dict(leagues)
+        for role, (kind, name) in self.roles.items():
+            if kind == POOL_ROLE:
+                games = jnp.where(opponent == self._index[role], pool_game, -1)
+                out[name] = record_games(out[name], games, result)
+        return out
+
+    def after_update(self, leagues: dict[str, League], agents: dict[str, PyTree]) -> dict:
+        """After an update of the run: each NAME's league a snapshot of NAME's params after
+        its update (`agents["agent:NAME"]`) when one is due."""
+        return {
+            n: after_update(self._rules, league, agents[AGENT_ROLE + n])
+            if n in self.pooled
+            else league
+            for n, league in leagues.items()
+        }

@@ -47,8 +47,17 @@ SCRIPTED_ROLES = ("random", "heuristic", "perfect")
 SNAPSHOT_ROLES = (POOL_ROLE, FROZEN_ROLE)
 # "agent:NAME": another agent of the run (`config.agents`), played with its current params.
 AGENT_ROLE = "agent:"
+# "pool:NAME" / "frozen:NAME" in an agent's view: another agent's opponent pool (its snapshots
+# on its own cadence) or its starting policy, a league across agents (`config/agents.py`).
 LEARNER = LEARNER_ROLE
 OPENING = "<opening>"  # who makes a game's random opening moves (no role can be named so)
+
+
+def agent_snapshot(role: str) -> tuple[str, str] | None:
+    """("pool" | "frozen", NAME) of another agent's snapshot role "pool:NAME" / "frozen:NAME",
+    else None."""
+    kind, sep, name = role.partition(":")
+    return (kind, name) if sep and kind in SNAPSHOT_ROLES and name else None
 
 
 class GameResult(NamedTuple):

@@ -30,7 +30,7 @@ from jaxrl_dist.config import ConfigError, TrainConfig
 from jaxrl_dist.config.agents import AGENT_FIELDS, AgentView, agent_views
 from jaxrl_dist.data import flows
 from jaxrl_dist.envs import EnvSpec
-from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES
+from jaxrl_dist.envs.seats import AGENT_ROLE, LEARNER, SNAPSHOT_ROLES, agent_snapshot
 from jaxrl_dist.envs.sources import FACTORY, register_env_factory
 from jaxrl_dist.evaluation.opponents import named_player
 from jaxrl_dist.learning.mesh import Devices, select_devices
@@ -140,7 +140,9 @@ def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
                     "config.seats.learning_mask off too, or use a replay agent (rainbow)"
                 )
     names = {name for pattern in seats.games for name in pattern} | {seats.eval_opponent}
-    names = {name for name in names if not name.startswith(AGENT_ROLE)}  # the run's agents
+    names = {  # the run's agents, their pools and starts
+        name for name in names if not name.startswith(AGENT_ROLE) and not agent_snapshot(name)
+    }
     for name in sorted(names - {LEARNER, *SNAPSHOT_ROLES}) if seats.enabled else ():
         try:  # a checkpoint opponent is loaded now: a bad path fails before any training
             named_player(name, config.env_id, 1, np.random.default_rng(0))

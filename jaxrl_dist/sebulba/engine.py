@@ -167,6 +167,9 @@ class SebulbaEngine(Engine):
             saved = (meta or {}).get("replay_settings", {}).get(lane.name)
             if saved:  # changed at run time before the checkpoint
                 lane.resume_replay(saved, saved_replay(meta["config"], lane.name), cluster.count)
+        by_name = {lane.name: lane for lane in self.lanes}
+        for lane in self.lanes:  # a league across agents: their snapshots, once all began
+            lane.follow(by_name, resume)
         return meta
 
     def saved(self, step: int) -> Saved:

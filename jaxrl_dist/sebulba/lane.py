@@ -34,6 +34,7 @@ from jaxrl_dist.run.layout import Layout
 from jaxrl_dist.sebulba.log_window import LogWindow
 from jaxrl_dist.sebulba.resume import (
     ReplayLog,
+    follow_agent,
     restore_replay_contents,
     seat_pools,
 )
@@ -97,6 +98,7 @@ class Lane:
         self.last_ready = 0.0  # when its batch was last ready (monotonic; several agents poll)
         self.fleet: Fleet | None = None
         self.pools = None  # the seats' snapshot roles (opponent pool, frozen start)
+        self.followers: list[Any] = []  # other agents' pools of this one's snapshots
         # Lockstep resume, by global actor: (env actions to replay, recurrent states after them)
         self.actor_replay: dict[int, tuple] = {}
         self.window: LogWindow | None = None
@@ -123,7 +125,25 @@ class Lane:
             self.pools = seat_pools(
                 cfg, ckpt, params, update=updates, resume=resume, cluster=self._cluster
             )
+        self._items = ckpt
         self.store.publish(params, updates)
+
+    def follow(self, lanes: dict[str, Lane], resume: bool) -> None:
+        """After every lane began: this lane's pools of the other agents' snapshots (a league
+        across agents) start from their params (or come back from the checkpoint), and those
+        agents offer their params to them after each update."""
+        for name in sorted(self.pools.agents() if self.pools else ()):
+            other = lanes[name]
+            follow_agent(
+                self.pools,
+                name,
+                self._items,
+                other.policy_params(),
+                update=other.updates,
+                resume=resume,
+                cluster=self._cluster,
+            )
+            other.followers.append(self.pools)
 
     # ------------------------------------------------------------------ run-time control
     def load_params(self, params: Any) -> None:
@@ -291,6 +311,8 @@ class Lane:
         self.store.publish(params, self.updates)
         if self.pools:  # self-play opponents: a snapshot every pool_every_updates
             self.pools.offer(params, self.updates)
+        for pools in self.followers:  # the other agents' leagues of this one
+            pools.offer(params, self.updates, self.name)
         self.window.add_timers(
             queue_get_s=t1 - self._read_from,  # the read, the agreement and its requests
             transfer_s=t2 - t1,

@@ -173,22 +173,50 @@ def seat_pools(
     pools = SeatPools(config.seats, derive_seed(config.seed, POOL_SEED_PURPOSE, cluster.index))
     if not pools:
         return None
+    _begin_pools(pools, ckpt, params, update, resume, cluster)
+    return pools
+
+
+def follow_agent(
+    pools: SeatPools,
+    agent: str,
+    ckpt: Checkpointer,
+    params: Any,
+    *,
+    update: int,
+    resume: bool,
+    cluster: Cluster,
+) -> None:
+    """The pools of other agent `agent`'s snapshots in `pools` (a league across agents): a
+    resume takes back this process's saved ones; a fresh start starts them from that agent's
+    `params` at its update `update`."""
+    _begin_pools(pools, ckpt, params, update, resume, cluster, agent)
+
+
+def _begin_pools(
+    pools: SeatPools,
+    ckpt: Checkpointer,
+    params: Any,
+    update: int,
+    resume: bool,
+    cluster: Cluster,
+    agent: str = "",
+) -> None:
     host = jax.device_get(local_replica(params))
     saved = ckpt.restore_data(ckpt.latest_step(), "pool") if resume else None
     if saved is None:
-        if resume and cluster.is_primary:
+        if resume and cluster.is_primary and not agent:
             print(
                 f"warning: checkpoint {ckpt.latest_step()} holds no opponent pool; the pools "
                 "start again from the resumed params",
                 file=sys.stderr,
             )
-        pools.start(host, update)
-        return pools
+        pools.start(host, update, agent)
+        return
     try:
-        pools.restore_bytes(saved, host)
+        pools.restore_bytes(saved, host, agent)
     except Exception as e:  # noqa: BLE001  a cut file, another network's snapshots
         raise ConfigError(
             f"--resume: the opponent pool saved at checkpoint {ckpt.latest_step()} cannot be "
             f"taken back ({first_line(e)}); resume with the run's own config and network"
         ) from None
-    return pools
