@@ -231,3 +231,13 @@ def test_one_agent_is_loaded_and_evaluated_by_name(run, tmp_path):
 )
 def test_bad_anakin_agent_runs_are_refused(tmp_path, capsys, overrides, message):
     assert_refused(CONFIG, overrides, message, tmp_path, capsys)
+
+
+def test_the_league_config_builds_its_main_agent_and_exploiter(tmp_path):
+    """`configs/anakin_league_connect_four.py` (its learning sweep: the results page) passes
+    every check a run makes and seats the exploiter against main's live params and pool only."""
+    config = load_config("configs/anakin_league_connect_four.py:quick")
+    trainer = Trainer(config, str(tmp_path / "league"), quiet=True)
+    exploiter = trainer.engine.envs["exploiter"]
+    assert set(exploiter.roles) == {"agent:main", "pool:main"}
+    assert "pool" in trainer.engine.envs["main"].roles
