@@ -84,6 +84,11 @@ class DevicePrioritizedReplay:
     priority_exponent: float
     priority_epsilon: float
 
+    @property
+    def units_per_segment(self) -> int:
+        """`min_size` and `replay_count` count transitions: T a segment."""
+        return self.unroll_length
+
     def __post_init__(self):
         if not 1 <= self.n_step <= self.unroll_length:
             raise ValueError(f"n_step={self.n_step} must be in [1, T={self.unroll_length}]")
@@ -170,7 +175,7 @@ class DevicePrioritizedReplay:
 def find(priority: jax.Array, u: jax.Array) -> Draw:
     """The transitions at points `u` `[n]` (in `[0, total)`) of the mass of `priority`
     `[slots, T]`, laid out slot after slot: each lands on a transition with priority > 0."""
-    slot_cdf = _running_mass(jnp.sum(priority, axis=1))  # [slots]
+    slot_cdf = running_mass(jnp.sum(priority, axis=1))  # [slots]
     u = jnp.minimum(u, jnp.nextafter(slot_cdf[-1], 0.0))
     # side="right": the first slot whose running mass exceeds u, which has mass of its own.
     slot = jnp.minimum(jnp.searchsorted(slot_cdf, u, side="right"), priority.shape[0] - 1)
@@ -178,7 +183,7 @@ def find(priority: jax.Array, u: jax.Array) -> Draw:
     rows = priority[slot]  # [n, T]
     rest = jnp.maximum(u - before, 0.0)
     t = jax.vmap(lambda c, r: jnp.searchsorted(c, r, side="right"))(
-        jax.vmap(_running_mass)(rows), rest
+        jax.vmap(running_mass)(rows), rest
     )
     # The slot's own running mass may end below its share of the total by a rounding step:
     # a point in that sliver takes the slot's last transition with mass.
@@ -186,7 +191,7 @@ def find(priority: jax.Array, u: jax.Array) -> Draw:
     return Draw(slot.astype(jnp.int32), jnp.minimum(t, last).astype(jnp.int32))
 
 
-def _running_mass(mass: jax.Array) -> jax.Array:
+def running_mass(mass: jax.Array) -> jax.Array:
     """`cumsum(mass)` made flat where `mass` is 0 and never decreasing, `[n]`."""
     running = jnp.where(mass > 0, jnp.cumsum(mass), 0.0)
     return jax.lax.cummax(running)

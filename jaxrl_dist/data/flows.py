@@ -21,7 +21,12 @@ import threading
 from typing import Any
 
 import jaxrl_dist.data.snapshot as snapshot
-from jaxrl_dist.data.device_flows import OnPolicyFlow, PrioritizedFlow, prioritized_flow_problem
+from jaxrl_dist.data.device_flows import (
+    OnPolicyFlow,
+    PrioritizedFlow,
+    prioritized_flow_problem,
+    sequence_flow_problem,
+)
 from jaxrl_dist.data.on_policy import OnPolicyQueue
 from jaxrl_dist.data.prioritized import PrioritizedReplay
 from jaxrl_dist.data.replay import UniformReplay
@@ -163,10 +168,18 @@ class Replay(DataFlow):
         return None
 
     def device_problem(self, config: Any) -> str | None:
+        if self.priorities:  # R2D2's sequences: the device replay of `device_sequences.py`
+            return sequence_flow_problem(config)
         return (
-            f"config.algorithm={config.algorithm!r} learns from a replay of whole segments, "
-            "which config.runtime='anakin' does not hold; use config.runtime='sebulba'"
+            f"config.algorithm={config.algorithm!r} learns from a uniform replay of whole "
+            "segments, which config.runtime='anakin' does not hold yet; use "
+            "config.runtime='sebulba'"
         )
+
+    def device(self, config: Any) -> Any:
+        if self.priorities:
+            return PrioritizedFlow.of_sequences(config)
+        return super().device(config)
 
     def saves(self, config: Any, obs_shape: tuple[int, ...]) -> bool:
         """`config.replay.save`; automatic (None): vector observations yes, image frames no
