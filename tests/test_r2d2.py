@@ -231,10 +231,15 @@ def test_r2d2_refuses_what_it_cannot_do_in_one_line(overrides, match, tmp_path):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_anakin_refuses_the_sequence_replay():
-    config = load_config("configs/r2d2_memory.py:quick")
-    problem = flows.get("sequences").device_problem(config)
-    assert "replay of whole segments, which config.runtime='anakin' does not hold" in problem
+def test_anakin_holds_the_sequence_replay_but_not_yet_a_uniform_one():
+    """R2D2's sequences run on the device (`test_anakin_r2d2.py`); a uniform replay of whole
+    segments (a flow of research code's, `flows.get("replay")`) is refused in one line."""
+    config = load_config("configs/anakin_r2d2_memory.py:quick")
+    assert flows.get("sequences").device_problem(config) is None
+    problem = flows.get("replay").device_problem(config)
+    assert (
+        "uniform replay of whole segments, which config.runtime='anakin' does not hold" in problem
+    )
 
 
 def test_rainbow_points_a_recurrent_network_to_r2d2(tmp_path):
