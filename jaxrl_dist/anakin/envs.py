@@ -20,6 +20,7 @@ from jaxrl_dist.envs.jax_games import (
     opening_problem,
     seat_streams,
 )
+from jaxrl_dist.envs.jax_marl import JaxMarlStreams, is_jaxmarl, jaxmarl_problem
 from jaxrl_dist.envs.seats import SCRIPTED_ROLES
 from jaxrl_dist.evaluation.jax_envs import network_player
 from jaxrl_dist.run.preflight import eval_env_problem
@@ -27,6 +28,8 @@ from jaxrl_dist.run.preflight import eval_env_problem
 
 def anakin_env_problem(config: TrainConfig) -> str | None:
     """A one-line problem with the config's env for the Anakin runtime, or None."""
+    if is_jaxmarl(config.env_id):
+        return jaxmarl_problem(config.env_id, config.env_kwargs, config.batch_size)
     if config.env_id not in PGX_GAMES:
         return jax_env_problem(config.env_id, config.env_kwargs)
     if config.env_kwargs:
@@ -65,6 +68,8 @@ def anakin_eval_env_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
 def anakin_spec(config: TrainConfig) -> EnvSpec:
     if config.env_id in PGX_GAMES:
         return game_spec(config.env_id)
+    if is_jaxmarl(config.env_id):
+        return JaxMarlStreams(config.env_id, config.env_kwargs).spec
     return make_jax_env(config.env_id, config.env_kwargs).spec
 
 
@@ -81,6 +86,8 @@ def make_anakin_env(
         return seated_game(
             config.env_id, config.seats, config.batch_size, core, others, greedy_roles
         )
+    if is_jaxmarl(config.env_id):  # a stream per (env, agent): IPPO
+        return JaxMarlStreams(config.env_id, config.env_kwargs)
     return make_jax_env(config.env_id, config.env_kwargs)
 
 

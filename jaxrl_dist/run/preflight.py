@@ -91,9 +91,12 @@ def _spaces(spec: EnvSpec) -> str:
 
 def multi_agent_problem(config: TrainConfig, spec: EnvSpec) -> str | None:
     """What does not fit between the env's players or agents and `config.seats` /
-    `config.sebulba.agents_per_env` (one line with the fix), or None."""
+    `config.sebulba.agents_per_env` (Sebulba's; one line with the fix), or None."""
     seats, players = config.seats, spec.num_players
-    if spec.num_agents != config.sebulba.agents_per_env:
+    # On Anakin a multi-agent env's streams are its agents (`envs/jax_marl.py`): no field says
+    # how many (Sebulba's actors split EnvPool's rows by `sebulba.agents_per_env`).
+    anakin = config.runtime == "anakin"
+    if spec.num_agents != config.sebulba.agents_per_env and not anakin:
         return (
             f"config.env_id={config.env_id!r} has {spec.num_agents} agent(s) per env; set "
             f"config.sebulba.agents_per_env={spec.num_agents}"
