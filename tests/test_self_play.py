@@ -148,8 +148,8 @@ def test_resume_takes_back_the_pools_exactly(run, tmp_path, monkeypatch):
     restored = []
     original = SeatPools.restore_bytes
 
-    def restore_bytes(self, data, template):
-        original(self, data, template)
+    def restore_bytes(self, data, template, agent=""):
+        original(self, data, template, agent)
         restored.append(snapshot.from_bytes(self.to_bytes()))
 
     monkeypatch.setattr(SeatPools, "restore_bytes", restore_bytes)
