@@ -35,9 +35,9 @@ import jax.numpy as jnp
 from jaxrl_dist.networks.user_parts import (
     PartError,
     built_module,
-    first_line,
     part_factory,
     register_part,
+    traced,
 )
 from jaxrl_dist.ops.loops import time_unroll
 
@@ -174,18 +174,11 @@ def check_user_core(name: str, size: int, input_size: int) -> None:
     field = f"config.network.core={name!r}"
     cell = user_cell(name, size, input_size)
     x = jax.ShapeDtypeStruct((2, input_size), jnp.float32)
-    try:
-        carry = jax.eval_shape(lambda: initial_core_state(name, 2, size, input_size))
-        (new_carry, y), _ = jax.eval_shape(
-            lambda c, x: cell.init_with_output(jax.random.PRNGKey(0), c, x), carry, x
-        )
-    except PartError:
-        raise
-    except Exception as e:  # noqa: BLE001  the user's cell fails on these shapes
-        raise PartError(
-            f"{field} fails on a carry of 2 rows and features [2, {input_size}] float32: "
-            f"{first_line(e)}; a cell {_DOES}"
-        ) from None
+    fails = f"{field} fails on a carry of 2 rows and features [2, {input_size}] float32"
+    fix = f"; a cell {_DOES}"
+    carry = traced(lambda: initial_core_state(name, 2, size, input_size), fails=fails, fix=fix)
+    step = lambda c, x: cell.init_with_output(jax.random.PRNGKey(0), c, x)  # noqa: E731
+    (new_carry, y), _ = traced(step, carry, x, fails=fails, fix=fix)
     shapes = lambda tree: jax.tree.map(lambda a: (a.shape, str(a.dtype)), tree)  # noqa: E731
     if jax.tree.structure(carry) != jax.tree.structure(new_carry) or shapes(carry) != shapes(
         new_carry

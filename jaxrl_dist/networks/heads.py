@@ -23,11 +23,10 @@ import jax.numpy as jnp
 from jaxrl_dist.networks.user_parts import (
     PartError,
     built_module,
-    first_line,
     part_factory,
     register_part,
+    traced,
 )
-from jaxrl_dist.user_code import FactoryError
 
 SHIPPED_HEADS = ("default",)  # the algorithm's own heads
 # The heads a user's factory is asked for (`HeadSpec.role`).
@@ -120,14 +119,8 @@ class ValueHead(nn.Module):
 def check_user_heads(network: nn.Module, name: str, *inputs: Any) -> None:
     """PartError (one line) unless `network` (with the user's heads `network.head=name`) builds
     on `inputs` (`jax.ShapeDtypeStruct`s: a batch of 2 rows; shapes only, nothing computed)."""
-    try:
-        jax.eval_shape(lambda *x: network.init(jax.random.PRNGKey(0), *x), *inputs)
-    except (PartError, FactoryError):
-        raise  # ours, one line already: no factory, no module, outputs of the wrong shape
-    except Exception as e:  # noqa: BLE001  the user's head fails on the features
-        raise PartError(
-            f"config.network.head={name!r} fails on the features: {first_line(e)}"
-        ) from None
+    init = lambda *x: network.init(jax.random.PRNGKey(0), *x)  # noqa: E731
+    traced(init, *inputs, fails=f"config.network.head={name!r} fails on the features")
 
 
 def user_head_fields(config: Any, role: str, outputs: tuple[int, ...]) -> tuple:

@@ -28,11 +28,10 @@ import jax.numpy as jnp
 from jaxrl_dist.networks.user_parts import (
     PartError,
     built_module,
-    first_line,
     part_factory,
     register_part,
+    traced,
 )
-from jaxrl_dist.user_code import FactoryError
 
 Activation = Callable[[jax.Array], jax.Array]
 
@@ -234,15 +233,8 @@ def check_user_torso(
     computed). The observations have the dtype the torso is given: the env's, or float32 where
     they are floats or normalised first (`normalize_obs`)."""
     obs = torso_input(obs_shape, obs_dtype, normalize_obs)
-    try:
-        features = _features(torso, obs)
-    except (TorsoError, FactoryError):
-        raise  # ours, one line already: no factory, or it returned no module
-    except Exception as e:  # noqa: BLE001  the user's module fails on these observations
-        raise TorsoError(
-            f"config.network.torso={name!r} fails on observations {list(obs.shape)} "
-            f"{obs.dtype}: {first_line(e)}"
-        ) from None
+    fails = f"config.network.torso={name!r} fails on observations {list(obs.shape)} {obs.dtype}"
+    features = traced(_init_output(torso), obs, fails=fails)
     if (
         not isinstance(features, jax.ShapeDtypeStruct)
         or features.shape[:1] != (2,)
@@ -264,8 +256,8 @@ def torso_input(
     return jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32 if floats else obs_dtype)
 
 
-def _features(torso: nn.Module, obs: jax.ShapeDtypeStruct) -> Any:
-    return jax.eval_shape(lambda o: torso.init_with_output(jax.random.PRNGKey(0), o)[0], obs)
+def _init_output(torso: nn.Module) -> Callable[[jax.Array], jax.Array]:
+    return lambda obs: torso.init_with_output(jax.random.PRNGKey(0), obs)[0]
 
 
 def torso_width(
@@ -273,7 +265,8 @@ def torso_width(
 ) -> int:
     """The width F of the features `[N, F]` `torso` makes of `obs_shape` observations (shapes
     only: nothing is computed)."""
-    return int(_features(torso, torso_input(obs_shape, obs_dtype, normalize_obs)).shape[-1])
+    obs = torso_input(obs_shape, obs_dtype, normalize_obs)
+    return int(jax.eval_shape(_init_output(torso), obs).shape[-1])
 
 
 def make_torso(

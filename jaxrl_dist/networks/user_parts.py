@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
+import jax
 
-from jaxrl_dist.user_code import load_factory
+from jaxrl_dist.user_code import FactoryError, load_factory
 
 
 class PartError(ValueError):
@@ -78,3 +79,16 @@ def first_line(error: BaseException) -> str:
     """`TypeName: the first line of its message`, for a one-line refusal."""
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return f"{type(error).__name__}: {first}"
+
+
+def traced(fn: Callable[..., Any], *args: Any, fails: str, fix: str = "") -> Any:
+    """`jax.eval_shape(fn, *args)` (shapes only: nothing is computed) of a network holding a
+    user's part; PartError `"{fails}: {the error's first line}{fix}"` where the user's code
+    fails. Ours (no factory, no module, a shape that does not fit) pass through as they are:
+    one line already."""
+    try:
+        return jax.eval_shape(fn, *args)
+    except (PartError, FactoryError):
+        raise
+    except Exception as e:  # noqa: BLE001  the user's module fails on these shapes
+        raise PartError(f"{fails}: {first_line(e)}{fix}") from None
