@@ -244,8 +244,34 @@ def test_anakin_holds_the_sequence_replay_but_not_yet_a_uniform_one():
 
 def test_rainbow_points_a_recurrent_network_to_r2d2(tmp_path):
     config = load_config("configs/rainbow_cartpole.py:quick", **{"network.core": "lstm"})
-    with pytest.raises(ConfigError, match="no recurrent core"):
+    with pytest.raises(ConfigError, match="hold no core state.*config.algorithm='r2d2'"):
         prepare(config, str(tmp_path), False, get_engine(config.runtime))
+
+
+R2D2_SEATS = """
+import ml_collections
+from jaxrl_dist.config.cli import load_config_file
+
+def get_config(variant=None):
+    c = ml_collections.ConfigDict(load_config_file({rainbow!r} + ":quick"))
+    c.algorithm = "r2d2"
+    c.algo = {{"n_step": 3, "burn_in": 2}}
+    c.replay = {{"capacity": 500, "min_size": 8, "samples_per_insert": 4.0}}
+    c.network.core, c.network.core_size = "lstm", 16
+    c.batch_size, c.total_env_steps = 8, 2_000
+    return c
+"""
+
+
+def test_r2d2_is_the_recurrent_q_agent_rainbow_points_to_in_seats(tmp_path):
+    """Rainbow's refusal of a core names `algorithm='r2d2'`; in Rainbow's own seated game
+    (tic-tac-toe, self-play and scripted seats) R2D2 runs with its LSTM and updates."""
+    from train_runs import ROOT, train_main
+
+    config = tmp_path / "r2d2_seats.py"
+    config.write_text(R2D2_SEATS.format(rainbow=f"{ROOT}/configs/rainbow_tictactoe.py"))
+    summary = train_main(str(config), str(tmp_path / "run"))
+    assert summary["env_steps"] >= 2_000 and summary["updates"] >= 10
 
 
 def test_a_quick_r2d2_run_updates_from_sequences_and_its_checkpoint_acts(tmp_path):

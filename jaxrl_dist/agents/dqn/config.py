@@ -117,8 +117,10 @@ def check_rainbow(config: RainbowConfig, train_config) -> str | None:
         )
     if train_config.network.recurrent:
         return (
-            f"config.network.core={train_config.network.core!r}: rainbow has no recurrent "
-            "core yet (R2D2-style replay); set config.network.core='none'"
+            f"config.network.core={train_config.network.core!r}: rainbow replays single "
+            "n-step transitions, which hold no core state to start a recurrent core from; "
+            "set config.network.core='none', or use config.algorithm='r2d2' (the recurrent "
+            "Q agent: sequences with their core states, a burn-in)"
         )
     if train_config.network.normalize_obs:
         return (
