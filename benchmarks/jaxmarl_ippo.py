@@ -27,6 +27,7 @@ Writes the JSON as each side ends (`--only jaxmarl|ours` runs one).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -92,6 +93,7 @@ def run_jaxmarl(script: str, seeds: int, env_steps: int | None) -> dict:
     steps = int(config["NUM_ENVS"] * config["NUM_STEPS"] * returns.shape[1])  # env steps a seed
     return {
         "script": os.path.abspath(script),
+        "script_sha256": hashlib.sha256(open(script, "rb").read()).hexdigest(),
         "config": config,
         "seeds": seeds,
         "env_steps_per_seed": steps,
