@@ -68,6 +68,16 @@ def load_jaxmarl_script(path: str) -> types.ModuleType:
     return module
 
 
+def _number(value):
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return int(number) if number.is_integer() else number
+    return value
+
+
 def run_jaxmarl(script: str, seeds: int, env_steps: int | None) -> dict:
     import jax
     import numpy as np
@@ -76,6 +86,8 @@ def run_jaxmarl(script: str, seeds: int, env_steps: int | None) -> dict:
     module = load_jaxmarl_script(script)
     with open(os.path.join(os.path.dirname(script), "config", "ippo_ff_mpe.yaml")) as f:
         config = yaml.safe_load(f)
+    # PyYAML reads `1e7` (no dot) as a string; OmegaConf, JaxMARL's loader, as a number.
+    config = {k: _number(v) for k, v in config.items()}
     config["NUM_SEEDS"] = seeds
     if env_steps:
         config["TOTAL_TIMESTEPS"] = env_steps
