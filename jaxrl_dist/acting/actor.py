@@ -94,6 +94,9 @@ class ActorShared:
       segments_per_rollout: segments per written rollout.
       sync: synchronous collection: each unroll is acted with params newer than the last
         unroll's (the actor waits for the learner's next version).
+      version_for: lockstep mode, the params version of unroll `v` (None at a stop); None:
+        `v` itself (one update per unroll of every actor). A replay's rounds give theirs
+        (`data/lockstep_replay.py`).
     """
 
     write: Callable[[QueueItem], float]
@@ -102,6 +105,7 @@ class ActorShared:
     unroll_length: int
     segments_per_rollout: int
     sync: bool = False
+    version_for: Callable[[int], int | None] | None = None
 
 
 class ActorThread(threading.Thread):

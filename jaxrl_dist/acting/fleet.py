@@ -58,6 +58,8 @@ class Fleet:
       store: the published params.
       shared: what the actors share (the data seam's writer, stop flag, stats, sizes).
       start_update: the update the run starts from.
+      start_unroll: lockstep actors' first unroll (None: `start_update`; a replay's rounds
+        count apart from its updates, `data/lockstep_replay.py`).
       replay: lockstep resume, `{global actor index: ([n, T, num_envs, ...] env actions, the
         recurrent states after them or None)}`.
       pools: the params of the seats' snapshot roles (`config.seats`), if any.
@@ -75,6 +77,7 @@ class Fleet:
         shared: ActorShared,
         start_update: int = 0,
         replay: dict[int, np.ndarray] | None = None,
+        start_unroll: int | None = None,
         pools: SeatPools | None = None,
         others: dict[str, Any] | None = None,
         greedy: bool = False,
@@ -92,7 +95,8 @@ class Fleet:
         self._progress = {}
         for slot in range(n):
             actions, memory = (replay or {}).get(self._first + slot, (None, None))
-            self._progress[slot] = LockstepProgress(start_update, replay=actions, memory=memory)
+            first = start_update if start_unroll is None else start_unroll
+            self._progress[slot] = LockstepProgress(first, replay=actions, memory=memory)
         budget = RestartBudget(
             config.sebulba.actor_max_restarts, config.sebulba.actor_restart_window_s
         )

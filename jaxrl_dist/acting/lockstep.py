@@ -1,8 +1,9 @@
 """Deterministic (lockstep) acting: the data depend only on the seed, not on thread timing.
 
-Unroll `v` is acted with exactly version `v` of the params, waiting for the learner to publish
-it, and with actor state initialised from `fold_in(key, v)` but for each env's recurrent state,
-which goes on from unroll to unroll (reset at its episodes' starts). At every multiple of
+Unroll `v` is acted with exactly version `v` of the params (a replay's rounds give their own
+version, `data/lockstep_replay.py`), waiting for the learner to publish it, and with actor
+state initialised from `fold_in(key, v)` but for each env's recurrent state, which goes on
+from unroll to unroll (reset at its episodes' starts). At every multiple of
 `epoch_updates` the actor starts a new synchronous EnvPool seeded from the epoch, so the env
 state at any unroll follows from the epoch's seed and the env actions sent since the epoch
 began. A resumed actor rebuilds it by replaying those actions without inference and puts back
@@ -30,22 +31,23 @@ class LockstepProgress:
     """Where an actor slot is, kept by the slot (not the thread) so a restart reads it.
 
     Attributes:
-      next_version: the params version of the slot's next unroll.
+      next_unroll: the index of the slot's next unroll (its round: unroll `v` of every actor;
+        acted with params version `v`, or a replay's version of round `v`).
       epoch_sent: `[T, num_envs, ...]` env actions of each unroll of this env epoch before it.
-      replay: `[n, T, num_envs, ...]` env actions to replay before acting `next_version` (a
+      replay: `[n, T, num_envs, ...]` env actions to replay before acting `next_unroll` (a
         resume's, from the checkpoint), or None.
-      memory: each env's recurrent state before unroll `next_version` (host arrays, `{}` for
+      memory: each env's recurrent state before unroll `next_unroll` (host arrays, `{}` for
         a memoryless policy), or None at an epoch's start.
     """
 
-    next_version: int
+    next_unroll: int
     epoch_sent: list[np.ndarray] = dataclasses.field(default_factory=list)
     replay: np.ndarray | None = None
     memory: Any = None
 
     def restart_point(self, epoch_updates: int) -> None:
         """After a failure: replay this epoch's unrolls before the one that failed."""
-        played = self.epoch_sent[: self.next_version % epoch_updates]
+        played = self.epoch_sent[: self.next_unroll % epoch_updates]
         self.replay = np.stack(played) if played else None
 
 
@@ -73,12 +75,12 @@ class LockstepActor(Actor):
         progress, env = self._progress, None
         try:
             while not self._shared.stop.is_set():
-                version = progress.next_version
-                if env is None or version % self._epoch_updates == 0:
+                unroll = progress.next_unroll
+                if env is None or unroll % self._epoch_updates == 0:
                     if env is not None:
                         env.close()
                     env = None  # a failed make_env must not close the old pool twice
-                    env = self._make_env(version // self._epoch_updates)
+                    env = self._make_env(unroll // self._epoch_updates)
                     replay, progress.replay = progress.replay, None
                     progress.epoch_sent = [] if replay is None else list(replay)
                     started = self._start_epoch(env, replay)
@@ -87,10 +89,10 @@ class LockstepActor(Actor):
                     buffer, tracker, step = started
                     if replay is not None and progress.memory is not None:
                         self._client.set_memory(progress.memory)  # the replayed unrolls' end
-                step = self._unroll(env, buffer, tracker, step, version)
+                step = self._unroll(env, buffer, tracker, step, unroll)
                 if step is None:
                     return
-                progress.next_version = version + 1
+                progress.next_unroll = unroll + 1
         finally:
             if env is not None:
                 env.close()
@@ -119,11 +121,16 @@ class LockstepActor(Actor):
         buffer.add_observation(step[4]["env_id"], *step[:4])
         return buffer, tracker, step
 
-    def _unroll(self, env, buffer, tracker, step, version: int) -> tuple | None:
-        """Acts T steps from the recv() result `step` with params `version`, writes the unroll's
-        rollout with the env actions sent; returns the last recv() (None on a stop)."""
+    def _unroll(self, env, buffer, tracker, step, unroll: int) -> tuple | None:
+        """Acts T steps from the recv() result `step` with the params of unroll `unroll`, writes
+        the unroll's rollout with the env actions sent; returns the last recv() (None on a
+        stop)."""
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
-        self._client.reset(jax.random.fold_in(self._key, version), keep_memory=True)
+        version_for = self._shared.version_for
+        version = unroll if version_for is None else version_for(unroll)
+        if version is None:
+            return None
+        self._client.reset(jax.random.fold_in(self._key, unroll), keep_memory=True)
         sent, stats, ended = [], self._shared.stats, self._ended
         for _ in range(self._shared.unroll_length):
             obs, env_ids = step[0], step[4]["env_id"]
@@ -153,7 +160,7 @@ class LockstepActor(Actor):
             stats.add(timers, len(env_ids), returns, lengths)
             timers = dict.fromkeys(timers, 0.0)
         self._progress.epoch_sent.append(np.stack(sent))
-        self._progress.memory = self._client.memory()  # before unroll `version + 1`
+        self._progress.memory = self._client.memory()  # before unroll `unroll + 1`
         self._flush(buffer, timers, self._progress.epoch_sent[-1], self._progress.memory)
         stats.add(timers, 0, (), ())
         return step

@@ -293,25 +293,33 @@ class TrainConfig:
                 f"processes; make config.batch_size a multiple of {num_processes}"
             )
         s, streams = self.sebulba, max(1, self.streams_per_actor)  # 0: a run of several agents
-        want = num_processes * s.num_actor_threads * streams
-        rows_of = lambda n: f"{n} envs" if n == s.envs_per_actor else f"{n} streams"  # noqa: E731
-        if self.deterministic and self.batch_size != want:
-            rows = rows_of(streams)
-            return (
-                f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
-                f"every actor per update ({num_processes} processes x {s.num_actor_threads} "
-                f"actor threads x {rows}); fix it with config.batch_size={want}"
-            )
         sync = self.sync_batch_size(num_processes)
         if s.sync_collection and self.batch_size != sync:
             return (
                 f"config.batch_size={self.batch_size}: sync_collection with fraction_samples="
                 f"{s.fraction_samples} takes the unrolls of the first "
                 f"{sync // streams} of {num_processes * s.num_actor_threads} "
-                f"actors ({rows_of(streams)} each) per update; fix it with "
+                f"actors ({self._rows(streams)} each) per update; fix it with "
                 f"config.batch_size={sync}"
             )
         return None
+
+    def lockstep_batch_problem(self, num_processes: int) -> str | None:
+        """A learner batch that is not one unroll of every actor in deterministic mode (one
+        line with the fix), or None: the on-policy flow's rule (a replay samples its batch,
+        `data/lockstep_replay.py`)."""
+        s, streams = self.sebulba, max(1, self.streams_per_actor)  # 0: a run of several agents
+        want = num_processes * s.num_actor_threads * streams
+        if self.deterministic and self.batch_size != want:
+            return (
+                f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
+                f"every actor per update ({num_processes} processes x {s.num_actor_threads} "
+                f"actor threads x {self._rows(streams)}); fix it with config.batch_size={want}"
+            )
+        return None
+
+    def _rows(self, n: int) -> str:
+        return f"{n} envs" if n == self.sebulba.envs_per_actor else f"{n} streams"
 
     @property
     def steps_per_update(self) -> int:

@@ -11,10 +11,12 @@ trainer counts what was acted, whatever the learner does with it.
 
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxrl_dist.errors import RunError
 from jaxrl_dist.types import Rollout
 
 
@@ -67,3 +69,20 @@ class Batch(NamedTuple):
     env_actions: np.ndarray | None = None
     sample_ids: np.ndarray | None = None
     memory: Any = None
+
+
+class Liveness:
+    """A reader's watch on its writers: `check(count)` (what the actors have written so far)
+    raises RunError when the count has not moved for `timeout_s` while the actors live (a hung
+    env or inference, not a crash: the supervisor restarts those)."""
+
+    def __init__(self, timeout_s: float, what: str, count: int):
+        self._timeout_s, self._what = timeout_s, what
+        self._seen, self._since = count, time.monotonic()
+
+    def check(self, count: int) -> None:
+        now = time.monotonic()
+        if count != self._seen:
+            self._seen, self._since = count, now
+        elif now - self._since > self._timeout_s:
+            raise RunError(f"no {self._what} for {self._timeout_s:g}s from live actors")

@@ -20,6 +20,8 @@ import dataclasses
 import threading
 from typing import Any
 
+import jax
+
 import jaxrl_dist.data.snapshot as snapshot
 from jaxrl_dist.data.device_flows import (
     OnPolicyFlow,
@@ -27,6 +29,7 @@ from jaxrl_dist.data.device_flows import (
     prioritized_flow_problem,
     sequence_flow_problem,
 )
+from jaxrl_dist.data.lockstep_replay import LockstepReplay
 from jaxrl_dist.data.on_policy import OnPolicyQueue
 from jaxrl_dist.data.prioritized import PrioritizedReplay
 from jaxrl_dist.data.replay import UniformReplay
@@ -78,8 +81,9 @@ class DataFlow:
         return None
 
     def host_problem(self, config: Any) -> str | None:
-        """What in `config` its Sebulba data seam cannot serve (one line), or None."""
-        return None
+        """What in `config` its Sebulba data seam cannot serve (one line), or None: the
+        on-policy queue's lockstep batch (one unroll of every actor per update)."""
+        return config.lockstep_batch_problem(jax.process_count())
 
     def device_problem(self, config: Any) -> str | None:
         """What in `config` its Anakin implementation cannot serve (one line), or None."""
@@ -153,12 +157,6 @@ class Replay(DataFlow):
         return None
 
     def host_problem(self, config: Any) -> str | None:
-        if config.deterministic:
-            return (
-                "config.deterministic=True is not supported with a replay agent on Sebulba yet "
-                "(lockstep actors hand the learner one unroll of each per update; Anakin takes "
-                "both); set config.deterministic=False"
-            )
         if config.sebulba.sync_collection:
             return (
                 f"config.sebulba.sync_collection=True: algorithm {config.algorithm!r} learns from "
@@ -196,12 +194,13 @@ class Replay(DataFlow):
                 "priority_epsilon": r.priority_epsilon,
             }
         cls = SequenceReplay if self.priorities else UniformReplay
-        return cls(
+        replay = cls(
             **replay_settings(config, num_processes, process_index),
             stop=stop_writers,
             read_stop=stop_reading,
             **by_priority,
         )
+        return in_lockstep(replay, config, num_processes, process_index, stop_writers, stop_reading)
 
 
 class PrioritizedTransitions(Replay):
@@ -249,7 +248,7 @@ class PrioritizedTransitions(Replay):
 
     def host(self, config, *, num_processes, process_index, stop_writers, stop_reading):
         r = config.replay
-        return PrioritizedReplay(
+        replay = PrioritizedReplay(
             **replay_settings(config, num_processes, process_index, config.unroll_length),
             stop=stop_writers,
             read_stop=stop_reading,
@@ -258,9 +257,33 @@ class PrioritizedTransitions(Replay):
             priority_exponent=r.priority_exponent,
             priority_epsilon=r.priority_epsilon,
         )
+        return in_lockstep(replay, config, num_processes, process_index, stop_writers, stop_reading)
 
     def device(self, config: Any) -> PrioritizedFlow:
         return PrioritizedFlow.of(config)
+
+
+def in_lockstep(
+    replay: Any,
+    config: Any,
+    num_processes: int,
+    process_index: int,
+    stop: threading.Event,
+    read_stop: threading.Event,
+) -> Any:
+    """`replay` fed in rounds of every actor's unroll in deterministic mode
+    (`lockstep_replay.py`), else itself."""
+    if not config.deterministic:
+        return replay
+    n = config.sebulba.num_actor_threads
+    return LockstepReplay(
+        replay,
+        actors=range(process_index * n, (process_index + 1) * n),
+        items_per_unroll=config.streams_per_actor // config.rollout_segments(num_processes),
+        epoch_updates=config.sebulba.env_epoch_updates,
+        stop=stop,
+        read_stop=read_stop,
+    )
 
 
 def replay_settings(

@@ -27,9 +27,8 @@ import jax
 import numpy as np
 
 import jaxrl_dist.data.snapshot as snapshot
-from jaxrl_dist.data.base import NOT_READY, Batch, NotReady, QueueItem
+from jaxrl_dist.data.base import NOT_READY, Batch, Liveness, NotReady, QueueItem
 from jaxrl_dist.data.rate_limiter import RateLimiter
-from jaxrl_dist.errors import RunError
 from jaxrl_dist.threads import POLL_S
 from jaxrl_dist.types import Rollout
 
@@ -134,11 +133,13 @@ class UniformReplay:
                 "sample_wait_s": self._sample_wait_s,
             }
 
-    def write(self, item: QueueItem) -> float:
+    def write(self, item: QueueItem, limited: bool = True) -> float:
         """Inserts the `b` segments (columns) of `item.rollout`, `[T + 1, b]`, oldest first.
 
         Blocks while the rate limiter forbids the next segment (the learner is behind). If `stop`
         is set while blocked, returns without inserting the rest. Returns the seconds waited.
+        `limited=False`: past the limiter (deterministic mode's rounds, `lockstep_replay.py`:
+        they pace the actors instead), still counted by it.
         """
         leaves, treedef = jax.tree.flatten(item.rollout)
         leaves = [np.asarray(x) for x in leaves]
@@ -154,7 +155,9 @@ class UniformReplay:
                 raise ValueError(f"replay item structure changed: {treedef} != {self._treedef}")
             while done < width:
                 n = 0
-                while done + n < width and self._limiter.can_insert(self._items(), n):
+                while done + n < width and (
+                    not limited or self._limiter.can_insert(self._items(), n)
+                ):
                     n += 1
                 if n == 0:
                     if self._stop.is_set():
@@ -259,7 +262,7 @@ class UniformReplay:
                 if self._stopped():
                     return None
                 return self._sample() if self._limiter.can_sample(self._items()) else NOT_READY
-            seen, last = self._limiter.inserted, time.monotonic()
+            alive = Liveness(self._dead_timeout_s, "data inserted", self._limiter.inserted)
         while True:
             with self._cond:
                 start = time.perf_counter()
@@ -274,11 +277,7 @@ class UniformReplay:
                     return self._sample()
                 inserted = self._limiter.inserted
             self.check_actors()  # outside the lock: it may restart actors that write
-            now = time.monotonic()
-            if inserted != seen:
-                seen, last = inserted, now
-            elif now - last > self._dead_timeout_s:
-                raise RunError(f"no data inserted for {self._dead_timeout_s:g}s from live actors")
+            alive.check(inserted)
 
     def _sample(self) -> Batch:
         """Under the lock, the limiter allowing it: a drawn batch, recorded as sampled, with the

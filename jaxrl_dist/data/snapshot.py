@@ -47,6 +47,28 @@ def rings_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[Any, list[np.ndarr
     return treedef, leaves
 
 
+def tree_arrays(tree: Any, prefix: str) -> dict[str, np.ndarray]:
+    """`{prefix + "<path>": leaf}` for a tree of arrays (dicts and tuples; `{}`: none)."""
+    paths = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {prefix + path_name(path): np.asarray(leaf) for path, leaf in paths}
+
+
+def tree_from_arrays(arrays: dict[str, np.ndarray], prefix: str) -> Any:
+    """The tree `tree_arrays` stored under `prefix` (`{}` when none was): nested dicts, and
+    tuples where the keys are `0 .. n - 1` (an LSTM's `(c, h)`)."""
+    tree: dict[str, Any] = {}
+    for name, leaf in arrays.items():
+        if name.startswith(prefix):
+            *parents, last = name[len(prefix) :].split("/")
+            node = tree
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[last] = leaf
+    if list(tree) == [""]:  # the tree was one array
+        return tree[""]
+    return _tuples_back(tree)
+
+
 def _tuples_back(node: Any) -> Any:
     """Dicts keyed `"0" .. "n-1"` (a sequence's paths) as tuples again, all the way down."""
     if not isinstance(node, dict):

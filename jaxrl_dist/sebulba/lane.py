@@ -85,7 +85,8 @@ class Lane:
         self.store = ParamsStore(devices.actor_devices)
         self.stats = ActorStats()
         self.replay_log = None  # deterministic mode: the env actions since the epoch began
-        if cfg.deterministic:  # a checkpoint of another layout is not replayed
+        # (a replay keeps its rounds' own, `data/lockstep_replay.py`)
+        if cfg.deterministic and not prepared.flow.replays:  # another layout is not replayed
             layout = {  # named as before the sections, so older checkpoints still match
                 "unroll_length": cfg.unroll_length,
                 "envs_per_actor": cfg.sebulba.envs_per_actor,
@@ -101,6 +102,7 @@ class Lane:
         self.followers: list[Any] = []  # other agents' pools of this one's snapshots
         # Lockstep resume, by global actor: (env actions to replay, recurrent states after them)
         self.actor_replay: dict[int, tuple] = {}
+        self.start_unroll: int | None = None  # a lockstep replay's round to go on from
         self.window: LogWindow | None = None
         self._actors: dict[str, Any] | None = None  # the actors' stats in this log window
         self._reported = (0, 0)  # (restarts, episodes) in the last agreement
@@ -117,6 +119,8 @@ class Lane:
                 restore_replay_contents(
                     ckpt, self.data, cfg.replay.min_size, self._cluster.is_primary
                 )
+            if hasattr(self.data, "actor_replay"):  # a lockstep replay's rounds
+                self.start_unroll, self.actor_replay = self.data.actor_replay(cfg.streams_per_actor)
         elif not resume and self._warm is not None:
             state = learner.core.with_params(state, learner.put_state(self._warm))
         self.state, self.updates = state, updates
@@ -247,6 +251,7 @@ class Lane:
             unroll_length=cfg.unroll_length,
             segments_per_rollout=cfg.rollout_segments(jax.process_count()),
             sync=cfg.sebulba.sync_collection,
+            version_for=getattr(self.data, "version_for", None),
         )
         self.fleet = Fleet(
             cfg,
@@ -256,6 +261,7 @@ class Lane:
             shared,
             start_update=start_update,
             replay=self.actor_replay,
+            start_unroll=self.start_unroll,
             pools=self.pools,
             others=others,
             greedy=self.greedy,
