@@ -50,11 +50,11 @@ def test_a_pettingzoo_game_takes_pools_and_masks_as_the_built_in_games_do(tmp_pa
     (`learning_mask`) and plays the starting params greedily (`exploration_mask`); the pool's
     snapshots play seat 1 of other games. Every snapshot move is recorded: greedy only, the
     starting params throughout, later snapshots too, while the learner learns."""
-    from jaxrl_dist.acting import opponent_pool
+    from jaxrl_dist.acting import seat_pools
     from jaxrl_dist.checkpoints.store import tree_digest
 
     played = collections.defaultdict(int)  # (greedy, params digest) -> moves
-    original = opponent_pool.snapshot_policy
+    original = seat_pools.snapshot_policy
 
     def recording(core, device, rows, greedy, key):
         policy = original(core, device, rows, greedy, key)
@@ -67,7 +67,7 @@ def test_a_pettingzoo_game_takes_pools_and_masks_as_the_built_in_games_do(tmp_pa
         policy.act_masked = recorded
         return policy
 
-    monkeypatch.setattr(opponent_pool, "snapshot_policy", recording)
+    monkeypatch.setattr(seat_pools, "snapshot_policy", recording)
     summary = train_main(
         TICTACTOE_PPO,
         str(tmp_path / "nim"),

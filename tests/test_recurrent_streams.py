@@ -162,7 +162,7 @@ def test_agent_streams_replay_exactly_on_the_learner():
 def _counting_player():
     """A network player whose memory counts its moves in the game; it plays the first legal
     move."""
-    from jaxrl_dist.envs.jax_games import NetworkPlayer
+    from jaxrl_dist.envs.jax_game_parts import NetworkPlayer
 
     def move(params, obs, key, memory):
         action = jnp.argmax(obs[ACTION_MASK], axis=-1).astype(jnp.int32)

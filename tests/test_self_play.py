@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from jaxrl_dist import agents
-from jaxrl_dist.acting import opponent_pool
-from jaxrl_dist.acting.opponent_pool import SeatPools
+from jaxrl_dist.acting import seat_pools
+from jaxrl_dist.acting.seat_pools import SeatPools
 from jaxrl_dist.agents.base import RunShape
 from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.checkpoints.store import Checkpointer, tree_digest
@@ -41,12 +41,12 @@ SEATS = {
 
 
 class Recorder:
-    """Wraps `opponent_pool.snapshot_policy`: every snapshot move with its player kind, params
+    """Wraps `seat_pools.snapshot_policy`: every snapshot move with its player kind, params
     digest, observation and action."""
 
     def __init__(self, monkeypatch):
         self.moves = collections.defaultdict(list)  # greedy -> [(digest, state, action)]
-        original = opponent_pool.snapshot_policy
+        original = seat_pools.snapshot_policy
 
         def recording(core, device, rows, greedy, key):
             policy = original(core, device, rows, greedy, key)
@@ -62,7 +62,7 @@ class Recorder:
             policy.act_masked = recorded
             return policy
 
-        monkeypatch.setattr(opponent_pool, "snapshot_policy", recording)
+        monkeypatch.setattr(seat_pools, "snapshot_policy", recording)
 
 
 @pytest.fixture(scope="module")
@@ -121,9 +121,7 @@ def test_the_recorder_would_see_sampling():
     view, mask = np.zeros((8, 3, 3, 2), np.int8), np.ones((8, 9), bool)
     device = jax.devices()[0]
     for greedy, distinct in ((True, 1), (False, range(2, 10))):
-        policy = opponent_pool.snapshot_policy(
-            agent.actor, device, 8, greedy, jax.random.PRNGKey(1)
-        )
+        policy = seat_pools.snapshot_policy(agent.actor, device, 8, greedy, jax.random.PRNGKey(1))
         games = np.arange(8)
         moves = [policy.act_masked(params, view, mask, games) for _ in range(4)]
         assert len(set(np.concatenate(moves))) in ([distinct] if greedy else distinct)

@@ -38,7 +38,7 @@ from jaxrl_dist.anakin.records import LogWindow, carry_digest, per_seed
 from jaxrl_dist.checkpoints.policy import describe_policy
 from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
-from jaxrl_dist.envs.jax_games import SELF_ROLE, AgentsShared
+from jaxrl_dist.envs.jax_game_parts import SELF_ROLE, AgentsShared
 from jaxrl_dist.envs.jax_league import league_records
 from jaxrl_dist.envs.seats import AGENT_ROLE, POOL_ROLE
 from jaxrl_dist.evaluation.jax_envs import network_player, run_evaluator

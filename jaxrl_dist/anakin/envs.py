@@ -12,14 +12,14 @@ from jaxrl_dist.config import TrainConfig, jsonable
 from jaxrl_dist.config.sections import SeatsConfig, names_checkpoint
 from jaxrl_dist.envs import EnvSpec, jax_league
 from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
-from jaxrl_dist.envs.jax_games import (
+from jaxrl_dist.envs.jax_game_parts import (
     PGX_GAMES,
     NetworkPlayer,
-    SeatedJaxGame,
     game_spec,
     opening_problem,
     seat_streams,
 )
+from jaxrl_dist.envs.jax_games import SeatedJaxGame
 from jaxrl_dist.envs.jax_marl import JaxMarlStreams, is_jaxmarl, jaxmarl_problem
 from jaxrl_dist.envs.seats import SCRIPTED_ROLES
 from jaxrl_dist.evaluation.jax_envs import network_player

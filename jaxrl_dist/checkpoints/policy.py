@@ -46,7 +46,7 @@ from jaxrl_dist.config.moved import move_flat_fields
 from jaxrl_dist.config.train import eval_env_of
 from jaxrl_dist.envs import check_env, env_spec
 from jaxrl_dist.envs.jax_envs import jax_env_problem, make_jax_env
-from jaxrl_dist.envs.jax_games import PGX_GAMES
+from jaxrl_dist.envs.jax_game_parts import PGX_GAMES
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW, split_observation
 
 

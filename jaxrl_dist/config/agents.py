@@ -92,7 +92,7 @@ class AgentSection:
                 f"config.agents: name {self.name!r} must be letters, digits and _ (it prefixes "
                 "the agent's log keys)"
             )
-        # "greedy": a greedy seat's snapshot player is "pool:greedy" (`opponent_pool.GREEDY`).
+        # "greedy": a greedy seat's snapshot player is "pool:greedy" (`seat_pools.GREEDY`).
         reserved = (
             LEARNER_ROLE,
             POOL_ROLE,

@@ -10,8 +10,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.acting.opponent_pool import snapshot_policy
 from jaxrl_dist.acting.row_policy import ParamsPlayer
+from jaxrl_dist.acting.seat_pools import snapshot_policy
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.agents import agent_rewards, agent_rows
 from jaxrl_dist.evaluation.base import (

@@ -16,7 +16,7 @@ import numpy as np
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity, evaluation_state
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.envs.jax_envs import make_jax_env
-from jaxrl_dist.envs.jax_games import NetworkPlayer
+from jaxrl_dist.envs.jax_game_parts import NetworkPlayer
 from jaxrl_dist.envs.seats import AGENT_ROLE
 from jaxrl_dist.evaluation.base import (
     EVAL_SEED_PURPOSE,

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.acting.opponent_pool import SeatPools
+from jaxrl_dist.acting.seat_pools import SeatPools
 from jaxrl_dist.checkpoints.store import Checkpointer, abstract_like, first_line
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data import snapshot
