@@ -162,6 +162,34 @@ def run_ours(seeds: int, env_steps: int | None) -> dict:
     }
 
 
+def compare_returns(sweep_path: str, jaxmarl_path: str) -> dict:
+    """Training returns at the end, both sides in both units: this library's from a learning
+    sweep of the config (`benchmarks/learning.py`: each seed's logged training returns, the
+    mean of the last tenth), JaxMARL's from this script's JSON (its seeds, vmapped)."""
+    import numpy as np
+
+    with open(sweep_path) as f:
+        sweep = json.load(f)
+    with open(jaxmarl_path) as f:
+        jaxmarl = json.load(f)["jaxmarl"]
+    ours = []
+    for seed in sweep["per_seed"]:
+        curve = [r for _, r in seed["train_curve"]]
+        ours.append(float(np.mean(curve[-max(1, int(len(curve) * LAST_FRACTION)) :])))
+    theirs = jaxmarl["training_return_per_agent"]
+    side = lambda xs: {  # noqa: E731
+        "per_agent": [round(x, 3) for x in xs],
+        "jaxmarl_units": [round(x * NUM_AGENTS, 3) for x in xs],
+        "mean_per_agent": round(float(np.mean(xs)), 3),
+        "mean_jaxmarl_units": round(float(np.mean(xs)) * NUM_AGENTS, 3),
+    }
+    return {
+        "what": "training return at the end (the mean over the last tenth of the updates)",
+        "ours": {"sweep": os.path.relpath(sweep_path, ROOT), **side(ours)},
+        "jaxmarl": {"file": os.path.relpath(jaxmarl_path, ROOT), **side(theirs)},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--script", help="JaxMARL's baselines/IPPO/ippo_ff_mpe.py")
@@ -169,8 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env-steps", type=int, default=None, help="default: JaxMARL's 1e7")
     parser.add_argument("--only", choices=("jaxmarl", "ours"), default=None)
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--compare-returns",
+        nargs=2,
+        metavar=("SWEEP_JSON", "JAXMARL_JSON"),
+        help="run nothing: write the two sides' final training returns (a learning sweep of "
+        "the config, this script's JSON of JaxMARL's seeds) to --out",
+    )
     provenance.add_argument(parser)
     args = parser.parse_args(argv)
+    if args.compare_returns:
+        with open(args.out, "w") as f:
+            json.dump(compare_returns(*args.compare_returns), f, indent=1)
+        return 0
     if args.only != "ours" and not (args.script and os.path.isfile(args.script)):
         print(f"error: --script {args.script!r} is not JaxMARL's ippo_ff_mpe.py; give its path")
         return 2

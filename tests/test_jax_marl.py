@@ -4,6 +4,8 @@ team's), with EnvPool's final-observation-then-reset step; the available-actions
 through scripts/train.py (`configs/anakin_ippo_mpe_spread.py:quick`), resumed bit-identical;
 one-line refusals."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +18,7 @@ from jaxrl_dist.envs.jax_marl import JaxMarlStreams
 from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import ACTION_MASK, AGENT_VIEW
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPREAD = "jaxmarl:MPE_simple_spread_v3"  # 3 agents, episodes of 25 steps
 QUICK = "configs/anakin_ippo_mpe_spread.py:quick"
 
@@ -107,3 +110,55 @@ def test_ippo_trains_evaluates_and_resumes_bit_identical(ippo_run, tmp_path):
 )
 def test_refusals_are_one_line(tmp_path, capsys, flags, needle):
     assert_refused(QUICK, flags, needle, tmp_path, capsys)
+
+
+FAKE_IPPO = """
+import hydra  # stubbed by the driver where it is not installed
+import jax.numpy as jnp
+import wandb
+
+
+def make_train(config):
+    updates = config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"]
+
+    def train(rng):
+        wandb.log({})  # the driver's no-op, as JaxMARL's io_callback would call it
+        ramp = jnp.linspace(-90.0, -60.0, updates) + rng[0] * 0
+        return {"metrics": {"returned_episode_returns": ramp}}
+
+    return train
+"""
+
+
+def test_the_side_by_side_driver_runs_jaxmarls_script_and_compares_returns(tmp_path):
+    """`benchmarks/jaxmarl_ippo.py` on a stand-in of JaxMARL's script (its `make_train`, its yaml
+    beside it with PyYAML's string `1e7`): seeds vmapped, steps per second, the return of the
+    last tenth of the updates in both units; `--compare-returns` beside a sweep's curves; a
+    missing script refused with exit 2."""
+    import json
+    import sys
+
+    sys.path.insert(0, f"{ROOT}/benchmarks")
+    import jaxmarl_ippo
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "ippo_ff_mpe.py").write_text(FAKE_IPPO)
+    yaml = '"TOTAL_TIMESTEPS": 1e4\n"NUM_ENVS": 2\n"NUM_STEPS": 50\n"SEED": 30\n"NUM_SEEDS": 10\n'
+    (tmp_path / "config" / "ippo_ff_mpe.yaml").write_text(yaml)
+    side = jaxmarl_ippo.run_jaxmarl(str(tmp_path / "ippo_ff_mpe.py"), seeds=2, env_steps=None)
+    assert side["env_steps_per_seed"] == 100 * 100 and side["env_sps"] > 0
+    last = side["training_return_jaxmarl_units"]  # the mean of the ramp's last 10 of 100
+    assert len(last) == 2 and last[0] == pytest.approx(-61.36, abs=0.01)
+    assert side["training_return_per_agent"][0] == pytest.approx(last[0] / 3, abs=1e-3)
+    (tmp_path / "side.json").write_text(json.dumps({"jaxmarl": side}))
+    curve = [[i, -30.0 + i] for i in range(10)]
+    sweep = {"per_seed": [{"train_curve": curve}, {"train_curve": curve}]}
+    (tmp_path / "sweep.json").write_text(json.dumps(sweep))
+    out = tmp_path / "compare.json"
+    argv = ["--compare-returns", str(tmp_path / "sweep.json"), str(tmp_path / "side.json")]
+    assert jaxmarl_ippo.main([*argv, "--out", str(out)]) == 0
+    compared = json.loads(out.read_text())
+    assert compared["ours"]["per_agent"] == [-21.0, -21.0]
+    assert compared["ours"]["mean_jaxmarl_units"] == -63.0
+    missing = jaxmarl_ippo.main(["--script", str(tmp_path / "nope.py"), "--out", str(out)])
+    assert missing == 2
