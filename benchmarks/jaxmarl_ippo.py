@@ -183,8 +183,10 @@ def compare_returns(sweep_path: str, jaxmarl_path: str) -> dict:
         "mean_per_agent": round(float(np.mean(xs)), 3),
         "mean_jaxmarl_units": round(float(np.mean(xs)) * NUM_AGENTS, 3),
     }
+    ahead = sum(a > b for a in ours for b in theirs)
     return {
         "what": "training return at the end (the mean over the last tenth of the updates)",
+        "pairs_ours_ahead": f"{ahead} of {len(ours) * len(theirs)}",
         "ours": {"sweep": os.path.relpath(sweep_path, ROOT), **side(ours)},
         "jaxmarl": {"file": os.path.relpath(jaxmarl_path, ROOT), **side(theirs)},
     }

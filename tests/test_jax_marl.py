@@ -160,5 +160,6 @@ def test_the_side_by_side_driver_runs_jaxmarls_script_and_compares_returns(tmp_p
     compared = json.loads(out.read_text())
     assert compared["ours"]["per_agent"] == [-21.0, -21.0]
     assert compared["ours"]["mean_jaxmarl_units"] == -63.0
+    assert compared["pairs_ours_ahead"] == "0 of 4"  # -21 against -20.45 a seed
     missing = jaxmarl_ippo.main(["--script", str(tmp_path / "nope.py"), "--out", str(out)])
     assert missing == 2
