@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.acting import inference_server
-from jaxrl_dist.acting.inference_server import ServerClient
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import ActResult, LocalClient, jit_inference_step
+from jaxrl_dist.acting.server_client import ServerClient
 from jaxrl_dist.config.cli import _build, load_config_file, parse_args
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.run.trainer import Trainer

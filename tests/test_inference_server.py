@@ -11,10 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_dist.acting import inference_server
-from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
+from jaxrl_dist.acting import server_client
+from jaxrl_dist.acting.inference_server import InferenceServer
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
+from jaxrl_dist.acting.server_client import ServerClient, ServerHandle
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
 
 DEVICE = jax.devices("cpu")[0]
@@ -246,7 +247,7 @@ def test_a_pending_act_completes_on_the_restarted_server(stop, monkeypatch):
 
 
 def test_act_raises_when_no_new_server_comes(stop, monkeypatch):
-    monkeypatch.setattr(inference_server, "DEAD_SERVER_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(server_client, "DEAD_SERVER_TIMEOUT_S", 0.3)
     server = _server(stop, _store(0), index=7, timeout_ms=1.0)
     client = _client(ServerHandle(server), 0, stop)
     _fail_once(monkeypatch, server)

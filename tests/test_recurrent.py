@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from jaxrl_dist.acting.actor import Actor, ActorShared, ActorStats
-from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
+from jaxrl_dist.acting.inference_server import InferenceServer
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
+from jaxrl_dist.acting.server_client import ServerClient, ServerHandle
 from jaxrl_dist.acting.xla_actor import make_unroll
 from jaxrl_dist.agents.base import ActorIdentity, RunShape
 from jaxrl_dist.agents.common import make_policy_model, sampling_actor, sequence_inputs
@@ -301,8 +302,8 @@ def test_a_deterministic_sebulba_recurrent_run_resumes_bit_identical(tmp_path, m
     states put back it ends elsewhere: the memory carried across unrolls is what it restores."""
     from train_runs import interrupted_run
 
-    from jaxrl_dist.acting.inference_server import ServerClient
     from jaxrl_dist.acting.policy_client import LocalClient
+    from jaxrl_dist.acting.server_client import ServerClient
     from jaxrl_dist.config.cli import load_config
     from jaxrl_dist.run.trainer import Trainer
 

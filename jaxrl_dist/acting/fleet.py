@@ -24,12 +24,13 @@ import jax
 import numpy as np
 
 from jaxrl_dist.acting.actor import Actor, ActorShared, ActorThread
-from jaxrl_dist.acting.inference_server import InferenceServer, ServerClient, ServerHandle
+from jaxrl_dist.acting.inference_server import InferenceServer
 from jaxrl_dist.acting.lockstep import LockstepActor, LockstepProgress
 from jaxrl_dist.acting.opponent_pool import AgentPlayer
 from jaxrl_dist.acting.params_store import ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.seat_pools import SeatPools, seated_roles, snapshot_policy
+from jaxrl_dist.acting.server_client import ServerClient, ServerHandle
 from jaxrl_dist.acting.supervisor import RestartBudget, Supervisor
 from jaxrl_dist.acting.xla_actor import XlaActor
 from jaxrl_dist.agents.base import ActorCore, ActorIdentity
