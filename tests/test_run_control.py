@@ -290,6 +290,15 @@ def test_sync_collection_refusals():
         **{"sebulba.sync_collection": True, "sebulba.async_envs": False},
     )
     assert "sampled, not collected" in flows.get("prioritized").host_problem(rainbow)
+    # Seats: self-play cannot end every stream's unroll together (its seats move in turn);
+    # against other players it is not done yet.
+    ppo_tictactoe = os.path.join(ROOT, "configs", "ppo_tictactoe.py") + ":quick"
+    sync = {"sebulba.sync_collection": True, "sebulba.async_envs": False}
+    with pytest.raises(ConfigError, match=r"seats one learner twice, \('learner', 'learner'\)"):
+        load_config(ppo_tictactoe, **sync)
+    others = {"seats.games": (("learner", "random"), ("heuristic", "learner"))}
+    with pytest.raises(ConfigError, match="not supported with config.seats yet"):
+        load_config(ppo_tictactoe, **sync, **others)
 
 
 # ----------------------------------------------------------------------------- determinism

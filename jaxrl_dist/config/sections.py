@@ -304,6 +304,19 @@ class SeatsConfig:
             for r, m in zip(pattern, mask, strict=True)
         )
 
+    def self_play_game(self) -> tuple[str, ...] | None:
+        """The first game that seats one learner in two of its seats (self-play: "learner"
+        twice, or with `config.agents` an agent named twice), or None."""
+        for pattern in self.games:
+            learners = [
+                r
+                for r in self.learned(tuple(pattern))
+                if r not in (*SNAPSHOT_ROLES, *SCRIPTED_ROLES) and not agent_snapshot(r)
+            ]
+            if len(learners) != len(set(learners)):
+                return tuple(pattern)
+        return None
+
     def roles(self, num_games: int) -> list[tuple[str, ...]]:
         """Each of `num_games` games' roles: the patterns cycled, `learning_mask` applied."""
         return [self.learned(tuple(self.games[g % len(self.games)])) for g in range(num_games)]

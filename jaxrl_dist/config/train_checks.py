@@ -71,12 +71,23 @@ def check_collection(c: Any) -> None:
             True,
             "must be False when sync_collection=True (actors step all their envs together)",
         )
+    game = c.seats.self_play_game() if c.seats.enabled else None
+    if game:
+        fail(
+            "sebulba.sync_collection",
+            True,
+            f"cannot take a game that seats one learner twice, {game}: its seats move in "
+            "turn, so one seat's unroll ends moves before the other's, which cannot end until "
+            "the first moves again (with the old params); leave it False, or drop self-play "
+            "from config.seats.games",
+        )
     if c.seats.enabled:
         fail(
             "sebulba.sync_collection",
             True,
-            "is not supported with config.seats yet (a seated game steps an async pool, its "
-            "streams' unrolls ending at different steps); leave it False",
+            "is not supported with config.seats yet (a learner stream whose unroll ended "
+            "would hold its game until the next params; the actors hold no stream yet); "
+            "leave it False",
         )
 
 
