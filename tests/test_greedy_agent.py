@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_dist.acting import fleet, opponent_pool
+from jaxrl_dist.acting import fleet, seat_pools
 from jaxrl_dist.checkpoints.policy import policy_from_config
 from jaxrl_dist.config.agents import agent_view
 from jaxrl_dist.config.cli import load_config
@@ -67,7 +67,7 @@ def _record_acts(monkeypatch: pytest.MonkeyPatch) -> list[Acted]:
 
     monkeypatch.setattr(fleet, "jit_inference_step", jit_inference_step)
     players(fleet, "agent")
-    players(opponent_pool, "pool")
+    players(seat_pools, "pool")
     return acts
 
 
