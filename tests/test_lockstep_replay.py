@@ -14,6 +14,7 @@ from jaxrl_dist.data.base import Batch, QueueItem
 from jaxrl_dist.data.lockstep_replay import LockstepReplay
 from jaxrl_dist.data.replay import UniformReplay
 from jaxrl_dist.run.trainer import Trainer
+from jaxrl_dist.sebulba.resume import replay_for_actors
 from jaxrl_dist.types import Rollout
 
 T, ENVS = 4, 2
@@ -99,7 +100,8 @@ def test_a_snapshot_keeps_the_rounds_and_the_epochs_env_actions():
             replay.write(_item(actor, unroll))
     restored = _lockstep(seed=1)
     restored.restore(snapshot.from_bytes(snapshot.to_bytes(replay.snapshot())))
-    start, actors = restored.actor_replay(ENVS)
+    start, mine = restored.epoch_replay()
+    actors = replay_for_actors(mine, ENVS)  # this process's columns, its first actor 0
     assert start == 4 and sorted(actors) == [0, 1]
     actions, memory = actors[1]
     assert actions.shape == (1, T, ENVS) and (actions == 103).all() and memory == {}
@@ -109,7 +111,7 @@ def test_a_snapshot_keeps_the_rounds_and_the_epochs_env_actions():
     for unroll in (1, 2):
         for actor in (0, 1):
             at_epoch_start.write(_item(actor, unroll))
-    assert at_epoch_start.actor_replay(ENVS) == (3, {})  # nothing to replay: new envs
+    assert at_epoch_start.epoch_replay() == (3, None)  # nothing to replay: new envs
 
 
 # Rainbow's quick run in lockstep: two actors of 8 envs (a round: 2 x 8 x 16 = 256 transitions,

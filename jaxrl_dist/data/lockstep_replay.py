@@ -151,15 +151,11 @@ class LockstepReplay:
             self._epoch_actions = [] if saved is None else list(saved)
             self.memory = tree_from_arrays(arrays, MEMORY)
 
-    def actor_replay(self, streams_per_actor: int) -> tuple[int, dict[int, tuple]]:
-        """After a restore: (the round the actors go on from, `{actor: (env actions to replay
-        [n, T, streams, ...], recurrent states after them or None)}`; empty at an epoch's
-        start or with nothing restored)."""
+    def epoch_replay(self) -> tuple[int, dict[str, Any] | None]:
+        """After a restore: (the round the actors go on from, what they replay first: this
+        process's `{"env_actions": [n, T, B_process, ...], "memory": [B_process, ...]}`, its
+        columns by actor then stream, as `sebulba/resume.py`'s `replay_for_actors` splits them;
+        None at an epoch's start or with nothing restored)."""
         if not self._epoch_actions or self.rounds % self._epoch == 0:
-            return self.rounds, {}
-        actions, n = np.stack(self._epoch_actions), streams_per_actor
-        replay = {}
-        for i, g in enumerate(sorted(self._pending)):
-            mine = jax.tree.map(lambda m, i=i: np.asarray(m)[i * n : (i + 1) * n], self.memory)
-            replay[g] = (actions[:, :, i * n : (i + 1) * n], mine)
-        return self.rounds, replay
+            return self.rounds, None
+        return self.rounds, {"env_actions": np.stack(self._epoch_actions), "memory": self.memory}

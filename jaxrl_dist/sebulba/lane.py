@@ -35,6 +35,7 @@ from jaxrl_dist.sebulba.log_window import LogWindow
 from jaxrl_dist.sebulba.resume import (
     ReplayLog,
     follow_agent,
+    replay_for_actors,
     restore_replay_contents,
     seat_pools,
 )
@@ -119,8 +120,10 @@ class Lane:
                 restore_replay_contents(
                     ckpt, self.data, cfg.replay.min_size, self._cluster.is_primary
                 )
-            if hasattr(self.data, "actor_replay"):  # a lockstep replay's rounds
-                self.start_unroll, self.actor_replay = self.data.actor_replay(cfg.streams_per_actor)
+            if hasattr(self.data, "epoch_replay"):  # a lockstep replay's rounds
+                self.start_unroll, mine = self.data.epoch_replay()
+                first = jax.process_index() * cfg.sebulba.num_actor_threads
+                self.actor_replay = replay_for_actors(mine, cfg.streams_per_actor, first)
         elif not resume and self._warm is not None:
             state = learner.core.with_params(state, learner.put_state(self._warm))
         self.state, self.updates = state, updates

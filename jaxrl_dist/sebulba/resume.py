@@ -138,17 +138,20 @@ class ReplayLog:
         return {"env_actions": full, "memory": memory}
 
 
-def replay_for_actors(full: dict | None, streams_per_actor: int) -> dict[int, tuple]:
+def replay_for_actors(
+    full: dict | None, streams_per_actor: int, first: int = 0
+) -> dict[int, tuple]:
     """Splits the replay item's columns by global actor index (`streams_per_actor` each: its
-    envs, or with `agents_per_env` its envs' agents): `{actor: (env actions [n, T, n_a, ...],
-    recurrent states [n_a, ...] or None)}`."""
+    envs, or with `agents_per_env` its envs' agents; the first block is actor `first`: 0 for
+    the whole run's columns, a process's first actor for its own): `{actor: (env actions
+    [n, T, n_a, ...], recurrent states [n_a, ...] or None)}`."""
     if full is None:
         return {}
     actions, memory, n = full["env_actions"], full.get("memory"), streams_per_actor
     out = {}
     for g in range(actions.shape[2] // n):
         mine = jax.tree.map(lambda m, g=g: np.asarray(m)[g * n : (g + 1) * n], memory)
-        out[g] = (actions[:, :, g * n : (g + 1) * n], mine)
+        out[first + g] = (actions[:, :, g * n : (g + 1) * n], mine)
     return out
 
 
