@@ -1,6 +1,6 @@
-"""Run control (issue 20): schedules, total_episodes, W&B (offline), synchronous collection with
-stragglers, the deterministic XLA flags, --help_config (evaluation beside training:
-`test_background_eval.py`)."""
+"""Run control (issue 20): schedules, total_episodes, W&B (offline), the deterministic XLA flags,
+--help_config (evaluation beside training: `test_background_eval.py`; synchronous collection
+with stragglers: `test_sync_collection.py`)."""
 
 from __future__ import annotations
 
@@ -215,90 +215,6 @@ def test_wandb_missing_is_a_one_line_config_error(tmp_path, monkeypatch):
         make_sink(cfg, str(tmp_path), False)
     with pytest.raises(ConfigError, match="wandb.mode"):
         load_config(QUICK, **{"wandb.mode": "sometimes"})
-
-
-# ----------------------------------------------------------------------------- collection
-SYNC = {
-    **SMALL,
-    "sebulba.async_envs": False,
-    "sebulba.sync_collection": True,
-    "sebulba.num_actor_threads": 2,
-    "sebulba.envs_per_actor": 4,
-    "eval_every_updates": 0,
-    "log_every_updates": 1,
-}
-
-
-@pytest.mark.parametrize("loop", ["python", "xla"])
-def test_sync_collection_acts_every_unroll_with_the_newest_params(tmp_path, loop):
-    """fraction_samples=1: every update waits for one unroll of every actor, each acted with
-    the params of the update before: the policy lag of every batch is 0 (both actor loops)."""
-    cfg = load_config(
-        QUICK,
-        **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15, "sebulba.actor_loop": loop},
-    )
-    make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
-    lags = [
-        r["stats/policy_lag"]
-        for r in _records(str(tmp_path / "run"), "metrics.jsonl")
-        if "stats/policy_lag" in r
-    ]
-    assert len(lags) >= 10 and max(lags) == 0.0
-
-
-def test_fraction_samples_goes_ahead_without_stragglers(tmp_path):
-    """fraction_samples=0.5 of 2 actors: an update takes the first actor's unroll; the
-    other's joins a later batch or, older than max_policy_lag, is dropped and counted."""
-    cfg = load_config(
-        QUICK,
-        **{
-            **SYNC,
-            "sebulba.fraction_samples": 0.5,
-            "batch_size": 4,
-            "sebulba.max_policy_lag": 1,
-            "total_env_steps": 4 * 20 * 30,
-        },
-    )
-    make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
-    lines = [r for r in _records(str(tmp_path / "run"), "metrics.jsonl") if "stats/policy_lag" in r]
-    assert len(lines) >= 20
-    assert max(r["stats/policy_lag"] for r in lines) <= 1.0
-    assert any(r["stats/policy_lag"] > 0 for r in lines)  # late unrolls were used
-    # Both actors deliver an unroll per update and an update takes one: the surplus ages past
-    # max_policy_lag and is dropped (synchronous actors make this certain).
-    summary = json.load(open(tmp_path / "run" / "summary.json"))
-    assert summary["dropped_rollouts"] > 0
-    assert summary["dropped_rollouts"] >= lines[-1]["stats/dropped_rollouts"]
-
-
-def test_sync_collection_refusals():
-    with pytest.raises(ConfigError, match="sync_collection=True"):
-        load_config(QUICK, **{"sebulba.fraction_samples": 0.5})
-    cfg = load_config(
-        QUICK,
-        **{**SYNC, "sebulba.fraction_samples": 0.5, "batch_size": 8, "sebulba.max_policy_lag": 1},
-    )
-    assert "fix it with config.batch_size=4" in cfg.process_problem(1)
-    with pytest.raises(ConfigError, match="async_envs"):
-        load_config(QUICK, **{"sebulba.sync_collection": True}, batch_size=16)
-    with pytest.raises(ConfigError, match="max_policy_lag"):  # late unrolls would pile up
-        load_config(QUICK, **{**SYNC, "sebulba.fraction_samples": 0.5, "batch_size": 4})
-    from jaxrl_dist.data import flows
-
-    rainbow = load_config(
-        os.path.join(ROOT, "configs", "rainbow_cartpole.py"),
-        **{"sebulba.sync_collection": True, "sebulba.async_envs": False},
-    )
-    assert "sampled, not collected" in flows.get("prioritized").host_problem(rainbow)
-    # Seats: self-play cannot end every stream's unroll together (its seats move in turn);
-    # against other players it is not done yet.
-    ppo_tictactoe = os.path.join(ROOT, "configs", "ppo_tictactoe.py") + ":quick"
-    sync = {"sebulba.sync_collection": True, "sebulba.async_envs": False}
-    with pytest.raises(ConfigError, match=r"seats one learner twice, \('learner', 'learner'\)"):
-        load_config(ppo_tictactoe, **sync)
-    others = {"seats.games": (("learner", "random"), ("heuristic", "learner"))}
-    with pytest.raises(ConfigError, match="not supported with config.seats yet"):
-        load_config(ppo_tictactoe, **sync, **others)
 
 
 # ----------------------------------------------------------------------------- determinism
