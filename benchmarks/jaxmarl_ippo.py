@@ -48,6 +48,16 @@ NUM_AGENTS = 3  # MPE simple spread's; JaxMARL's logged rewards are scaled by it
 LAST_FRACTION = 0.1  # the training return: the mean over the last tenth of the updates
 
 
+def end_mean(returns):
+    """The mean over the last tenth (at least one) of `returns` along its last axis (updates
+    or log windows)."""
+    import numpy as np
+
+    returns = np.asarray(returns)
+    last = max(1, int(returns.shape[-1] * LAST_FRACTION))
+    return returns[..., -last:].mean(axis=-1)
+
+
 def _stub_missing(name: str, **attrs) -> None:
     try:
         importlib.import_module(name)
@@ -100,8 +110,7 @@ def run_jaxmarl(script: str, seeds: int, env_steps: int | None) -> dict:
     out = jax.block_until_ready(compiled(keys))
     run_s = time.perf_counter() - started
     returns = np.asarray(out["metrics"]["returned_episode_returns"])  # [seeds, updates]
-    last = max(1, int(returns.shape[1] * LAST_FRACTION))
-    per_seed = returns[:, -last:].mean(axis=1)
+    per_seed = end_mean(returns)
     steps = int(config["NUM_ENVS"] * config["NUM_STEPS"] * returns.shape[1])  # env steps a seed
     return {
         "script": os.path.abspath(script),
@@ -119,7 +128,6 @@ def run_jaxmarl(script: str, seeds: int, env_steps: int | None) -> dict:
 
 
 def run_ours(seeds: int, env_steps: int | None) -> dict:
-    import numpy as np
 
     results = []
     for seed in range(seeds):
@@ -137,7 +145,6 @@ def run_ours(seeds: int, env_steps: int | None) -> dict:
             with open(os.path.join(work, "metrics.jsonl")) as f:
                 records = [json.loads(line) for line in f]
         train = [r["charts/episode_return"] for r in records if "charts/episode_return" in r]
-        last = max(1, int(len(train) * LAST_FRACTION))
         results.append(
             {
                 "seed": seed,
@@ -145,7 +152,7 @@ def run_ours(seeds: int, env_steps: int | None) -> dict:
                 "run_s": summary["wall_time_s"],
                 "startup_s": summary["startup_s"],  # to the first step: builds and compiles
                 "agent_steps": summary["env_steps"],
-                "training_return_per_agent": round(float(np.mean(train[-last:])), 3),
+                "training_return_per_agent": round(float(end_mean(train)), 3),
                 "final_greedy_eval_per_agent": round(summary["final_eval_return"], 3),
             }
         )
@@ -175,7 +182,7 @@ def compare_returns(sweep_path: str, jaxmarl_path: str) -> dict:
     ours = []
     for seed in sweep["per_seed"]:
         curve = [r for _, r in seed["train_curve"]]
-        ours.append(float(np.mean(curve[-max(1, int(len(curve) * LAST_FRACTION)) :])))
+        ours.append(float(end_mean(curve)))
     theirs = jaxmarl["training_return_per_agent"]
     side = lambda xs: {  # noqa: E731
         "per_agent": [round(x, 3) for x in xs],
