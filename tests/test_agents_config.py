@@ -94,7 +94,7 @@ def test_overrides_reach_one_agent():
         ({"deterministic": "True", "sebulba.async_envs": "False"}, "not supported with several"),
         (
             {"sebulba.actor_loop": "xla", "sebulba.async_envs": "False"},
-            "not supported with several",
+            "needs config.seats.enabled=False (seats are played in Python)",
         ),
         ({"seats.learning_mask": "(True, False)"}, "with config.agents use config.learning_mask"),
         ({"algorithm": "ppo"}, "config.algorithm is set beside config.agents"),

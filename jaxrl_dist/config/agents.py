@@ -59,13 +59,11 @@ AGENT_SECTIONS = {
     "replay": ReplayConfig,
 }
 AGENT_SEED_STRIDE = 1_000_003  # agent i's seed: the run's + i * this (a prime), mod 2**32
-# What a run of several agents on Sebulba cannot do yet (each refused in one line; Anakin
-# refuses the last three for every run, and is deterministic by construction).
-# (the field, its default, why).
-NOT_YET = (
-    ("deterministic", False, "lockstep actors feed one learner"),
-    ("sebulba.actor_loop", "python", "the XLA loop acts with one policy"),
-)
+# What a run of several agents on Sebulba cannot do yet (each refused in one line; Anakin is
+# deterministic by construction): (the field, its default, why). The XLA actor loop is not
+# here: several agents always share a game, seated or in an env's agent slots, and the loop's
+# own checks refuse both (`config/train_checks.py`).
+NOT_YET = (("deterministic", False, "lockstep actors feed one learner"),)
 
 
 @dataclasses.dataclass(frozen=True)
