@@ -75,9 +75,9 @@ def test_process_count_checks():
     assert "does not split over 3 processes" in TrainConfig(batch_size=32).process_problem(3)
     lockstep = SebulbaConfig(async_envs=False, envs_per_actor=8, num_actor_threads=1)
     det = TrainConfig(deterministic=True, batch_size=16, sebulba=lockstep)
-    assert det.process_problem(2) is None and det.lockstep_batch_problem(2) is None
+    assert det.process_problem(2) is None and det.collected_batch_problem(2) is None
     one_actor_short = dataclasses.replace(det, batch_size=8)
-    problem = one_actor_short.lockstep_batch_problem(2)  # the on-policy flow's rule
+    problem = one_actor_short.collected_batch_problem(2)  # the on-policy flow's rule
     assert "one unroll of every actor" in problem
     assert "fix it with config.batch_size=16" in problem
     # On the command line (train.py) the fix names the override flag.

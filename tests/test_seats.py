@@ -303,3 +303,52 @@ def test_random_openings_start_games_from_0_to_k_moves_in_no_stream(plies):
                 first_stones.append(int(view.sum()))
     seen = set(first_stones)
     assert seen == set(range(plies + 2)), seen  # + the other seat's first move
+
+
+def _gathered_or_synced(gather: bool, games: int = 8) -> SeatedGame:
+    """The learner in seat 0 of every game against random, its pool gathered from
+    one-game recv()s (`gather`) or a synchronous pool of every game."""
+    pool = make_env(TTT, {}, games, 1 if gather else games, seed=4)
+    players = {"seat1": g.random_legal(np.random.default_rng(5))}
+    env = SeatedGame(pool, same_roles(games, (LEARNER, "seat1")), players, gather=gather)
+    env.async_reset()
+    return env
+
+
+def test_a_gathered_pool_is_a_synchronous_one_and_can_hold_a_stream():
+    """Synchronous collection's seated pool (`gather=True`: one game per EnvPool recv()) gives
+    a synchronous pool's results to the last row, in game order; and a stream the actor holds
+    (no action sent) pauses its game alone while the other games play on."""
+    policy = g.random_legal(np.random.default_rng(6))
+    synced, gathered = _gathered_or_synced(False), _gathered_or_synced(True)
+    for _ in range(60):
+        a, b = synced.recv(), gathered.recv()
+        jax.tree.map(np.testing.assert_array_equal, a, b)
+        action = policy.act(a[0][AGENT_VIEW], a[4]["legal_action_mask"], a[4]["env_id"])
+        synced.send(action, a[4]["env_id"])
+        gathered.send(action, b[4]["env_id"])
+    synced.close()
+    obs, *_, info = gathered.recv()
+    held = info["env_id"] == 0
+    assert held.any()  # (these seeds: stream 0 is waiting in this round)
+    held_obs, held_mask = obs[AGENT_VIEW][held], info["legal_action_mask"][held]
+    gathered.send(
+        policy.act(obs[AGENT_VIEW][~held], info["legal_action_mask"][~held], None),
+        info["env_id"][~held],
+    )
+    seen = set()
+    for _ in range(10):  # stream 0 waits; the others go on
+        obs, *_, info = gathered.recv()
+        assert 0 not in info["env_id"]
+        seen.update(info["env_id"].tolist())
+        gathered.send(policy.act(obs[AGENT_VIEW], info["legal_action_mask"], None), info["env_id"])
+    assert seen == set(range(1, 8))
+    # Stream 0 moves again (a legal move from its held view) and its game comes back.
+    gathered.send(policy.act(held_obs, held_mask, None), np.zeros(1, np.int32))
+    back = set()
+    for _ in range(3):
+        obs, *_, info = gathered.recv()
+        back.update(info["env_id"].tolist())
+        gathered.send(policy.act(obs[AGENT_VIEW], info["legal_action_mask"], None), info["env_id"])
+    assert 0 in back
+    gathered.close()

@@ -16,6 +16,7 @@ from jaxrl_dist.tools.train_cli import make_trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.path.join(ROOT, "configs", "impala_cartpole.py") + ":quick"
+TICTACTOE = os.path.join(ROOT, "configs", "ppo_tictactoe.py") + ":quick"
 SMALL = {"checkpoint_every_updates": 0, "stop_at_eval_return": None, "log_every_updates": 5}
 
 SYNC = {
@@ -29,6 +30,12 @@ SYNC = {
 }
 
 
+def _policy_lags(run_dir) -> list[float]:
+    """Every logged update window's policy lag."""
+    records = _records(str(run_dir), "metrics.jsonl")
+    return [r["stats/policy_lag"] for r in records if "stats/policy_lag" in r]
+
+
 @pytest.mark.parametrize("loop", ["python", "xla"])
 def test_sync_collection_acts_every_unroll_with_the_newest_params(tmp_path, loop):
     """fraction_samples=1: every update waits for one unroll of every actor, each acted with
@@ -38,11 +45,7 @@ def test_sync_collection_acts_every_unroll_with_the_newest_params(tmp_path, loop
         **{**SYNC, "batch_size": 8, "total_env_steps": 8 * 20 * 15, "sebulba.actor_loop": loop},
     )
     make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
-    lags = [
-        r["stats/policy_lag"]
-        for r in _records(str(tmp_path / "run"), "metrics.jsonl")
-        if "stats/policy_lag" in r
-    ]
+    lags = _policy_lags(tmp_path / "run")
     assert len(lags) >= 10 and max(lags) == 0.0
 
 
@@ -78,7 +81,7 @@ def test_sync_collection_refusals():
         QUICK,
         **{**SYNC, "sebulba.fraction_samples": 0.5, "batch_size": 8, "sebulba.max_policy_lag": 1},
     )
-    assert "fix it with config.batch_size=4" in cfg.process_problem(1)
+    assert "fix it with config.batch_size=4" in cfg.collected_batch_problem(1)
     with pytest.raises(ConfigError, match="async_envs"):
         load_config(QUICK, **{"sebulba.sync_collection": True}, batch_size=16)
     with pytest.raises(ConfigError, match="max_policy_lag"):  # late unrolls would pile up
@@ -90,12 +93,29 @@ def test_sync_collection_refusals():
         **{"sebulba.sync_collection": True, "sebulba.async_envs": False},
     )
     assert "sampled, not collected" in flows.get("prioritized").host_problem(rainbow)
-    # Seats: self-play cannot end every stream's unroll together (its seats move in turn);
-    # against other players it is not done yet.
-    ppo_tictactoe = os.path.join(ROOT, "configs", "ppo_tictactoe.py") + ":quick"
+    # Seats: self-play cannot end every stream's unroll together (its seats move in turn).
     sync = {"sebulba.sync_collection": True, "sebulba.async_envs": False}
     with pytest.raises(ConfigError, match=r"seats one learner twice, \('learner', 'learner'\)"):
-        load_config(ppo_tictactoe, **sync)
-    others = {"seats.games": (("learner", "random"), ("heuristic", "learner"))}
-    with pytest.raises(ConfigError, match="not supported with config.seats yet"):
-        load_config(ppo_tictactoe, **sync, **others)
+        load_config(TICTACTOE, **sync)
+
+
+def test_sync_collection_in_seats_against_other_players(tmp_path):
+    """Seats against a scripted player and the learner's own snapshots: a learner seat moves
+    only at its turns, so a stream's unroll fills apart from the others'; a full one waits,
+    its game paused, while the others play on (`actor.UnrollGate`), and every update's batch
+    was acted with the params of the update before (lag 0). Without the gate, streams act on
+    into their next unroll with the old params (lag up to 0.52 here)."""
+    cfg = load_config(
+        TICTACTOE,
+        **{
+            **SYNC,
+            "sebulba.envs_per_actor": 6,
+            "seats.games": (("learner", "heuristic"), ("pool", "learner")),
+            "seats.pool_every_updates": 5,
+            "batch_size": 12,
+            "total_env_steps": 12 * 16 * 30,
+        },
+    )
+    make_trainer(cfg, str(tmp_path / "run"), quiet=True).run()
+    lags = _policy_lags(tmp_path / "run")
+    assert len(lags) >= 25 and max(lags) == 0.0

@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxrl_dist.acting.policy_client import PolicyClient
@@ -180,6 +181,7 @@ class Actor(ActorThread):
             ended = np.ones(env.config["num_envs"], bool)
             timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
             min_version = last_version = 0  # sync: the params version the next act needs
+            gate = UnrollGate(env.config["num_envs"], self._shared.unroll_length)
             env.async_reset()
             while not stop.is_set():
                 t0 = time.perf_counter()
@@ -191,10 +193,18 @@ class Actor(ActorThread):
                 first = ended[env_ids]
                 ended[env_ids] = np.logical_or(terminated, truncated)
                 t2 = time.perf_counter()
-                if self._shared.sync and self._flush(buffer, timers):
-                    # Unrolls completed at this observation; the next one (which acts from it)
-                    # waits for params newer than every step of theirs.
-                    min_version = last_version + 1
+                if self._shared.sync:
+                    self._flush(buffer, timers)
+                    obs, env_ids, first = gate.admit(obs, env_ids, first)
+                    if not len(env_ids):
+                        if not gate.all_held:  # the others' games play on: receive them
+                            stats.add(timers, 0, returns, lengths)
+                            timers = dict.fromkeys(timers, 0.0)
+                            continue
+                        # Every unroll is complete; the next ones wait for params newer than
+                        # every step of theirs.
+                        obs, env_ids, first = gate.release()
+                        min_version = last_version + 1
                     t2 = time.perf_counter()
                 acted = self._client.act(obs, env_ids, min_version=min_version, first=first)
                 if acted is None:
@@ -215,3 +225,41 @@ class Actor(ActorThread):
                 timers = dict.fromkeys(timers, 0.0)
         finally:
             env.close()
+
+
+class UnrollGate:
+    """Synchronous collection's gate: a stream whose unroll is full (T actions, and now the
+    observation that ends it) is held until every stream's is, then all act with the next
+    params. A synchronous pool's streams fill together; a seated game's fill apart (a learner
+    seat moves only at its turns), so the others play on while the first wait."""
+
+    def __init__(self, num_streams: int, unroll_length: int):
+        self._steps = np.zeros(num_streams, np.int64)  # actions in each stream's unroll
+        self._unroll = unroll_length
+        self._held: list[tuple] = []  # (obs, env_ids, first) of held rows
+        self._num_held = 0
+
+    @property
+    def all_held(self) -> bool:
+        return self._num_held == len(self._steps)
+
+    def admit(self, obs: Any, env_ids: np.ndarray, first: np.ndarray) -> tuple:
+        """The rows of one `recv()` that act now, `(obs, env_ids, first)`; the rest are held."""
+        full = self._steps[env_ids] == self._unroll
+        if full.any():
+            self._held.append(_rows((obs, env_ids, first), full))
+            self._num_held += int(full.sum())
+            obs, env_ids, first = _rows((obs, env_ids, first), ~full)
+        self._steps[env_ids] += 1
+        return obs, env_ids, first
+
+    def release(self) -> tuple:
+        """Every held row, `(obs, env_ids, first)`, to act with the next params."""
+        held, self._held, self._num_held = self._held, [], 0
+        obs, env_ids, first = jax.tree.map(lambda *rows: np.concatenate(rows), *held)
+        self._steps[env_ids] = 1
+        return obs, env_ids, first
+
+
+def _rows(tree: Any, mask: np.ndarray) -> Any:
+    return jax.tree.map(lambda x: x[mask], tree)

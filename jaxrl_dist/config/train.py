@@ -292,7 +292,21 @@ class TrainConfig:
                 f"config.batch_size={self.batch_size} does not split over {num_processes} "
                 f"processes; make config.batch_size a multiple of {num_processes}"
             )
+        return None
+
+    def collected_batch_problem(self, num_processes: int) -> str | None:
+        """A learner batch that is not the unrolls an update collects (one line with the fix),
+        or None: deterministic mode takes one unroll of every actor, synchronous collection
+        `fraction_samples` of them. The on-policy flow's rule: a replay samples its batch
+        (`data/lockstep_replay.py`) and is not collected synchronously."""
         s, streams = self.sebulba, max(1, self.streams_per_actor)  # 0: a run of several agents
+        want = num_processes * s.num_actor_threads * streams
+        if self.deterministic and self.batch_size != want:
+            return (
+                f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
+                f"every actor per update ({num_processes} processes x {s.num_actor_threads} "
+                f"actor threads x {self._rows(streams)}); fix it with config.batch_size={want}"
+            )
         sync = self.sync_batch_size(num_processes)
         if s.sync_collection and self.batch_size != sync:
             return (
@@ -301,20 +315,6 @@ class TrainConfig:
                 f"{sync // streams} of {num_processes * s.num_actor_threads} "
                 f"actors ({self._rows(streams)} each) per update; fix it with "
                 f"config.batch_size={sync}"
-            )
-        return None
-
-    def lockstep_batch_problem(self, num_processes: int) -> str | None:
-        """A learner batch that is not one unroll of every actor in deterministic mode (one
-        line with the fix), or None: the on-policy flow's rule (a replay samples its batch,
-        `data/lockstep_replay.py`)."""
-        s, streams = self.sebulba, max(1, self.streams_per_actor)  # 0: a run of several agents
-        want = num_processes * s.num_actor_threads * streams
-        if self.deterministic and self.batch_size != want:
-            return (
-                f"config.batch_size={self.batch_size}: deterministic=True takes one unroll of "
-                f"every actor per update ({num_processes} processes x {s.num_actor_threads} "
-                f"actor threads x {self._rows(streams)}); fix it with config.batch_size={want}"
             )
         return None
 

@@ -81,14 +81,6 @@ def check_collection(c: Any) -> None:
             "the first moves again (with the old params); leave it False, or drop self-play "
             "from config.seats.games",
         )
-    if c.seats.enabled:
-        fail(
-            "sebulba.sync_collection",
-            True,
-            "is not supported with config.seats yet (a learner stream whose unroll ended "
-            "would hold its game until the next params; the actors hold no stream yet); "
-            "leave it False",
-        )
 
 
 def check_evaluation(c: Any) -> None:

@@ -82,8 +82,9 @@ class DataFlow:
 
     def host_problem(self, config: Any) -> str | None:
         """What in `config` its Sebulba data seam cannot serve (one line), or None: the
-        on-policy queue's lockstep batch (one unroll of every actor per update)."""
-        return config.lockstep_batch_problem(jax.process_count())
+        on-policy queue's collected batch (deterministic: one unroll of every actor per
+        update; synchronous collection: `fraction_samples` of them)."""
+        return config.collected_batch_problem(jax.process_count())
 
     def device_problem(self, config: Any) -> str | None:
         """What in `config` its Anakin implementation cannot serve (one line), or None."""

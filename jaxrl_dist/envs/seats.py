@@ -27,6 +27,12 @@ It speaks the async pool's protocol (`async_reset`, `recv`, `send`, `close`, `co
 `recv()` returns every stream waiting for an action, and the actor answers all of them in one
 `send()`: then every game is back in flight before the next `recv()`, so the pool's `recv()`
 (which would wait forever for games nobody sent) always has its batch to return.
+
+With `gather=True` the actor may instead hold streams (synchronous collection: a stream whose
+unroll is full waits, its game paused, for the next params while the others play on): the
+pool then returns one game per `recv()` (`batch_size=1`) and `recv()` gathers every game in
+flight before it splits them, so a round's results are the ones a synchronous pool of every
+game would give, in game order, however EnvPool's threads finished.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from jaxrl_dist.envs.games import Player, random_legal
@@ -85,6 +92,8 @@ class SeatedGame:
         docstring); 0: none. Moves that cannot end a game (tic-tac-toe and connect four: up
         to 4): a game decided in its opening still ends as any game does.
       rng: draws the openings (needed when `opening_plies > 0`).
+      gather: `recv()` gathers every game in flight (see the module docstring); the pool's
+        `batch_size` must be 1.
     """
 
     def __init__(
@@ -94,8 +103,11 @@ class SeatedGame:
         players: dict[str, Player],
         opening_plies: int = 0,
         rng: np.random.Generator | None = None,
+        gather: bool = False,
     ):
         n = pool.config["num_envs"]
+        if gather and pool.config["batch_size"] != 1:
+            raise ValueError("gather=True needs a pool of batch_size 1 (it gathers the games)")
         roles = [tuple(r) for r in roles]
         if len(roles) != n or len({len(r) for r in roles}) != 1:
             raise ValueError(f"roles must name every seat of each of the pool's {n} games")
@@ -122,6 +134,7 @@ class SeatedGame:
         self._opening = np.zeros(n, np.int32)  # random moves this game starts with
         if opening_plies:
             self._players = {**players, OPENING: random_legal(rng)}
+        self._gather, self._in_flight = gather, 0  # games sent to the pool, not yet received
         self._waiting = [set() for _ in range(n)]  # seats of a game awaiting the actor
         self._ready: list[tuple] = []
         self.finished: list[GameResult] = []
@@ -130,6 +143,7 @@ class SeatedGame:
 
     def async_reset(self) -> None:
         self._pool.async_reset()
+        self._in_flight = len(self._roles)
 
     def recv(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict]:
         """Every stream observation waiting for the learner's action: `(obs, reward [n],
@@ -137,7 +151,7 @@ class SeatedGame:
         [n, A]}` (`jaxrl_dist.types`), `info["env_id"]` the stream ids, with
         `info["elapsed_step"]`, `info["legal_action_mask"]` and `info["seat"]`."""
         while not self._ready:
-            self._advance(*self._pool.recv())
+            self._advance(*self._pool_recv())
         ready, self._ready = self._ready, []
         obs, reward, terminated, truncated, stream, elapsed, mask, seat = zip(*ready, strict=True)
         info = {
@@ -162,10 +176,28 @@ class SeatedGame:
                 games.append(g)
                 actions.append(a)
         if games:
-            self._pool.send(np.stack(actions), np.array(games, np.int32))
+            self._pool_send(np.stack(actions), np.array(games, np.int32))
 
     def close(self) -> None:
         self._pool.close()
+
+    def _pool_send(self, action: np.ndarray, games: np.ndarray) -> None:
+        self._in_flight += len(games)
+        self._pool.send(action, games)
+
+    def _pool_recv(self) -> tuple:
+        """One pool `recv()`, or with `gather` every game in flight as one result."""
+        if not self._gather:
+            result = self._pool.recv()
+            self._in_flight -= len(result[4]["env_id"])
+            return result
+        if not self._in_flight:
+            raise RuntimeError("no game is in flight: the actor holds every stream of the pool")
+        parts = []
+        while self._in_flight:
+            parts.append(self._pool.recv())
+            self._in_flight -= len(parts[-1][4]["env_id"])
+        return jax.tree.map(lambda *leaves: np.concatenate(leaves), *parts)
 
     # --- one pool result -----------------------------------------------------------------------
 
@@ -206,7 +238,7 @@ class SeatedGame:
         for name, at in moves.items():
             seats = to_move[at]
             actions = self._players[name].act(obs[rows[at, seats]], masks[at], games[at])
-            self._pool.send(np.asarray(actions, np.int32), games[at].astype(np.int32))
+            self._pool_send(np.asarray(actions, np.int32), games[at].astype(np.int32))
 
     def _emit(self, g: int, seat: int, view, terminated: bool, truncated: bool, mask) -> None:
         reward, self._pending[g, seat] = self._pending[g, seat], 0.0
@@ -239,4 +271,4 @@ class SeatedGame:
         )
         self._pending[g] = 0.0
         if not self._waiting[g]:
-            self._pool.send(np.zeros(1, np.int32), np.array([g], np.int32))
+            self._pool_send(np.zeros(1, np.int32), np.array([g], np.int32))
