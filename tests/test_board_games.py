@@ -153,7 +153,15 @@ BAD = [
             "--config.deterministic=true",
             "--config.sebulba.async_envs=false",
         ],
-        "deterministic=True is not supported with config.seats on Sebulba yet",
+        "deterministic=True cannot take a game that seats one learner twice on Sebulba",
+    ),
+    (
+        [
+            "--config.deterministic=true",
+            "--config.sebulba.async_envs=false",
+            "--config.seats.games=(('learner','pool'),('random','learner'))",
+        ],
+        "deterministic=True is not supported on Sebulba with 'pool' in config.seats.games yet",
     ),
 ]
 

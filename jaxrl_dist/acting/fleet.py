@@ -250,7 +250,7 @@ class Fleet:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
             groups = cfg.sebulba.env_groups_per_actor
             num_envs, batch = cfg.sebulba.envs_per_actor // groups, cfg.env_batch_size // groups
-            if cfg.seats.enabled and cfg.sebulba.sync_collection:
+            if cfg.seats.enabled and (cfg.sebulba.sync_collection or cfg.deterministic):
                 batch = 1  # the seated game gathers its games and may hold some (`seated`)
             threads = cfg.sebulba.env_threads_per_actor or batch
             env = make_env(
@@ -336,8 +336,8 @@ OPENING_STREAM = 1  # the random openings' generator beside the scripted players
 
 def seated(config: Any, env: Any, seed: int, snapshots: Callable | None = None) -> Any:
     """`env` as a `SeatedGame` with `config.seats`' roles (gathering its games under
-    synchronous collection), or `env` itself when the run has no seats. Scripted players draw
-    from `seed`; `snapshots(num_games, key)` gives the snapshot
+    synchronous collection and in deterministic mode), or `env` itself when the run has no
+    seats. Scripted players draw from `seed`; `snapshots(num_games, key)` gives the snapshot
     roles' players (`SeatPools.players`)."""
     if not config.seats.enabled:
         return env
@@ -350,6 +350,7 @@ def seated(config: Any, env: Any, seed: int, snapshots: Callable | None = None) 
     for name in sorted(names - set(players)):
         players[name] = scripted_player(name, config.env_id, rng)
     opening = np.random.default_rng([seed, OPENING_STREAM])
-    # Synchronous collection holds the streams whose unroll is full (`actor.UnrollGate`).
-    gather = config.sebulba.sync_collection
+    # Synchronous collection and lockstep actors hold the streams whose unroll is full
+    # (`actor.UnrollGate`, `LockstepActor._play`).
+    gather = config.sebulba.sync_collection or config.deterministic
     return SeatedGame(env, roles, players, config.seats.opening_plies, opening, gather)

@@ -3,7 +3,9 @@
 Unroll `v` is acted with exactly version `v` of the params (a replay's rounds give their own
 version, `data/lockstep_replay.py`), waiting for the learner to publish it, and with actor
 state initialised from `fold_in(key, v)` but for each env's recurrent state, which goes on
-from unroll to unroll (reset at its episodes' starts). At every multiple of
+from unroll to unroll (reset at its episodes' starts). An unroll is T actions of every stream:
+a seated game's streams take them at their seats' turns, each waiting, once done, for the
+others (`LockstepActor._play`). At every multiple of
 `epoch_updates` the actor starts a new synchronous EnvPool seeded from the epoch, so the env
 state at any unroll follows from the epoch's seed and the env actions sent since the epoch
 began. A resumed actor rebuilds it by replaying those actions without inference and puts back
@@ -99,31 +101,79 @@ class LockstepActor(Actor):
 
     def _start_epoch(self, env, replay: np.ndarray | None) -> tuple | None:
         """Resets a new synchronous pool and replays `replay`'s env actions (no inference, no
-        data kept); returns a fresh segment buffer, episode tracker and the first recv() (None
-        on a stop)."""
+        data kept); returns a fresh segment buffer, episode tracker and the rows waiting for
+        the first unroll's actions (None on a stop)."""
         num_envs = env.config["num_envs"]
         buffer, tracker = self._new_buffers(num_envs)
-        every_env = np.arange(num_envs)
         # ended[i]: env i's last observation ended an episode, so its next one starts one (a
         # recurrent policy resets there); every env's first observation does.
         self._ended = np.ones(num_envs, bool)
         env.async_reset()
-        for env_action in () if replay is None else replay.reshape(-1, *replay.shape[2:]):
-            if self._shared.stop.is_set():
+        # Episodes the replayed steps end were reported by the run (or actor) that played them.
+        waiting = self._receive(env, tracker)
+        for unroll_actions in () if replay is None else replay:
+            replayed = lambda rows, steps, a=unroll_actions: a[steps, rows[1]]  # noqa: E731
+            waiting = self._play(env, waiting, replayed, tracker)
+            if waiting is None:
                 return None
-            _, reward, terminated, truncated, info = env.recv()
-            tracker.update(info["env_id"], reward, terminated, truncated, info)
-            self._ended[info["env_id"]] = np.logical_or(terminated, truncated)
-            env.send(env_action, every_env)
-        step = env.recv()
-        # Episodes this recv() ends were reported by the run (or actor) that first played them.
-        tracker.update(step[4]["env_id"], *step[1:4], step[4])
-        buffer.add_observation(step[4]["env_id"], *step[:4])
-        return buffer, tracker, step
+        buffer.add_observation(waiting[1], *waiting[3])
+        return buffer, tracker, waiting
 
-    def _unroll(self, env, buffer, tracker, step, unroll: int) -> tuple | None:
-        """Acts T steps from the recv() result `step` with the params of unroll `unroll`, writes
-        the unroll's rollout with the env actions sent; returns the last recv() (None on a
+    def _receive(self, env, tracker, buffer=None) -> tuple:
+        """One `recv()` as rows `(obs, env_ids, first, (obs, reward, terminated, truncated))`
+        (`first`: the row starts an episode); adds it to `buffer` when given, and returns the
+        episodes it ended `(returns, lengths)` as the rows' last item."""
+        obs, reward, terminated, truncated, info = env.recv()
+        env_ids = info["env_id"]
+        if buffer is not None:
+            buffer.add_observation(env_ids, obs, reward, terminated, truncated)
+        ended = tracker.update(env_ids, reward, terminated, truncated, info)
+        first = self._ended[env_ids]
+        self._ended[env_ids] = np.logical_or(terminated, truncated)
+        return obs, env_ids, first, (obs, reward, terminated, truncated), ended
+
+    def _play(self, env, waiting, choose, tracker, buffer=None, timers=None) -> tuple | None:
+        """One unroll of every stream: acts T times for each, `choose(rows, steps)` giving the
+        env actions of rows `(obs, env_ids, first)` at their unroll steps `steps`; returns the
+        rows that end it, waiting for the next unroll's actions (None on a stop).
+
+        A synchronous pool's streams all step together; a seated game's (`SeatedGame` with
+        `gather`) only at their seats' turns, so a stream whose T actions are done waits, its
+        game paused, while the others' games play on: the unroll is each stream's T actions in
+        an order that follows from the env and the actions alone, so the same actions replayed
+        make the same unroll."""
+        streams = env.config["num_envs"]
+        steps = np.zeros(streams, np.int64)
+        held: list[tuple] = []
+        while not self._shared.stop.is_set():
+            obs, env_ids, first = waiting[:3]
+            full = steps[env_ids] == self._shared.unroll_length
+            if full.any():  # these rows start the next unroll
+                held.append(jax.tree.map(lambda x, f=full: x[f], waiting[:4]))
+                obs, env_ids, first = jax.tree.map(lambda x, f=~full: x[f], (obs, env_ids, first))
+            if sum(len(h[1]) for h in held) == streams:
+                rows = jax.tree.map(lambda *x: np.concatenate(x), *held)
+                return (*rows, ())
+            t0 = time.perf_counter()
+            if len(env_ids):
+                env_action = choose((obs, env_ids, first), steps[env_ids])
+                if env_action is None:
+                    return None
+                steps[env_ids] += 1
+                t0 = time.perf_counter()
+                env.send(env_action, env_ids)
+            waiting = self._receive(env, tracker, buffer)
+            if timers is not None:
+                timers["env_s"] += time.perf_counter() - t0
+                self._shared.stats.add(timers, len(env_ids), *waiting[4])
+                for k in timers:
+                    timers[k] = 0.0
+        return None
+
+    def _unroll(self, env, buffer, tracker, waiting, unroll: int) -> tuple | None:
+        """Acts one unroll of every stream from rows `waiting` with the params of unroll
+        `unroll`, writes the unroll's rollouts with the env actions sent (`[T, streams, ...]`,
+        each stream's in its own order); returns the rows waiting for the next (None on a
         stop)."""
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
         version_for = self._shared.version_for
@@ -131,11 +181,10 @@ class LockstepActor(Actor):
         if version is None:
             return None
         self._client.reset(jax.random.fold_in(self._key, unroll), keep_memory=True)
-        sent, stats, ended = [], self._shared.stats, self._ended
-        for _ in range(self._shared.unroll_length):
-            obs, env_ids = step[0], step[4]["env_id"]
-            first = ended[env_ids]
-            ended[env_ids] = np.logical_or(step[2], step[3])
+        sent: list[np.ndarray] = []  # [T, streams, ...] once the first actions are known
+
+        def act(rows, steps):
+            obs, env_ids, first = rows
             t0 = time.perf_counter()
             acted = self._client.act(obs, env_ids, min_version=version, first=first)
             if acted is None:
@@ -144,23 +193,20 @@ class LockstepActor(Actor):
                 raise RuntimeError(f"lockstep actor wanted params {version}, got {acted.version}")
             t1 = time.perf_counter()
             buffer.add_action(env_ids, acted.action, acted.extras, version, acted.core_state)
-            by_env = np.empty_like(acted.env_action)
-            by_env[env_ids] = acted.env_action
-            sent.append(by_env)
-            t2 = time.perf_counter()
-            env.send(acted.env_action, env_ids)
-            step = env.recv()
-            t3 = time.perf_counter()
-            _, reward, terminated, truncated, info = step
-            buffer.add_observation(info["env_id"], *step[:4])
-            returns, lengths = tracker.update(info["env_id"], reward, terminated, truncated, info)
+            if not sent:
+                streams = env.config["num_envs"]
+                shape = (self._shared.unroll_length, streams, *acted.env_action.shape[1:])
+                sent.append(np.zeros(shape, acted.env_action.dtype))
+            sent[0][steps, env_ids] = acted.env_action
             timers["inference_s"] += t1 - t0
-            timers["env_s"] += t3 - t2
-            timers["rollout_s"] += (t2 - t1) + time.perf_counter() - t3
-            stats.add(timers, len(env_ids), returns, lengths)
-            timers = dict.fromkeys(timers, 0.0)
-        self._progress.epoch_sent.append(np.stack(sent))
+            timers["rollout_s"] += time.perf_counter() - t1
+            return acted.env_action
+
+        waiting = self._play(env, waiting, act, tracker, buffer, timers)
+        if waiting is None:
+            return None
+        self._progress.epoch_sent.append(sent[0])
         self._progress.memory = self._client.memory()  # before unroll `unroll + 1`
         self._flush(buffer, timers, self._progress.epoch_sent[-1], self._progress.memory)
-        stats.add(timers, 0, (), ())
-        return step
+        self._shared.stats.add(timers, 0, (), ())
+        return waiting

@@ -4,6 +4,8 @@ Its own section, `config.sebulba` (`config/engine_sections.py`), is read by it a
 
 from typing import Any
 
+from jaxrl_dist.envs.seats import LEARNER_ROLE, SCRIPTED_ROLES
+
 SECTION = "sebulba"
 
 USES = {
@@ -41,9 +43,23 @@ def lockstep_problem(config: Any) -> str | None:
         return None
     if config.sebulba.async_envs:
         return "config.sebulba.async_envs=True must be False when deterministic=True"
-    if config.seats.enabled:
+    if not config.seats.enabled:
+        return None
+    game = config.seats.self_play_game()
+    if game:
         return (
-            "config.deterministic=True is not supported with config.seats on Sebulba yet "
-            "(Anakin takes both); set config.deterministic=False"
+            f"config.deterministic=True cannot take a game that seats one learner twice on "
+            f"Sebulba, {game}: unroll v is acted with params v, and one seat's unroll ends "
+            "moves before the other's, which cannot end until the first moves again (with "
+            "params v+1, which wait for it); drop self-play from config.seats.games (Anakin's "
+            "program takes it: both seats step in one jitted update)"
+        )
+    played = {role for game in config.seats.games for role in config.seats.learned(tuple(game))}
+    others = sorted(played - {LEARNER_ROLE, *SCRIPTED_ROLES})
+    if others:
+        return (
+            f"config.deterministic=True is not supported on Sebulba with {others[0]!r} in "
+            "config.seats.games yet (snapshot and other agents' players follow the learner's "
+            "timing); seat scripted players (random, heuristic, perfect), or use Anakin"
         )
     return None
