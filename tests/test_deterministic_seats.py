@@ -21,15 +21,16 @@ from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import ACTION_MASK
 
 TICTACTOE = "configs/ppo_tictactoe.py:quick"
-# Two actors of 6 games against scripted players with random openings, an LSTM (its states
-# carried across the held rows and put back on resume), env epochs of 4 updates.
+# Two actors of 6 games against scripted players and the learner's starting policy, with
+# random openings, an LSTM (its states carried across the held rows and put back on resume),
+# env epochs of 4 updates.
 LOCKSTEP = {
     "deterministic": True,
     "sebulba.async_envs": False,
     "sebulba.num_actor_threads": 2,
     "sebulba.envs_per_actor": 6,
     "sebulba.env_epoch_updates": 4,
-    "seats.games": (("learner", "heuristic"), ("random", "learner"), ("learner", "random")),
+    "seats.games": (("learner", "heuristic"), ("frozen", "learner"), ("learner", "random")),
     "seats.opening_plies": 2,
     "network.core": "lstm",
     "network.core_size": 16,

@@ -4,7 +4,7 @@ Its own section, `config.sebulba` (`config/engine_sections.py`), is read by it a
 
 from typing import Any
 
-from jaxrl_dist.envs.seats import LEARNER_ROLE, SCRIPTED_ROLES
+from jaxrl_dist.envs.seats import FROZEN_ROLE, LEARNER_ROLE, SCRIPTED_ROLES
 
 SECTION = "sebulba"
 
@@ -55,11 +55,12 @@ def lockstep_problem(config: Any) -> str | None:
             "program takes it: both seats step in one jitted update)"
         )
     played = {role for game in config.seats.games for role in config.seats.learned(tuple(game))}
-    others = sorted(played - {LEARNER_ROLE, *SCRIPTED_ROLES})
+    others = sorted(played - {LEARNER_ROLE, FROZEN_ROLE, *SCRIPTED_ROLES})
     if others:
         return (
             f"config.deterministic=True is not supported on Sebulba with {others[0]!r} in "
-            "config.seats.games yet (snapshot and other agents' players follow the learner's "
-            "timing); seat scripted players (random, heuristic, perfect), or use Anakin"
+            "config.seats.games yet (the pool's snapshots and other agents' params follow "
+            "the learners' timing); seat scripted players (random, heuristic, perfect) or "
+            "frozen, or use Anakin"
         )
     return None
