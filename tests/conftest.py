@@ -82,6 +82,7 @@ LONGEST_FIRST = (
     "test_docs.py",
     "test_learning_claims.py",
     "test_checkpoint_damage.py",
+    "test_recurrent_runs.py",
     "test_recurrent.py",
     "test_own_envs.py",
     "test_own_env_workers.py",

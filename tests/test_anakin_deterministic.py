@@ -1,6 +1,6 @@
 """Deterministic mode on every Anakin run (issue 57, item 3): a recurrent core and seats run on
-Anakin with `deterministic=True` (Sebulba's lockstep actors take the core, `test_recurrent.py`,
-and still refuse seats).
+Anakin with `deterministic=True` (Sebulba's lockstep actors take the core,
+`test_recurrent_runs.py`, and seats against scripted players, `test_deterministic_seats.py`).
 Anakin's program is a pure function of the seed already, and the flag adds only XLA's
 deterministic-ops flags, which a CPU ignores: here the test shows the runs are accepted and end
 with the params of the same run without the flag (the program is unchanged). That an Anakin run

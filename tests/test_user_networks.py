@@ -4,8 +4,8 @@
 predictor and target; the core in the recurrent ones; a head for each of the agent's heads),
 trained on both engines, saved in the policy description and rebuilt by
 `load_policy`; LayerNorm on the shipped torsos; one-line refusals. (A user's cell acting step
-by step equals the learner's unroll, resets to its own start and resumes a deterministic run
-exactly: `test_recurrent.py`.)"""
+by step equals the learner's unroll and resets to its own start, `test_recurrent.py`; it
+resumes a deterministic run exactly, `test_recurrent_runs.py`.)"""
 
 import contextlib
 import dataclasses

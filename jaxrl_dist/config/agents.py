@@ -63,7 +63,14 @@ AGENT_SEED_STRIDE = 1_000_003  # agent i's seed: the run's + i * this (a prime),
 # deterministic by construction): (the field, its default, why). The XLA actor loop is not
 # here: several agents always share a game, seated or in an env's agent slots, and the loop's
 # own checks refuse both (`config/train_checks.py`).
-NOT_YET = (("deterministic", False, "lockstep actors feed one learner"),)
+NOT_YET = (
+    (
+        "deterministic",
+        False,
+        "another agent's moves would need its params at each unroll's version, and a resume "
+        "its moves of the epoch",
+    ),
+)
 
 
 @dataclasses.dataclass(frozen=True)
