@@ -194,15 +194,18 @@ class Actor(ActorThread):
                 ended[env_ids] = np.logical_or(terminated, truncated)
                 t2 = time.perf_counter()
                 if self._shared.sync:
-                    self._flush(buffer, timers)
                     obs, env_ids, first = gate.admit(obs, env_ids, first)
                     if not len(env_ids):
                         if not gate.all_held:  # the others' games play on: receive them
+                            timers["env_s"] += t1 - t0
+                            timers["rollout_s"] += time.perf_counter() - t1
                             stats.add(timers, 0, returns, lengths)
                             timers = dict.fromkeys(timers, 0.0)
                             continue
-                        # Every unroll is complete; the next ones wait for params newer than
-                        # every step of theirs.
+                        # Every unroll is complete: written whole (an update that takes some
+                        # actors' unrolls takes each actor's at once), and the next ones wait
+                        # for params newer than every step of theirs.
+                        self._flush(buffer, timers)
                         obs, env_ids, first = gate.release()
                         min_version = last_version + 1
                     t2 = time.perf_counter()
@@ -220,7 +223,8 @@ class Actor(ActorThread):
                 timers["env_s"] += (t1 - t0) + (t5 - t4)
                 timers["rollout_s"] += (t2 - t1) + (t4 - t3)
                 timers["inference_s"] += t3 - t2
-                self._flush(buffer, timers)  # envs step meanwhile
+                if not self._shared.sync:  # (synchronous: written when every unroll is)
+                    self._flush(buffer, timers)  # envs step meanwhile
                 stats.add(timers, len(env_ids), returns, lengths)
                 timers = dict.fromkeys(timers, 0.0)
         finally:

@@ -250,16 +250,19 @@ class Fleet:
                 path = (ACTOR_SEED_PURPOSE, self._start, g, *again)
             groups = cfg.sebulba.env_groups_per_actor
             num_envs, batch = cfg.sebulba.envs_per_actor // groups, cfg.env_batch_size // groups
-            if cfg.seats.enabled and (cfg.sebulba.sync_collection or cfg.deterministic):
-                batch = 1  # the seated game gathers its games and may hold some (`seated`)
             threads = cfg.sebulba.env_threads_per_actor or batch
+            num_threads = cfg.sebulba.env_threads_per_actor
+            if cfg.seats.enabled and (cfg.sebulba.sync_collection or cfg.deterministic):
+                # The seated game gathers its games one at a time and may hold some
+                # (`seated`); the pool keeps the threads a batch of them all would have.
+                batch, num_threads = 1, threads
             env = make_env(
                 cfg.env_id,
                 cfg.env_kwargs,
                 num_envs,
                 batch,
                 seed=(derive_seed(cfg.seed, *path) + group * num_envs) & 0x7FFF_FFFF,
-                num_threads=cfg.sebulba.env_threads_per_actor,
+                num_threads=num_threads,
                 thread_affinity_offset=pool_affinity(
                     cfg.sebulba.env_thread_affinity_offset, g, threads
                 ),
