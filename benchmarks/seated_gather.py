@@ -30,7 +30,9 @@ ENV_ID = "TicTacToe-v1"
 
 
 def learner_steps_per_s(gather: bool, games: int, rounds: int) -> float:
-    pool = make_env(ENV_ID, {}, games, 1 if gather else games, seed=4)
+    # As a run makes it (`acting/fleet.py`): the gathered pool keeps a pool of all its games'
+    # threads (EnvPool's default: one per env of the batch).
+    pool = make_env(ENV_ID, {}, games, 1 if gather else games, seed=4, num_threads=games)
     opponent = {"random": g.random_legal(np.random.default_rng(5))}
     env = SeatedGame(pool, same_roles(games, (LEARNER, "random")), opponent, gather=gather)
     policy = g.random_legal(np.random.default_rng(6))
