@@ -1,6 +1,7 @@
 """A seated game's pool gathered game by game (synchronous collection in seats, `gather=True`:
 one EnvPool `recv()` per game) beside a synchronous pool of every game: learner steps per
-second through `SeatedGame` alone, a scripted learner (no inference), pairs interleaved.
+second through `SeatedGame` alone, a scripted learner (no inference), interleaved; the
+gathered pool on one EnvPool thread (as a run makes it) and on a thread per game.
 
     python benchmarks/seated_gather.py [--games 32] [--rounds 3000] [--pairs 5]
 
@@ -29,10 +30,10 @@ OUT = os.path.join(HERE, "results", "cpu", "seated_gather.json")
 ENV_ID = "TicTacToe-v1"
 
 
-def learner_steps_per_s(gather: bool, games: int, rounds: int) -> float:
-    # As a run makes it (`acting/fleet.py`): the gathered pool keeps a pool of all its games'
-    # threads (EnvPool's default: one per env of the batch).
-    pool = make_env(ENV_ID, {}, games, 1 if gather else games, seed=4, num_threads=games)
+def learner_steps_per_s(gather: bool, games: int, rounds: int, threads: int = 0) -> float:
+    """`threads`: EnvPool's (0: `make_env`'s default, one per env of a recv's batch: every
+    game for the synchronous pool, one for the gathered pool, as a run makes it)."""
+    pool = make_env(ENV_ID, {}, games, 1 if gather else games, seed=4, num_threads=threads)
     opponent = {"random": g.random_legal(np.random.default_rng(5))}
     env = SeatedGame(pool, same_roles(games, (LEARNER, "random")), opponent, gather=gather)
     policy = g.random_legal(np.random.default_rng(6))
@@ -59,9 +60,17 @@ def main() -> None:
     for _ in range(args.pairs):
         synced = learner_steps_per_s(False, args.games, args.rounds)
         gathered = learner_steps_per_s(True, args.games, args.rounds)
-        pairs.append({"synchronous": round(synced), "gathered": round(gathered)})
+        many = learner_steps_per_s(True, args.games, args.rounds, threads=args.games)
+        pairs.append(
+            {
+                "synchronous": round(synced),
+                "gathered": round(gathered),
+                "gathered_thread_per_game": round(many),
+            }
+        )
         print(pairs[-1], flush=True)
     ratios = [p["gathered"] / p["synchronous"] for p in pairs]
+    many = [p["gathered_thread_per_game"] / p["synchronous"] for p in pairs]
     result = {
         "env_id": ENV_ID,
         "games": args.games,
@@ -69,6 +78,7 @@ def main() -> None:
         "pairs": pairs,
         "gathered_over_synchronous_median": round(statistics.median(ratios), 3),
         "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+        "thread_per_game_over_synchronous_median": round(statistics.median(many), 3),
         "load_average_1min": os.getloadavg()[0],
         "provenance": origin,
     }

@@ -254,8 +254,10 @@ class Fleet:
             num_threads = cfg.sebulba.env_threads_per_actor
             if cfg.seats.enabled and (cfg.sebulba.sync_collection or cfg.deterministic):
                 # The seated game gathers its games one at a time and may hold some
-                # (`seated`); the pool keeps the threads a batch of them all would have.
-                batch, num_threads = 1, threads
+                # (`seated`), on one EnvPool thread unless env_threads_per_actor says: a
+                # board game steps faster so than with a thread per game handing results
+                # over one by one (`benchmarks/seated_gather.py`).
+                batch = 1
             env = make_env(
                 cfg.env_id,
                 cfg.env_kwargs,
