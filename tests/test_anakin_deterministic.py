@@ -40,11 +40,12 @@ def test_an_anakin_run_takes_deterministic_mode_and_ends_where_it_would(tmp_path
     assert digests[0] == digests[1]
 
 
-# Refused before the learner batch deterministic mode asks for (batch_size is left as it is).
+# Refused before the learner batch deterministic mode asks for (batch_size is left as it is):
+# self-play on Sebulba, which Anakin's program takes.
 SEBULBA = [
     (
         "ppo_tictactoe.py:quick",
-        "deterministic=True is not supported with config.seats on Sebulba yet (Anakin takes both)",
+        "drop self-play from config.seats.games (Anakin's program takes it",
     ),
 ]
 
