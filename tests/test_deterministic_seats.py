@@ -90,25 +90,26 @@ def test_an_unroll_holds_the_streams_that_are_done_and_replays_into_the_same_gam
     chosen = np.zeros((5, 6), np.int32)
     rounds = []
 
-    def choose(rows, steps):
-        legal = rows[0][ACTION_MASK]
+    def choose(obs, env_ids, first, steps):
+        legal = obs[ACTION_MASK]
         action = np.array([rng.choice(np.flatnonzero(m)) for m in legal], np.int32)
-        chosen[steps, rows[1]] = action
-        rounds.append(len(rows[1]))
+        chosen[steps, env_ids] = action
+        rounds.append(len(env_ids))
         return action
 
     played = _play_one(actor, seated(), choose)
-    replayed = _play_one(actor, seated(), lambda rows, steps: chosen[steps, rows[1]])
-    assert sorted(played[1]) == list(range(6)) and len(set(rounds)) > 1  # streams apart
-    by_stream = [jax.tree.map(lambda x, w=w: x[np.argsort(w[1])], w[3]) for w in (played, replayed)]
+    replayed = _play_one(actor, seated(), lambda obs, ids, first, steps: chosen[steps, ids])
+    assert sorted(played[0]) == list(range(6)) and len(set(rounds)) > 1  # streams apart
+    by_stream = [jax.tree.map(lambda x, w=w: x[np.argsort(w[0])], w[1]) for w in (played, replayed)]
     jax.tree.map(np.testing.assert_array_equal, *by_stream)  # obs, reward, terminated, truncated
 
 
 def _play_one(actor, env, choose):
-    """`actor._play` on a new pool from its first observations: the rows ending the unroll."""
+    """`actor._play` on a new pool from its first observations: the rows ending the unroll,
+    `(stream ids, (obs, reward, terminated, truncated))`."""
     actor._ended = np.ones(env.config["num_envs"], bool)
     env.async_reset()
     tracker = EpisodeTracker(env.config["num_envs"])
-    waiting = actor._play(env, actor._receive(env, tracker), choose, tracker)
+    env_ids, (_, step) = actor._play(env, actor._receive(env, tracker)[:2], choose, tracker)
     env.close()
-    return waiting
+    return env_ids, step

@@ -194,7 +194,7 @@ class Actor(ActorThread):
                 ended[env_ids] = np.logical_or(terminated, truncated)
                 t2 = time.perf_counter()
                 if self._shared.sync:
-                    obs, env_ids, first = gate.admit(obs, env_ids, first)
+                    env_ids, (obs, first), _ = gate.admit(env_ids, (obs, first))
                     if not len(env_ids):
                         if not gate.all_held:  # the others' games play on: receive them
                             timers["env_s"] += t1 - t0
@@ -206,7 +206,7 @@ class Actor(ActorThread):
                         # actors' unrolls takes each actor's at once), and the next ones wait
                         # for params newer than every step of theirs.
                         self._flush(buffer, timers)
-                        obs, env_ids, first = gate.release()
+                        env_ids, (obs, first), _ = gate.admit(*gate.release())
                         min_version = last_version + 1
                     t2 = time.perf_counter()
                 acted = self._client.act(obs, env_ids, min_version=min_version, first=first)
@@ -232,37 +232,41 @@ class Actor(ActorThread):
 
 
 class UnrollGate:
-    """Synchronous collection's gate: a stream whose unroll is full (T actions, and now the
-    observation that ends it) is held until every stream's is, then all act with the next
-    params. A synchronous pool's streams fill together; a seated game's fill apart (a learner
-    seat moves only at its turns), so the others play on while the first wait."""
+    """A stream whose unroll is full (T actions, and now the observation that ends it) is held
+    until every stream's is; then all start their next unroll. A synchronous pool's streams
+    fill together; a seated game's fill apart (a learner seat moves only at its turns), so
+    the others play on while the first wait. Synchronous collection's actors act the released
+    rows with the next params; lockstep actors end their unroll there (`LockstepActor._play`).
+    """
 
     def __init__(self, num_streams: int, unroll_length: int):
         self._steps = np.zeros(num_streams, np.int64)  # actions in each stream's unroll
         self._unroll = unroll_length
-        self._held: list[tuple] = []  # (obs, env_ids, first) of held rows
+        self._held: list[tuple] = []  # (env_ids, rows) held
         self._num_held = 0
 
     @property
     def all_held(self) -> bool:
         return self._num_held == len(self._steps)
 
-    def admit(self, obs: Any, env_ids: np.ndarray, first: np.ndarray) -> tuple:
-        """The rows of one `recv()` that act now, `(obs, env_ids, first)`; the rest are held."""
+    def admit(self, env_ids: np.ndarray, rows: Any) -> tuple[np.ndarray, Any, np.ndarray]:
+        """The rows of one `recv()` (`rows`: any tree of `[n, ...]` arrays) that act now,
+        `(env_ids, rows, steps)` with each one's step in its unroll; the rest are held."""
         full = self._steps[env_ids] == self._unroll
         if full.any():
-            self._held.append(_rows((obs, env_ids, first), full))
+            self._held.append(_rows((env_ids, rows), full))
             self._num_held += int(full.sum())
-            obs, env_ids, first = _rows((obs, env_ids, first), ~full)
+            env_ids, rows = _rows((env_ids, rows), ~full)
+        steps = self._steps[env_ids]
         self._steps[env_ids] += 1
-        return obs, env_ids, first
+        return env_ids, rows, steps
 
-    def release(self) -> tuple:
-        """Every held row, `(obs, env_ids, first)`, to act with the next params."""
+    def release(self) -> tuple[np.ndarray, Any]:
+        """Every held row, `(env_ids, rows)`, at the start of its next unroll (to admit)."""
         held, self._held, self._num_held = self._held, [], 0
-        obs, env_ids, first = jax.tree.map(lambda *rows: np.concatenate(rows), *held)
-        self._steps[env_ids] = 1
-        return obs, env_ids, first
+        env_ids, rows = jax.tree.map(lambda *parts: np.concatenate(parts), *held)
+        self._steps[env_ids] = 0
+        return env_ids, rows
 
 
 def _rows(tree: Any, mask: np.ndarray) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_dist.acting.actor import Actor, ActorShared, ActorStats
+from jaxrl_dist.acting.actor import Actor, ActorShared, ActorStats, UnrollGate
 from jaxrl_dist.acting.policy_client import PolicyClient
 
 
@@ -110,62 +110,57 @@ class LockstepActor(Actor):
         self._ended = np.ones(num_envs, bool)
         env.async_reset()
         # Episodes the replayed steps end were reported by the run (or actor) that played them.
-        waiting = self._receive(env, tracker)
+        waiting = self._receive(env, tracker)[:2]
         for unroll_actions in () if replay is None else replay:
-            replayed = lambda rows, steps, a=unroll_actions: a[steps, rows[1]]  # noqa: E731
-            waiting = self._play(env, waiting, replayed, tracker)
+            waiting = self._play(env, waiting, _replaying(unroll_actions), tracker)
             if waiting is None:
                 return None
-        buffer.add_observation(waiting[1], *waiting[3])
+        env_ids, (_, step) = waiting
+        buffer.add_observation(env_ids, *step)
         return buffer, tracker, waiting
 
     def _receive(self, env, tracker, buffer=None) -> tuple:
-        """One `recv()` as rows `(obs, env_ids, first, (obs, reward, terminated, truncated))`
-        (`first`: the row starts an episode); adds it to `buffer` when given, and returns the
-        episodes it ended `(returns, lengths)` as the rows' last item."""
+        """One `recv()` as `(env_ids, (first, step), ended)`: whether each row starts an
+        episode, its `(obs, reward, terminated, truncated)` (added to `buffer` when given),
+        and the episodes it ended `(returns, lengths)`."""
         obs, reward, terminated, truncated, info = env.recv()
-        env_ids = info["env_id"]
+        env_ids, step = info["env_id"], (obs, reward, terminated, truncated)
         if buffer is not None:
-            buffer.add_observation(env_ids, obs, reward, terminated, truncated)
+            buffer.add_observation(env_ids, *step)
         ended = tracker.update(env_ids, reward, terminated, truncated, info)
         first = self._ended[env_ids]
         self._ended[env_ids] = np.logical_or(terminated, truncated)
-        return obs, env_ids, first, (obs, reward, terminated, truncated), ended
+        return env_ids, (first, step), ended
 
     def _play(self, env, waiting, choose, tracker, buffer=None, timers=None) -> tuple | None:
-        """One unroll of every stream: acts T times for each, `choose(rows, steps)` giving the
-        env actions of rows `(obs, env_ids, first)` at their unroll steps `steps`; returns the
-        rows that end it, waiting for the next unroll's actions (None on a stop).
+        """One unroll of every stream from rows `waiting`, `(env_ids, (first, step))`: acts T
+        times for each, `choose(obs, env_ids, first, steps)` giving the env actions of rows at
+        their unroll steps `steps`; returns the rows that end it, waiting for the next unroll's
+        actions (None on a stop).
 
         A synchronous pool's streams all step together; a seated game's (`SeatedGame` with
         `gather`) only at their seats' turns, so a stream whose T actions are done waits, its
-        game paused, while the others' games play on: the unroll is each stream's T actions in
-        an order that follows from the env and the actions alone, so the same actions replayed
-        make the same unroll."""
-        streams = env.config["num_envs"]
-        steps = np.zeros(streams, np.int64)
-        held: list[tuple] = []
+        game paused, while the others' games play on (`UnrollGate`): the unroll is each
+        stream's T actions in an order that follows from the env and the actions alone, so
+        the same actions replayed make the same unroll."""
+        gate = UnrollGate(env.config["num_envs"], self._shared.unroll_length)
+        env_ids, rows = waiting
         while not self._shared.stop.is_set():
-            obs, env_ids, first = waiting[:3]
-            full = steps[env_ids] == self._shared.unroll_length
-            if full.any():  # these rows start the next unroll
-                held.append(jax.tree.map(lambda x, f=full: x[f], waiting[:4]))
-                obs, env_ids, first = jax.tree.map(lambda x, f=~full: x[f], (obs, env_ids, first))
-            if sum(len(h[1]) for h in held) == streams:
-                rows = jax.tree.map(lambda *x: np.concatenate(x), *held)
-                return (*rows, ())
+            env_ids, (first, step), steps = gate.admit(env_ids, rows)
+            if gate.all_held:  # every row now starts the next unroll
+                return gate.release()
             t0 = time.perf_counter()
             if len(env_ids):
-                env_action = choose((obs, env_ids, first), steps[env_ids])
+                env_action = choose(step[0], env_ids, first, steps)
                 if env_action is None:
                     return None
-                steps[env_ids] += 1
                 t0 = time.perf_counter()
                 env.send(env_action, env_ids)
-            waiting = self._receive(env, tracker, buffer)
+            acted = len(env_ids)
+            env_ids, rows, ended = self._receive(env, tracker, buffer)
             if timers is not None:
                 timers["env_s"] += time.perf_counter() - t0
-                self._shared.stats.add(timers, len(env_ids), *waiting[4])
+                self._shared.stats.add(timers, acted, *ended)
                 for k in timers:
                     timers[k] = 0.0
         return None
@@ -183,8 +178,7 @@ class LockstepActor(Actor):
         self._client.reset(jax.random.fold_in(self._key, unroll), keep_memory=True)
         sent: list[np.ndarray] = []  # [T, streams, ...] once the first actions are known
 
-        def act(rows, steps):
-            obs, env_ids, first = rows
+        def act(obs, env_ids, first, steps):
             t0 = time.perf_counter()
             acted = self._client.act(obs, env_ids, min_version=version, first=first)
             if acted is None:
@@ -210,3 +204,9 @@ class LockstepActor(Actor):
         self._flush(buffer, timers, self._progress.epoch_sent[-1], self._progress.memory)
         self._shared.stats.add(timers, 0, (), ())
         return waiting
+
+
+def _replaying(unroll_actions: np.ndarray):
+    """`_play`'s `choose` that sends an unroll's recorded env actions, `[T, streams, ...]`:
+    each row's at its step."""
+    return lambda obs, env_ids, first, steps: unroll_actions[steps, env_ids]
