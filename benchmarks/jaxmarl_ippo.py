@@ -128,7 +128,6 @@ def run_jaxmarl(script: str, seeds: int, env_steps: int | None) -> dict:
 
 
 def run_ours(seeds: int, env_steps: int | None) -> dict:
-
     results = []
     for seed in range(seeds):
         with tempfile.TemporaryDirectory() as tmp:

@@ -251,8 +251,7 @@ class Fleet:
             groups = cfg.sebulba.env_groups_per_actor
             num_envs, batch = cfg.sebulba.envs_per_actor // groups, cfg.env_batch_size // groups
             threads = cfg.sebulba.env_threads_per_actor or batch
-            num_threads = cfg.sebulba.env_threads_per_actor
-            if cfg.seats.enabled and (cfg.sebulba.sync_collection or cfg.deterministic):
+            if cfg.seats.enabled and _holds_streams(cfg):
                 # The seated game gathers its games one at a time and may hold some
                 # (`seated`), on one EnvPool thread unless env_threads_per_actor says: a
                 # board game steps faster so than with a thread per game handing results
@@ -264,7 +263,7 @@ class Fleet:
                 num_envs,
                 batch,
                 seed=(derive_seed(cfg.seed, *path) + group * num_envs) & 0x7FFF_FFFF,
-                num_threads=num_threads,
+                num_threads=cfg.sebulba.env_threads_per_actor,
                 thread_affinity_offset=pool_affinity(
                     cfg.sebulba.env_thread_affinity_offset, g, threads
                 ),
@@ -355,7 +354,12 @@ def seated(config: Any, env: Any, seed: int, snapshots: Callable | None = None) 
     for name in sorted(names - set(players)):
         players[name] = scripted_player(name, config.env_id, rng)
     opening = np.random.default_rng([seed, OPENING_STREAM])
-    # Synchronous collection and lockstep actors hold the streams whose unroll is full
-    # (`actor.UnrollGate`, `LockstepActor._play`).
-    gather = config.sebulba.sync_collection or config.deterministic
-    return SeatedGame(env, roles, players, config.seats.opening_plies, opening, gather)
+    return SeatedGame(
+        env, roles, players, config.seats.opening_plies, opening, _holds_streams(config)
+    )
+
+
+def _holds_streams(config: Any) -> bool:
+    """Whether the actors hold streams whose unroll is full (`actor.UnrollGate`): synchronous
+    collection and lockstep actors; a seated game's pool then gathers its games one by one."""
+    return config.sebulba.sync_collection or config.deterministic
