@@ -91,7 +91,18 @@ def test_overrides_reach_one_agent():
         ),
         ({GAMES: "(('learner','ppo'),('ppo','rb'))"}, "names 'learner'"),
         ({GAMES: "(('rb','ppo'),('random','random'))"}, "where no agent learns"),
-        ({"deterministic": "True", "sebulba.async_envs": "False"}, "not supported with several"),
+        (
+            {
+                "deterministic": "True",
+                "sebulba.async_envs": "False",
+                GAMES: "(('rb','ppo'),('rb','rb'))",
+            },
+            "cannot take a game that seats one learner twice",
+        ),
+        (  # deterministic mode takes one unroll of every actor: the agent's own batch field
+            {"deterministic": "True", "sebulba.async_envs": "False"},
+            "fix it with --config.agents.ppo.batch_size=32",
+        ),
         (
             {"sebulba.actor_loop": "xla", "sebulba.async_envs": "False"},
             "needs config.seats.enabled=False (seats are played in Python)",

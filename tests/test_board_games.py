@@ -155,14 +155,6 @@ BAD = [
         ],
         "deterministic=True cannot take a game that seats one learner twice on Sebulba",
     ),
-    (
-        [
-            "--config.deterministic=true",
-            "--config.sebulba.async_envs=false",
-            "--config.seats.games=(('learner','pool'),('random','learner'))",
-        ],
-        "deterministic=True is not supported on Sebulba with 'pool' in config.seats.games yet",
-    ),
 ]
 
 

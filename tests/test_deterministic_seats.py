@@ -21,16 +21,19 @@ from jaxrl_dist.run.trainer import Trainer
 from jaxrl_dist.types import ACTION_MASK
 
 TICTACTOE = "configs/ppo_tictactoe.py:quick"
-# Two actors of 6 games against scripted players and the learner's starting policy, with
-# random openings, an LSTM (its states carried across the held rows and put back on resume),
-# env epochs of 4 updates.
+# Two actors of 6 games against a scripted player, the learner's starting policy and its
+# opponent pool (a snapshot every 2 updates, the newest 2 drawn by PFSP), with random
+# openings, an LSTM (its states carried across the held rows and put back on resume), env
+# epochs of 4 updates.
 LOCKSTEP = {
     "deterministic": True,
     "sebulba.async_envs": False,
     "sebulba.num_actor_threads": 2,
     "sebulba.envs_per_actor": 6,
     "sebulba.env_epoch_updates": 4,
-    "seats.games": (("learner", "heuristic"), ("frozen", "learner"), ("learner", "random")),
+    "seats.games": (("learner", "heuristic"), ("frozen", "learner"), ("learner", "pool")),
+    "seats.pool_every_updates": 2,
+    "seats.pool_capacity": 2,
     "seats.opening_plies": 2,
     "network.core": "lstm",
     "network.core_size": 16,

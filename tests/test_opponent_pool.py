@@ -2,10 +2,13 @@
 checkpoint arrays, and a PoolPlayer in real tic-tac-toe games shifting PFSP toward the snapshot
 the learner cannot beat."""
 
+import threading
+
 import numpy as np
 import pytest
 
 from jaxrl_dist.acting.opponent_pool import OpponentPool, PoolPlayer
+from jaxrl_dist.acting.params_store import ActingStopped
 from jaxrl_dist.data import snapshot
 from jaxrl_dist.envs import games as g
 from jaxrl_dist.envs import make_env
@@ -103,3 +106,37 @@ def test_pfsp_in_real_games_turns_to_the_snapshot_the_learner_cannot_beat():
     assert records[0]["wins"] > records[0]["draws"]
     assert sum(r["wins"] + r["draws"] for r in records.values()) >= 290  # every game recorded
     assert pool.probabilities()[1] > 0.9
+
+
+def _draws(pool, round_, n=200):
+    stop = threading.Event()
+    return [pool.draw(round_, np.random.default_rng(s), stop) for s in range(n)]
+
+
+def test_a_lockstep_draw_follows_from_the_rounds_before_it():
+    """Deterministic mode: a draw in round u sees the newest `capacity` snapshots drawn from u
+    or before, weighted (PFSP) by the games that ended in rounds before u alone, and waits for
+    the pool's owner to reach u; the snapshots a replayed round may draw stay, and a checkpoint
+    keeps the records of the rounds acted."""
+    pool = OpponentPool(2, "pfsp", seed=0)
+    pool.lockstep(epoch_updates=4)
+    for r in range(10):
+        pool.add(_params(r), update=r, round_=r)
+    pool.reached(9)
+    # Kept: the newest 2 drawn by round 4 (the epoch of round 9 - 2 starts there) and after.
+    assert pool.ids() == [3, 4, 5, 6, 7, 8, 9]
+    assert set(_draws(pool, 5)) == {4, 5}
+    before = {r: _draws(pool, r) for r in (6, 7)}
+    for _ in range(6):
+        pool.record_at(6, -1.0, 6)  # the learner lost to snapshot 6, in round 6
+    assert _draws(pool, 6) == before[6]  # round 6's own games do not weigh its draws
+    assert _draws(pool, 7).count(6) > before[7].count(6) + 40  # they weigh round 7's
+    restored = OpponentPool(2, "pfsp", seed=1)
+    restored.lockstep(epoch_updates=4)
+    restored.restore_arrays(pool.to_arrays(before_round=6), _params(0))
+    # Saved before round 6: its games are not (a resume acts round 6 again).
+    assert restored.ids() == pool.ids() and _draws(restored, 7) == before[7]
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(ActingStopped):  # round 10 not reached: the draw waits, until a stop
+        pool.draw(10, np.random.default_rng(0), stop)

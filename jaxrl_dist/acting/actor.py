@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.acting.params_store import ActingStopped
 from jaxrl_dist.acting.policy_client import PolicyClient
 from jaxrl_dist.data.base import QueueItem
 from jaxrl_dist.data.segments import SegmentBuffer
@@ -123,6 +124,8 @@ class ActorThread(threading.Thread):
     def run(self) -> None:
         try:
             self._loop()
+        except ActingStopped:
+            return  # the run stopped while the actor waited for another agent's params
         except BaseException as e:  # noqa: BLE001  surfaced to the learner via self.error
             self.error = e
             if isinstance(e, RunError):  # a whole message (an env's), the run's stop reason

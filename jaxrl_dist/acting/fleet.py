@@ -27,7 +27,7 @@ from jaxrl_dist.acting.actor import Actor, ActorShared, ActorThread
 from jaxrl_dist.acting.inference_server import InferenceServer
 from jaxrl_dist.acting.lockstep import LockstepActor, LockstepProgress
 from jaxrl_dist.acting.opponent_pool import AgentPlayer
-from jaxrl_dist.acting.params_store import ParamsStore
+from jaxrl_dist.acting.params_store import ActingRound, ParamsStore
 from jaxrl_dist.acting.policy_client import LocalClient, jit_inference_step
 from jaxrl_dist.acting.seat_pools import SeatPools, seated_roles, snapshot_policy
 from jaxrl_dist.acting.server_client import ServerClient, ServerHandle
@@ -199,21 +199,24 @@ class Fleet:
         return np.append(np.tile(self._greedy_streams, slots), False)
 
     # ------------------------------------------------------------------ actors
-    def _players(self, device: jax.Device, num_games: int, key: jax.Array) -> dict[str, Any]:
+    def _players(
+        self, device: jax.Device, at: ActingRound | None, num_games: int, key: jax.Array
+    ) -> dict[str, Any]:
         """One actor's players of the pools' snapshot roles and of the other agents' seats
-        (`agent:NAME`, with that agent's current params), on `device`."""
+        (`agent:NAME`, with that agent's current params; a lockstep actor's, `at`, with its
+        params of the round the actor plays), on `device`."""
         # A one-agent run's pool players keep the key they always had.
         pool_key, others_key = jax.random.split(key) if self._others else (key, key)
         players = {}
         if self._pools:
-            players = self._pools.players(self._core, device, num_games, pool_key)
+            players = self._pools.players(self._core, device, num_games, pool_key, at)
         keys = jax.random.split(others_key, max(1, len(self._others)))
         for (name, other), k in zip(sorted(self._others.items()), keys, strict=False):
             policy = snapshot_policy(other.core, device, num_games, other.greedy, k)
-            players[AGENT_ROLE + name] = AgentPlayer(other.store, device, policy)
+            players[AGENT_ROLE + name] = AgentPlayer(other.store, device, policy, other.rounds, at)
         if self._pools and self._pools.agents():  # a league: the other agents' snapshots
             league_key = jax.random.fold_in(others_key, LEAGUE_KEY_PURPOSE)
-            players |= self._pools.agent_players(self._others, device, num_games, league_key)
+            players |= self._pools.agent_players(self._others, device, num_games, league_key, at)
         return players
 
     def _client(self, slot: int, key: jax.Array):
@@ -287,7 +290,13 @@ class Fleet:
         snapshots = None  # this actor's snapshot players: the pools' params on its device
         device = self._devices[slot % len(self._devices)]
         if self._pools or self._others:
-            snapshots = functools.partial(self._players, device)
+            at = None
+            if cfg.deterministic:
+                progress = self._progress[slot]
+                at = ActingRound(
+                    lambda: progress.playing, lambda: progress.next_unroll, self._shared.stop
+                )
+            snapshots = functools.partial(self._players, device, at)
 
         if cfg.sebulba.actor_loop == "xla":
             device = self._devices[slot % len(self._devices)]

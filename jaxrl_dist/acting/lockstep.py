@@ -40,12 +40,15 @@ class LockstepProgress:
         resume's, from the checkpoint), or None.
       memory: each env's recurrent state before unroll `next_unroll` (host arrays, `{}` for
         a memoryless policy), or None at an epoch's start.
+      playing: the round the actor acts or replays now (other agents in its games move with
+        their params of it, `params_store.RoundParams`).
     """
 
     next_unroll: int
     epoch_sent: list[np.ndarray] = dataclasses.field(default_factory=list)
     replay: np.ndarray | None = None
     memory: Any = None
+    playing: int = 0
 
     def restart_point(self, epoch_updates: int) -> None:
         """After a failure: replay this epoch's unrolls before the one that failed."""
@@ -108,10 +111,14 @@ class LockstepActor(Actor):
         # ended[i]: env i's last observation ended an episode, so its next one starts one (a
         # recurrent policy resets there); every env's first observation does.
         self._ended = np.ones(num_envs, bool)
+        # The epoch's first round: other agents move in the first observations with its params.
+        first_round = self._progress.next_unroll - (0 if replay is None else len(replay))
+        self._progress.playing = first_round
         env.async_reset()
         # Episodes the replayed steps end were reported by the run (or actor) that played them.
         waiting = self._receive(env, tracker)[:2]
-        for unroll_actions in () if replay is None else replay:
+        for i, unroll_actions in enumerate(() if replay is None else replay):
+            self._progress.playing = first_round + i
             waiting = self._play(env, waiting, _replaying(unroll_actions), tracker)
             if waiting is None:
                 return None
@@ -171,6 +178,7 @@ class LockstepActor(Actor):
         each stream's in its own order); returns the rows waiting for the next (None on a
         stop)."""
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
+        self._progress.playing = unroll
         version_for = self._shared.version_for
         version = unroll if version_for is None else version_for(unroll)
         if version is None:

@@ -27,9 +27,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_dist.acting.params_store import ActingRound, ActingStopped, RoundParams
 from jaxrl_dist.acting.row_policy import ParamsPlayer, RowPolicy
 from jaxrl_dist.data import snapshot as npz
 from jaxrl_dist.envs.games import Player
+from jaxrl_dist.threads import POLL_S
 from jaxrl_dist.types import (
     PyTree,
     keys_under,
@@ -59,24 +61,49 @@ class OpponentPool:
         self._params: dict[int, PyTree] = {}  # id -> host params
         self._update: dict[int, int] = {}  # id -> learner update it was taken at
         self._record: dict[int, np.ndarray] = {}  # id -> [wins, draws, losses] of the learner
+        # Lockstep mode (`lockstep`): the round each snapshot is drawn from on, and the records
+        # of the recent rounds, by round, not yet summed into `_record`.
+        self._epoch: int | None = None
+        self._round: dict[int, int] = {}
+        self._recent: dict[int, dict[int, np.ndarray]] = {}
+        self._reached = -1  # the owner's newest round: its snapshots drawn from it on are in
+        self._changed = threading.Condition(self._lock)
+
+    def lockstep(self, epoch_updates: int) -> None:
+        """Deterministic mode: actors draw with `draw` and record with `record_at` (see
+        `draw`); the snapshots any actor may still draw from are kept, `capacity` per round."""
+        self._epoch = epoch_updates
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._params)
 
-    def add(self, params: PyTree, update: int) -> int:
-        """Adds a host copy of `params` (taken at learner update `update`); drops the oldest
-        beyond capacity. Returns the snapshot's id."""
+    def add(self, params: PyTree, update: int, round_: int | None = None) -> int:
+        """Adds a host copy of `params` (taken at learner update `update`, drawn from round
+        `round_` on in lockstep mode: the owner's next round; default `update`); drops the
+        oldest beyond capacity (in lockstep mode, the ones no round still played can draw).
+        Returns the snapshot's id."""
         host = jax.tree.map(np.asarray, jax.device_get(params))
         with self._lock:
             sid, self._next_id = self._next_id, self._next_id + 1
             self._params[sid], self._update[sid] = host, update
+            self._round[sid] = update if round_ is None else round_
+            if round_ is None:  # a start: its round is reached
+                self._reached = max(self._reached, update)
+                self._changed.notify_all()
             self._record[sid] = np.zeros(3, np.int64)
-            while len(self._params) > self.capacity:
-                oldest = min(self._params)
-                for table in (self._params, self._update, self._record):
-                    del table[oldest]
+            if self._epoch is None:
+                while len(self._params) > self.capacity:
+                    self._drop(min(self._params))
+            else:
+                self._keep_playable()
         return sid
+
+    def _drop(self, sid: int) -> None:
+        for table in (self._params, self._update, self._record, self._round):
+            del table[sid]
+        for counts in self._recent.values():
+            counts.pop(sid, None)
 
     def ids(self) -> list[int]:
         with self._lock:
@@ -92,8 +119,10 @@ class OpponentPool:
         with self._lock:
             return self._probabilities()
 
-    def _probabilities(self) -> dict[int, float]:
-        ids = sorted(self._params)
+    def _probabilities(self, ids: list[int] | None = None, records: Any = None) -> dict:
+        """Each of `ids`' (default: every snapshot's) probability, PFSP's from `records`
+        (`{id: [wins, draws, losses]}`, default the records now)."""
+        ids = sorted(self._params) if ids is None else ids
         if not ids:
             return {}
         if self.sampling == "uniform":
@@ -102,10 +131,66 @@ class OpponentPool:
             weights = np.full(len(ids), 0.5 / len(ids))
             weights[-1] += 0.5
         else:
-            wins, draws, losses = np.stack([self._record[i] for i in ids]).T
+            records = self._record if records is None else records
+            wins, draws, losses = np.stack([records[i] for i in ids]).T
             score = (wins + 0.5 * draws + 1.0) / (wins + draws + losses + 2.0)
             weights = (1.0 - score) ** self.pfsp_exponent
         return dict(zip(ids, (weights / weights.sum()).tolist(), strict=True))
+
+    # --- lockstep mode ---------------------------------------------------------------------
+    # What an actor draws in round u follows from the rounds before it alone: the newest
+    # `capacity` snapshots drawn from round u or before, weighted by the games that ended in
+    # rounds before u (every actor's are in: round u starts after every actor ended round
+    # u - 1), with the actor's own generator. A replayed round draws as it first did, so the
+    # rounds an actor may still replay are kept: every actor is within two rounds of the
+    # newest round the pool saw (`SebulbaEngine._turn` keeps the agents' learners a round
+    # apart), so from the epoch of that round less two on.
+
+    def reached(self, round_: int) -> None:
+        """The pool's owner acts its round `round_` now: its snapshots drawn from it are in."""
+        with self._lock:
+            self._reached = max(self._reached, round_)
+            self._changed.notify_all()
+
+    def draw(self, round_: int, rng: np.random.Generator, stop: threading.Event) -> int:
+        """A snapshot id for a game starting in round `round_`, drawn with `rng` once the
+        owner reached the round (`ActingStopped` when `stop` is set first)."""
+        with self._lock:
+            while self._reached < round_:
+                if stop.is_set():
+                    raise ActingStopped
+                self._changed.wait(POLL_S)
+            ids = sorted(i for i in self._params if self._round[i] <= round_)[-self.capacity :]
+            if not ids:
+                raise RuntimeError(f"the opponent pool has no snapshot for round {round_}")
+            records = {i: self._record[i].copy() for i in ids}
+            for r, counts in self._recent.items():
+                for i, c in counts.items():
+                    if r < round_ and i in records:
+                        records[i] += c
+            probs = self._probabilities(ids, records)
+            p = np.asarray(list(probs.values()))
+            return int(rng.choice(list(probs), p=p / p.sum()))
+
+    def record_at(self, sid: int, learner_return: float, round_: int) -> None:
+        """`record` of a game that ended in round `round_`."""
+        with self._lock:
+            if sid in self._record:
+                counts = self._recent.setdefault(round_, {}).setdefault(sid, np.zeros(3, np.int64))
+                counts[0 if learner_return > 0 else 1 if learner_return == 0 else 2] += 1
+                self._keep_playable()
+
+    def _keep_playable(self) -> None:
+        """Sums the records of rounds no actor plays again and drops the snapshots no round
+        still played can draw."""
+        newest = max([*self._round.values(), *self._recent])
+        floor = self._epoch * ((newest - 2) // self._epoch)
+        for r in [r for r in self._recent if r < floor]:
+            for i, c in self._recent.pop(r).items():
+                self._record[i] += c
+        old = sorted(i for i in self._params if self._round[i] <= floor)
+        for sid in old[: -self.capacity]:
+            self._drop(sid)
 
     def sample(self) -> int:
         """A snapshot id drawn by the pool's sampling (the pool must not be empty)."""
@@ -136,14 +221,25 @@ class OpponentPool:
 
     # --- checkpoints ---------------------------------------------------------------------------
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """The whole pool as flat arrays (see the module docstring)."""
+    def to_arrays(self, before_round: int | None = None) -> dict[str, np.ndarray]:
+        """The whole pool as flat arrays (see the module docstring); in lockstep mode the
+        records of the rounds before `before_round` (the owner's next round: the games of the
+        rounds it acts again after a resume are recorded again)."""
         with self._lock:
             ids = sorted(self._params)
+            recent = [
+                (r, i, *c)
+                for r, counts in sorted(self._recent.items())
+                for i, c in sorted(counts.items())
+                if before_round is None or r < before_round
+            ]
             arrays = {
                 "ids": np.array(ids, np.int64),
                 "updates": np.array([self._update[i] for i in ids], np.int64),
+                "rounds": np.array([self._round[i] for i in ids], np.int64),
                 "records": np.array([self._record[i] for i in ids], np.int64).reshape(-1, 3),
+                "recent_records": np.array(recent, np.int64).reshape(-1, 5),
+                "reached": np.array(self._reached, np.int64),
                 "next_id": np.array(self._next_id, np.int64),
                 "rng": npz.rng_array(self._rng),
             }
@@ -158,7 +254,8 @@ class OpponentPool:
         paths, treedef = jax.tree_util.tree_flatten_with_path(template)
         names = [path_name(path) for path, _ in paths]
         with self._lock:
-            self._params.clear(), self._update.clear(), self._record.clear()
+            for table in (self._params, self._update, self._record, self._round, self._recent):
+                table.clear()
             for i, update, record in zip(
                 arrays["ids"].tolist(), arrays["updates"].tolist(), arrays["records"], strict=True
             ):
@@ -171,6 +268,12 @@ class OpponentPool:
                     )
                 self._params[i] = jax.tree.unflatten(treedef, [arrays[key] for key in keys])
                 self._update[i], self._record[i] = update, record.astype(np.int64).copy()
+            # Pools saved before lockstep mode took them: each snapshot drawn from its update.
+            rounds = arrays.get("rounds", arrays["updates"])
+            self._round = dict(zip(arrays["ids"].tolist(), rounds.tolist(), strict=True))
+            for r, i, *counts in arrays.get("recent_records", np.zeros((0, 5))).tolist():
+                self._recent.setdefault(r, {})[i] = np.array(counts, np.int64)
+            self._reached = int(arrays.get("reached", max(self._round.values(), default=-1)))
             self._next_id = int(arrays["next_id"])
             npz.restore_rng(self._rng, arrays["rng"])
 
@@ -184,6 +287,9 @@ class PoolPlayer(Player):
       policy: the snapshots' policy over this actor's games (the agent's masked act on its
         device, a memory per game).
       to_device: moves a snapshot's host params where `policy` runs (cached per snapshot).
+      at: a lockstep actor's rounds: it draws with `OpponentPool.draw` (with `rng`) and records
+        the games of the rounds it acts (not those it replays: they were recorded).
+      rng: the lockstep draws' generator (the actor's own, made again each env epoch).
     """
 
     def __init__(
@@ -191,8 +297,11 @@ class PoolPlayer(Player):
         pool: OpponentPool,
         policy: RowPolicy,
         to_device: Callable[[PyTree], PyTree] = lambda p: p,
+        at: ActingRound | None = None,
+        rng: np.random.Generator | None = None,
     ):
         self._pool, self._policy, self._to_device = pool, policy, to_device
+        self._at, self._rng = at, rng
         self._playing: dict[int, int] = {}  # game -> snapshot id
         self._device: dict[int, PyTree] = {}  # snapshot id -> params on the device
 
@@ -211,12 +320,19 @@ class PoolPlayer(Player):
     def end_game(self, game: int, seat_return: float) -> None:
         self._policy.restart(game)
         sid = self._playing.pop(game, None)
-        if sid is not None:
+        if sid is None:
+            return
+        if self._at is None:
             self._pool.record(sid, -seat_return)  # zero-sum: the learner's result is the opposite
+        elif not self._at.replaying():
+            self._pool.record_at(sid, -seat_return, self._at.playing())
 
     def _snapshot_for(self, game: int) -> int:
         if game not in self._playing:
-            self._playing[game] = self._pool.sample()
+            if self._at is None:
+                self._playing[game] = self._pool.sample()
+            else:
+                self._playing[game] = self._pool.draw(self._at.playing(), self._rng, self._at.stop)
         return self._playing[game]
 
     def _params(self, sid: int) -> PyTree:
@@ -232,15 +348,31 @@ class PoolPlayer(Player):
 
 
 class AgentPlayer(ParamsPlayer):
-    """Plays a seat with another agent of the run (`agent:NAME`, `config.agents`): its newest
-    published params from its params store, on this actor's device, a memory per game."""
+    """Plays a seat with another agent of the run (`agent:NAME`, `config.agents`), on this
+    actor's device, a memory per game: with its newest published params from its params store,
+    or, for a lockstep actor (`at`), with its params of the round the actor plays now (`rounds`,
+    that agent's by round), so the moves follow from the seed alone."""
 
-    def __init__(self, store: Any, device: jax.Device, policy: RowPolicy):
+    def __init__(
+        self,
+        store: Any,
+        device: jax.Device,
+        policy: RowPolicy,
+        rounds: RoundParams | None = None,
+        at: ActingRound | None = None,
+    ):
         super().__init__(policy)
-        self._store, self._device = store, device
+        self._store, self._device, self._rounds, self._at = store, device, rounds, at
+        self._round: tuple[int, PyTree] | None = None  # (round, its params on the device)
 
     def _params(self) -> PyTree:
-        return self._store.get(self._device)[0]
+        if self._rounds is None or self._at is None:
+            return self._store.get(self._device)[0]
+        now = self._at.playing()
+        if self._round is None or self._round[0] != now:
+            host = self._rounds.get(now, self._at.stop)
+            self._round = (now, jax.device_put(host, self._device))
+        return self._round[1]
 
 
 def role_arrays(arrays: dict[str, np.ndarray], role: str) -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from jaxrl_dist.acting.opponent_pool import OpponentPool, PoolPlayer, role_arrays
+from jaxrl_dist.acting.params_store import ActingRound
 from jaxrl_dist.acting.row_policy import RowPolicy
 from jaxrl_dist.agents.base import ActorCore
 from jaxrl_dist.data import snapshot as npz
@@ -52,7 +53,9 @@ class SeatPools:
     One per process: its actors' players sample and record into it; each process saves its own
     (the same snapshots, its own records)."""
 
-    def __init__(self, seats: SeatPlan, seed: int):
+    def __init__(self, seats: SeatPlan, seed: int, epoch_updates: int | None = None):
+        """`epoch_updates`: deterministic mode's env epochs (the pools draw by round,
+        `OpponentPool.lockstep`); None: actors draw as their games start."""
         roles = seats.snapshot_roles()
         self.pools: dict[str, OpponentPool] = {}
         if POOL_ROLE in roles:
@@ -70,6 +73,9 @@ class SeatPools:
                 pool = OpponentPool(1, "uniform", seed=seed + 2 + i)
             self.pools[role] = pool
         self._every = seats.pool_every_updates
+        if epoch_updates is not None:
+            for pool in self.pools.values():
+                pool.lockstep(epoch_updates)
 
     def __bool__(self) -> bool:
         return bool(self.pools)
@@ -85,17 +91,26 @@ class SeatPools:
             if _owner(role) == agent:
                 pool.add(params, update)
 
-    def offer(self, params: PyTree, update: int, agent: str = "") -> None:
+    def offer(self, params: PyTree, update: int, agent: str = "", round_: int = 0) -> None:
         """After the agent's (or other agent `agent`'s) update `update`: its opponent pool
-        copies `params` (this process's replica) when a snapshot is due."""
+        copies `params` (this process's replica) when a snapshot is due (drawn from that
+        agent's next lockstep round `round_` on)."""
         role = f"{POOL_ROLE}:{agent}" if agent else POOL_ROLE
         if role in self.pools and update % self._every == 0:
-            self.pools[role].add(local_replica(params), update)
+            self.pools[role].add(local_replica(params), update, round_)
 
-    def to_bytes(self) -> bytes:
+    def reached(self, round_: int, agent: str = "") -> None:
+        """Lockstep mode: the agent (or other agent `agent`) acts its round `round_` now, every
+        snapshot drawn from it on is in its pools (a frozen start's never changes)."""
+        for role, pool in self.pools.items():
+            if _owner(role) == agent:
+                pool.reached(round_)
+
+    def to_bytes(self, before_round: int | None = None) -> bytes:
+        """Every pool's arrays, the lockstep records of the rounds before `before_round`."""
         arrays = {}
         for role, pool in self.pools.items():
-            arrays.update({f"{role}/{k}": v for k, v in pool.to_arrays().items()})
+            arrays.update({f"{role}/{k}": v for k, v in pool.to_arrays(before_round).items()})
         return npz.to_bytes(arrays)
 
     def restore_bytes(self, saved: np.ndarray, template: PyTree, agent: str = "") -> None:
@@ -111,11 +126,17 @@ class SeatPools:
             pool.restore_arrays(mine, template)
 
     def players(
-        self, core: ActorCore, device: jax.Device, num_games: int, key: jax.Array
+        self,
+        core: ActorCore,
+        device: jax.Device,
+        num_games: int,
+        key: jax.Array,
+        at: ActingRound | None = None,
     ) -> dict[str, PoolPlayer]:
         """One actor's `{name: PoolPlayer}` for every name `seated_roles` may give a snapshot
         role of the agent's own ("pool", "pool:greedy", ...), acting on `device` over its
-        `num_games` games, each with its own key stream from `key`."""
+        `num_games` games, each with its own key stream from `key` (a lockstep actor's, `at`,
+        drawing with a generator of its own from it)."""
         own = [role for role in self.pools if not _owner(role)]
         names = [(role, suffix) for role in own for suffix in ("", GREEDY)]
         return {
@@ -123,23 +144,31 @@ class SeatPools:
                 self.pools[role],
                 snapshot_policy(core, device, num_games, bool(suffix), k),
                 _to(device),
+                at,
+                _draws(k),
             )
             for (role, suffix), k in zip(names, jax.random.split(key, len(names)), strict=True)
         }
 
     def agent_players(
-        self, others: dict[str, Any], device: jax.Device, num_games: int, key: jax.Array
+        self,
+        others: dict[str, Any],
+        device: jax.Device,
+        num_games: int,
+        key: jax.Array,
+        at: ActingRound | None = None,
     ) -> dict[str, PoolPlayer]:
         """One actor's `{role: PoolPlayer}` of the other agents' snapshot roles ("pool:NAME",
         ...), each acting with that agent's actor half (`others[NAME].core`), sampling as
-        that agent's own snapshots do whatever its exploration mask."""
+        that agent's own snapshots do whatever its exploration mask (a lockstep actor's, `at`,
+        drawing with a generator of its own from its key)."""
         roles = sorted(role for role in self.pools if _owner(role))
         keys = jax.random.split(key, max(1, len(roles)))
         players = {}
         for role, k in zip(roles, keys, strict=False):
             other = others[_owner(role)]
             policy = snapshot_policy(other.core, device, num_games, False, k)
-            players[role] = PoolPlayer(self.pools[role], policy, _to(device))
+            players[role] = PoolPlayer(self.pools[role], policy, _to(device), at, _draws(k))
         return players
 
 
@@ -148,6 +177,11 @@ def _owner(role: str) -> str:
     agent's own."""
     other = agent_snapshot(role)
     return other[1] if other else ""
+
+
+def _draws(key: jax.Array) -> np.random.Generator:
+    """A lockstep player's generator of snapshot draws, from its key."""
+    return np.random.default_rng(np.asarray(jax.random.key_data(key)).tolist())
 
 
 def _to(device: jax.Device) -> Callable[[PyTree], PyTree]:

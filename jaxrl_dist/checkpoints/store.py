@@ -39,7 +39,7 @@ from jaxrl_dist.checkpoints.trees import (  # noqa: F401  re-exported: the names
 from jaxrl_dist.errors import RunError
 from jaxrl_dist.types import local_replica
 
-PROCESS_ITEMS = ("data", "pool")  # items every process saves its own file of
+PROCESS_ITEMS = ("data", "pool", "lockstep")  # items every process saves its own file of
 METRIC = "eval_metric"  # the monitored evaluation metric of a step's params; higher is better
 INTEGRITY = "integrity"  # the item that says what a step holds (`packing.integrity_record`)
 BEST_DIR = "best"  # beside the steps: the run's best params (`run/best.py` writes them)
@@ -137,7 +137,8 @@ class Checkpointer:
         kept as a third item. `metric`: the evaluation metric of exactly this state, if it was
         evaluated; Orbax keeps it beside the step, and it ranks the step for `keep_best`.
         `process_items`: byte strings each process saves its own of, as `<item>/bytes.<process>`
-        (`PROCESS_ITEMS`: "data", the replay's contents; "pool", the seats' opponent pools)."""
+        (`PROCESS_ITEMS`: "data", the replay's contents; "pool", the seats' opponent pools;
+        "lockstep", deterministic mode's rounds of an agent among several)."""
         stored, layout = packing.pack(state)
         items = {"layout": ocp.args.JsonSave(layout), "meta": ocp.args.JsonSave(meta)}
         if packing.PACKED in stored:

@@ -59,18 +59,6 @@ AGENT_SECTIONS = {
     "replay": ReplayConfig,
 }
 AGENT_SEED_STRIDE = 1_000_003  # agent i's seed: the run's + i * this (a prime), mod 2**32
-# What a run of several agents on Sebulba cannot do yet (each refused in one line; Anakin is
-# deterministic by construction): (the field, its default, why). The XLA actor loop is not
-# here: several agents always share a game, seated or in an env's agent slots, and the loop's
-# own checks refuse both (`config/train_checks.py`).
-NOT_YET = (
-    (
-        "deterministic",
-        False,
-        "another agent's moves would need its params at each unroll's version, and a resume "
-        "its moves of the epoch",
-    ),
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,14 +157,6 @@ def agents_problem(config: Any) -> str | None:
     learning = dict(zip(names, config.learning_mask or (True,) * len(names), strict=True))
     if not any(learning.values()):
         return "config.learning_mask turns every agent off; at least one agent must learn"
-    if len(agents) > 1 and config.runtime == "sebulba":
-        for field, default, why in NOT_YET:
-            value = field_value(config, field)
-            if value != default:
-                return (
-                    f"config.{field}={value!r} is not supported with several config.agents yet "
-                    f"({why}); leave it at its default"
-                )
     if config.sebulba.agent_slots or config.sebulba.agents_per_env > 1:
         return _slots_problem(config, names, learning)
     return _seats_problem(config.seats, names, learning)

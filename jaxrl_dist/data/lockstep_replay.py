@@ -70,6 +70,9 @@ class LockstepReplay:
         self._epoch_actions: list[np.ndarray] = []  # this epoch's rounds, `[T, B_process, ...]`
         self.memory: Any = {}  # every stream's recurrent state after the last round
         self.check_actors = lambda: None
+        # on_round(round, version): round `round` is acted with params `version` (called once
+        # per round, from the learner's read; several agents record their params of it).
+        self.on_round: Any = None
 
     def __getattr__(self, name: str) -> Any:  # the replay's own methods and properties
         return getattr(self._replay, name)
@@ -109,6 +112,13 @@ class LockstepReplay:
                 self._cond.wait(POLL_S)
             return self._versions[unroll]
 
+    @property
+    def learned_rounds(self) -> int:
+        """The rounds the learner is done with: it sampled all the limiter let it after them
+        (so the next round's version is known)."""
+        with self._cond:
+            return self.rounds if self.rounds in self._versions else self.rounds - 1
+
     # ------------------------------------------------------------------ the learner's side
     def read(self, updates: int, wait: bool = True) -> Batch | NotReady | None:
         """The next sample the limiter allows now; when it allows none, round `rounds` is acted
@@ -123,6 +133,8 @@ class LockstepReplay:
                     return batch
                 if self.rounds not in self._versions:
                     self._versions = {self.rounds: updates}  # the older rounds are acted
+                    if self.on_round is not None:
+                        self.on_round(self.rounds, updates)
                     self._cond.notify_all()
                 if not wait:
                     return NOT_READY

@@ -271,7 +271,8 @@ def _named(problem: str, view: AgentView) -> str:
     field = re.match(r"config\.(\w+)", problem)
     if view.name == LEARNER or field is None or field.group(1) not in AGENT_FIELDS:
         return problem
-    return problem.replace("config.", f"config.agents.{view.name}.", 1)
+    name = field.group(1)  # every mention of it, the fix it names too
+    return re.sub(rf"config\.{name}\b", f"config.agents.{view.name}.{name}", problem)
 
 
 def warm_params(

@@ -38,9 +38,15 @@ from jaxrl_dist.run.preflight import (
 )
 from jaxrl_dist.run.prepared import Prepared
 from jaxrl_dist.sebulba.fields import REFUSES, SECTION, USES, lockstep_problem
-from jaxrl_dist.sebulba.lane import Lane, saved_replay
-from jaxrl_dist.sebulba.resume import put_replay, replay_for_actors, restore_checkpoint
-from jaxrl_dist.sebulba.rotation import Rotation
+from jaxrl_dist.sebulba.lane import Lane
+from jaxrl_dist.sebulba.lane_replay import saved_replay
+from jaxrl_dist.sebulba.resume import (
+    process_columns,
+    put_replay,
+    replay_for_actors,
+    restore_checkpoint,
+)
+from jaxrl_dist.sebulba.rotation import Rotation, lanes_to_read
 from jaxrl_dist.threads import POLL_S, RateCap
 from jaxrl_dist.types import keys_under
 
@@ -146,14 +152,15 @@ class SebulbaEngine(Engine):
         states = {lane.name: lane.learner.init_state() for lane in self.lanes}
         meta, updates = None, dict.fromkeys(states, 0)
         if resume:
-            # Deterministic mode's replayed env actions: the first lane's (refused with several
-            # agents, `config/agents.py`).
-            lane = self.lanes[0]
-            columns = lane.config.process_batch_size(cluster.count)
-            columns = slice(cluster.index * columns, (cluster.index + 1) * columns)
+            # Deterministic mode's replayed env actions: one agent's are the checkpoint's
+            # replay item; several agents' their own items (`Lane.begin`).
+            lane = self.layout.alone(self.lanes)
+            replay_log = lane.replay_log if lane is not None else None
+            columns = process_columns(lane.config, cluster) if replay_log else slice(0)
             template = self.layout.tree(states)
-            state, meta, full = restore_checkpoint(ckpt, template, lane.replay_log, columns)
-            lane.actor_replay = replay_for_actors(full, lane.config.streams_per_actor)
+            state, meta, full = restore_checkpoint(ckpt, template, replay_log, columns)
+            if lane is not None:
+                lane.actor_replay = replay_for_actors(full, lane.config.streams_per_actor)
             states = self.layout.lanes_of(state)
             run = Counters.from_meta(meta)
             counts = self.layout.lane_counts(meta, run.updates, run.env_steps)
@@ -174,14 +181,13 @@ class SebulbaEngine(Engine):
 
     def saved(self, step: int) -> Saved:
         meta, replay = {}, None
-        lane = self.lanes[0]  # deterministic mode's replay log: the first lane's (`begin`)
-        window = lane.replay_log.window(step) if lane.replay_log is not None else None
+        lane = self.layout.alone(self.lanes)  # several agents save their own (`Lane.items`)
+        replay_log = lane.replay_log if lane is not None else None
+        window = replay_log.window(step) if replay_log is not None else None
         if window is not None:
-            meta["replay"] = lane.replay_log.meta(step)
-            rows = self.devices.batch_sharding(axis=0)
-            replay = put_replay(
-                window, lane.replay_log.memory, self.devices.batch_sharding(axis=2), rows
-            )
+            meta["replay"] = replay_log.meta(step)
+            columns, rows = (self.devices.batch_sharding(axis=a) for a in (2, 0))
+            replay = put_replay(window, replay_log.memory, columns, rows)
         settings = {lane.name: lane.replay_settings() for lane in self.lanes}
         meta["replay_settings"] = {name: s for name, s in settings.items() if s}
         counts = {
@@ -260,7 +266,7 @@ class SebulbaEngine(Engine):
     def start(self, counters: Counters) -> None:
         for lane in self.lanes:
             others = {o.name: o.other() for o in self.lanes if o is not lane}
-            lane.start(counters.updates, others, lane.env_steps)
+            lane.start(others, lane.env_steps)
         self._clock = (time.monotonic(), counters.env_steps)
         for lane in self.lanes:
             lane.last_ready = time.monotonic()
@@ -306,9 +312,7 @@ class SebulbaEngine(Engine):
         deadline, fresh = time.monotonic() + POLL_S, []
         while True:
             mask = 0
-            for i, lane in enumerate(self.lanes):
-                if not lane.learning:
-                    continue
+            for i, lane in lanes_to_read(self.lanes, self.config.deterministic):
                 had = lane.batch is not None and lane.batch is not NOT_READY
                 batch = lane.read(wait=False)
                 if batch is None:

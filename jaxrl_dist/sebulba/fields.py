@@ -4,8 +4,6 @@ Its own section, `config.sebulba` (`config/engine_sections.py`), is read by it a
 
 from typing import Any
 
-from jaxrl_dist.envs.seats import FROZEN_ROLE, LEARNER_ROLE, SCRIPTED_ROLES
-
 SECTION = "sebulba"
 
 USES = {
@@ -37,15 +35,13 @@ REFUSES = {
 
 
 def lockstep_problem(config: Any) -> str | None:
-    """What deterministic mode's lockstep actors cannot do yet (Anakin's program is
-    deterministic by construction: it takes every one of these)."""
+    """What deterministic mode's lockstep actors cannot do (Anakin's program is deterministic
+    by construction: it takes self-play too)."""
     if not config.deterministic:
         return None
     if config.sebulba.async_envs:
         return "config.sebulba.async_envs=True must be False when deterministic=True"
-    if not config.seats.enabled:
-        return None
-    game = config.seats.self_play_game()
+    game = config.seats.self_play_game() if config.seats.enabled else None
     if game:
         return (
             f"config.deterministic=True cannot take a game that seats one learner twice on "
@@ -53,14 +49,5 @@ def lockstep_problem(config: Any) -> str | None:
             "moves before the other's, which cannot end until the first moves again (with "
             "params v+1, which wait for it); drop self-play from config.seats.games (Anakin's "
             "program takes it: both seats step in one jitted update)"
-        )
-    played = {role for game in config.seats.games for role in config.seats.learned(tuple(game))}
-    others = sorted(played - {LEARNER_ROLE, FROZEN_ROLE, *SCRIPTED_ROLES})
-    if others:
-        return (
-            f"config.deterministic=True is not supported on Sebulba with {others[0]!r} in "
-            "config.seats.games yet (the pool's snapshots and other agents' params follow "
-            "the learners' timing); seat scripted players (random, heuristic, perfect) or "
-            "frozen, or use Anakin"
         )
     return None

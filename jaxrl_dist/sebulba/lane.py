@@ -11,7 +11,6 @@ starting params for the others' games, unchanged to the last bit.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from typing import Any, NamedTuple
@@ -21,36 +20,40 @@ import numpy as np
 
 from jaxrl_dist.acting.actor import ActorShared, ActorStats
 from jaxrl_dist.acting.fleet import Fleet
-from jaxrl_dist.acting.params_store import ParamsStore
-from jaxrl_dist.config import ConfigError
-from jaxrl_dist.config.sections import REPLAY_RUNTIME_FIELDS
+from jaxrl_dist.acting.params_store import ParamsStore, RoundParams
 from jaxrl_dist.data.base import NOT_READY
-from jaxrl_dist.data.flows import replay_tolerance, snapshot_bytes
+from jaxrl_dist.data.flows import snapshot_bytes
 from jaxrl_dist.learning.distributed import ProcessLostError, lost_message
 from jaxrl_dist.learning.learner import Learner, host_metrics
 from jaxrl_dist.run.counters import Counters
 from jaxrl_dist.run.engine import check_finite
 from jaxrl_dist.run.layout import Layout
+from jaxrl_dist.sebulba.agent_lockstep import AgentLockstep
+from jaxrl_dist.sebulba.lane_replay import ReplayControl
 from jaxrl_dist.sebulba.log_window import LogWindow
 from jaxrl_dist.sebulba.resume import (
+    LaneReplayLog,
     ReplayLog,
     follow_agent,
     replay_for_actors,
     restore_replay_contents,
     seat_pools,
 )
+from jaxrl_dist.types import local_replica
 
 
 class OtherAgent(NamedTuple):
     """What an agent's actors need to play another agent's seats: its actor half, its params
-    store and whether it acts greedily."""
+    store, whether it acts greedily and, in deterministic mode, its params by round (None for
+    an agent that does not learn: its params never change)."""
 
     core: Any
     store: ParamsStore
     greedy: bool
+    rounds: RoundParams | None = None  # deterministic mode: its params by round
 
 
-class Lane:
+class Lane(ReplayControl):
     """One agent's learner, data seam, params store, pools and actors (see the module
     docstring). `layout` writes its log keys and names it in messages (`run/layout.py`)."""
 
@@ -87,13 +90,21 @@ class Lane:
         self.stats = ActorStats()
         self.replay_log = None  # deterministic mode: the env actions since the epoch began
         # (a replay keeps its rounds' own, `data/lockstep_replay.py`)
+        several = len(layout.names) > 1
         if cfg.deterministic and not prepared.flow.replays:  # another layout is not replayed
-            layout = {  # named as before the sections, so older checkpoints still match
+            replay_layout = {  # named as before the sections, so older checkpoints still match
                 "unroll_length": cfg.unroll_length,
                 "envs_per_actor": cfg.sebulba.envs_per_actor,
                 "batch_size": cfg.batch_size,
             }
-            self.replay_log = ReplayLog(cfg.sebulba.env_epoch_updates, layout)
+            log_class = LaneReplayLog if several else ReplayLog
+            self.replay_log = log_class(cfg.sebulba.env_epoch_updates, replay_layout)
+        # Among several agents, its params by round for the others' lockstep actors.
+        self.lockstep: AgentLockstep | None = None
+        if cfg.deterministic and several and self.learning:
+            self.lockstep = AgentLockstep(cfg.sebulba.env_epoch_updates, self.replay_log)
+        if cfg.deterministic and prepared.flow.replays and self.learning:
+            self.data.on_round = self._round_begins
         self.state: Any = None  # the newest learner state; the one before it was donated
         self.updates = 0  # this agent's own updates (its params' version)
         self.env_steps = 0  # the env steps its actors made (all processes)
@@ -128,12 +139,17 @@ class Lane:
             state = learner.core.with_params(state, learner.put_state(self._warm))
         self.state, self.updates = state, updates
         params = learner.actor_params(state)
+        if resume and self.lockstep is not None:
+            mine = self.lockstep.restore(ckpt, jax.device_get(local_replica(params)), updates)
+            if mine is not None:
+                first = jax.process_index() * cfg.sebulba.num_actor_threads
+                self.actor_replay = replay_for_actors(mine, cfg.streams_per_actor, first)
         if self.learning:
             self.pools = seat_pools(
                 cfg, ckpt, params, update=updates, resume=resume, cluster=self._cluster
             )
         self._items = ckpt
-        self.store.publish(params, updates)
+        self._publish(params)
 
     def follow(self, lanes: dict[str, Lane], resume: bool) -> None:
         """After every lane began: this lane's pools of the other agents' snapshots (a league
@@ -158,79 +174,43 @@ class Lane:
         with the next publish, now."""
         learner = self.learner
         self.state = learner.core.with_params(self.state, learner.put_state(params))
-        self.store.publish(learner.actor_params(self.state), self.updates)
+        self._publish(learner.actor_params(self.state))
 
-    def replay_problem(self, settings: dict[str, float], num_processes: int) -> str | None:
-        """Why this agent's replay cannot take `settings` now (one line), or None: checked as
-        at the start (the config's checks, the data flow's, the rate limiter's bound)."""
-        who = self._layout.who(self.name) or f"config.algorithm={self.config.algorithm!r}"
-        if not self._has_replay:
-            what = "learns from no replay" if self.learning else "does not learn"
-            return f"{who} {what}: it has no replay settings"
-        unread = [f for f in settings if f not in self.flow.reads]
-        if "priority_exponent" in settings and not hasattr(self.data, "set_priority_exponent"):
-            unread.append("priority_exponent")
-        if unread:
-            return f"replay.{unread[0]} is not used by {who}'s replay"
-        try:
-            config = self._with_replay(settings)
-        except ConfigError as e:
-            return str(e).splitlines()[0]
-        return self.flow.check(config) or self.data.rate_problem(*self._rate(config, num_processes))
+    def _publish(self, params: Any) -> None:
+        """The actors get `params`, this version's (an on-policy agent's round `updates` is
+        acted with them)."""
+        self.store.publish(params, self.updates)
+        if not self.flow.replays:
+            self._reached(self.updates, params)
 
-    def set_replay(
-        self, settings: dict[str, float], num_processes: int, resumed: bool = False
-    ) -> None:
-        """Takes `settings` (checked by `replay_problem`) from the next read on; `resumed`:
-        the settings in force when the restored replay was saved (its limiter's offset and
-        its priorities, stored with that exponent, are kept as they are)."""
-        self.config = self._with_replay(settings)
-        self.data.set_rate(*self._rate(self.config, num_processes), resumed=resumed)
-        if "priority_exponent" in settings:
-            self.data.set_priority_exponent(settings["priority_exponent"], reweigh=not resumed)
+    def _round_begins(self, round_: int, version: int) -> None:
+        """A replay agent's round `round_` is acted with its newest params, `version`."""
+        assert version == self.updates, (version, self.updates)
+        self._reached(round_, self.learner.actor_params(self.state))
 
-    def replay_settings(self) -> dict[str, float] | None:
-        """The run-time replay settings in force (what a checkpoint keeps), or None."""
-        if not self._has_replay:
-            return None
-        return {f: getattr(self.config.replay, f) for f in REPLAY_RUNTIME_FIELDS}
-
-    @property
-    def _has_replay(self) -> bool:
-        """A replay whose settings can change (a learning agent's host replay)."""
-        return self.data is not None and hasattr(self.data, "set_rate")
-
-    def resume_replay(self, saved: dict[str, float], saved_config: dict[str, Any], n: int) -> None:
-        """At a resume: the replay settings in force at the checkpoint (`saved`) where they
-        differ from the config's, unless this config changes that field from the saved run
-        config's (`saved_config`, its replay section): the user's change for this resume."""
-        replay = self.config.replay
-        back = {
-            f: v
-            for f, v in saved.items()
-            if v != getattr(replay, f) and saved_config.get(f) == getattr(replay, f)
-        }
-        if back and self._has_replay:
-            self.set_replay(back, n, resumed=True)
-
-    def _with_replay(self, settings: dict[str, float]) -> Any:
-        return dataclasses.replace(
-            self.config, replay=dataclasses.replace(self.config.replay, **settings)
-        )
-
-    def _rate(self, config: Any, num_processes: int) -> tuple[float, float]:
-        """The replay's (samples per item, tolerance) for `config`, as built at the start."""
-        per_segment = self.data.items_per_segment
-        spi = config.replay.samples_per_insert
-        return spi, replay_tolerance(config, num_processes, per_segment)
+    def _reached(self, round_: int, params: Any) -> None:
+        """Deterministic mode: this agent's lockstep round `round_` is acted with `params`; the
+        other agents' actors may now move with them (`RoundParams`), and draw from the
+        snapshots of it (every snapshot of it is in, `OpponentPool.draw`)."""
+        if not self.config.deterministic:
+            return
+        if self.lockstep is not None:
+            self.lockstep.rounds.record(round_, params)
+        if self.pools:
+            self.pools.reached(round_)
+        for pools in self.followers:
+            pools.reached(round_, self.name)
 
     def items(self) -> dict[str, bytes]:
         """This process's checkpoint items: the replay's contents and the opponent pools."""
         items = {}
         if self.data is not None and self.flow.saves(self.config, self._obs_shape):
             items["data"] = snapshot_bytes(self.data)
-        if self.pools:
-            items["pool"] = self.pools.to_bytes()
+        if self.pools:  # in lockstep mode, the records of the rounds its actors acted
+            before = self.next_round() if self.config.deterministic else None
+            items["pool"] = self.pools.to_bytes(before)
+        if self.lockstep is not None:
+            items.update(self.lockstep.items(self.updates))
         return items
 
     def policy_params(self) -> Any:
@@ -241,8 +221,9 @@ class Lane:
         return self.store.get(self._devices.actor_devices[0])[0]
 
     # ------------------------------------------------------------------ acting
-    def start(self, start_update: int, others: dict[str, OtherAgent], env_steps: int) -> None:
-        """Starts this lane's actors (none when it does not learn)."""
+    def start(self, others: dict[str, OtherAgent], env_steps: int) -> None:
+        """Starts this lane's actors (none when it does not learn) from its own updates (a
+        lockstep actor's next round)."""
         self.window = LogWindow(env_steps)
         if not self.learning:
             return
@@ -262,7 +243,7 @@ class Lane:
             self._devices.actor_devices,
             self.store,
             shared,
-            start_update=start_update,
+            start_update=self.updates,
             replay=self.actor_replay,
             start_unroll=self.start_unroll,
             pools=self.pools,
@@ -273,7 +254,8 @@ class Lane:
 
     def other(self) -> OtherAgent:
         """This agent as the others' actors see it."""
-        return OtherAgent(self.agent.actor, self.store, self.greedy)
+        rounds = self.lockstep.rounds if self.lockstep is not None else None
+        return OtherAgent(self.agent.actor, self.store, self.greedy, rounds)
 
     def stop(self, timeout_s: float) -> None:
         self.stop_actors.set()
@@ -291,6 +273,16 @@ class Lane:
             updates = self.updates
             self.batch = self.data.read(updates) if wait else self.data.read(updates, wait=False)
         return self.batch
+
+    def next_round(self) -> int:
+        """The lockstep round this agent's actors act next: an on-policy agent's updates, a
+        replay's rounds inserted (`data/lockstep_replay.py`)."""
+        return getattr(self.data, "rounds", self.updates)
+
+    def learned_rounds(self) -> int:
+        """The lockstep rounds this agent's learner is done with: an on-policy agent's updates
+        (one round each), a replay's own count (`data/lockstep_replay.py`)."""
+        return getattr(self.data, "learned_rounds", self.updates)
 
     def counts(self) -> tuple[int, int]:
         """(restarts, episodes) of this lane's actors since the last call; drains the actors'
@@ -317,11 +309,12 @@ class Lane:
         t3 = time.perf_counter()
         self.updates += 1
         params = self.learner.actor_params(self.state)
-        self.store.publish(params, self.updates)
+        # The snapshots first: a lockstep actor draws from them once it has the params.
         if self.pools:  # self-play opponents: a snapshot every pool_every_updates
-            self.pools.offer(params, self.updates)
+            self.pools.offer(params, self.updates, round_=self.next_round())
         for pools in self.followers:  # the other agents' leagues of this one
-            pools.offer(params, self.updates, self.name)
+            pools.offer(params, self.updates, self.name, self.next_round())
+        self._publish(params)
         self.window.add_timers(
             queue_get_s=t1 - self._read_from,  # the read, the agreement and its requests
             transfer_s=t2 - t1,
@@ -360,11 +353,3 @@ class Lane:
         if self.fleet is not None:
             record.update(self.fleet.inference_record())
         return self._layout.keyed(self.name, record)
-
-
-def saved_replay(config: dict[str, Any], name: str) -> dict[str, Any]:
-    """Agent `name`'s replay section of a checkpoint's run config (`meta["config"]`)."""
-    for agent in config.get("agents", ()):
-        if agent["name"] == name:
-            return agent.get("replay", {})
-    return config.get("replay", {})

@@ -5,7 +5,9 @@ Deterministic mode's actors start new envs at every multiple of `env_epoch_updat
 `acting/lockstep.py`), so the env state at update `u` follows from the epoch's seed and the
 env actions sent since the epoch began. The learner sees every one of those actions (each update
 takes one unroll of every actor), keeps them in a `ReplayLog`, and each checkpoint saves them;
-a resumed actor replays them, without inference, before it acts again.
+a resumed actor replays them, without inference, before it acts again. Among several agents
+each agent's are its own checkpoint item (`LaneReplayLog`), and so are its params of the epoch's
+rounds, with which it moved in the others' games (`acting/params_store.py: RoundParams`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from jaxrl_dist.acting.seat_pools import SeatPools
 from jaxrl_dist.checkpoints.store import Checkpointer, abstract_like, first_line
 from jaxrl_dist.config import ConfigError
 from jaxrl_dist.data import snapshot
+from jaxrl_dist.data.snapshot import tree_arrays, tree_from_arrays
 from jaxrl_dist.envs import derive_seed
 from jaxrl_dist.learning.distributed import Cluster
 from jaxrl_dist.types import local_replica
@@ -138,6 +141,49 @@ class ReplayLog:
         return {"env_actions": full, "memory": memory}
 
 
+class LaneReplayLog(ReplayLog):
+    """A `ReplayLog` saved as one agent's own checkpoint item among several (`arrays`,
+    `from_arrays`: this process's columns, with the layout they follow), where a one-agent
+    run's is the checkpoint's replay item (`restore`)."""
+
+    def arrays(self, updates: int) -> dict[str, np.ndarray]:
+        """What a checkpoint after `updates` updates keeps ({} at an epoch's start)."""
+        window = self.window(updates)
+        if window is None:
+            return {}
+        meta = {f"{LAYOUT}{k}": np.asarray(v, np.int64) for k, v in self.meta(updates).items()}
+        return {ENV_ACTIONS: window, **meta, **tree_arrays(self.memory, MEMORY)}
+
+    def from_arrays(self, arrays: dict[str, np.ndarray], updates: int) -> dict | None:
+        """Takes back `arrays(updates)`: this process's `{"env_actions": [n, T, B_process,
+        ...], "memory": [B_process, ...]}` to replay, or None (nothing saved, or saved for
+        another layout: logged, and the resume goes on, not exactly)."""
+        if ENV_ACTIONS not in arrays:
+            return None
+        saved = {k[len(LAYOUT) :]: int(v) for k, v in arrays.items() if k.startswith(LAYOUT)}
+        if saved != self.meta(updates):
+            log.warning(
+                "deterministic resume is not exact: the saved env actions (%s) are not this "
+                "config's (%s); the actors start new envs",
+                saved,
+                self.meta(updates),
+            )
+            return None
+        self._start = self._epoch_start(updates)
+        self._unrolls = list(arrays[ENV_ACTIONS])
+        self.memory = tree_from_arrays(arrays, MEMORY)
+        return {"env_actions": arrays[ENV_ACTIONS], "memory": self.memory}
+
+
+ENV_ACTIONS, MEMORY, LAYOUT = "env_actions", "memory/", "layout/"
+
+
+def process_columns(config: Any, cluster: Cluster) -> slice:
+    """This process's columns of a replay item's `[n, T, B, ...]` env actions."""
+    n = config.process_batch_size(cluster.count)
+    return slice(cluster.index * n, (cluster.index + 1) * n)
+
+
 def replay_for_actors(
     full: dict | None, streams_per_actor: int, first: int = 0
 ) -> dict[int, tuple]:
@@ -173,7 +219,9 @@ def seat_pools(
 ) -> SeatPools | None:
     """The seats' snapshot pools (None without snapshot roles): a resume takes back this
     process's saved pools; a fresh start (or a step saved without them) starts from `params`."""
-    pools = SeatPools(config.seats, derive_seed(config.seed, POOL_SEED_PURPOSE, cluster.index))
+    seed = derive_seed(config.seed, POOL_SEED_PURPOSE, cluster.index)
+    epoch = config.sebulba.env_epoch_updates if config.deterministic else None
+    pools = SeatPools(config.seats, seed, epoch)
     if not pools:
         return None
     _begin_pools(pools, ckpt, params, update, resume, cluster)
