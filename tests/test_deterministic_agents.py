@@ -1,7 +1,7 @@
 """Deterministic mode with several agents on Sebulba (issue 57, item 3): each agent's actors act
 in lockstep rounds, the other agents moving in their games with their params of the same round
 (`acting/params_store.py: RoundParams`) and the pools drawn by round (`OpponentPool.draw`); the
-learners step in one order the seed alone sets (`SebulbaEngine._turn`), and a checkpoint keeps
+learners step in one order the seed alone sets (`sebulba/lane_reads.py`), and a checkpoint keeps
 each agent's rounds of the epoch and env actions, so a resumed run replays the others' moves
 too (`sebulba/agent_lockstep.py`)."""
 
@@ -24,12 +24,13 @@ LOCKSTEP = {
 }
 # Rainbow (a replay agent: several updates a round) and PPO seated against each other, scripted
 # players, their own pools and PPO against Rainbow's (a league across agents), snapshots every
-# 2 updates, the newest 2 drawn by PFSP, with random openings; Rainbow's replay saved, so a
-# resume is exact.
+# 2 updates, the newest 2 drawn by PFSP, with random openings, two actors each; Rainbow's replay
+# saved, so a resume is exact.
 SEATED = {
     **LOCKSTEP,
     "total_env_steps": 8000,
-    "sebulba.envs_per_actor": 16,
+    "sebulba.num_actor_threads": 2,
+    "sebulba.envs_per_actor": 8,
     "seats.games": (
         ("rb", "ppo"),
         ("ppo", "rb"),

@@ -140,3 +140,21 @@ def test_a_lockstep_draw_follows_from_the_rounds_before_it():
     stop.set()
     with pytest.raises(ActingStopped):  # round 10 not reached: the draw waits, until a stop
         pool.draw(10, np.random.default_rng(0), stop)
+    # Snapshots of one round beyond `capacity` (a replay agent's updates between two rounds):
+    # only the newest 2 of round 10 can ever be drawn (and with round 10 the floor is 8).
+    for k in range(3):
+        pool.add(_params(10 + k), update=10 + k, round_=10)
+    assert pool.ids() == [7, 8, 9, 11, 12]
+    # Rounds counted again from 0 (a resume whose replay's rounds were not saved): the oldest.
+    assert pool.draw(0, np.random.default_rng(0), stop) == 7
+
+
+def test_a_frozen_start_draws_in_any_round_without_waiting():
+    """A frozen start (`frozen`, or another agent's `frozen:NAME` that may not learn at all)
+    takes no snapshot after its first, so its draws wait for no round."""
+    frozen = OpponentPool(1)
+    frozen.lockstep(epoch_updates=4, fixed=True)
+    frozen.add(_params(0), update=0)
+    stop = threading.Event()
+    stop.set()
+    assert frozen.draw(50, np.random.default_rng(0), stop) == 0

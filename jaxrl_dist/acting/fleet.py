@@ -294,7 +294,10 @@ class Fleet:
             if cfg.deterministic:
                 progress = self._progress[slot]
                 at = ActingRound(
-                    lambda: progress.playing, lambda: progress.next_unroll, self._shared.stop
+                    lambda: progress.playing,
+                    lambda: progress.next_unroll,
+                    self._shared.stop,
+                    progress.results.append,
                 )
             snapshots = functools.partial(self._players, device, at)
 

@@ -42,6 +42,9 @@ class LockstepProgress:
         a memoryless policy), or None at an epoch's start.
       playing: the round the actor acts or replays now (other agents in its games move with
         their params of it, `params_store.RoundParams`).
+      results: what its games' players record of the round it acts (a pool's results), kept
+        until the unroll is whole: an actor that fails mid-round records none of it, and the
+        one restarted in its slot acts the round again.
     """
 
     next_unroll: int
@@ -49,11 +52,13 @@ class LockstepProgress:
     replay: np.ndarray | None = None
     memory: Any = None
     playing: int = 0
+    results: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
     def restart_point(self, epoch_updates: int) -> None:
         """After a failure: replay this epoch's unrolls before the one that failed."""
         played = self.epoch_sent[: self.next_unroll % epoch_updates]
         self.replay = np.stack(played) if played else None
+        self.results.clear()
 
 
 class LockstepActor(Actor):
@@ -85,6 +90,8 @@ class LockstepActor(Actor):
                     if env is not None:
                         env.close()
                     env = None  # a failed make_env must not close the old pool twice
+                    if progress.replay is None and self._round_version(unroll) is None:
+                        return  # a fresh epoch's first moves are the round's: wait for it
                     env = self._make_env(unroll // self._epoch_updates)
                     replay, progress.replay = progress.replay, None
                     progress.epoch_sent = [] if replay is None else list(replay)
@@ -179,8 +186,7 @@ class LockstepActor(Actor):
         stop)."""
         timers = dict.fromkeys(ActorStats.TIMERS, 0.0)
         self._progress.playing = unroll
-        version_for = self._shared.version_for
-        version = unroll if version_for is None else version_for(unroll)
+        version = self._round_version(unroll)
         if version is None:
             return None
         self._client.reset(jax.random.fold_in(self._key, unroll), keep_memory=True)
@@ -207,11 +213,20 @@ class LockstepActor(Actor):
         waiting = self._play(env, waiting, act, tracker, buffer, timers)
         if waiting is None:
             return None
+        for record in self._progress.results:  # the round is whole: its results count
+            record()
+        self._progress.results.clear()
         self._progress.epoch_sent.append(sent[0])
         self._progress.memory = self._client.memory()  # before unroll `unroll + 1`
         self._flush(buffer, timers, self._progress.epoch_sent[-1], self._progress.memory)
         self._shared.stats.add(timers, 0, (), ())
         return waiting
+
+    def _round_version(self, unroll: int) -> int | None:
+        """The params version unroll `unroll` is acted with, once the learner has it (every
+        actor then ended the round before: a pool's draw weighs their games); None at a stop."""
+        version_for = self._shared.version_for
+        return unroll if version_for is None else version_for(unroll)
 
 
 def _replaying(unroll_actions: np.ndarray):

@@ -20,6 +20,7 @@ while the trainer adds.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -69,10 +70,13 @@ class OpponentPool:
         self._reached = -1  # the owner's newest round: its snapshots drawn from it on are in
         self._changed = threading.Condition(self._lock)
 
-    def lockstep(self, epoch_updates: int) -> None:
+    def lockstep(self, epoch_updates: int, fixed: bool = False) -> None:
         """Deterministic mode: actors draw with `draw` and record with `record_at` (see
-        `draw`); the snapshots any actor may still draw from are kept, `capacity` per round."""
+        `draw`); the snapshots any actor may still draw from are kept. `fixed`: a pool that
+        never takes a snapshot after its start (a frozen start), whose draws never wait."""
         self._epoch = epoch_updates
+        if fixed:
+            self._reached = 1 << 62
 
     def __len__(self) -> int:
         with self._lock:
@@ -143,7 +147,7 @@ class OpponentPool:
     # rounds before u (every actor's are in: round u starts after every actor ended round
     # u - 1), with the actor's own generator. A replayed round draws as it first did, so the
     # rounds an actor may still replay are kept: every actor is within two rounds of the
-    # newest round the pool saw (`SebulbaEngine._turn` keeps the agents' learners a round
+    # newest round the pool saw (`sebulba/lane_reads.py` keeps the agents' learners a round
     # apart), so from the epoch of that round less two on.
 
     def reached(self, round_: int) -> None:
@@ -161,8 +165,9 @@ class OpponentPool:
                     raise ActingStopped
                 self._changed.wait(POLL_S)
             ids = sorted(i for i in self._params if self._round[i] <= round_)[-self.capacity :]
-            if not ids:
-                raise RuntimeError(f"the opponent pool has no snapshot for round {round_}")
+            # None: rounds counted again from 0 by a resume that could not take back a
+            # replay's rounds (`replay.save` off, logged as not exact): the oldest kept.
+            ids = ids or [min(self._params)]
             records = {i: self._record[i].copy() for i in ids}
             for r, counts in self._recent.items():
                 for i, c in counts.items():
@@ -182,15 +187,18 @@ class OpponentPool:
 
     def _keep_playable(self) -> None:
         """Sums the records of rounds no actor plays again and drops the snapshots no round
-        still played can draw."""
+        still played can draw: a snapshot is drawn from the first such round it may be, or
+        never, if `capacity` newer ones may be drawn then too."""
         newest = max([*self._round.values(), *self._recent])
         floor = self._epoch * ((newest - 2) // self._epoch)
         for r in [r for r in self._recent if r < floor]:
             for i, c in self._recent.pop(r).items():
                 self._record[i] += c
-        old = sorted(i for i in self._params if self._round[i] <= floor)
-        for sid in old[: -self.capacity]:
-            self._drop(sid)
+        ids = sorted(self._params)
+        for k, sid in enumerate(ids):
+            first = max(self._round[sid], floor)
+            if sum(self._round[i] <= first for i in ids[k + 1 :]) >= self.capacity:
+                self._drop(sid)
 
     def sample(self) -> int:
         """A snapshot id drawn by the pool's sampling (the pool must not be empty)."""
@@ -324,8 +332,10 @@ class PoolPlayer(Player):
             return
         if self._at is None:
             self._pool.record(sid, -seat_return)  # zero-sum: the learner's result is the opposite
-        elif not self._at.replaying():
-            self._pool.record_at(sid, -seat_return, self._at.playing())
+        elif not self._at.replaying():  # recorded once the actor's unroll is whole
+            self._at.record(
+                functools.partial(self._pool.record_at, sid, -seat_return, self._at.playing())
+            )
 
     def _snapshot_for(self, game: int) -> int:
         if game not in self._playing:

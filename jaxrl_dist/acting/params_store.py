@@ -49,6 +49,15 @@ class ParamsStore:
             self._latest = (copies, version)  # one reference swap: readers never see a mix
             self._published.notify_all()
 
+    def wait_version(self, version: int, stop: threading.Event) -> bool:
+        """Waits until `version` (or a newer one) is published; False once `stop` is set."""
+        with self._published:
+            while self._latest is None or self._latest[1] < version:
+                if stop.is_set():
+                    return False
+                self._published.wait(POLL_S)
+        return True
+
     @property
     def version(self) -> int | None:
         """The newest published version (None before the first publish); no wait."""
@@ -75,11 +84,13 @@ class ParamsStore:
 class ActingRound:
     """Where a lockstep actor is (`acting/lockstep.py`), for the players in its games: the
     round it plays now, acting or replaying it (`playing`), the round it acts next (`acting`),
-    and its run's stop."""
+    its run's stop, and `record(result)`, which keeps a result of the round it acts until the
+    actor's unroll is whole (`result()` then records it)."""
 
     playing: Callable[[], int]
     acting: Callable[[], int]
     stop: threading.Event
+    record: Callable[[Callable[[], None]], None]
 
     def replaying(self) -> bool:
         """Whether the actor replays a round it (or the run it resumes) acted already."""

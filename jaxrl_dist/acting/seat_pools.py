@@ -74,8 +74,8 @@ class SeatPools:
             self.pools[role] = pool
         self._every = seats.pool_every_updates
         if epoch_updates is not None:
-            for pool in self.pools.values():
-                pool.lockstep(epoch_updates)
+            for role, pool in self.pools.items():
+                pool.lockstep(epoch_updates, fixed=FROZEN_ROLE in (role, role.partition(":")[0]))
 
     def __bool__(self) -> bool:
         return bool(self.pools)

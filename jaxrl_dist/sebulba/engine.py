@@ -18,8 +18,6 @@ import jax
 from jaxrl_dist.checkpoints.policy import describe_policy
 from jaxrl_dist.checkpoints.store import tree_digest
 from jaxrl_dist.config import ConfigError
-from jaxrl_dist.data.base import NOT_READY
-from jaxrl_dist.data.on_policy import ACTOR_DEAD_TIMEOUT_S
 from jaxrl_dist.envs import check_env, env_spec, xla_loop_problem
 from jaxrl_dist.envs.envpool_env import xla_device_problem
 from jaxrl_dist.envs.sources import is_python_env, worker_layout_problem
@@ -39,6 +37,7 @@ from jaxrl_dist.run.preflight import (
 from jaxrl_dist.run.prepared import Prepared
 from jaxrl_dist.sebulba.fields import REFUSES, SECTION, USES, lockstep_problem
 from jaxrl_dist.sebulba.lane import Lane
+from jaxrl_dist.sebulba.lane_reads import LaneReads
 from jaxrl_dist.sebulba.lane_replay import saved_replay
 from jaxrl_dist.sebulba.resume import (
     process_columns,
@@ -46,12 +45,11 @@ from jaxrl_dist.sebulba.resume import (
     replay_for_actors,
     restore_checkpoint,
 )
-from jaxrl_dist.sebulba.rotation import Rotation, lanes_to_read
-from jaxrl_dist.threads import POLL_S, RateCap
+from jaxrl_dist.sebulba.rotation import Rotation
+from jaxrl_dist.threads import RateCap
 from jaxrl_dist.types import keys_under
 
 ACTOR_JOIN_TIMEOUT_S = 10.0  # at a stop, for all actors together
-POLL_SLEEP_S = 0.001  # several agents: between polls of their data seams
 
 
 class SebulbaEngine(Engine):
@@ -136,6 +134,7 @@ class SebulbaEngine(Engine):
         self._rotation = Rotation(len(self.lanes))
         cap = config.max_updates_per_s  # each agent's learner its own
         self._caps = {lane.name: RateCap(cap) for lane in self.lanes if lane.learning and cap}
+        self._reads = LaneReads(self.lanes, self._caps, stop_requested)
         self._last_metrics: dict[str, dict[str, float]] = {}
         self._clock = (time.monotonic(), 0)  # the run's (time, env steps) at the last log
 
@@ -272,7 +271,7 @@ class SebulbaEngine(Engine):
             lane.last_ready = time.monotonic()
             if lane.name in self._caps:
                 self._caps[lane.name].restart(lane.updates)
-        self._refused = 0  # the ready lanes the last agreement could not step (several agents)
+        self._reads.refused = 0
 
     def prepare(self, budget: int, at_update: int) -> Ready:
         """This process's part of the next update: the lanes whose batch is ready (a one-agent
@@ -288,14 +287,19 @@ class SebulbaEngine(Engine):
                 cap = self._caps.get(lane.name)
                 if not stopped and cap is not None and not cap.wait(self._stop_requested):
                     stopped, mask = True, 0
+            elif self.config.deterministic:
+                stopped, mask, fresh = self._reads.take_turn()
             else:
-                stopped, mask, fresh = self._poll()
+                stopped, mask, fresh = self._reads.poll()
         except RunError as e:
             failure, fresh = e, []
         for batch in fresh:
             steps, dropped = steps + batch.env_steps, dropped + batch.dropped
         restarts = episodes = 0
-        for lane in self.lanes:
+        # In lockstep only the stepped lane's actors are counted: they wait for its next params
+        # (another lane's may be halfway through a round).
+        counted = [lane for i, lane in enumerate(self.lanes) if mask >> i & 1]
+        for lane in self.lanes if not self.config.deterministic else counted:
             r, e = lane.counts()
             restarts, episodes = restarts + r, episodes + e
         ready = Ready(restarts=restarts, episodes=episodes, env_steps=steps, dropped=dropped)
@@ -303,49 +307,8 @@ class SebulbaEngine(Engine):
             return ready._replace(stopped=True, failure=failure, ready=0)
         return ready._replace(ready=mask)
 
-    def _poll(self) -> tuple[bool, int, list]:
-        """Several agents: reads every learning lane without waiting until the ready lanes
-        differ from those the last agreement could not step (none, after a step), or `POLL_S`
-        passed. Every poll checks every agent's actors (restarting dead ones; RunError once
-        the budget is spent), and an agent without a batch for `ACTOR_DEAD_TIMEOUT_S` ends
-        the run. (stopped, the ready lanes' mask, the batches read now)."""
-        deadline, fresh = time.monotonic() + POLL_S, []
-        while True:
-            mask = 0
-            for i, lane in lanes_to_read(self.lanes, self.config.deterministic):
-                had = lane.batch is not None and lane.batch is not NOT_READY
-                batch = lane.read(wait=False)
-                if batch is None:
-                    return True, 0, fresh
-                if batch is not NOT_READY:
-                    lane.last_ready = time.monotonic()
-                    if not had:
-                        fresh.append(batch)
-                    cap = self._caps.get(lane.name)
-                    if cap is None or not cap.hold():  # a capped learner waits its turn
-                        mask |= 1 << i
-            if (mask and mask != self._refused) or time.monotonic() > deadline:
-                break
-            time.sleep(POLL_SLEEP_S)
-        self._check_actors()
-        self._refused = mask  # until `advance` steps one of them
-        return False, mask, fresh
-
-    def _check_actors(self) -> None:
-        """Restarts every agent's dead actors (RunError once the budget is spent); RunError
-        when a learning agent has had no batch ready for `ACTOR_DEAD_TIMEOUT_S`."""
-        now = time.monotonic()
-        for lane in self.lanes:
-            if lane.fleet is None:
-                continue
-            lane.fleet.check()
-            if now - lane.last_ready > ACTOR_DEAD_TIMEOUT_S:
-                raise RunError(
-                    f"agent {lane.name}: no batch for {ACTOR_DEAD_TIMEOUT_S:.0f}s from live actors"
-                )
-
     def advance(self, updates: int, at_update: int, ready: int = 1) -> Stepped:
-        self._refused = 0
+        self._reads.refused = 0
         lane = self.lanes[self._rotation.pick(ready)]
         if lane.name in self._caps:
             self._caps[lane.name].take()

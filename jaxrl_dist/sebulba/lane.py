@@ -167,6 +167,8 @@ class Lane(ReplayControl):
                 cluster=self._cluster,
             )
             other.followers.append(self.pools)
+            if self.config.deterministic:  # drawn from the rounds it reached (a resume, too)
+                self.pools.reached(other.learned_rounds(), name)
 
     # ------------------------------------------------------------------ run-time control
     def load_params(self, params: Any) -> None:
@@ -182,6 +184,11 @@ class Lane(ReplayControl):
         self.store.publish(params, self.updates)
         if not self.flow.replays:
             self._reached(self.updates, params)
+
+    def _published_round(self, round_: int) -> int | None:
+        """An on-policy agent's round `round_` is acted with its version `round_`: once it is
+        published (None at a stop)."""
+        return round_ if self.store.wait_version(round_, self.stop_actors) else None
 
     def _round_begins(self, round_: int, version: int) -> None:
         """A replay agent's round `round_` is acted with its newest params, `version`."""
@@ -235,7 +242,7 @@ class Lane(ReplayControl):
             unroll_length=cfg.unroll_length,
             segments_per_rollout=cfg.rollout_segments(jax.process_count()),
             sync=cfg.sebulba.sync_collection,
-            version_for=getattr(self.data, "version_for", None),
+            version_for=getattr(self.data, "version_for", self._published_round),
         )
         self.fleet = Fleet(
             cfg,

@@ -6,17 +6,9 @@ the next ready one after the lane served last, so a lane that stays ready waits 
 `lanes - 1` steps whatever the others' data rates, and none starves. Data rates, not this
 rotation, set each agent's share of the updates. Every process picks the same lane from the
 same gathered masks.
-
-In deterministic mode the lanes are read one at a time (`lanes_to_read`): the first lane whose
-learner is the fewest lockstep rounds on. Its round's data need only the others' params of
-that round, which they have, so the agents' updates follow one order that the seed alone sets
-(and a budget stops the run at the same update).
 """
 
 from __future__ import annotations
-
-import time
-from typing import Any
 
 
 class Rotation:
@@ -37,17 +29,3 @@ class Rotation:
                 self.last = lane
                 return lane
         return None
-
-
-def lanes_to_read(lanes: list[Any], lockstep: bool) -> list[tuple[int, Any]]:
-    """The learning lanes a poll reads, by index: all of them, or in lockstep the one whose
-    turn it is (see the module docstring); the others wait their turn, not their actors, so
-    their clock of the last batch ready starts again."""
-    learning = [(i, lane) for i, lane in enumerate(lanes) if lane.learning]
-    if not lockstep:
-        return learning
-    turn = min(learning, key=lambda item: (item[1].learned_rounds(), item[0]))
-    for _, lane in learning:
-        if lane is not turn[1]:
-            lane.last_ready = time.monotonic()
-    return [turn]
