@@ -38,7 +38,10 @@ SHA-256. Written to
 config's file name, with `_load<N>` under load. A run that crashed or timed out leaves the
 existing `<name>.json` and `.png` as they were: the sweep goes to `<name>.crashed.json` and exits
 1. Exits 1 also with `--min-success K` if fewer than K seeds succeeded; 2 on a bad argument (one
-line, nothing written). One seed's process and what its work dir says: `learning_seeds.py`;
+line, nothing written). With `--keep-runs DIR`, a seed that finished under DIR for the same
+sweep (its `seed_result.json`) is taken back instead of run again, marked `reused_from` with
+the commit it ran at: the same command run again goes on where a sweep longer than a sitting
+stopped. One seed's process and what its work dir says: `learning_seeds.py`;
 the aggregate, table and plot: `learning_report.py`.
 """
 
@@ -61,7 +64,7 @@ sys.path.insert(0, HERE)
 
 import provenance  # noqa: E402
 from learning_report import aggregate, plot, table  # noqa: E402
-from learning_seeds import BackgroundLoad, run_seed  # noqa: E402
+from learning_seeds import BackgroundLoad, reused_seed, run_seed  # noqa: E402
 
 from jaxrl_dist.config import ConfigError  # noqa: E402
 from jaxrl_dist.config.cli import parse_args  # noqa: E402
@@ -112,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep-runs",
         default=None,
-        help="keep each seed's work dir under this directory (default: a tmp)",
+        help="keep each seed's work dir under this directory (default: a tmp); a seed that "
+        "finished there for the same sweep is taken back, not run again",
     )
     parser.add_argument(
         "--min-success", type=int, default=None, help="exit 1 if fewer seeds than this succeed"
@@ -217,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with BackgroundLoad(args.load):
             for seed in seeds:
-                outcome = run_seed(args, extra, seed, os.path.join(runs_root, f"seed_{seed}"))
+                workdir = os.path.join(runs_root, f"seed_{seed}")
+                outcome = reused_seed(args, extra, seed, workdir) if args.keep_runs else None
+                outcome = outcome or run_seed(args, extra, seed, workdir)
                 result["per_seed"].append(outcome)
                 _progress(outcome)
                 result["load_average_1min"] = os.getloadavg()[0]
@@ -266,6 +272,7 @@ def _progress(s: dict[str, Any]) -> None:
         "—" if v is None else f"{v:.1f}" for v in (s["best_eval_return"], s["final_eval_return"])
     )
     error = f"; {s['error']}" if s["error"] else ""
+    error += f" (taken back: ran at {s['reused_from']})" if "reused_from" in s else ""
     print(
         f"seed {s['seed']}: {reached}, best eval {best}, last eval {last}, "
         f"{s['command_s']:.1f} s{error}",

@@ -1,11 +1,14 @@
 """One seed of a learning sweep (`learning.py`): its `scripts/train.py` process, the busy
 background load beside it, an optional evaluation of its checkpoint against an opponent, and
-what its work dir says it reached (`seed_result`)."""
+what its work dir says it reached (`seed_result`). A finished seed leaves `seed_result.json` in
+its work dir: under `--keep-runs`, a sweep run again takes it back instead of training the seed
+again (`reused_seed`), so a sweep longer than a sitting goes on where it stopped."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 SPIN = "while True: pass"  # one core's worth of pure-Python work
+RESULT_FILE = "seed_result.json"  # a finished seed's outcome, beside its run
 
 
 class BackgroundLoad:
@@ -71,7 +75,49 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
     )
     if args.also_eval and result["error"] is None:
         result["also_eval"] = also_eval(workdir, args.also_eval, args.also_eval_episodes)
+    keep_result(args, extra, seed, workdir, result)
     return result
+
+
+def sweep_key(args, extra: list[str], seed: int) -> dict[str, Any]:
+    """What makes a seed's outcome the one a sweep asks for: its command and how it is judged."""
+    fields = ("config", "load", "target", "budget", "eval_key", "metrics", "also_eval")
+    return {"seed": seed, "overrides": list(extra), **{f: getattr(args, f) for f in fields}}
+
+
+def keep_result(args, extra: list[str], seed: int, workdir: str, result: dict) -> None:
+    """Writes a finished seed's outcome into its work dir (`RESULT_FILE`), with the commit it
+    ran at; a crashed or timed-out seed leaves none (it runs again)."""
+    if result["error"] is not None:
+        return
+    commit = _commit()
+    with open(os.path.join(workdir, RESULT_FILE), "w") as f:
+        json.dump(
+            {"sweep": sweep_key(args, extra, seed), "git_commit": commit, "result": result}, f
+        )
+
+
+def reused_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any] | None:
+    """The outcome a finished run of this seed left in `workdir` for the same sweep, marked
+    with the commit it ran at; None otherwise, and a work dir left by another sweep, or by a
+    run that did not finish, is cleared for the seed to run again."""
+    path = os.path.join(workdir, RESULT_FILE)
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = json.load(f)
+        if kept["sweep"] == json.loads(json.dumps(sweep_key(args, extra, seed))):
+            return {**kept["result"], "reused_from": kept["git_commit"]}
+    if os.path.exists(workdir):
+        print(f"seed {seed}: {workdir} holds no finished run of this sweep; it runs again")
+        shutil.rmtree(workdir)
+    return None
+
+
+def _commit() -> str | None:
+    proc = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True
+    )
+    return proc.stdout.strip() or None
 
 
 def also_eval(workdir: str, opponent: str, episodes: int) -> dict[str, Any]:

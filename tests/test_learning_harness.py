@@ -105,6 +105,19 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
     )
     assert "2/2 seeds reach 0 within 3,200 env steps (load 1); 2/2 hold it" in proc.stdout
 
+    # The same sweep again over the kept runs: each finished seed is taken back, not trained.
+    again = _run(args)
+    assert again.returncode == 0 and again.stdout.count("(taken back: ran at ") == 2
+    with open(out_dir / f"{name}.json") as f:
+        retaken = json.load(f)["per_seed"]
+    assert [{k: v for k, v in s.items() if k != "reused_from"} for s in retaken] == result[
+        "per_seed"
+    ]
+    # Another sweep's seed (here another target) is not: its dir is cleared for it to run.
+    other = learning._parser().parse_known_args([*args, "--target", "1"])
+    assert learning_seeds.reused_seed(*other, 3, str(runs / "seed_3")) is None
+    assert not (runs / "seed_3").exists()
+
 
 @pytest.mark.parametrize(
     "args, message",
