@@ -113,6 +113,11 @@ class ReplayLog:
         first = self._epoch_start(updates)
         return {"epoch_updates": self._epoch, "first_update": first, **self._layout}
 
+    def _take_back(self, updates: int, unrolls: np.ndarray, memory: Any) -> None:
+        """The log as a checkpoint after `updates` updates kept it: this process's unrolls of
+        the epoch (`[n, T, B_process, ...]`) and the recurrent states after them."""
+        self._start, self._unrolls, self.memory = self._epoch_start(updates), list(unrolls), memory
+
     def restore(self, ckpt: Checkpointer, step: int, meta: dict, process_columns: slice) -> Any:
         """Loads the unrolls of checkpoint `step` (saved after `step` updates): this process's
         columns into the log; returns the whole replay item (`env_actions` `[n, T, B, ...]`,
@@ -135,9 +140,8 @@ class ReplayLog:
         saved_item = ckpt.restore_replay(step)
         full = np.asarray(saved_item["env_actions"])
         memory = saved_item.get("memory", {})
-        self._start = first
-        self._unrolls = list(full[:, :, process_columns])
-        self.memory = jax.tree.map(lambda m: np.asarray(m)[process_columns], memory)
+        columns = jax.tree.map(lambda m: np.asarray(m)[process_columns], memory)
+        self._take_back(step, full[:, :, process_columns], columns)
         return {"env_actions": full, "memory": memory}
 
 
@@ -169,9 +173,7 @@ class LaneReplayLog(ReplayLog):
                 self.meta(updates),
             )
             return None
-        self._start = self._epoch_start(updates)
-        self._unrolls = list(arrays[ENV_ACTIONS])
-        self.memory = tree_from_arrays(arrays, MEMORY)
+        self._take_back(updates, arrays[ENV_ACTIONS], tree_from_arrays(arrays, MEMORY))
         return {"env_actions": arrays[ENV_ACTIONS], "memory": self.memory}
 
 
