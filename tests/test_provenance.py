@@ -223,8 +223,9 @@ def test_the_gpu_check_records_its_provenance_and_its_parts_record_theirs(tmp_pa
 
 
 WRITES = ("json.dump(", "write_result(", ".savefig(", "write_table(")
-# Modules that write for a writer that takes the provenance itself.
-HELPERS = ("provenance.py", "learning_report.py", "stages.py")
+# Modules that write for a writer that takes the provenance itself (learning_seeds.py: a
+# finished seed's `seed_result.json` in its work dir, for learning.py, which takes it).
+HELPERS = ("provenance.py", "learning_report.py", "stages.py", "learning_seeds.py")
 
 
 def test_every_benchmark_that_writes_a_result_takes_its_provenance_first():
