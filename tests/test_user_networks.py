@@ -47,7 +47,10 @@ CONFIGS = {
     "ppo": "ppo_cartpole.py",
     "rainbow": "rainbow_cartpole.py",
     "r2d2": "r2d2_memory.py",
+    "sac": "sac_pendulum.py",
+    "td3": "td3_pendulum.py",
 }
+CONTINUOUS_ONLY = ("sac", "td3")
 
 
 def _torso_params(tree) -> list[set]:
@@ -91,11 +94,13 @@ def test_every_agent_builds_the_users_torso_inside_its_network(my_nets, algorith
     network = dataclasses.replace(config.network, torso=ATTENTION)  # R2D2's: an LSTM after it
     intrinsic = IntrinsicConfig(method="rnd") if algorithm.endswith("rnd") else None
     shape = RunShape(10_000, 64.0)
-    agent = agents.make_agent(name, config.algo, network, CARTPOLE, shape, intrinsic, 4)
+    spec = PENDULUM if name in CONTINUOUS_ONLY else CARTPOLE
+    agent = agents.make_agent(name, config.algo, network, spec, shape, intrinsic, 4)
     state = agent.learner.init(jax.random.PRNGKey(0))
     torsos = _torso_params(state)
     assert torsos and all("FeatureAttention_0" in t for t in torsos), algorithm
-    assert len(torsos) >= (3 if intrinsic else 1)  # the agent's, RND's predictor and target
+    # the agent's, RND's predictor and target; SAC's and TD3's policy, critics (and targets)
+    assert len(torsos) >= (3 if intrinsic or name in CONTINUOUS_ONLY else 1)
 
 
 def test_layer_norm_sits_before_each_activation_of_the_shipped_torsos():
@@ -256,6 +261,7 @@ HEADED = [
     ("ppo+rnd", {}, CARTPOLE, {"policy_head", "value_head", "intrinsic_value_head"}),
     ("rainbow", {"noisy": False, "dueling": False}, CARTPOLE, {"head"}),  # C51: [A, K]
     ("r2d2", {"dueling": False}, CARTPOLE, {"head"}),
+    ("td3", {}, PENDULUM, {"policy_head"}),  # its critics' heads: test_off_policy_runs.py
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxrl_dist.agents import dqn, impala, ppo, r2d2
+from jaxrl_dist.agents import dqn, impala, ppo, r2d2, sac, td3
 from jaxrl_dist.agents.base import Agent, AgentEntry, LearnerState, RunShape
 from jaxrl_dist.agents.intrinsic import IntrinsicConfig, make_rnd
 from jaxrl_dist.envs import EnvSpec
@@ -18,6 +18,8 @@ REGISTRY: dict[str, AgentEntry] = {
         dqn.RainbowConfig, dqn.make_rainbow, dqn.check_rainbow, data="prioritized"
     ),
     "r2d2": AgentEntry(r2d2.R2D2Config, r2d2.make_r2d2, r2d2.check_r2d2, data="sequences"),
+    "sac": AgentEntry(sac.SACConfig, sac.make_sac, sac.check_sac, data="prioritized"),
+    "td3": AgentEntry(td3.TD3Config, td3.make_td3, td3.check_td3, data="prioritized"),
 }
 
 

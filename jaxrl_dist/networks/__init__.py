@@ -88,7 +88,7 @@ def resolve_torso(
         torso = "mlp" if len(obs_shape) == 1 else "impala_resnet"
     if torso not in TORSOS:
         check_user_torso(
-            _make_torso(torso, config), config.torso, obs_shape, obs_dtype, config.normalize_obs
+            config_torso(torso, config), config.torso, obs_shape, obs_dtype, config.normalize_obs
         )
         return torso
     if torso != "mlp" and len(obs_shape) != 3:
@@ -104,7 +104,8 @@ def resolve_torso(
     return torso
 
 
-def _make_torso(name: str, config: NetworkConfig, module_name: str = "torso") -> nn.Module:
+def config_torso(name: str, config: NetworkConfig, module_name: str = "torso") -> nn.Module:
+    """The torso `name` with `config`'s MLP fields, dtype and LayerNorm, as `module_name`."""
     return make_torso(
         name,
         config.hidden_sizes,
@@ -137,10 +138,10 @@ class ActorCritic(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         lead, flat = flatten_obs(obs, self.obs_shape)
-        features = _make_torso(self.torso_name, self.config)(flat)
+        features = config_torso(self.torso_name, self.config)(flat)
         value_features = features
         if not self.config.shared_torso:
-            value_features = _make_torso(self.torso_name, self.config, "value_torso")(flat)
+            value_features = config_torso(self.torso_name, self.config, "value_torso")(flat)
         return _heads(self, features, value_features, lead)
 
 
@@ -167,7 +168,7 @@ class RecurrentActorCritic(ActorCritic):
             streams["value_core"] = "value_torso"
         out, new_state = {}, {}
         for core_name, torso_name in streams.items():
-            features = _make_torso(self.torso_name, self.config, torso_name)(flat)
+            features = config_torso(self.torso_name, self.config, torso_name)(flat)
             core = RecurrentCore(self.config.core, self.config.core_size, name=core_name)
             new_state[core_name], seq = core(state[core_name], features.reshape((*lead, -1)), first)
             out[core_name] = seq.reshape((math.prod(lead), -1))
@@ -281,7 +282,7 @@ def core_input(
     line, when it does not fit); 0 for the shipped cores, which do not need it."""
     if config.core in CORES:
         return 0
-    torso = _make_torso(torso_name, config)
+    torso = config_torso(torso_name, config)
     width = torso_width(torso, obs_shape, obs_dtype, config.normalize_obs)
     check_user_core(config.core, config.core_size, width)
     return width
