@@ -256,3 +256,79 @@ def test_the_warm_up_acts_uniformly_in_the_box_until_the_first_update():
     assert float(state.params["uniform"]) == 0.0
     np.testing.assert_allclose(sampled, np.broadcast_to(sampled[0], sampled.shape))
     np.testing.assert_allclose(agent.actor.env_action(np.array([[-1.0, 0.0, 1.0]])), [[-2, 0, 2]])
+
+
+def test_a_sac_update_is_the_papers_with_the_same_draws():
+    """One SAC update on a fixed batch (terminal and non-terminal transitions, targets apart
+    from the online critics) equals SAC written from Haarnoja et al. 2018 with optax and the
+    same random draws: the soft target from the target critics at an action the current
+    policy samples, the critics' step, the reparameterised policy step against the updated
+    critics, the temperature step toward -|A|, the critics' targets moved by tau."""
+    lr, tau, gamma = 1e-3, 0.05, 0.99
+    config = SACConfig(
+        actor_learning_rate=lr, critic_learning_rate=lr, alpha_learning_rate=lr, target_tau=tau
+    )
+    agent = make_sac(config, NET, SPEC, SHAPE)
+    state = agent.learner.init(jax.random.PRNGKey(0))
+    state = state._replace(targets=jax.tree.map(lambda x: x + 0.1, state.targets))
+    window = _window()
+    new, _, _ = jax.jit(agent.learner.update)(state, window)
+
+    model = ContinuousModel.build(NET, SPEC, gaussian=True, num_critics=2)
+    s, a = jnp.asarray(window.obs[0], jnp.float32), jnp.asarray(window.action[0])
+    s2 = jnp.asarray(window.obs[1], jnp.float32)
+    r, done = jnp.asarray(window.reward[1]), jnp.asarray(window.terminated[1], jnp.float32)
+    _, critic_key, actor_key = jax.random.split(state.rng, 3)
+
+    def sample(policy, obs, key):  # tanh(u), log pi of tanh(u) (the naive change of variables)
+        dist = model.policy.apply(policy, obs)
+        std = jnp.exp(dist["log_std"])
+        u = dist["mean"] + std * jax.random.normal(key, dist["mean"].shape)
+        log_n = -0.5 * ((u - dist["mean"]) / std) ** 2 - jnp.log(std) - 0.5 * jnp.log(2 * jnp.pi)
+        return jnp.tanh(u), jnp.sum(log_n - jnp.log(1 - jnp.tanh(u) ** 2), -1)
+
+    alpha = 1.0  # exp(log_alpha = 0)
+    a2, log_pi2 = sample(state.params["policy"], s2, critic_key)
+    q_next = model.critics.apply(state.targets["critic"], s2, a2).min(0)
+    y = jax.lax.stop_gradient(r + gamma * (1 - done) * (q_next - alpha * log_pi2))
+    adam = optax.adam(lr, eps=1e-8)
+
+    def critic_loss(q):
+        return jnp.mean(jnp.sum(0.5 * (model.critics.apply(q, s, a) - y) ** 2, 0))
+
+    q = state.critic_params
+    q_step, _ = adam.update(jax.grad(critic_loss)(q), adam.init(q))
+    q_new = optax.apply_updates(q, q_step)
+
+    def actor_loss(pi):
+        action, log_pi = sample(pi, s, actor_key)
+        return jnp.mean(alpha * log_pi - model.critics.apply(q_new, s, action).min(0)), log_pi
+
+    pi = state.params["policy"]
+    grads, log_pi = jax.grad(actor_loss, has_aux=True)(pi)
+    pi_step, _ = adam.update(grads, adam.init(pi))
+    pi_new = optax.apply_updates(pi, pi_step)
+    temperature = lambda la: jnp.mean(-jnp.exp(la) * jax.lax.stop_gradient(log_pi - D))  # noqa: E731
+    la = jnp.zeros((), jnp.float32)
+    la_step, _ = adam.update(jax.grad(temperature)(la), adam.init(la))
+    soft = lambda o, t: jax.tree.map(lambda x, z: tau * x + (1 - tau) * z, o, t)  # noqa: E731
+
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-4, atol=2e-5)  # noqa: E731
+    jax.tree.map(close, new.critic_params, q_new)
+    jax.tree.map(close, new.params["policy"], pi_new)
+    close(new.log_alpha, optax.apply_updates(la, la_step))
+    jax.tree.map(close, new.targets["critic"], soft(q_new, state.targets["critic"]))
+    assert np.any(np.asarray(window.terminated[1])) and not np.all(window.terminated[1])
+
+
+def test_a_warm_start_takes_the_policy_and_keeps_this_runs_warm_up_and_noise():
+    agent = make_td3(TD3Config(exploration_noise=0.3), NET, SPEC, SHAPE)
+    state = agent.learner.init(jax.random.PRNGKey(0))
+    other = make_td3(TD3Config(exploration_noise=0.05), NET, SPEC, SHAPE)
+    trained = other.learner.init(jax.random.PRNGKey(1))
+    trained, _, _ = jax.jit(other.learner.update)(trained, _window())  # its warm-up is over
+    warm = agent.learner.with_params(state, trained.params)
+    jax.tree.map(np.testing.assert_array_equal, warm.params["policy"], trained.params["policy"])
+    jax.tree.map(np.testing.assert_array_equal, warm.targets["policy"], trained.params["policy"])
+    assert float(warm.params["uniform"]) == 1.0
+    assert float(warm.params["noise"]) == pytest.approx(0.3)

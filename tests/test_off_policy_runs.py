@@ -169,8 +169,16 @@ def test_a_users_head_builds_sacs_policy_mean_and_each_critic():
         (TD3, ["--config.algo.policy_delay=0"], "config.algo.policy_delay=0 must be >= 1"),
         (TD3, ["--config.algo.target_entropy=-1.0"], "target_entropy"),
         (SAC, ["--config.network.core=lstm"], "sac replays single transitions"),
+        (SAC, ["--config.replay.n_step=3"], "sac's soft return over several steps"),
     ],
-    ids=["discrete-env", "negative-polyak", "policy-delay-0", "td3-target-entropy", "core"],
+    ids=[
+        "discrete-env",
+        "negative-polyak",
+        "policy-delay-0",
+        "td3-target-entropy",
+        "core",
+        "n-step",
+    ],
 )
 def test_bad_inputs_are_refused_in_one_line(config, overrides, needle, tmp_path, capsys):
     assert_refused(config, overrides, needle, tmp_path, capsys)

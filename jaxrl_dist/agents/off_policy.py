@@ -287,12 +287,13 @@ def polyak(online: PyTree, target: PyTree, tau: jax.Array) -> PyTree:
 
 
 def warm_start(state: ContinuousState, params: dict[str, Any]) -> ContinuousState:
-    """A warm start: the policy (and what travels with it) from `params`, a target policy a
-    copy of it; the critics learn afresh from the warm-started policy's data."""
+    """A warm start: the policy from `params`, a target policy a copy of it; what travels
+    with it (the warm-up flag, TD3's noise) stays this run's, so the replay still fills with
+    uniform actions and the critics learn afresh from it."""
     targets = dict(state.targets)
     if "policy" in targets:
         targets["policy"] = jax.tree.map(jnp.copy, params["policy"])
-    return state._replace(params=params, targets=targets)
+    return state._replace(params={**state.params, "policy": params["policy"]}, targets=targets)
 
 
 def zero_step() -> jax.Array:

@@ -72,4 +72,10 @@ class SACConfig:
 def check_sac(config: SACConfig, train_config) -> str | None:
     """What does not fit the run (one line) or None: its minibatches against the learner's
     batch, and the network options SAC cannot read."""
+    if train_config.replay.n_step > 1:
+        return (
+            f"config.replay.n_step={train_config.replay.n_step}: sac's soft return over several "
+            "steps needs each step's -alpha log pi and an off-policy correction, which a "
+            "replayed window does not hold; set config.replay.n_step=1"
+        )
     return check_replayed_run("sac", config, train_config)

@@ -120,15 +120,16 @@ def make_td3(
         }
         return new, opt, td, metrics
 
+    def policy_loss(policy_params, critics, obs):
+        """The deterministic policy gradient's loss through the first critic."""
+        q = model.critics.apply(critics, obs, model.policy.apply(policy_params, obs))
+        return jnp.mean(deterministic_actor_loss(q[0]))
+
     def policy_step(state, critics, obs):
         """The deterministic policy-gradient step through the first (updated) critic and the
         Polyak targets: (policy params, its opt state, targets, actor loss)."""
 
-        def loss_fn(policy_params):
-            q = model.critics.apply(critics, obs, model.policy.apply(policy_params, obs))
-            return jnp.mean(deterministic_actor_loss(q[0]))
-
-        loss, grads = jax.value_and_grad(loss_fn)(state.params["policy"])
+        loss, grads = jax.value_and_grad(policy_loss)(state.params["policy"], critics, obs)
         tau = state.hparams["target_tau"]
         policy, opt = adam_step(
             optimizers["policy"],
@@ -145,14 +146,15 @@ def make_td3(
 
     def delayed_policy_step(state, critics, obs, updates):
         """`policy_step` on the updates `policy_delay` divides (counted from 1), else the
-        policy, its optimizer and the targets as they were (the actor loss reported as 0).
-        One `lax.cond`: the skipped updates compute no policy gradient (where nothing vmaps
-        it into a select, as Anakin's seeds do)."""
+        policy, its optimizer and the targets as they were, and the policy's loss as it stands
+        (a forward pass, so the logged loss is the policy's on every update). One `lax.cond`:
+        the skipped updates compute no policy gradient (where nothing vmaps it into a
+        select, as Anakin's seeds do)."""
         if config.policy_delay == 1:
             return policy_step(state, critics, obs)
 
-        def skip(state, critics, obs):
-            loss = jnp.zeros((), jnp.float32)
+        def skip(state, critics, obs):  # the policy's loss as it stands, for the log
+            loss = policy_loss(state.params["policy"], critics, obs)
             return state.params["policy"], state.opt_state["policy"], state.targets, loss
 
         due = updates % config.policy_delay == 0
