@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from learning_report import percentiles
+from provenance import short_commit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -90,7 +91,7 @@ def keep_result(args, extra: list[str], seed: int, workdir: str, result: dict) -
     ran at; a crashed or timed-out seed leaves none (it runs again)."""
     if result["error"] is not None:
         return
-    commit = _commit()
+    commit = short_commit(ROOT)
     with open(os.path.join(workdir, RESULT_FILE), "w") as f:
         json.dump(
             {"sweep": sweep_key(args, extra, seed), "git_commit": commit, "result": result}, f
@@ -111,13 +112,6 @@ def reused_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, An
         print(f"seed {seed}: {workdir} holds no finished run of this sweep; it runs again")
         shutil.rmtree(workdir)
     return None
-
-
-def _commit() -> str | None:
-    proc = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True
-    )
-    return proc.stdout.strip() or None
 
 
 def also_eval(workdir: str, opponent: str, episodes: int) -> dict[str, Any]:

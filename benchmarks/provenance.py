@@ -153,6 +153,12 @@ def _refuse(source: dict[str, Any], root: str) -> NoReturn:
     sys.exit(2)
 
 
+def short_commit(root: str = ROOT) -> str | None:
+    """The checkout's HEAD as 7 hex digits, or None outside a git checkout."""
+    out = _git(root, "rev-parse", "--short=7", "HEAD")
+    return (out or "").strip() or None
+
+
 def _git_bytes(root: str, *args: str) -> bytes | None:
     try:
         out = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=60)

@@ -387,33 +387,3 @@ def test_replay_throughput_measures_every_replay_and_kind(tmp_path):
     for r in rows:
         assert r["held_transitions"] == r["capacity_transitions"]  # full when timed
         assert r["inserts_per_s"] > 0 and r["samples_per_s"] > 0
-
-
-FAKE_CLEANRL = """
-import sys, time
-steps = int([a for a in sys.argv if a.startswith("--total-timesteps=")][0].split("=")[1])
-for step in range(5_100, steps, 100):  # as CleanRL: an SPS line every 100 learning steps
-    time.sleep(0.02)
-    print("SPS:", 1)
-"""
-
-
-def test_cleanrl_sac_times_cleanrls_sps_lines_and_refuses_bad_input(tmp_path):
-    """CleanRL's side on a stand-in script that prints an `SPS:` line each 100 steps 20 ms
-    apart: the rate is steps over the lines' arrival times (about 5,000 a second, not the
-    printed 1); a missing checkout or no learning phase exits 2, writing nothing."""
-    import cleanrl_sac
-
-    (tmp_path / "cleanrl").mkdir()
-    (tmp_path / "cleanrl" / "sac_continuous_action.py").write_text(FAKE_CLEANRL)
-    out = tmp_path / "sac.json"
-    argv = ["--only", "cleanrl", "--cleanrl-dir", str(tmp_path), "--out", str(out)]
-    assert cleanrl_sac.main([*argv, "--env-steps", "7100", "--allow-dirty"]) == 0
-    side = json.loads(out.read_text())["cleanrl"]
-    assert side["measured_steps"] == [5_100, 7_000]
-    assert 1_000 < side["learning_sps"] < 5_100  # sleeps of 20 ms and more between lines
-    out.unlink()
-    assert cleanrl_sac.main([*argv, "--env-steps", "5500", "--allow-dirty"]) == 2
-    bad = ["--only", "cleanrl", "--cleanrl-dir", str(tmp_path / "no"), "--out", str(out)]
-    assert cleanrl_sac.main([*bad, "--allow-dirty"]) == 2
-    assert not out.exists()

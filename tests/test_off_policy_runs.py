@@ -1,15 +1,17 @@
 """SAC, TD3 and DDPG through the trainer: quick runs on EnvPool Pendulum (Sebulba) and gymnax
 Pendulum (Anakin), their checkpoints acting within the env's bounds, exact resumes with the
-replay on both engines, a run-time temperature, and bad inputs refused in one line."""
+replay on both engines, a run-time temperature, bad inputs refused in one line, and the
+SPS comparison with CleanRL (`benchmarks/cleanrl_sac.py`) on a stand-in script."""
 
 import json
 import os
+import sys
 
 import jax
 import numpy as np
 import pytest
 from cli_refusal import assert_refused
-from train_runs import interrupted_run, train_main
+from train_runs import ROOT, interrupted_run, train_main
 
 from jaxrl_dist.agents.base import ActorIdentity, RunShape
 from jaxrl_dist.agents.sac import SACConfig, make_sac
@@ -182,3 +184,34 @@ def test_a_users_head_builds_sacs_policy_mean_and_each_critic():
 )
 def test_bad_inputs_are_refused_in_one_line(config, overrides, needle, tmp_path, capsys):
     assert_refused(config, overrides, needle, tmp_path, capsys)
+
+
+FAKE_CLEANRL = """
+import sys, time
+steps = int([a for a in sys.argv if a.startswith("--total-timesteps=")][0].split("=")[1])
+for step in range(5_100, steps, 100):  # as CleanRL: an SPS line every 100 learning steps
+    time.sleep(0.02)
+    print("SPS:", 1)
+"""
+
+
+def test_cleanrl_sac_times_cleanrls_sps_lines_and_refuses_bad_input(tmp_path):
+    """CleanRL's side on a stand-in script that prints an `SPS:` line each 100 steps 20 ms
+    apart: the rate is steps over the lines' arrival times (about 5,000 a second, not the
+    printed 1); a missing checkout or no learning phase exits 2, writing nothing."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import cleanrl_sac
+
+    (tmp_path / "cleanrl").mkdir()
+    (tmp_path / "cleanrl" / "sac_continuous_action.py").write_text(FAKE_CLEANRL)
+    out = tmp_path / "sac.json"
+    argv = ["--only", "cleanrl", "--cleanrl-dir", str(tmp_path), "--out", str(out)]
+    assert cleanrl_sac.main([*argv, "--env-steps", "7100", "--allow-dirty"]) == 0
+    side = json.loads(out.read_text())["cleanrl"]
+    assert side["measured_steps"] == [5_100, 7_000]
+    assert 1_000 < side["learning_sps"] < 5_100  # sleeps of 20 ms and more between lines
+    out.unlink()
+    assert cleanrl_sac.main([*argv, "--env-steps", "5500", "--allow-dirty"]) == 2
+    bad = ["--only", "cleanrl", "--cleanrl-dir", str(tmp_path / "no"), "--out", str(out)]
+    assert cleanrl_sac.main([*bad, "--allow-dirty"]) == 2
+    assert not out.exists()

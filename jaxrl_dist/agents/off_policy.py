@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxrl_dist.agents.base import ActorIdentity, bad_algo_field, refuse_unread
+from jaxrl_dist.agents.base import bad_algo_field, refuse_unread
 from jaxrl_dist.agents.common import gradient_step, injected_optimizer, sgd_loop_unroll
 from jaxrl_dist.agents.dqn.loss import importance_weights
 from jaxrl_dist.agents.dqn.targets import NStepTarget, n_step_target
@@ -177,12 +177,6 @@ class ContinuousModel:
         low = jnp.asarray(self.env_spec.action_low, jnp.float32)
         high = jnp.asarray(self.env_spec.action_high, jnp.float32)
         return low + (jnp.asarray(action, jnp.float32) + 1.0) * (high - low) / 2.0
-
-
-def action_keys(identity: ActorIdentity, num_envs: int, key: jax.Array) -> dict[str, jax.Array]:
-    """The per-env actor state: a key each (the actor's identity is folded in by the runtime)."""
-    del identity
-    return {"key": jax.random.split(key, num_envs)}
 
 
 def split_keys(keys: jax.Array, parts: int) -> jax.Array:

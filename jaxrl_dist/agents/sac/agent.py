@@ -11,12 +11,11 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl_dist.agents.base import ActorCore, Agent, LearnerCore, RunShape
-from jaxrl_dist.agents.common import initial_hparams
+from jaxrl_dist.agents.common import initial_hparams, per_env_keys
 from jaxrl_dist.agents.distributions import Gaussian
 from jaxrl_dist.agents.off_policy import (
     ContinuousModel,
     ContinuousState,
-    action_keys,
     adam,
     adam_step,
     check_continuous,
@@ -67,7 +66,7 @@ def make_actor(model: ContinuousModel) -> ActorCore:
         dist = model.policy.apply(params["policy"], model.prepare(obs))
         return jnp.tanh(SQUASHED.mode(dist)), state
 
-    return ActorCore(action_keys, act, greedy_act, env_action=model.env_action)
+    return ActorCore(per_env_keys, act, greedy_act, env_action=model.env_action)
 
 
 def make_sac(

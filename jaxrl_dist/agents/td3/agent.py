@@ -10,11 +10,10 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl_dist.agents.base import ActorCore, Agent, LearnerCore, RunShape
-from jaxrl_dist.agents.common import initial_hparams
+from jaxrl_dist.agents.common import initial_hparams, per_env_keys
 from jaxrl_dist.agents.off_policy import (
     ContinuousModel,
     ContinuousState,
-    action_keys,
     adam,
     adam_step,
     check_continuous,
@@ -54,7 +53,7 @@ def make_actor(model: ContinuousModel) -> ActorCore:
     def greedy_act(params, obs, state):
         return model.policy.apply(params["policy"], model.prepare(obs)), state
 
-    return ActorCore(action_keys, act, greedy_act, env_action=model.env_action)
+    return ActorCore(per_env_keys, act, greedy_act, env_action=model.env_action)
 
 
 def make_td3(
