@@ -40,9 +40,10 @@ existing `<name>.json` and `.png` as they were: the sweep goes to `<name>.crashe
 1. Exits 1 also with `--min-success K` if fewer than K seeds succeeded; 2 on a bad argument (one
 line, nothing written). With `--keep-runs DIR`, a seed that finished under DIR for the same
 sweep (its `seed_result.json`) is taken back instead of run again, marked `reused_from` with
-the commit it ran at: the same command run again goes on where a sweep longer than a sitting
-stopped. One seed's process and what its work dir says: `learning_seeds.py`;
-the aggregate, table and plot: `learning_report.py`.
+the commit it ran at, and a seed stopped before it finished (a sitting ended, `--timeout-s`)
+resumes from its last checkpoint when run again at the same commit: the same command run again
+goes on where a sweep longer than a sitting stopped. One seed's process and what its work dir
+says: `learning_seeds.py`; the aggregate, table and plot: `learning_report.py`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 background load beside it, an optional evaluation of its checkpoint against an opponent, and
 what its work dir says it reached (`seed_result`). A finished seed leaves `seed_result.json` in
 its work dir: under `--keep-runs`, a sweep run again takes it back instead of training the seed
-again (`reused_seed`), so a sweep longer than a sitting goes on where it stopped."""
+again (`reused_seed`), so a sweep longer than a sitting goes on where it stopped. A seed that
+did not finish (killed with its sitting, timed out) but saved a checkpoint is resumed from it
+(`train.py --resume`) when the same sweep at the same commit runs again: its `STARTED_FILE`
+says which sweep and commit began it, and how long each attempt ran."""
 
 from __future__ import annotations
 
@@ -17,11 +20,15 @@ from typing import Any
 from learning_report import percentiles
 from provenance import short_commit
 
+from jaxrl_dist.checkpoints.store import complete_steps
+from jaxrl_dist.run.curves import TRAIN_RETURN, kept_series
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 SPIN = "while True: pass"  # one core's worth of pure-Python work
 RESULT_FILE = "seed_result.json"  # a finished seed's outcome, beside its run
+STARTED_FILE = "seed_started.json"  # the sweep and commit that began a seed; its attempts
 
 
 class BackgroundLoad:
@@ -42,7 +49,10 @@ class BackgroundLoad:
 
 
 def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
-    """One `scripts/train.py` process; returns what it reached (see `seed_result`)."""
+    """One `scripts/train.py` process (`--resume` when `workdir` holds an unfinished attempt
+    of this sweep, see `reused_seed`); returns what it reached (see `seed_result`), its
+    `command_s` summed over the attempts whose end the harness saw."""
+    started = _started(args, extra, seed, workdir)
     cmd = [
         sys.executable,
         TRAIN,
@@ -52,10 +62,12 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
         workdir,
         f"--config.seed={seed}",
         *(arg.replace("{seed}", str(seed)) for arg in extra),
+        *(["--resume"] if started["attempts_s"] else []),
     ]
     os.makedirs(workdir, exist_ok=True)
+    _write_started(workdir, started)  # before the run: a kill leaves it to resume from
     start = time.monotonic()
-    with open(os.path.join(workdir, "train.log"), "w") as log:
+    with open(os.path.join(workdir, "train.log"), "a") as log:
         try:
             proc = subprocess.run(
                 cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout_s
@@ -63,21 +75,44 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
             returncode = proc.returncode
         except subprocess.TimeoutExpired:
             returncode = None
-    command_s = time.monotonic() - start
+    started["attempts_s"].append(round(time.monotonic() - start, 2))
+    _write_started(workdir, started)
     result = seed_result(
         seed,
         workdir,
         returncode,
-        command_s,
+        sum(started["attempts_s"]),
         args.target,
         args.budget,
         _metric_names(args.metrics),
         args.eval_key,
     )
+    result["attempts"] = len(started["attempts_s"])
     if args.also_eval and result["error"] is None:
         result["also_eval"] = also_eval(workdir, args.also_eval, args.also_eval_episodes)
     keep_result(args, extra, seed, workdir, result)
     return result
+
+
+def _started(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
+    """`workdir`'s `STARTED_FILE` (this sweep's, at this commit: `reused_seed` cleared any
+    other), or a new one with no attempts."""
+    path = os.path.join(workdir, STARTED_FILE)
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    return {
+        "sweep": sweep_key(args, extra, seed),
+        "git_commit": short_commit(ROOT),
+        "attempts_s": [],
+    }
+
+
+def _write_started(workdir: str, started: dict[str, Any]) -> None:
+    path = os.path.join(workdir, STARTED_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(started, f)
+    os.replace(path + ".tmp", path)
 
 
 def sweep_key(args, extra: list[str], seed: int) -> dict[str, Any]:
@@ -100,18 +135,35 @@ def keep_result(args, extra: list[str], seed: int, workdir: str, result: dict) -
 
 def reused_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any] | None:
     """The outcome a finished run of this seed left in `workdir` for the same sweep, marked
-    with the commit it ran at; None otherwise, and a work dir left by another sweep, or by a
-    run that did not finish, is cleared for the seed to run again."""
+    with the commit it ran at; None otherwise. An unfinished run of this sweep at this commit
+    with a checkpoint is kept for `run_seed` to resume; a work dir left by another sweep, at
+    another commit or without a checkpoint is cleared for the seed to run again."""
     path = os.path.join(workdir, RESULT_FILE)
+    key = json.loads(json.dumps(sweep_key(args, extra, seed)))
     if os.path.exists(path):
         with open(path) as f:
             kept = json.load(f)
-        if kept["sweep"] == json.loads(json.dumps(sweep_key(args, extra, seed))):
+        if kept["sweep"] == key:
             return {**kept["result"], "reused_from": kept["git_commit"]}
+    if _resumable(workdir, key):
+        print(f"seed {seed}: {workdir} holds an unfinished run of this sweep; it resumes")
+        return None
     if os.path.exists(workdir):
         print(f"seed {seed}: {workdir} holds no finished run of this sweep; it runs again")
         shutil.rmtree(workdir)
     return None
+
+
+def _resumable(workdir: str, key: dict[str, Any]) -> bool:
+    """Whether `workdir` holds an unfinished attempt of the sweep `key` at this commit with a
+    checkpoint step to go on from (and no result of another sweep)."""
+    path = os.path.join(workdir, STARTED_FILE)
+    if os.path.exists(os.path.join(workdir, RESULT_FILE)) or not os.path.exists(path):
+        return False
+    with open(path) as f:
+        started = json.load(f)
+    same = started["sweep"] == key and started["git_commit"] == short_commit(ROOT)
+    return same and bool(complete_steps(os.path.join(workdir, "checkpoints")))
 
 
 def also_eval(workdir: str, opponent: str, episodes: int) -> dict[str, Any]:
@@ -165,17 +217,11 @@ def seed_result(
     evals = [{**e, "return": e.get(eval_key)} for e in summary["evals"]] if summary else []
     evals = [e for e in evals if e["return"] is not None]  # the statistic judged, as "return"
     reached = [e for e in evals if e["return"] >= target and e["env_steps"] <= budget]
-    train_curve, logged = [], {name: [] for name in metric_names}
     metrics_path = os.path.join(workdir, "metrics.jsonl")
-    if os.path.exists(metrics_path):
-        with open(metrics_path) as f:
-            for line in f:
-                record = json.loads(line)
-                if record.get("charts/episode_return") is not None:
-                    train_curve.append([record["env_steps"], record["charts/episode_return"]])
-                for name, values in logged.items():
-                    if record.get(name) is not None:
-                        values.append(record[name])
+    keys = [TRAIN_RETURN, *metric_names]
+    series = kept_series(metrics_path, keys) if os.path.exists(metrics_path) else {}
+    train_curve = [[int(steps), value] for steps, value in series.get(TRAIN_RETURN, [])]
+    logged = {name: [value for _, value in series.get(name, [])] for name in metric_names}
     error = None
     if returncode != 0 or summary is None:
         tail = _tail(os.path.join(workdir, "train.log"))

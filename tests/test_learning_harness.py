@@ -115,6 +115,21 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
     assert [{k: v for k, v in s.items() if k != "reused_from"} for s in retaken] == result[
         "per_seed"
     ]
+    # A seed that did not finish (its sitting ended) but saved a checkpoint resumes from it.
+    unfinished = runs / "seed_5"
+    for name_left in (learning_seeds.RESULT_FILE, "summary.json"):
+        os.remove(unfinished / name_left)
+    resumed = _run(args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "seed_5 holds an unfinished run of this sweep; it resumes" in resumed.stdout
+    with open(unfinished / "summary.json") as f:
+        assert json.load(f)["resumed_from_update"] is not None
+    with open(unfinished / learning_seeds.STARTED_FILE) as f:
+        assert len(json.load(f)["attempts_s"]) == 2
+    with open(out_dir / f"{name}.json") as f:
+        seed_5 = json.load(f)["per_seed"][1]
+    assert seed_5["attempts"] == 2 and seed_5["env_steps"] == 3200 and seed_5["error"] is None
+    assert seed_5["train_curve"] == result["per_seed"][1]["train_curve"]  # one history, not two
     # Another sweep's seed (here another target) is not: its dir is cleared for it to run.
     other = learning._parser().parse_known_args([*args, "--target", "1"])
     assert learning_seeds.reused_seed(*other, 3, str(runs / "seed_3")) is None
@@ -171,6 +186,21 @@ def _workdir(tmp_path, evals, metrics=(), returncode=0):
     return str(work)
 
 
+def test_a_resumed_runs_records_supersede_those_logged_after_its_checkpoint(tmp_path):
+    """Attempt one logs steps 10-40 and stops; attempt two resumes from 20 and logs 30-50: the
+    history is 10, 20 and attempt two's 30-50. A line cut short by the stop is skipped, and an
+    evaluation line at a training line's step does not supersede it (another key)."""
+    first = [{"env_steps": s, "charts/episode_return": s / 10, "x": 1.0} for s in (10, 20, 30, 40)]
+    second = [{"env_steps": s, "charts/episode_return": -s / 10, "x": 2.0} for s in (30, 40, 50)]
+    evaluation = {"env_steps": 50, "eval/return": 7.0}
+    work = _workdir(tmp_path, [(50, 7.0)], [*first, *second, evaluation])
+    with open(os.path.join(work, "metrics.jsonl"), "a") as f:
+        f.write('{"env_steps": 60, "charts/epi')  # a write the stop cut short
+    s = learning_seeds.seed_result(0, work, 0, 1.0, 0, 50, ["x"])
+    assert s["train_curve"] == [[10, 1.0], [20, 2.0], [30, -3.0], [40, -4.0], [50, -5.0]]
+    assert s["metrics"]["x"] == pytest.approx({"p10": 1.0, "p50": 2.0, "p90": 2.0})
+
+
 def test_success_is_the_first_evaluation_at_the_target_within_the_budget(tmp_path):
     evals = [(1000, 10.0), (2000, 480.0), (3000, 200.0), (4000, 500.0)]
     work = _workdir(tmp_path, evals)
@@ -194,7 +224,7 @@ def test_quartiles_percentiles_and_the_aggregate_against_numbers_worked_out_here
     assert learning_report.quartiles([10, 20, 30, 40, 50]) == {"median": 30, "q25": 20, "q75": 40}
     p = learning_report.percentiles(list(range(11)))
     assert p == pytest.approx({"p10": 1.0, "p50": 5.0, "p90": 9.0})
-    metrics = [{"env_steps": 1, "stats/policy_lag": v} for v in (1.0, 2.0, 3.0)]
+    metrics = [{"env_steps": i, "stats/policy_lag": v} for i, v in enumerate((1.0, 2.0, 3.0))]
     work = _workdir(tmp_path, [(1000, 500.0)], metrics)
     ok = learning_seeds.seed_result(7, work, 0, 2.0, 475, 1000, ["stats/policy_lag"])
     assert ok["metrics"]["stats/policy_lag"]["p50"] == 2.0

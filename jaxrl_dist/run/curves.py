@@ -90,6 +90,17 @@ def _records(path: str) -> Iterator[dict]:
                 yield record
 
 
+def kept_series(path: str, keys: Sequence[str]) -> dict[str, list[tuple[float, float]]]:
+    """Each key's `(env_steps, value)` points in the file, kept as the run's history keeps them
+    (`_Series`: the points a resumed run logs again supersede an earlier attempt's)."""
+    series = {key: _Series() for key in keys}
+    for record in _records(path):
+        for key, points in series.items():
+            if key in record:
+                points.add(record["env_steps"], math.nan, _finite(record[key]))
+    return {key: [(p[0], p[2]) for p in points.points] for key, points in series.items()}
+
+
 def metrics_path(workdir: str) -> str:
     """`<workdir>/metrics.jsonl`; FileNotFoundError (one line) when there is none."""
     path = os.path.join(workdir, METRICS_FILE)
