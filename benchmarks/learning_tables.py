@@ -45,6 +45,9 @@ sweep judged again at target T (`restate_learning.py --at-target T`).
     (per sweep: the seeds that reached the target, their bests scored again within the
     evaluation's noise, the largest difference in standard errors, the finals at or above the
     stop line or explained)
+
+    <!-- published-table: cpu/published/mujoco_v4.json -->  ...  <!-- /published-table -->
+    (sweeps beside published figures: `published.py`'s table of that results file)
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import published  # noqa: E402
 from learning_report import at_target, iqm_text, is_small, number  # noqa: E402
 from seed_statistics import improvement_ci, probability_of_improvement  # noqa: E402
 
@@ -75,6 +79,11 @@ FIGURE = re.compile(
 INLINE_BEST = re.compile(r"<!-- best: (?P<spec>[^>]*?) -->(?P<body>.*?)<!-- /best -->")
 BEST_BLOCK = re.compile(
     r"<!-- best-check\n(?P<spec>.*?)-->\n(?P<body>.*?)<!-- /best-check -->", re.DOTALL
+)
+# <!-- published-table: cpu/published/mujoco_v4.json -->...<!-- /published-table -->: sweeps
+# beside published figures (`published.py`'s table of its results file).
+PUBLISHED = re.compile(
+    r"<!-- published-table: (?P<path>\S+) -->\n(?P<body>.*?)<!-- /published-table -->", re.DOTALL
 )
 PAGES = ("README.md", "docs/results/learning.md", "docs/results/performance.md")
 IMPROVEMENT_REPS = 2000  # rliable's README uses 2,000 resamples for this statistic
@@ -124,6 +133,7 @@ def render(text: str, root: str = RESULTS) -> str:
     text = BEST_BLOCK.sub(lambda m: _best_block(m, checks), text)
     text = INLINE_BEST.sub(lambda m: _inline_best(m, checks), text)
     text = FIGURE.sub(lambda m: _figure(m, os.path.join(root, "..", "..")), text)
+    text = PUBLISHED.sub(lambda m: _published(m, os.path.join(root, "..", "..")), text)
     text = INLINE_P.sub(lambda m: _inline_p(m, root), text)
     return INLINE.sub(lambda m: _inline(m, root), text)
 
@@ -306,6 +316,18 @@ def _figure(match: re.Match, results: str) -> str:
             raise SpecError(f"{match['path']} has no {match['key']!r}") from None
     body = match["fmt"].format(value)
     return f"<!-- figure: {match['path']} {match['key']} {match['fmt']} -->{body}<!-- /figure -->"
+
+
+def _published(match: re.Match, results: str) -> str:
+    """`published.py`'s table of the results file the marker names."""
+    path = os.path.join(results, match["path"])
+    try:
+        with open(path) as f:
+            result = json.load(f)
+    except OSError:
+        raise SpecError(f"no results file {os.path.relpath(path, ROOT)}") from None
+    body = published.table(result)
+    return f"<!-- published-table: {match['path']} -->\n\n{body}\n\n<!-- /published-table -->"
 
 
 def _best_check(name: str, root: str) -> dict[str, Any]:

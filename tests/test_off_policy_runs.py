@@ -17,7 +17,7 @@ from jaxrl_dist.agents.base import ActorIdentity, RunShape
 from jaxrl_dist.agents.sac import SACConfig, make_sac
 from jaxrl_dist.checkpoints.policy import load_policy
 from jaxrl_dist.config.cli import load_config
-from jaxrl_dist.envs import EnvSpec
+from jaxrl_dist.envs import EnvSpec, brax_envs
 from jaxrl_dist.networks import NetworkConfig
 from jaxrl_dist.run.hooks import Hooks
 from jaxrl_dist.run.trainer import Trainer
@@ -26,6 +26,7 @@ SAC = "configs/sac_pendulum.py:quick"
 TD3 = "configs/td3_pendulum.py:quick"
 DDPG = "configs/ddpg_pendulum.py:quick"
 ANAKIN_SAC = "configs/anakin_sac_pendulum.py:quick"
+BRAX_SAC = "configs/anakin_sac_brax.py:quick"
 PENDULUM = EnvSpec((3,), np.dtype(np.float32), 0, 1, (-2.0,), (2.0,))
 # Two lockstep actors of 4 envs: a round is 2 x 4 x 8 = 64 transitions.
 LOCKSTEP = {
@@ -143,6 +144,34 @@ def test_sac_on_anakin_resumed_is_bit_identical(anakin_sac, tmp_path):
     assert resumed.summary["state_sha256"] == anakin_sac[1]["state_sha256"]
 
 
+def test_a_brax_env_steps_with_gymnax_api_and_its_time_limit():
+    """`brax_envs.make`: Brax's `fast` env as gymnax's API: `[obs_size]` observations, a Box
+    of actions in [-1, 1], the time limit a truncation at `max_episode_steps`, not a `done`."""
+    env = brax_envs.make(env_name="fast", max_episode_steps=3)
+    params = env.default_params
+    assert env.action_space(params).shape == (1,) and env.action_space(params).high == 1.0
+    obs, state = env.reset(jax.random.PRNGKey(0), params)
+    assert obs.shape == env.observation_space(params).shape == (2,)
+    truncated = []
+    for _ in range(3):
+        obs, state, reward, done, info = env.step(None, state, np.ones(1, np.float32), params)
+        truncated.append(bool(info["truncated"]))
+        assert not done and np.isfinite(reward)
+    assert truncated == [False, False, True]
+
+
+def test_sac_on_anakin_learns_on_a_brax_env(tmp_path):
+    """`anakin_sac_brax.py:quick`: SAC's jitted program steps Brax's `fast` env through
+    `jax:jaxrl_dist.envs.brax_envs:make`, updates from the device replay and evaluates."""
+    workdir = str(tmp_path / "run")
+    summary = train_main(BRAX_SAC, workdir, "--config.eval_every_updates=32")
+    assert summary["runtime"] == "anakin" and summary["env_steps"] == 1_024
+    assert summary["learner_updates"] == 25 * 2  # as on gymnax Pendulum: the same layout
+    learned = _learned(workdir)
+    assert learned and all(np.isfinite(x["losses/actor_loss"]) for x in learned)
+    assert summary["evals"] and np.isfinite(summary["evals"][-1]["return"])
+
+
 def test_a_users_head_builds_sacs_policy_mean_and_each_critic():
     """`network.head`: the user's module is the Gaussian's mean (role "policy", `(D,)`) and
     each critic's value (role "q", `()`), the critics' stacked `[E, ...]`; the agent acts."""
@@ -172,6 +201,7 @@ def test_a_users_head_builds_sacs_policy_mean_and_each_critic():
         (TD3, ["--config.algo.target_entropy=-1.0"], "target_entropy"),
         (SAC, ["--config.network.core=lstm"], "sac replays single transitions"),
         (SAC, ["--config.replay.n_step=3"], "sac's soft return over several steps"),
+        (BRAX_SAC, ["--config.env_kwargs={'env_name': 'cheetah'}"], "not one of Brax's envs"),
     ],
     ids=[
         "discrete-env",
@@ -180,6 +210,7 @@ def test_a_users_head_builds_sacs_policy_mean_and_each_critic():
         "td3-target-entropy",
         "core",
         "n-step",
+        "brax-env-name",
     ],
 )
 def test_bad_inputs_are_refused_in_one_line(config, overrides, needle, tmp_path, capsys):
