@@ -110,7 +110,7 @@ BAD_PETTINGZOO = [
     (["--config.env_id=pettingzoo:own_envs"], "write pettingzoo:MODULE:FACTORY"),
     (["--config.env_id=pettingzoo:own_envs:make_corridor_game"], "has no callable"),
     (["--config.env_id=pettingzoo:own_envs:KeyCorridor"], "not a PettingZoo AECEnv"),
-    (["--config.env_id=pettingzoo:own_envs:make_steering_match"], "needs Discrete ones"),
+    (["--config.env_id=pettingzoo:own_envs:make_steering_nim"], "game needs Discrete ones"),
 ]
 
 

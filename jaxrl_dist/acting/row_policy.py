@@ -60,9 +60,11 @@ class RowPolicy:
     def act_masked(
         self, params: PyTree, view: np.ndarray, legal_mask: np.ndarray, at: np.ndarray
     ) -> np.ndarray:
-        """`act` on a game's observation: the mover's view with its legal-action mask."""
+        """`act` on a game's observation: the mover's view with its legal-action mask; int32
+        indices, or float32 `[n, D]` continuous actions (a mask of width 0)."""
         obs = {AGENT_VIEW: view, ACTION_MASK: np.asarray(legal_mask, bool)}
-        return self.act(params, obs, at).astype(np.int32)
+        action = self.act(params, obs, at)
+        return action.astype(np.int32 if action.dtype.kind in "iub" else np.float32)
 
     def restart(self, at: Any = None) -> None:
         """Rows `at` (None: every row) start afresh at their next move: a new game."""

@@ -3,8 +3,9 @@ shared by every agent, the agent's id in its observation.
 
 EnvPool's multi-agent tasks (`Jumanji/LevelBasedForaging-v0`, `Jumanji/RobotWarehouse-v0`) step
 every agent of an env at once: observations `{"agents_view": [n, agents, ...], "action_mask":
-[n, agents, A]}`, one action per agent (`[n, agents]`), and a reward per env (shared by the
-team) or per agent. `AgentStreams` turns each (env, agent) pair into a stream numbered
+[n, agents, A]}`, one action per agent (`[n, agents]` indices, or `[n, agents, D]` for a
+PettingZoo Parallel env's Box, whose mask is `[n, agents, 0]`), and a reward per env (shared
+by the team) or per agent. `AgentStreams` turns each (env, agent) pair into a stream numbered
 `env * agents + agent`: its observation `{AGENT_VIEW: [view..., one-hot agent id] float32,
 ACTION_MASK: [A]}` (`jaxrl_dist.types`), its reward (the team's, or its own), the env's end
 flags; the actor answers every stream of a `recv()` in one `send()`, which steps each env with
@@ -79,7 +80,7 @@ class AgentStreams:
             )
         self._own = np.array([i for i, s in enumerate(slots) if s == LEARNER])
         self._others = {i: (players or {})[s] for i, s in enumerate(slots) if s != LEARNER}
-        self._pending = np.zeros((pool.config["num_envs"], agents), np.int32)  # others' moves
+        self._pending: np.ndarray | None = None  # the other slots' moves: `_moves`
         self._return = np.zeros((pool.config["num_envs"], agents))  # this episode's, per agent
         self.config = {**pool.config, "num_envs": pool.config["num_envs"] * len(self._own)}
 
@@ -101,7 +102,8 @@ class AgentStreams:
             view, mask = every[AGENT_VIEW][at], every[ACTION_MASK][at]
             # Rows `env * a + slot`: an agent playing several slots of an env keeps a memory
             # for each (a recurrent player's).
-            self._pending[env_id, slot] = player.act(view, mask, env_id * a + slot)
+            moves = np.asarray(player.act(view, mask, env_id * a + slot))
+            self._moves(moves)[env_id, slot] = moves
             for env in env_id[ended]:  # its next move starts the env's next episode
                 player.end_game(int(env) * a + slot, float(self._return[env, slot]))
         self._return[env_id[ended]] = 0.0
@@ -127,9 +129,18 @@ class AgentStreams:
         unique = np.unique(envs)
         if len(envs) != len(unique) * k or (own != np.tile(np.arange(k), len(unique))).any():
             raise ValueError("send() must answer every agent of each env it names together")
-        full = self._pending[unique].copy()
-        full[:, self._own] = action.reshape(len(unique), k)
-        self._pool.send(full.astype(np.int32), unique)
+        full = self._moves(action)[unique].copy()
+        full[:, self._own] = action.reshape(len(unique), k, *action.shape[1:])
+        self._pool.send(full, unique)
+
+    def _moves(self, like: np.ndarray) -> np.ndarray:
+        """Every env's moves `[num_envs, agents, *action]` (the other slots' taken at `recv`),
+        made on first use in the actions' layout: int32 indices, or float32 `[D]` vectors."""
+        if self._pending is None:
+            discrete = like.dtype.kind in "iub"
+            shape = (self._pool.config["num_envs"], self._agents, *like.shape[1:])
+            self._pending = np.zeros(shape, np.int32 if discrete else np.float32)
+        return self._pending
 
     def close(self) -> None:
         self._pool.close()

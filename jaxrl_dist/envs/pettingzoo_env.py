@@ -14,7 +14,8 @@
 
 PettingZoo classic's observation `{"observation", "action_mask"}` is understood: the view is
 `"observation"`, the legal moves `"action_mask"`; other envs' observations are the view and
-every action is legal. Every agent must have the same spaces, and Discrete actions. A Parallel
+every action is legal. Every agent must have the same spaces; an AEC game's actions Discrete,
+a Parallel env's Discrete or a Box of rank 1 (its rows then hold a mask of width 0). A Parallel
 env's agent that leaves before the episode's end keeps its last observation, with reward 0,
 until the episode ends. The episode ends when every agent
 is done; `terminated` if any agent terminated, else `truncated`.
@@ -63,8 +64,11 @@ def pettingzoo_problem(env: Any) -> str | None:
                 f"gives agent {agent!r} other spaces than {agents[0]!r}; every agent needs the same"
             )
     view, _ = _split_space(first[0])
-    if not hasattr(first[1], "n"):
-        return f"has {type(first[1]).__name__} actions; a PettingZoo env needs Discrete ones"
+    if not hasattr(first[1], "n") and not is_parallel(env):
+        return (
+            f"has {type(first[1]).__name__} actions; a turn-based (AEC) PettingZoo game needs "
+            "Discrete ones (its seats take legal-move masks); a Parallel env may have a Box"
+        )
     return spaces_problem(view, first[1])
 
 

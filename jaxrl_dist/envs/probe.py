@@ -24,16 +24,19 @@ PROBED: set[tuple] = set()  # (env_id, kwargs, start timeout) of envs that stepp
 
 def probe_action(spec: EnvSpec, obs: Any, info: dict[str, Any]) -> np.ndarray:
     """A legal action for a pool of one env (module doc): `[1]`, `[1, agents]` for a
-    simultaneous task, `[1, action_dim]` for continuous actions."""
+    simultaneous task, `[1, action_dim]` for continuous actions (`[1, agents, action_dim]`
+    for a simultaneous task's)."""
     if "legal_action_mask" in info:  # a turn-based game: the player to move's
         return np.asarray(info["legal_action_mask"]).argmax(-1).astype(np.int32)
+    if spec.continuous:  # every agent's (`[1, agents, action_dim]`), or the env's
+        low, high = np.asarray(spec.action_low), np.asarray(spec.action_high)
+        action = np.clip(np.zeros(spec.action_dim), low, high).astype(np.float32)
+        agents = (spec.num_agents,) if spec.num_agents > 1 else ()
+        return np.broadcast_to(action, (1, *agents, spec.action_dim)).copy()
     if isinstance(obs, dict) and "action_mask" in obs:  # every agent's
         return np.asarray(obs["action_mask"]).argmax(-1).astype(np.int32)
     if spec.num_agents > 1:
         return np.zeros((1, spec.num_agents), np.int32)
-    if spec.continuous:
-        low, high = np.asarray(spec.action_low), np.asarray(spec.action_high)
-        return np.clip(np.zeros(spec.action_dim), low, high)[None].astype(np.float32)
     return np.zeros(1, np.int32)
 
 

@@ -119,10 +119,12 @@ class SlotEvaluator:
             if abort():
                 return None
             every = agent_rows(obs)  # env-major: env e's agent i is row e * agents + i
-            action = np.zeros((self._envs, agents), np.int32)
+            action = None  # [envs, agents] indices, or [envs, agents, D] continuous actions
             for name, acting in self._acting.items():  # each acts on every row, keeps its own
                 mine = np.asarray(acting.actions(placed[name], every, greedy, first))
-                mine = mine.reshape(self._envs, agents)
+                mine = mine.reshape(self._envs, agents, *mine.shape[1:])
+                if action is None:
+                    action = np.zeros_like(mine)
                 for i, slot in enumerate(self._slots):
                     if slot == name:
                         action[:, i] = mine[:, i]

@@ -58,7 +58,8 @@ class PoolEvaluator:
                 return None
             if self._agents > 1:  # one row per agent, `[episodes, agents]` returns
                 action = self._acting.actions(params, agent_rows(obs), greedy, first)
-                action = np.asarray(action).reshape(self._envs, self._agents)
+                action = np.asarray(action)
+                action = action.reshape(self._envs, self._agents, *action.shape[1:])
             else:
                 action = self._acting.actions(params, obs, greedy, first)
             obs, reward, terminated, truncated, info = self._env.step(np.asarray(action))
