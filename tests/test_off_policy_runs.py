@@ -27,6 +27,7 @@ TD3 = "configs/td3_pendulum.py:quick"
 DDPG = "configs/ddpg_pendulum.py:quick"
 ANAKIN_SAC = "configs/anakin_sac_pendulum.py:quick"
 BRAX_SAC = "configs/anakin_sac_brax.py:quick"
+ANAKIN_TD3 = "configs/anakin_td3_pendulum.py"
 PENDULUM = EnvSpec((3,), np.dtype(np.float32), 0, 1, (-2.0,), (2.0,))
 # Two lockstep actors of 4 envs: a round is 2 x 4 x 8 = 64 transitions.
 LOCKSTEP = {
@@ -142,6 +143,17 @@ def test_sac_on_anakin_resumed_is_bit_identical(anakin_sac, tmp_path):
     resumed = Trainer(load_config(ANAKIN_SAC, **same), cut, resume=True, quiet=True).run()
     assert resumed.summary["learner_updates"] == anakin_sac[1]["learner_updates"]
     assert resumed.summary["state_sha256"] == anakin_sac[1]["state_sha256"]
+
+
+@pytest.mark.parametrize("variant", ["quick", "ddpg_quick"])
+def test_td3_and_ddpg_on_anakin_update_from_the_device_replay(variant, tmp_path):
+    """TD3 (and DDPG, its one critic) in Anakin's program on gymnax Pendulum, SAC's layout: the
+    same 25 x 2 updates from the device replay, finite losses."""
+    workdir = str(tmp_path / "run")
+    summary = train_main(f"{ANAKIN_TD3}:{variant}", workdir)
+    assert summary["runtime"] == "anakin" and summary["learner_updates"] == 25 * 2
+    learned = _learned(workdir)
+    assert learned and all(np.isfinite(x["losses/actor_loss"]) for x in learned)
 
 
 def test_a_brax_env_steps_with_gymnax_api_and_its_time_limit():

@@ -123,6 +123,7 @@ SETUPS = (
     SetUp("Anakin Rainbow (device replay)", "anakin_rainbow_cartpole.py", "anakin"),
     SetUp("Anakin R2D2 (device sequence replay)", "anakin_r2d2_memory.py", "anakin"),
     SetUp("Anakin SAC (device replay)", "anakin_sac_pendulum.py", "anakin"),
+    SetUp("Anakin TD3 (device replay)", "anakin_td3_pendulum.py", "anakin"),
     SetUp("Anakin IPPO on JaxMARL's MPE", "anakin_ippo_mpe_spread.py", "anakin"),
     SetUp("Anakin seats (PPO, tic-tac-toe)", "anakin_ppo_tictactoe.py", "anakin"),
     SetUp("Anakin several agents (Rainbow + PPO)", "anakin_two_agents_tictactoe.py", "anakin"),
