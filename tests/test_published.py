@@ -107,7 +107,8 @@ def test_the_shipped_spec_names_cleanrls_v4_tables():
         spec = json.load(f)
     assert set(spec["tasks"]) == {"HalfCheetah-v4", "Hopper-v4"}
     for entries in spec["tasks"].values():
-        assert [e["label"] for e in entries] == ["PPO", "SAC", "TD3"]
+        labels = ["PPO", "SAC", "TD3"]
+        assert [e["label"] for e in entries] == [*labels, *(f"{x}, load 1" for x in labels)]
         for e in entries:
             assert e["published"]["env_steps"] == 1_000_000 and e["published"]["seeds"] == 3
             assert "cleanrl/blob/fe8d8a03" in e["published"]["source"]
