@@ -49,10 +49,12 @@ class BackgroundLoad:
 
 
 def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
-    """One `scripts/train.py` process (`--resume` when `workdir` holds an unfinished attempt
-    of this sweep, see `reused_seed`); returns what it reached (see `seed_result`), its
-    `command_s` summed over the attempts whose end the harness saw."""
+    """One `scripts/train.py` process (`--resume` when `workdir` holds a checkpoint: an
+    unfinished attempt of this sweep, which `reused_seed` kept); returns what it reached (see
+    `seed_result`), with `attempts` (every one begun, a killed one too) and `command_s` summed
+    over the attempts whose end the harness saw."""
     started = _started(args, extra, seed, workdir)
+    resume = bool(complete_steps(os.path.join(workdir, "checkpoints")))
     cmd = [
         sys.executable,
         TRAIN,
@@ -62,9 +64,10 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
         workdir,
         f"--config.seed={seed}",
         *(arg.replace("{seed}", str(seed)) for arg in extra),
-        *(["--resume"] if started["attempts_s"] else []),
+        *(["--resume"] if resume else []),
     ]
     os.makedirs(workdir, exist_ok=True)
+    started["attempts_s"].append(None)  # begun; its seconds once it ends
     _write_started(workdir, started)  # before the run: a kill leaves it to resume from
     start = time.monotonic()
     with open(os.path.join(workdir, "train.log"), "a") as log:
@@ -75,13 +78,13 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
             returncode = proc.returncode
         except subprocess.TimeoutExpired:
             returncode = None
-    started["attempts_s"].append(round(time.monotonic() - start, 2))
+    started["attempts_s"][-1] = round(time.monotonic() - start, 2)
     _write_started(workdir, started)
     result = seed_result(
         seed,
         workdir,
         returncode,
-        sum(started["attempts_s"]),
+        sum(s for s in started["attempts_s"] if s is not None),
         args.target,
         args.budget,
         _metric_names(args.metrics),

@@ -115,20 +115,25 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
     assert [{k: v for k, v in s.items() if k != "reused_from"} for s in retaken] == result[
         "per_seed"
     ]
-    # A seed that did not finish (its sitting ended) but saved a checkpoint resumes from it.
+    # A seed that did not finish (its sitting ended) but saved a checkpoint resumes from it,
+    # also when the harness itself was killed before it could note the attempt's end.
     unfinished = runs / "seed_5"
     for name_left in (learning_seeds.RESULT_FILE, "summary.json"):
         os.remove(unfinished / name_left)
+    started_file = unfinished / learning_seeds.STARTED_FILE
+    started = json.loads(started_file.read_text())
+    started_file.write_text(json.dumps({**started, "attempts_s": [None]}))
     resumed = _run(args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "seed_5 holds an unfinished run of this sweep; it resumes" in resumed.stdout
     with open(unfinished / "summary.json") as f:
         assert json.load(f)["resumed_from_update"] is not None
-    with open(unfinished / learning_seeds.STARTED_FILE) as f:
-        assert len(json.load(f)["attempts_s"]) == 2
+    attempts = json.loads(started_file.read_text())["attempts_s"]
+    assert attempts[0] is None and attempts[1] > 0
     with open(out_dir / f"{name}.json") as f:
         seed_5 = json.load(f)["per_seed"][1]
     assert seed_5["attempts"] == 2 and seed_5["env_steps"] == 3200 and seed_5["error"] is None
+    assert seed_5["command_s"] == attempts[1]  # the killed attempt's seconds are unknown
     assert seed_5["train_curve"] == result["per_seed"][1]["train_curve"]  # one history, not two
     # Another sweep's seed (here another target) is not: its dir is cleared for it to run.
     other = learning._parser().parse_known_args([*args, "--target", "1"])
