@@ -18,8 +18,9 @@ Each as the mean and standard deviation over seeds (as published) and as the IQM
 bootstrap interval (`seed_statistics.py`). "Within the published spread" is the seeds' mean
 `train` within the published mean plus or minus its standard deviation (or above it).
 Writes `OUT.json` (the rows, with each sweep's commit and the spec) and `OUT_<task>.png` (each
-sweep's seeds' evaluation curves, its median bold, and the published figure at its step count
-as an error bar). A missing (unless `--partial`) or crashed sweep: one line, exit 2.
+sweep's seeds' evaluation curves, its median bold, dashed under load, and each published
+figure once, at its step count, as an error bar). A missing (unless `--partial`) or crashed
+sweep: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -103,25 +104,33 @@ def _plot(task: str, rows: list[dict[str, Any]], path: str, root: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, r in enumerate(rows):
-        colour = f"C{i}"
+    figures: list[tuple] = []  # one colour per published figure: its sweeps quiet and loaded
+    for r in rows:
+        pub = r["published"]
+        key = (pub.get("source"), pub["mean"], pub["std"])
+        drawn = key in figures
+        if not drawn:
+            figures.append(key)
+        i = figures.index(key)
+        colour, style = f"C{i}", "--" if r["load"] else "-"
         curves = [s["eval_curve"] for s in load_sweep(r["sweep"], root)["per_seed"]]
         for curve in curves:
             xs, ys = zip(*curve, strict=True)
-            ax.plot(xs, ys, color=colour, alpha=0.25, linewidth=0.8)
+            ax.plot(xs, ys, color=colour, alpha=0.25, linewidth=0.8, linestyle=style)
         grid = np.asarray([c[0] for c in curves[0]], np.float64)
         median = np.median([np.interp(grid, *zip(*c, strict=True)) for c in curves], axis=0)
-        ax.plot(grid, median, color=colour, linewidth=2, label=f"{r['label']} (median)")
-        pub = r["published"]
-        ax.errorbar(
-            pub["env_steps"] * (1 + 0.01 * i),
-            pub["mean"],
-            yerr=pub["std"],
-            color=colour,
-            marker="s",
-            capsize=4,
-            label=f"{pub['source_short']} {r['label']}",
-        )
+        label = f"{r['label']} (median)" if len(curves) > 1 else r["label"]
+        ax.plot(grid, median, color=colour, linewidth=2, linestyle=style, label=label)
+        if not drawn:
+            ax.errorbar(
+                pub["env_steps"] * (1 + 0.01 * i),
+                pub["mean"],
+                yerr=pub["std"],
+                color=colour,
+                marker="s",
+                capsize=4,
+                label=f"{pub['source_short']} {r['label']}",
+            )
     ax.set_xlabel("env steps")
     ax.set_ylabel("return (greedy evaluation; published: training)")
     ax.set_title(task)
