@@ -4,8 +4,9 @@ what its work dir says it reached (`seed_result`). A finished seed leaves `seed_
 its work dir: under `--keep-runs`, a sweep run again takes it back instead of training the seed
 again (`reused_seed`), so a sweep longer than a sitting goes on where it stopped. A seed that
 did not finish (killed with its sitting, timed out) but saved a checkpoint is resumed from it
-(`train.py --resume`) when the same sweep at the same commit runs again: its `STARTED_FILE`
-says which sweep and commit began it, and how long each attempt ran."""
+(`train.py --resume`) when the same sweep of the same code (the commit and any uncommitted
+changes) runs again: its `STARTED_FILE` says which sweep and code began it, how long each
+attempt ran and how it ended; one that crashed runs again from the start."""
 
 from __future__ import annotations
 
@@ -18,17 +19,18 @@ import time
 from typing import Any
 
 from learning_report import percentiles
-from provenance import short_commit
+from provenance import short_commit, source_state
 
-from jaxrl_dist.checkpoints.store import complete_steps
 from jaxrl_dist.run.curves import TRAIN_RETURN, kept_series
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 SPIN = "while True: pass"  # one core's worth of pure-Python work
+EXIT_INTERRUPTED = 130  # train.py's exit after a second Ctrl-C (`config.cli.EXIT_INTERRUPTED`)
 RESULT_FILE = "seed_result.json"  # a finished seed's outcome, beside its run
-STARTED_FILE = "seed_started.json"  # the sweep and commit that began a seed; its attempts
+STARTED_FILE = "seed_started.json"  # the sweep and code that began a seed; its attempts
+CRASHED = "crashed"  # an attempt's end that is not resumed: its error would come again
 
 
 class BackgroundLoad:
@@ -54,7 +56,7 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
     `seed_result`), with `attempts` (every one begun, a killed one too) and `command_s` summed
     over the attempts whose end the harness saw."""
     started = _started(args, extra, seed, workdir)
-    resume = bool(complete_steps(os.path.join(workdir, "checkpoints")))
+    resume = _has_checkpoint(workdir)
     cmd = [
         sys.executable,
         TRAIN,
@@ -67,7 +69,8 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
         *(["--resume"] if resume else []),
     ]
     os.makedirs(workdir, exist_ok=True)
-    started["attempts_s"].append(None)  # begun; its seconds once it ends
+    started["attempts_s"].append(None)  # begun; its seconds and end once it ends
+    started["ends"].append(None)
     _write_started(workdir, started)  # before the run: a kill leaves it to resume from
     start = time.monotonic()
     with open(os.path.join(workdir, "train.log"), "a") as log:
@@ -79,6 +82,7 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             returncode = None
     started["attempts_s"][-1] = round(time.monotonic() - start, 2)
+    started["ends"][-1] = _end(returncode)
     _write_started(workdir, started)
     result = seed_result(
         seed,
@@ -98,7 +102,7 @@ def run_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
 
 
 def _started(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
-    """`workdir`'s `STARTED_FILE` (this sweep's, at this commit: `reused_seed` cleared any
+    """`workdir`'s `STARTED_FILE` (this sweep's, of this code: `reused_seed` cleared any
     other), or a new one with no attempts."""
     path = os.path.join(workdir, STARTED_FILE)
     if os.path.exists(path):
@@ -107,8 +111,38 @@ def _started(args, extra: list[str], seed: int, workdir: str) -> dict[str, Any]:
     return {
         "sweep": sweep_key(args, extra, seed),
         "git_commit": short_commit(ROOT),
+        "code": _code(),
         "attempts_s": [],
+        "ends": [],
     }
+
+
+def _code() -> dict[str, Any] | None:
+    """What the seed's code is: the commit with the checkout's uncommitted changes (their
+    hashes, `provenance.source_state`); None outside a git checkout (nothing to tell code
+    apart by, so nothing is resumed)."""
+    state = source_state(ROOT)
+    if state["git_commit"] is None:
+        return None
+    return {key: state[key] for key in ("git_commit", "diff_sha256", "untracked")}
+
+
+def _end(returncode: int | None) -> str | None:
+    """How an attempt ended, for `_resumable`: "timeout" (`--timeout-s`), "signal" (killed, or
+    the clean stop of SIGINT/SIGTERM: 130, or 0 without a result), or `CRASHED` (an error:
+    resuming would meet it again)."""
+    if returncode is None:
+        return "timeout"
+    if returncode < 0 or returncode in (0, EXIT_INTERRUPTED):
+        return "signal"  # a 0 that left no result (`keep_result`) stopped on a signal
+    return CRASHED
+
+
+def _has_checkpoint(workdir: str) -> bool:
+    """Whether the run's `checkpoints/` holds a complete step (Orbax names them by number;
+    `checkpoints.store.complete_steps`, without importing JAX here)."""
+    path = os.path.join(workdir, "checkpoints")
+    return os.path.isdir(path) and any(name.isdigit() for name in os.listdir(path))
 
 
 def _write_started(workdir: str, started: dict[str, Any]) -> None:
@@ -126,7 +160,8 @@ def sweep_key(args, extra: list[str], seed: int) -> dict[str, Any]:
 
 def keep_result(args, extra: list[str], seed: int, workdir: str, result: dict) -> None:
     """Writes a finished seed's outcome into its work dir (`RESULT_FILE`), with the commit it
-    ran at; a crashed or timed-out seed leaves none (it runs again)."""
+    ran at; a seed that crashed, timed out or stopped on a signal leaves none (the next sweep
+    resumes it from its checkpoint, or runs it again after a crash: `reused_seed`)."""
     if result["error"] is not None:
         return
     commit = short_commit(ROOT)
@@ -158,15 +193,18 @@ def reused_seed(args, extra: list[str], seed: int, workdir: str) -> dict[str, An
 
 
 def _resumable(workdir: str, key: dict[str, Any]) -> bool:
-    """Whether `workdir` holds an unfinished attempt of the sweep `key` at this commit with a
-    checkpoint step to go on from (and no result of another sweep)."""
+    """Whether `workdir` holds an unfinished attempt of the sweep `key`, begun by this code,
+    with a checkpoint to go on from, whose last attempt was stopped (killed, timed out, a
+    signal) rather than crashed (and no result of another sweep)."""
     path = os.path.join(workdir, STARTED_FILE)
     if os.path.exists(os.path.join(workdir, RESULT_FILE)) or not os.path.exists(path):
         return False
     with open(path) as f:
         started = json.load(f)
-    same = started["sweep"] == key and started["git_commit"] == short_commit(ROOT)
-    return same and bool(complete_steps(os.path.join(workdir, "checkpoints")))
+    code = _code()
+    same = started["sweep"] == key and code is not None and started.get("code") == code
+    crashed = (started.get("ends") or [None])[-1] == CRASHED
+    return same and not crashed and _has_checkpoint(workdir)
 
 
 def also_eval(workdir: str, opponent: str, episodes: int) -> dict[str, Any]:
@@ -229,6 +267,8 @@ def seed_result(
     if returncode != 0 or summary is None:
         tail = _tail(os.path.join(workdir, "train.log"))
         error = "timed out" if returncode is None else f"exit {returncode}: {tail}"
+    elif str(summary.get("stop_reason", "")).startswith("SIG"):  # a clean stop, not the end
+        error = f"stopped by {summary['stop_reason']} at {summary['env_steps']:,} env steps"
     return {
         "seed": seed,
         "success": bool(reached),

@@ -1,7 +1,7 @@
 """Learning sweeps beside published figures: one table and one plot per task.
 
     python benchmarks/published.py --spec benchmarks/published_mujoco.json \
-        --out benchmarks/results/cpu/learning/mujoco_v4
+        --out benchmarks/results/cpu/published/mujoco_v4
 
 The spec names, per task, the sweeps (`learning.py` results under
 `benchmarks/results/cpu/learning/`, without `.json`) and the published figure each is set
@@ -15,8 +15,9 @@ episodes at the end of the run (openrlbenchmark's `rlops.py`), so each sweep is 
 - `eval`: each seed's last greedy evaluation (`eval_episodes` episodes of the final params).
 
 Each as the mean and standard deviation over seeds (as published) and as the IQM with its 95%
-bootstrap interval (`seed_statistics.py`). "Within the published spread" is the seeds' mean
-`train` within the published mean plus or minus its standard deviation (or above it).
+bootstrap interval (`seed_statistics.py`). Against the published spread, the seeds' mean
+`train` is "below" the published mean less its standard deviation, "above" the mean plus it,
+or "within".
 Writes `OUT.json` (the rows, with each sweep's commit and the spec) and `OUT_<task>.png` (each
 sweep's seeds' evaluation curves, its median bold, dashed under load, and each published
 figure once, at its step count, as an error bar). A missing (unless `--partial`) or crashed
@@ -82,8 +83,9 @@ def row(name: str, published: dict[str, Any], window: int, root: str = RESULTS) 
     if any(t is None for t in train):
         raise UsageError(f"{name}: a seed logged no training return")
     evals = [s["final_eval_return"] for s in seeds]
+    if any(e is None for e in evals):
+        raise UsageError(f"{name}: a seed has no evaluation (give its config eval_every_updates)")
     train_scores = _scores(train)
-    low = published["mean"] - published["std"]
     return {
         "sweep": name,
         "git_commit": result["git_commit"],
@@ -93,8 +95,15 @@ def row(name: str, published: dict[str, Any], window: int, root: str = RESULTS) 
         "train": train_scores,
         "eval": _scores(evals),
         "published": published,
-        "within_published_spread": bool(train_scores["mean"] >= low),
+        "against_published": _against(train_scores["mean"], published),
     }
+
+
+def _against(mean: float, published: dict[str, Any]) -> str:
+    """ "below", "within" or "above" the published mean plus or minus its std."""
+    if mean < published["mean"] - published["std"]:
+        return "below"
+    return "above" if mean > published["mean"] + published["std"] else "within"
 
 
 def _plot(task: str, rows: list[dict[str, Any]], path: str, root: str) -> None:
@@ -114,6 +123,7 @@ def _plot(task: str, rows: list[dict[str, Any]], path: str, root: str) -> None:
         i = figures.index(key)
         colour, style = f"C{i}", "--" if r["load"] else "-"
         curves = [s["eval_curve"] for s in load_sweep(r["sweep"], root)["per_seed"]]
+        curves = [c for c in curves if c]  # `row` refused seeds without any evaluation
         for curve in curves:
             xs, ys = zip(*curve, strict=True)
             ax.plot(xs, ys, color=colour, alpha=0.25, linewidth=0.8, linestyle=style)
@@ -182,7 +192,7 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         "| task | algorithm | seeds | training return, last 100k steps: mean +/- std | "
         "IQM (95% CI) | greedy evaluation at the end: IQM (95% CI) | published (mean +/- std) "
-        "| within |",
+        "| against the published spread |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for task, rows in result["tasks"].items():
@@ -198,7 +208,7 @@ def table(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {task} | {r['label']} | {len(t['per_seed'])} | {t['mean']:,.0f} +/- "
                 f"{t['std']:,.0f} | {_iqm(t['iqm'])} | {_iqm(e['iqm'])} | {p['mean']:,.2f} +/- "
-                f"{p['std']:,.2f} | {'yes' if r['within_published_spread'] else 'no'} |"
+                f"{p['std']:,.2f} | {r['against_published']} |"
             )
     return "\n".join(lines)
 

@@ -103,3 +103,16 @@ def test_streams_pass_continuous_moves_of_the_learner_and_the_other_slot_unround
     np.testing.assert_array_equal(ids, [0, 1])
     np.testing.assert_allclose(action[:, 0], [[0.5, -0.5], [-0.75, 0.1]])
     np.testing.assert_allclose(action[:, 1], 0.25)
+
+
+def test_one_gaussian_ppo_policy_shared_by_agents_with_continuous_actions(tmp_path):
+    """`agents_per_env=2` on the steering env: one PPO policy for both agents, its Gaussian
+    left unmasked by the rows' width-0 action mask; it updates and evaluates both agents."""
+    summary = train_main(
+        "configs/ppo_pendulum.py:quick",
+        str(tmp_path / "run"),
+        f"--config.env_id={STEER_ID}",
+        "--config.sebulba.agents_per_env=2",
+        "--config.eval_every_updates=2",
+    )
+    assert summary["updates"] >= 2 and np.isfinite(summary["evals"][-1]["return"])

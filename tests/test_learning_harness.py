@@ -7,6 +7,7 @@ directories against numbers worked out here. Nothing asserts that anything learn
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -67,6 +68,7 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
         "--metrics",
         "losses/entropy,stats/policy_lag,no/such_metric",
         "--config.total_env_steps=3200",
+        "--config.checkpoint_every_updates=2",  # 10 updates of 320 steps: saves at 6, 8, 10 kept
         "--allow-dirty",
     ]
     spinning_before = _spinners()
@@ -94,7 +96,10 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
     assert agg["env_steps_to_target"] == {"median": 3200, "q25": 3200, "q75": 3200}
     assert set(agg["metric_medians"]) == {"losses/entropy", "stats/policy_lag"}
     assert (result["load"], result["target"], result["budget"]) == (1, 0.0, 3200)
-    assert result["overrides"] == ["--config.total_env_steps=3200"]
+    assert result["overrides"] == [
+        "--config.total_env_steps=3200",
+        "--config.checkpoint_every_updates=2",
+    ]
     assert result["environment"]["cpu_count"] == os.cpu_count()
     assert agg["held"] == 2 and agg["held_seeds"] == [3, 5]  # the last evaluation is >= 0
     finals = sorted(s["final_eval_return"] for s in result["per_seed"])
@@ -116,25 +121,41 @@ def test_a_sweep_under_load_runs_each_seed_and_writes_json_and_png(tmp_path):
         "per_seed"
     ]
     # A seed that did not finish (its sitting ended) but saved a checkpoint resumes from it,
-    # also when the harness itself was killed before it could note the attempt's end.
+    # also when the harness itself was killed before it could note the attempt's end. Its
+    # saves after update 6 are gone: the resumed run logs 3,200 steps' window again, which
+    # supersedes the first attempt's (one history, not two).
     unfinished = runs / "seed_5"
     for name_left in (learning_seeds.RESULT_FILE, "summary.json"):
         os.remove(unfinished / name_left)
+    for step in os.listdir(unfinished / "checkpoints"):
+        if step.isdigit() and int(step) > 6:
+            shutil.rmtree(unfinished / "checkpoints" / step)
     started_file = unfinished / learning_seeds.STARTED_FILE
     started = json.loads(started_file.read_text())
-    started_file.write_text(json.dumps({**started, "attempts_s": [None]}))
+    started_file.write_text(json.dumps({**started, "attempts_s": [None], "ends": [None]}))
     resumed = _run(args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "seed_5 holds an unfinished run of this sweep; it resumes" in resumed.stdout
     with open(unfinished / "summary.json") as f:
-        assert json.load(f)["resumed_from_update"] is not None
+        assert json.load(f)["resumed_from_update"] == 6
     attempts = json.loads(started_file.read_text())["attempts_s"]
     assert attempts[0] is None and attempts[1] > 0
     with open(out_dir / f"{name}.json") as f:
         seed_5 = json.load(f)["per_seed"][1]
     assert seed_5["attempts"] == 2 and seed_5["env_steps"] == 3200 and seed_5["error"] is None
     assert seed_5["command_s"] == attempts[1]  # the killed attempt's seconds are unknown
-    assert seed_5["train_curve"] == result["per_seed"][1]["train_curve"]  # one history, not two
+    steps = [point[0] for point in seed_5["train_curve"]]
+    assert steps == [p[0] for p in result["per_seed"][1]["train_curve"]] == [1600, 3200]
+    # A seed whose last attempt crashed is not resumed (its error would come again): it runs
+    # afresh, its dir cleared.
+    started = json.loads(started_file.read_text())
+    started_file.write_text(json.dumps({**started, "ends": [*started["ends"][:-1], "crashed"]}))
+    os.remove(unfinished / learning_seeds.RESULT_FILE)
+    assert (
+        learning_seeds.reused_seed(*learning._parser().parse_known_args(args), 5, str(unfinished))
+        is None
+    )
+    assert not unfinished.exists()
     # Another sweep's seed (here another target) is not: its dir is cleared for it to run.
     other = learning._parser().parse_known_args([*args, "--target", "1"])
     assert learning_seeds.reused_seed(*other, 3, str(runs / "seed_3")) is None

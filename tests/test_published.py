@@ -67,22 +67,24 @@ def test_each_seed_scores_its_last_window_and_the_sweep_its_mean_and_std(tmp_pat
     assert row["train"]["mean"] == 100.0 and row["train"]["std"] == 10.0  # population std
     assert row["eval"]["per_seed"] == [90.0, 110.0]
     assert row["train"]["iqm"]["iqm"] == pytest.approx(100.0)
-    assert row["within_published_spread"] and row["git_commit"] == "abc1234"
+    assert row["against_published"] == "within" and row["git_commit"] == "abc1234"
     assert row["seconds_per_seed"] == [10.0, 11.0]
     with open(tmp_path / "out" / "cmp_Task-v0.png", "rb") as f:
         assert f.read(len(PNG_MAGIC)) == PNG_MAGIC
     with open(tmp_path / "out" / "cmp.json") as f:
         assert json.load(f)["tasks"]["Task-v0"][0]["train"]["mean"] == 100.0
     text = published.table(result)
-    assert "| Task-v0 | ALGO_TASK | 2 | 100 +/- 10 |" in text and text.endswith("| yes |")
+    assert "| Task-v0 | ALGO_TASK | 2 | 100 +/- 10 |" in text and text.endswith("| within |")
 
 
-def test_below_the_published_spread_is_said(tmp_path):
+def test_below_within_or_above_the_published_spread_is_said(tmp_path):
     _sweep(tmp_path, "algo_task", [_seed(0, [80, 80], 80.0), _seed(1, [88, 88], 88.0)])
     result = published.report(_spec(100.0, 10.0), str(tmp_path / "cmp"), True, root=str(tmp_path))
     row = result["tasks"]["Task-v0"][0]
-    assert row["train"]["mean"] == 84.0 and not row["within_published_spread"]
-    assert published.table(result).endswith("| no |")
+    assert row["train"]["mean"] == 84.0 and row["against_published"] == "below"
+    assert published.table(result).endswith("| below |")
+    above = published.report(_spec(70.0, 10.0), str(tmp_path / "c2"), True, root=str(tmp_path))
+    assert above["tasks"]["Task-v0"][0]["against_published"] == "above"  # 84 > 70 + 10
 
 
 def test_a_sweep_not_run_yet_is_a_row_under_partial_and_refused_without(tmp_path, capsys):
@@ -93,6 +95,14 @@ def test_a_sweep_not_run_yet_is_a_row_under_partial_and_refused_without(tmp_path
     with pytest.raises(published.UsageError, match="later_task.json: no such sweep"):
         published.report(spec, str(tmp_path / "cmp2"), True, root=str(tmp_path))
     assert not (tmp_path / "cmp2.json").exists()
+
+
+def test_a_seed_without_an_evaluation_is_refused_in_one_line(tmp_path):
+    seed = {**_seed(0, [90], 90.0), "final_eval_return": None, "eval_curve": []}
+    _sweep(tmp_path, "algo_task", [seed])
+    with pytest.raises(published.UsageError, match="algo_task: a seed has no evaluation"):
+        published.report(_spec(), str(tmp_path / "cmp"), True, root=str(tmp_path))
+    assert not (tmp_path / "cmp.json").exists()
 
 
 def test_the_script_refuses_a_missing_spec_in_one_line(tmp_path, capsys):

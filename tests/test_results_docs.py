@@ -180,12 +180,13 @@ def test_a_published_table_states_its_files_rows(tmp_path):
     scores = {"per_seed": [1.0], "mean": 1234.4, "std": 5.0, "iqm": {"iqm": 1.0, "ci95": [0, 2]}}
     published_figure = {"mean": 1442.64, "std": 46.03}
     row = {"label": "PPO", "train": scores, "eval": scores, "published": published_figure}
-    result = {"tasks": {"HalfCheetah-v4": [{**row, "within_published_spread": False}]}}
+    result = {"tasks": {"HalfCheetah-v4": [{**row, "against_published": "below"}]}}
     (tmp_path / "cpu" / "cmp.json").write_text(json.dumps(result))
     page = "<!-- published-table: cpu/cmp.json -->\nold\n<!-- /published-table -->"
     text = learning_tables.render(page, str(learning))
     assert (
-        "| HalfCheetah-v4 | PPO | 1 | 1,234 +/- 5 |" in text and "1,442.64 +/- 46.03 | no |" in text
+        "| HalfCheetah-v4 | PPO | 1 | 1,234 +/- 5 |" in text
+        and "1,442.64 +/- 46.03 | below |" in text
     )
     assert learning_tables.render(text, str(learning)) == text  # stable once generated
     with pytest.raises(learning_tables.SpecError, match="no results file"):

@@ -210,8 +210,10 @@ class PolicyModel:
 
 def mask_logits(logits: jax.Array, action_mask: jax.Array | None) -> jax.Array:
     """`logits [..., A]` with illegal actions (`action_mask [..., A]` False) at the lowest
-    finite float (not -inf: `0 * log 0` terms of entropies and gradients stay 0, not NaN)."""
-    if action_mask is None:
+    finite float (not -inf: `0 * log 0` terms of entropies and gradients stay 0, not NaN).
+    A mask of width 0 (a simultaneous-move env's continuous actions, `envs/agents.py`) leaves
+    the policy, a Gaussian's params, as it is."""
+    if action_mask is None or action_mask.shape[-1] == 0:
         return logits
     return jnp.where(action_mask, logits, jnp.finfo(logits.dtype).min)
 

@@ -69,12 +69,13 @@ class BraxEnv:
         self, key: jax.Array, state: Any, action: jax.Array, params: BraxParams
     ) -> tuple[jax.Array, Any, jax.Array, jax.Array, dict[str, jax.Array]]:
         """gymnax's `step` without its auto-reset: `done` is Brax's termination, the time
-        limit `info["truncated"]` (not set on a step that also terminates)."""
+        limit `info["truncated"]`; a step that is both is the time limit's, as EnvPool and
+        every other env here report it (`jax_envs.JaxEnv`)."""
         brax_state, t = state
         brax_state = self._env.step(brax_state, action)
         t = t + 1
         done = brax_state.done > 0
-        truncated = (t >= params.max_steps_in_episode) & ~done
+        truncated = t >= params.max_steps_in_episode
         obs = _flat_obs(brax_state.obs, self.name)
         return obs, (brax_state, t), brax_state.reward, done, {"truncated": truncated}
 

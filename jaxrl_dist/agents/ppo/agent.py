@@ -150,10 +150,16 @@ def _shuffled_minibatches(data: dict, key: jax.Array, num_epochs: int, num_minib
         order = jax.random.permutation(key, num_envs)
         split = (
             lambda x: jnp.swapaxes(  # noqa: E731
-                x[:, order].reshape(x.shape[0], num_minibatches, -1, *x.shape[2:]), 0, 1
+                x[:, order].reshape(
+                    x.shape[0], num_minibatches, num_envs // num_minibatches, *x.shape[2:]
+                ),
+                0,
+                1,
             )
         )
         return jax.tree.map(split, data)
 
     epochs = jax.vmap(one_epoch)(jax.random.split(key, num_epochs))  # [E, M, T, B/M, ...]
-    return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), epochs)
+    # Sizes spelled out, not -1: a width-0 leaf (continuous agents' action mask) has no size
+    # for numpy to infer a -1 from.
+    return jax.tree.map(lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]), epochs)
