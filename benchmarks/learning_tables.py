@@ -301,14 +301,19 @@ def _sentence(label: str, agg: dict[str, Any], target: float) -> str:
     )
 
 
-def _figure(match: re.Match, results: str) -> str:
-    """One value of a results file, as the marker formats it."""
-    path = os.path.join(results, match["path"])
+def _results_file(results: str, relative: str) -> Any:
+    """The JSON of a results file under `results` (benchmarks/results/), or SpecError."""
+    path = os.path.join(results, relative)
     try:
         with open(path) as f:
-            value: Any = json.load(f)
+            return json.load(f)
     except OSError:
         raise SpecError(f"no results file {os.path.relpath(path, ROOT)}") from None
+
+
+def _figure(match: re.Match, results: str) -> str:
+    """One value of a results file, as the marker formats it."""
+    value: Any = _results_file(results, match["path"])
     for part in match["key"].split("."):
         try:
             value = value[int(part)] if isinstance(value, list) else value[part]
@@ -320,13 +325,7 @@ def _figure(match: re.Match, results: str) -> str:
 
 def _published(match: re.Match, results: str) -> str:
     """`published.py`'s table of the results file the marker names."""
-    path = os.path.join(results, match["path"])
-    try:
-        with open(path) as f:
-            result = json.load(f)
-    except OSError:
-        raise SpecError(f"no results file {os.path.relpath(path, ROOT)}") from None
-    body = published.table(result)
+    body = published.table(_results_file(results, match["path"]))
     return f"<!-- published-table: {match['path']} -->\n\n{body}\n\n<!-- /published-table -->"
 
 
